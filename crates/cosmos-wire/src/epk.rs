@@ -1,0 +1,247 @@
+//! The effective partition key (EPK) of hash version 2, and the arithmetic of partition key
+//! ranges over the EPK space.
+//!
+//! An EPK is 32 uppercase hex digits. For one string component the hashed bytes are
+//! `0x08 ++ utf8(value) ++ 0xFF`; the hash is MurmurHash3 x64 128-bit with seed 0, its bytes
+//! reversed, with the top two bits cleared. So every EPK lies in `[0, 2^126)`; ranges are written
+//! as `[minInclusive, maxExclusive)` with `""` for the start of the space and `"FF"` for its end.
+
+/// The EPK of a single string partition key (hash version 2).
+pub fn epk_of_str(value: &str) -> String {
+    let mut bytes = Vec::with_capacity(value.len() + 2);
+    bytes.push(0x08);
+    bytes.extend_from_slice(value.as_bytes());
+    bytes.push(0xFF);
+    let hash = epk_hash(&bytes);
+    let mut out = String::with_capacity(32);
+    for b in hash.to_be_bytes() {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xF) as usize] as char);
+    }
+    out
+}
+
+/// The EPK of a single string partition key as a number in `[0, 2^126)`: the same order as
+/// the hex form, cheaper to compare.
+pub fn epk_u128_of_str(value: &str) -> u128 {
+    let mut bytes = Vec::with_capacity(value.len() + 2);
+    bytes.push(0x08);
+    bytes.extend_from_slice(value.as_bytes());
+    bytes.push(0xFF);
+    epk_hash(&bytes)
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The exclusive upper end of the EPK space as a number (all hash v2 EPKs are below it).
+pub const EPK_SPACE_END: u128 = 1 << 126;
+
+/// Parses a range boundary into a number: `""` is 0, `"FF"` (the end of the space) and anything
+/// at or above it is [`EPK_SPACE_END`]; shorter strings are padded with zeros on the right.
+/// `None` if it is not hex or longer than 32 digits.
+pub fn boundary_to_u128(boundary: &str) -> Option<u128> {
+    if boundary.is_empty() {
+        return Some(0);
+    }
+    if boundary.len() > 32 || !boundary.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut padded = boundary.to_string();
+    padded.extend(std::iter::repeat_n('0', 32 - boundary.len()));
+    let n = u128::from_str_radix(&padded, 16).ok()?;
+    Some(n.min(EPK_SPACE_END))
+}
+
+/// Writes a number as a range boundary: 0 is `""`, [`EPK_SPACE_END`] or more is `"FF"`, anything
+/// else 32 uppercase hex digits.
+pub fn u128_to_boundary(n: u128) -> String {
+    if n == 0 {
+        String::new()
+    } else if n >= EPK_SPACE_END {
+        "FF".to_string()
+    } else {
+        format!("{n:032X}")
+    }
+}
+
+/// Splits the EPK space into `n` ranges of equal width, as `(minInclusive, maxExclusive)`.
+pub fn even_ranges(n: usize) -> Vec<(String, String)> {
+    assert!(n > 0, "at least one range");
+    let width = EPK_SPACE_END / n as u128;
+    (0..n)
+        .map(|i| {
+            let lo = width * i as u128;
+            let hi = if i + 1 == n {
+                EPK_SPACE_END
+            } else {
+                lo + width
+            };
+            (u128_to_boundary(lo), u128_to_boundary(hi))
+        })
+        .collect()
+}
+
+/// The midpoint at which a range `[min, max)` splits in two, or `None` if it cannot split.
+pub fn split_point(min: &str, max: &str) -> Option<String> {
+    let (lo, hi) = (boundary_to_u128(min)?, boundary_to_u128(max)?);
+    let mid = lo + (hi.checked_sub(lo)? / 2);
+    (mid > lo && mid < hi).then(|| u128_to_boundary(mid))
+}
+
+/// Whether `epk` lies in `[min, max)`. Boundaries compare as strings, the way the service does.
+pub fn in_range(epk: &str, min: &str, max: &str) -> bool {
+    min <= epk && (max == "FF" || epk < max)
+}
+
+/// MurmurHash3 x64 128-bit (seed 0), byte-reversed as the SDKs do, top two bits cleared.
+fn epk_hash(data: &[u8]) -> u128 {
+    let (h1, h2) = murmur3_x64_128(data, 0);
+    // The SDKs take the hash as the 16 bytes h1 (LE) ++ h2 (LE) and reverse them, so the
+    // number read big-endian is (h2 << 64) | h1.
+    let n = ((h2 as u128) << 64) | h1 as u128;
+    n & (u128::MAX >> 2)
+}
+
+/// MurmurHash3 x64 128-bit, returning `(h1, h2)`.
+fn murmur3_x64_128(data: &[u8], seed: u64) -> (u64, u64) {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+    let (mut h1, mut h2) = (seed, seed);
+    let blocks = data.len() / 16;
+    for i in 0..blocks {
+        let b = &data[i * 16..i * 16 + 16];
+        let mut k1 = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let mut k2 = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
+        k1 = k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
+        h1 ^= k1;
+        h1 = h1
+            .rotate_left(27)
+            .wrapping_add(h2)
+            .wrapping_mul(5)
+            .wrapping_add(0x52dc_e729);
+        k2 = k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+        h2 ^= k2;
+        h2 = h2
+            .rotate_left(31)
+            .wrapping_add(h1)
+            .wrapping_mul(5)
+            .wrapping_add(0x3849_5ab5);
+    }
+    let tail = &data[blocks * 16..];
+    let (mut k1, mut k2) = (0u64, 0u64);
+    for (i, &byte) in tail.iter().enumerate() {
+        if i < 8 {
+            k1 |= (byte as u64) << (8 * i);
+        } else {
+            k2 |= (byte as u64) << (8 * (i - 8));
+        }
+    }
+    if tail.len() > 8 {
+        k2 = k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1);
+        h2 ^= k2;
+    }
+    if !tail.is_empty() {
+        k1 = k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
+        h1 ^= k1;
+    }
+    let len = data.len() as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    (h1, h2)
+}
+
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn published_hash_v2_vectors() {
+        assert_eq!(epk_of_str("redmond"), "22E342F38A486A088463DFF7838A5963");
+        assert_eq!(epk_of_str(""), "32E9366E637A71B4E710384B2F4970A0");
+        assert_eq!(epk_of_str("aa"), "05033626483AE80D00E44FBD35362B19");
+        assert_eq!(
+            epk_of_str(&"a".repeat(110)),
+            "0BA3E9CA8EE4C14538828D1612A4B652"
+        );
+    }
+
+    #[test]
+    fn murmur3_reference_values() {
+        // Reference outputs of the canonical MurmurHash3_x64_128 (seed 0).
+        assert_eq!(murmur3_x64_128(b"", 0), (0, 0));
+        assert_eq!(
+            murmur3_x64_128(b"hello", 0),
+            (0xcbd8_a7b3_41bd_9b02, 0x5b1e_906a_48ae_1d19)
+        );
+    }
+
+    #[test]
+    fn even_ranges_cover_the_space() {
+        let ranges = even_ranges(4);
+        assert_eq!(ranges.len(), 4);
+        assert_eq!(ranges[0].0, "");
+        assert_eq!(ranges[3].1, "FF");
+        for pair in ranges.windows(2) {
+            assert_eq!(pair[0].1, pair[1].0);
+        }
+        assert_eq!(ranges[1].0, "10000000000000000000000000000000");
+    }
+
+    #[test]
+    fn split_point_halves_a_range() {
+        assert_eq!(
+            split_point("", "FF").as_deref(),
+            Some("20000000000000000000000000000000")
+        );
+        assert_eq!(
+            split_point(
+                "10000000000000000000000000000000",
+                "20000000000000000000000000000000"
+            )
+            .as_deref(),
+            Some("18000000000000000000000000000000")
+        );
+        assert_eq!(split_point("", "00000000000000000000000000000001"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn every_key_falls_in_exactly_one_even_range(key in ".{0,64}", n in 1usize..64) {
+            let epk = epk_of_str(&key);
+            let hits = even_ranges(n).iter().filter(|(lo, hi)| in_range(&epk, lo, hi)).count();
+            prop_assert_eq!(hits, 1);
+        }
+
+        #[test]
+        fn numeric_and_hex_forms_agree(key in ".{0,64}") {
+            let epk = epk_of_str(&key);
+            prop_assert_eq!(boundary_to_u128(&epk), Some(epk_u128_of_str(&key)));
+            prop_assert!(epk_u128_of_str(&key) < EPK_SPACE_END);
+        }
+
+        #[test]
+        fn split_halves_stay_inside(a in 0u128..EPK_SPACE_END, b in 0u128..EPK_SPACE_END) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            let (min, max) = (u128_to_boundary(lo), u128_to_boundary(hi));
+            if let Some(mid) = split_point(&min, &max) {
+                prop_assert!(min < mid && mid < max);
+            }
+        }
+    }
+}
