@@ -1,1 +1,19 @@
-//! Placeholder.
+//! Drone telemetry formats shared by the edge agent and the cloud writer. No I/O.
+//!
+//! - [`wire`]: the device-to-cloud JSON message (version 1), its validation and codec.
+//! - [`document`]: the Cosmos DB documents (latest position, history) and the partition
+//!   key path they carry.
+//! - [`order`]: the order of one drone's positions behind every "newest wins" decision.
+//! - [`staleness`]: the rule deciding whether a position is fresh enough to write.
+//! - [`time`]: the RFC 3339 time form the formats read and write.
+
+pub mod document;
+pub mod order;
+pub mod staleness;
+pub mod time;
+pub mod wire;
+
+pub use document::{DocumentLayout, PartitionKeyPath};
+pub use order::PositionOrder;
+pub use staleness::{Freshness, StalenessPolicy};
+pub use wire::{Invalid, Position};
