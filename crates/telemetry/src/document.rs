@@ -6,8 +6,8 @@
 //!
 //! ```json
 //! {"id":"drone-0042","deviceId":"drone-0042","kind":"latest","schemaVersion":1,"seq":1834,
-//!  "deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795252502500,
-//!  "enqueuedTime":"2026-11-22T09:15:03.100Z","enqueuedTimeMs":1795252503100,
+//!  "deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795338902500,
+//!  "enqueuedTime":"2026-11-22T09:15:03.100Z","enqueuedTimeMs":1795338903100,
 //!  "location":{"type":"Point","coordinates":[-122.3493,47.6205]},
 //!  "altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}
 //! ```
@@ -81,25 +81,25 @@ pub struct PartitionKeyPath {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PartitionKeyPathError {
     /// The path does not start with `/`.
-    #[error("partition key path {path:?} must start with '/', e.g. /deviceId")]
+    #[error("partition key path '{path}' must start with '/', e.g. /deviceId")]
     NoLeadingSlash {
         /// The rejected path.
         path: String,
     },
     /// A segment is empty (`//`, a trailing `/`, or `""`).
-    #[error("partition key path {path:?} has an empty segment")]
+    #[error("partition key path '{path}' has an empty segment")]
     EmptySegment {
         /// The rejected path.
         path: String,
     },
     /// A quoted segment has no closing quote, or text follows its closing quote.
-    #[error("partition key path {path:?} has a malformed quoted segment")]
+    #[error("partition key path '{path}' has a malformed quoted segment")]
     Quote {
         /// The rejected path.
         path: String,
     },
     /// An unquoted segment holds a character that is not allowed there.
-    #[error("partition key path {path:?} contains {ch:?}; quote the segment or use another name")]
+    #[error("partition key path '{path}' contains {ch:?}; quote the segment or use another name")]
     Character {
         /// The rejected path.
         path: String,
@@ -108,7 +108,7 @@ pub enum PartitionKeyPathError {
     },
     /// The path starts with a name the documents already use for something else.
     #[error(
-        "partition key path {path:?} starts with {field:?}, which the telemetry documents use for other data; use /deviceId or a path under another name, e.g. /pk/deviceId"
+        "partition key path '{path}' starts with {field:?}, which the telemetry documents use for other data; use /deviceId or a path under another name, e.g. /pk/deviceId"
     )]
     Reserved {
         /// The rejected path.

@@ -1,0 +1,250 @@
+//! Cosmos document layout: fields, GeoJSON order, partition key paths, history ids.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use telemetry::document::{
+    DOCUMENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, PartitionKeyPath,
+    PartitionKeyPathError, document_id, history_id,
+};
+use telemetry::wire::{Position, decode};
+
+const EXAMPLE: &str = r#"{"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}"#;
+
+fn example() -> Position {
+    decode(EXAMPLE.as_bytes()).unwrap()
+}
+
+fn utc(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+}
+
+fn path(text: &str) -> PartitionKeyPath {
+    text.parse().unwrap()
+}
+
+#[test]
+fn latest_document_of_the_example() {
+    let layout = DocumentLayout::default();
+    let enqueued = utc("2026-11-22T09:15:03.1Z");
+    let document = layout.latest(&example(), Some(enqueued));
+    assert_eq!(
+        document,
+        json!({
+            "id": "drone-0042",
+            "deviceId": "drone-0042",
+            "kind": "latest",
+            "schemaVersion": DOCUMENT_SCHEMA_VERSION,
+            "seq": 1834,
+            "deviceTime": "2026-11-22T09:15:02.500Z",
+            "deviceTimeMs": 1_795_338_902_500_i64,
+            "enqueuedTime": "2026-11-22T09:15:03.100Z",
+            "enqueuedTimeMs": 1_795_338_903_100_i64,
+            "location": {"type": "Point", "coordinates": [-122.3493, 47.6205]},
+            "altM": 121.5,
+            "headingDeg": 270.0,
+            "speedMps": 12.3,
+            "batteryPct": 81
+        })
+    );
+    assert_eq!(
+        document["deviceTimeMs"],
+        json!(utc("2026-11-22T09:15:02.500Z").timestamp_millis())
+    );
+}
+
+#[test]
+fn geojson_point_is_longitude_first_exactly() {
+    let mut bytes = Vec::new();
+    DocumentLayout::default().write_latest(&example(), None, &mut bytes);
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(
+        text.contains(r#""location":{"type":"Point","coordinates":[-122.3493,47.6205]}"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn written_bytes_equal_the_value_form() {
+    let layout = DocumentLayout::new(path("/fleet/deviceId"));
+    let enqueued = Some(utc("2026-11-22T09:15:03Z"));
+    let mut latest = b"prefix".to_vec();
+    layout.write_latest(&example(), enqueued, &mut latest);
+    assert_eq!(&latest[..6], b"prefix", "write_latest appends");
+    let parsed: Value = serde_json::from_slice(&latest[6..]).unwrap();
+    assert_eq!(parsed, layout.latest(&example(), enqueued));
+
+    let mut history = Vec::new();
+    layout.write_history(&example(), enqueued, Some(86_400), &mut history);
+    let parsed: Value = serde_json::from_slice(&history).unwrap();
+    assert_eq!(parsed, layout.history(&example(), enqueued, Some(86_400)));
+}
+
+#[test]
+fn optional_fields_and_enqueued_time_are_left_out_when_unknown() {
+    let mut position = example();
+    position.alt_m = None;
+    position.heading_deg = None;
+    position.speed_mps = None;
+    position.battery_pct = None;
+    let document = DocumentLayout::default().latest(&position, None);
+    let keys: Vec<_> = document.as_object().unwrap().keys().cloned().collect();
+    for absent in [
+        "altM",
+        "headingDeg",
+        "speedMps",
+        "batteryPct",
+        "enqueuedTime",
+        "enqueuedTimeMs",
+        "ttl",
+    ] {
+        assert!(!keys.iter().any(|k| k == absent), "{absent} in {keys:?}");
+    }
+}
+
+#[test]
+fn history_document_has_seq_in_id_and_optional_ttl() {
+    let layout = DocumentLayout::default();
+    let document = layout.history(&example(), None, Some(3600));
+    assert_eq!(document["id"], json!("drone-0042:1834"));
+    assert_eq!(document["kind"], json!("history"));
+    assert_eq!(document["ttl"], json!(3600));
+    assert_eq!(document["deviceId"], json!("drone-0042"));
+    let without_ttl = layout.history(&example(), None, None);
+    assert!(without_ttl.get("ttl").is_none());
+    assert_eq!(history_id("drone-0042", 1834), "drone-0042:1834");
+}
+
+#[test]
+fn nested_partition_key_path_creates_objects() {
+    let layout = DocumentLayout::new(path("/fleet/region/deviceId"));
+    let document = layout.latest(&example(), None);
+    assert_eq!(
+        document["fleet"],
+        json!({"region": {"deviceId": "drone-0042"}})
+    );
+    assert_eq!(document["deviceId"], json!("drone-0042"));
+    let history = layout.history(&example(), None, None);
+    assert_eq!(history["fleet"]["region"]["deviceId"], json!("drone-0042"));
+}
+
+#[test]
+fn quoted_segments_may_contain_slashes() {
+    let pk = path(r#"/"a/b"/c"#);
+    assert_eq!(pk.segments(), ["a/b", "c"]);
+    assert_eq!(pk.to_string(), r#"/"a/b"/c"#);
+    let document = DocumentLayout::new(pk).latest(&example(), None);
+    assert_eq!(document["a/b"]["c"], json!("drone-0042"));
+    assert_eq!(path(r#"/"fleet"/deviceId"#), path("/fleet/deviceId"));
+}
+
+#[test]
+fn default_layout_writes_device_id_once() {
+    let layout = DocumentLayout::default();
+    assert_eq!(layout.partition_key_path().to_string(), "/deviceId");
+    let mut bytes = Vec::new();
+    layout.write_latest(&example(), None, &mut bytes);
+    let text = String::from_utf8(bytes).unwrap();
+    assert_eq!(text.matches("\"deviceId\"").count(), 1, "{text}");
+}
+
+#[test]
+fn carries_only_paths_holding_the_device_id() {
+    let default = DocumentLayout::default();
+    assert!(default.carries(&path("/deviceId")));
+    assert!(!default.carries(&path("/fleet/deviceId")));
+    assert!(!default.carries(&path("/tenant")));
+
+    let nested = DocumentLayout::new(path("/fleet/deviceId"));
+    assert!(nested.carries(&path("/fleet/deviceId")));
+    assert!(nested.carries(&path(r#"/"fleet"/"deviceId""#)));
+    assert!(nested.carries(&path("/deviceId")));
+    assert!(!nested.carries(&path("/fleet")));
+    assert!(!nested.carries(&path("/fleet/deviceId/x")));
+}
+
+#[test]
+fn malformed_paths_are_rejected_with_reasons() {
+    let cases: [(&str, fn(&PartitionKeyPathError) -> bool); 9] = [
+        ("deviceId", |e| {
+            matches!(e, PartitionKeyPathError::NoLeadingSlash { .. })
+        }),
+        ("", |e| {
+            matches!(e, PartitionKeyPathError::NoLeadingSlash { .. })
+        }),
+        ("/", |e| {
+            matches!(e, PartitionKeyPathError::EmptySegment { .. })
+        }),
+        ("/a//b", |e| {
+            matches!(e, PartitionKeyPathError::EmptySegment { .. })
+        }),
+        ("/a/", |e| {
+            matches!(e, PartitionKeyPathError::EmptySegment { .. })
+        }),
+        ("/\"a", |e| matches!(e, PartitionKeyPathError::Quote { .. })),
+        ("/\"a\"b", |e| {
+            matches!(e, PartitionKeyPathError::Quote { .. })
+        }),
+        ("/a/*", |e| {
+            matches!(e, PartitionKeyPathError::Character { ch: '*', .. })
+        }),
+        ("/a/?", |e| {
+            matches!(e, PartitionKeyPathError::Character { ch: '?', .. })
+        }),
+    ];
+    for (text, expected) in cases {
+        let err = text.parse::<PartitionKeyPath>().unwrap_err();
+        assert!(expected(&err), "{text:?}: {err:?}");
+        assert!(err.to_string().contains(text), "{err}");
+    }
+}
+
+#[test]
+fn paths_clashing_with_document_fields_are_rejected() {
+    for text in [
+        "/id",
+        "/seq",
+        "/location/type",
+        "/deviceId/x",
+        "/_ts",
+        "/ttl",
+    ] {
+        let err = text.parse::<PartitionKeyPath>().unwrap_err();
+        assert!(
+            matches!(err, PartitionKeyPathError::Reserved { .. }),
+            "{text}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn document_fields_list_covers_every_written_field() {
+    let layout = DocumentLayout::default();
+    let document = layout.history(&example(), Some(utc("2026-11-22T09:15:03Z")), Some(60));
+    let mut latest = layout.latest(&example(), Some(utc("2026-11-22T09:15:03Z")));
+    latest
+        .as_object_mut()
+        .unwrap()
+        .extend(document.as_object().unwrap().clone());
+    let written: Vec<_> = latest.as_object().unwrap().keys().cloned().collect();
+    let mut listed: Vec<_> = DOCUMENT_FIELDS.iter().map(|f| f.to_string()).collect();
+    let mut written_sorted = written.clone();
+    written_sorted.sort();
+    listed.sort();
+    assert_eq!(written_sorted, listed);
+}
+
+#[test]
+fn document_ids_escape_what_cosmos_forbids() {
+    assert_eq!(document_id("drone-0042"), "drone-0042");
+    assert_eq!(document_id("a#b?c%d"), "a%23b%3Fc%25d");
+    // Distinct device ids keep distinct document ids.
+    assert_ne!(document_id("a#"), document_id("a%23"));
+    let mut position = example();
+    position.device_id = "bay#3?".into();
+    let layout = DocumentLayout::default();
+    let latest = layout.latest(&position, None);
+    assert_eq!(latest["id"], json!("bay%233%3F"));
+    assert_eq!(latest["deviceId"], json!("bay#3?"));
+    let history = layout.history(&position, None, None);
+    assert_eq!(history["id"], json!("bay%233%3F:1834"));
+}
