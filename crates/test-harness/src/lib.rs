@@ -1,1 +1,24 @@
-//! Placeholder.
+//! Real peers for tests, started on free ports of 127.0.0.1 and stopped when their
+//! handle drops, also when a test panics:
+//! - [`Mosquitto`]: the system's Mosquitto broker with a generated config, its own data
+//!   directory and log (`apt-get install mosquitto`).
+//! - [`CosmosDbServer`]: `@vercel/cosmosdb-server` from `tools/node`
+//!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
+//!
+//! A missing program or package is an error that says how to install it; nothing is
+//! skipped. The library is synchronous (std::process), so it works from plain and from
+//! async tests; starting a peer blocks the calling thread until the peer is ready
+//! (at most a few seconds).
+//!
+//! Children are spawned with `PR_SET_PDEATHSIG`, so they also die when the test process
+//! is killed and no `Drop` runs.
+
+mod cosmosdb;
+mod error;
+mod mosquitto;
+mod process;
+
+pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
+pub use error::HarnessError;
+pub use mosquitto::{Mosquitto, MosquittoConfig};
+pub use process::process_exists;

@@ -1,0 +1,188 @@
+//! `@vercel/cosmosdb-server`, an independent Cosmos DB implementation from the npm
+//! registry, on a free port of 127.0.0.1; and the node installation in `tools/node`
+//! that other tests use to run node scripts (e.g. with the official `@azure/cosmos` SDK).
+//!
+//! The server is started by `tools/node/cosmosdb-server.mjs`, which listens on a port
+//! the OS picks, reports it on stdout and exits when its stdin closes: the handle holds
+//! the write end, so the server ends with the handle, and with the test process even
+//! when that is killed.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::HarnessError;
+use crate::process::{self, Program};
+
+const NODE: Program = Program {
+    name: "node",
+    env_var: "NODE_BIN",
+    extra_dirs: &["/usr/bin", "/usr/local/bin"],
+    install: "apt-get install nodejs npm",
+};
+
+const PEER: &str = "cosmosdb-server";
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The `tools/node` directory: `package.json`, the lockfile, the launcher scripts and,
+/// once installed with `npm ci --prefix tools/node`, `node_modules`.
+pub fn node_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/node")
+}
+
+/// The `node` program: `$NODE_BIN`, else `node` on `PATH`.
+///
+/// Also checks that the packages in `tools/node` are installed, so that a script run
+/// with it from [`node_dir`] finds `@vercel/cosmosdb-server` and `@azure/cosmos`.
+pub fn node_bin() -> Result<PathBuf, HarnessError> {
+    let node = NODE.find()?;
+    for package in ["@vercel/cosmosdb-server", "@azure/cosmos"] {
+        let dir = node_dir().join("node_modules").join(package);
+        if !dir.join("package.json").is_file() {
+            return Err(HarnessError::NodePackagesMissing { missing: dir });
+        }
+    }
+    Ok(node)
+}
+
+/// A running `@vercel/cosmosdb-server`. Dropping it stops the server.
+///
+/// The server starts empty, ignores request signatures and answers with
+/// `Connection: keep-alive`.
+#[derive(Debug)]
+pub struct CosmosDbServer {
+    child: Child,
+    /// Closing it tells the launcher to exit.
+    stdin: Option<ChildStdin>,
+    port: u16,
+    https: bool,
+    // Holds the server's stderr; dropped after the child is reaped.
+    dir: TempDir,
+}
+
+impl CosmosDbServer {
+    /// Starts the server over plain HTTP and waits until it listens.
+    pub fn start() -> Result<Self, HarnessError> {
+        Self::launch(false)
+    }
+
+    /// Starts the server over HTTPS with the package's bundled self-signed certificate
+    /// (clients must accept invalid certificates) and waits until it listens.
+    pub fn start_https() -> Result<Self, HarnessError> {
+        Self::launch(true)
+    }
+
+    fn launch(https: bool) -> Result<Self, HarnessError> {
+        let node = node_bin()?;
+        let dir = tempfile::Builder::new()
+            .prefix("cosmosdb-server-")
+            .tempdir()
+            .map_err(HarnessError::io(
+                "create a temporary directory for cosmosdb-server",
+            ))?;
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = File::create(&stderr_path)
+            .map_err(HarnessError::io("create the cosmosdb-server log"))?;
+        let mut args = vec!["cosmosdb-server.mjs"];
+        if https {
+            args.push("--https");
+        }
+        let mut command = process::command(&node, args);
+        command
+            .current_dir(node_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        let mut child = process::spawn(command)
+            .map_err(HarnessError::io(format!("spawn {}", node.display())))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+
+        // Reads the first line, then drains stdout so the server never blocks on it.
+        let (line_tx, line_rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let first = reader.read_line(&mut line).map(|_| line);
+            let _ = line_tx.send(first);
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+
+        let mut server = CosmosDbServer {
+            child,
+            stdin,
+            port: 0,
+            https,
+            dir,
+        };
+        let line = match line_rx.recv_timeout(READY_TIMEOUT) {
+            Ok(Ok(line)) => line,
+            Ok(Err(err)) => return Err(HarnessError::io("read cosmosdb-server's stdout")(err)),
+            Err(_) => {
+                return Err(HarnessError::Timeout {
+                    peer: PEER,
+                    what: "report its port",
+                    secs: READY_TIMEOUT.as_secs(),
+                    log: server.log(),
+                });
+            }
+        };
+        if line.is_empty() {
+            // End of stdout: the launcher exited.
+            let status = server
+                .child
+                .wait()
+                .map_err(HarnessError::io("wait for cosmosdb-server"))?;
+            return Err(HarnessError::ExitedEarly {
+                peer: PEER,
+                status,
+                log: server.log(),
+            });
+        }
+        server.port = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|port| port.parse().ok())
+            .ok_or_else(|| HarnessError::UnexpectedOutput {
+                peer: PEER,
+                line: line.clone(),
+                log: server.log(),
+            })?;
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:PORT`, or `https://…` for [`CosmosDbServer::start_https`].
+    pub fn endpoint(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the server wrote to stderr so far (it logs failed requests there).
+    pub fn log(&self) -> String {
+        process::read_log(&self.dir.path().join("stderr.log"))
+    }
+}
+
+impl Drop for CosmosDbServer {
+    fn drop(&mut self) {
+        // Closing stdin alone would end the launcher; killing it does not wait for that.
+        drop(self.stdin.take());
+        let _ = process::kill_and_reap(&mut self.child);
+    }
+}

@@ -1,0 +1,88 @@
+//! The one error type of the harness.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a peer could not be started, stopped or restarted.
+///
+/// Every variant's message says what to do about it: a missing program names the
+/// package that installs it, a peer that died early quotes its log.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A program the peer needs is not installed.
+    #[error(
+        "{program} not found (looked at ${env_var}, PATH and {searched}); install it with `{install}`"
+    )]
+    ProgramNotFound {
+        /// The program's name, e.g. `mosquitto`.
+        program: &'static str,
+        /// The environment variable that overrides the program's path.
+        env_var: &'static str,
+        /// Other places that were searched.
+        searched: String,
+        /// The command that installs it.
+        install: &'static str,
+    },
+
+    /// The node packages in `tools/node` are not installed.
+    #[error(
+        "node packages missing: {missing} does not exist; install them with `npm ci --prefix tools/node` at the repository root"
+    )]
+    NodePackagesMissing {
+        /// The package directory that was expected.
+        missing: PathBuf,
+    },
+
+    /// An operating-system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the harness was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The peer exited before it was ready.
+    #[error("{peer} exited before it was ready ({status}); its log:\n{log}")]
+    ExitedEarly {
+        /// Which peer.
+        peer: &'static str,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its log, or what it wrote to stderr.
+        log: String,
+    },
+
+    /// The peer did not become ready, or did not exit, in time.
+    #[error("{peer} did not {what} within {secs} s; its log:\n{log}")]
+    Timeout {
+        /// Which peer.
+        peer: &'static str,
+        /// What it was expected to do.
+        what: &'static str,
+        /// The time it was given.
+        secs: u64,
+        /// Its log, or what it wrote to stderr.
+        log: String,
+    },
+
+    /// The peer printed something the harness did not understand.
+    #[error("{peer} printed an unexpected line {line:?}; its log:\n{log}")]
+    UnexpectedOutput {
+        /// Which peer.
+        peer: &'static str,
+        /// The line it printed.
+        line: String,
+        /// Its log, or what it wrote to stderr.
+        log: String,
+    },
+}
+
+impl HarnessError {
+    /// Wraps an I/O error with what the harness was doing.
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
+        let context = context.into();
+        move |source| HarnessError::Io { context, source }
+    }
+}
