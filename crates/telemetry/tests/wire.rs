@@ -348,3 +348,13 @@ fn reasons_are_stable_and_listed() {
     let reasons: Vec<_> = samples.iter().map(Invalid::reason).collect();
     assert_eq!(reasons, Invalid::REASONS);
 }
+
+#[test]
+fn extreme_floats_survive_the_round_trip() {
+    // Found by the round-trip property: these need exact float parsing.
+    let mut position = example();
+    position.speed_mps = Some(-2.062659565705295e-267);
+    position.heading_deg = Some(-1.1948519711246778e42);
+    position.alt_m = Some(-7.470200622858344e161);
+    assert_eq!(decode(&position.encode().unwrap()), Ok(position));
+}
