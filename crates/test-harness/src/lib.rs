@@ -21,4 +21,4 @@ mod process;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;
 pub use mosquitto::{Mosquitto, MosquittoConfig};
-pub use process::process_exists;
+pub use process::process_running;

@@ -132,13 +132,17 @@ pub(crate) fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether a process with this pid exists (zombies included).
-pub fn process_exists(pid: u32) -> bool {
-    // Signal 0 checks for existence and permission without sending anything.
-    match signal(pid, 0) {
-        Ok(()) => true,
-        Err(err) => err.raw_os_error() != Some(libc::ESRCH),
-    }
+/// Whether the process `pid` is alive: it exists and is not a zombie waiting to be
+/// reaped (Linux: reads `/proc/PID/stat`).
+pub fn process_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `PID (COMM) STATE ...`; COMM may itself contain parentheses and spaces.
+    let state = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X" | "x"))
 }
 
 /// Waits until `child` exits, at most `timeout`. `Ok(None)` means it is still running.
@@ -233,4 +237,41 @@ where
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_program_says_how_to_install_it() {
+        let program = Program {
+            name: "no-such-program-for-test-harness",
+            env_var: "TEST_HARNESS_NO_SUCH_VARIABLE",
+            extra_dirs: &["/nonexistent"],
+            install: "apt-get install no-such-package",
+        };
+        let message = program.find().unwrap_err().to_string();
+        assert!(
+            message.contains("no-such-program-for-test-harness not found"),
+            "{message}"
+        );
+        assert!(
+            message.contains("`apt-get install no-such-package`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn running_means_alive_and_not_a_zombie() {
+        assert!(process_running(std::process::id()));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not reaped: a zombie.
+        assert!(wait_until(Duration::from_secs(10), || !process_running(
+            pid
+        )));
+        child.wait().unwrap();
+        assert!(!process_running(pid));
+    }
 }

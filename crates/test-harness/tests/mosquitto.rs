@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use rumqttc::{Client, Connection, Event, Incoming, MqttOptions, Outgoing, QoS, Transport};
-use test_harness::{Mosquitto, MosquittoConfig, process_exists};
+use test_harness::{Mosquitto, MosquittoConfig, process_running};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -118,7 +118,7 @@ fn kill_then_restart_serves_the_same_port() {
 
     broker.kill().unwrap();
     assert!(!broker.is_running());
-    assert!(!process_exists(pid));
+    assert!(!process_running(pid));
     // The client's socket closes now: the broker's side of the connection is left in
     // TIME_WAIT on the port, which the restart must bind again.
     drop(conn);
@@ -224,9 +224,9 @@ fn websockets_listener_carries_mqtt() {
 fn broker_is_gone_after_drop_and_after_panic() {
     let broker = Mosquitto::start().expect("start mosquitto");
     let pid = broker.pid().unwrap();
-    assert!(process_exists(pid));
+    assert!(process_running(pid));
     drop(broker);
-    assert!(!process_exists(pid));
+    assert!(!process_running(pid));
 
     let (pid_tx, pid_rx) = std::sync::mpsc::channel();
     let result = std::panic::catch_unwind(move || {
@@ -236,5 +236,5 @@ fn broker_is_gone_after_drop_and_after_panic() {
     });
     assert!(result.is_err());
     let pid = pid_rx.recv().unwrap();
-    assert!(!process_exists(pid));
+    assert!(!process_running(pid));
 }
