@@ -113,6 +113,8 @@ impl MosquittoConfig {
         if let Some(ws_port) = ws_port {
             line(format!("listener {ws_port} {HOST}"));
             line("protocol websockets".into());
+            // Without it, libwebsockets ignores the address and binds [::] (all interfaces).
+            line("socket_domain ipv4".into());
         }
         line("allow_anonymous true".into());
         // Started as root, Mosquitto switches to the `mosquitto` user, which cannot
