@@ -7,18 +7,21 @@ use std::path::PathBuf;
 ///
 /// Every variant's message says what to do about it: a missing program names the
 /// package that installs it, a peer that died early quotes its log.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same message as `Display`, so that `start().unwrap()` in a test
+/// shows the readable message and the peer's log.
+#[derive(thiserror::Error)]
 pub enum HarnessError {
     /// A program the peer needs is not installed.
     #[error(
-        "{program} not found (looked at ${env_var}, PATH and {searched}); install it with `{install}`"
+        "{program} not found in {searched}; install it with `{install}` or set ${env_var} to its path"
     )]
     ProgramNotFound {
         /// The program's name, e.g. `mosquitto`.
         program: &'static str,
         /// The environment variable that overrides the program's path.
         env_var: &'static str,
-        /// Other places that were searched.
+        /// The places that were searched.
         searched: String,
         /// The command that installs it.
         install: &'static str,
@@ -77,6 +80,12 @@ pub enum HarnessError {
         /// Its log, or what it wrote to stderr.
         log: String,
     },
+}
+
+impl std::fmt::Debug for HarnessError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl HarnessError {

@@ -32,10 +32,10 @@ pub(crate) struct Program {
 impl Program {
     /// Finds the program: `$env_var`, then `PATH`, then `extra_dirs`.
     pub fn find(&self) -> Result<PathBuf, HarnessError> {
-        let not_found = || HarnessError::ProgramNotFound {
+        let not_found = |searched: String| HarnessError::ProgramNotFound {
             program: self.name,
             env_var: self.env_var,
-            searched: self.extra_dirs.join(", "),
+            searched,
             install: self.install,
         };
         if let Some(path) = std::env::var_os(self.env_var).filter(|p| !p.is_empty()) {
@@ -43,7 +43,7 @@ impl Program {
             return if is_executable(&path) {
                 Ok(path)
             } else {
-                Err(not_found())
+                Err(not_found(format!("${}={}", self.env_var, path.display())))
             };
         }
         let path_dirs = std::env::var_os("PATH").unwrap_or_default();
@@ -51,7 +51,7 @@ impl Program {
             .chain(self.extra_dirs.iter().map(PathBuf::from))
             .map(|dir| dir.join(self.name))
             .find(|candidate| is_executable(candidate))
-            .ok_or_else(not_found)
+            .ok_or_else(|| not_found(format!("PATH, {}", self.extra_dirs.join(", "))))
     }
 }
 
@@ -251,7 +251,10 @@ mod tests {
             extra_dirs: &["/nonexistent"],
             install: "apt-get install no-such-package",
         };
-        let message = program.find().unwrap_err().to_string();
+        let error = program.find().unwrap_err();
+        // `unwrap()` in a test prints `Debug`: it must be the readable message.
+        assert_eq!(format!("{error:?}"), error.to_string());
+        let message = error.to_string();
         assert!(
             message.contains("no-such-program-for-test-harness not found"),
             "{message}"
