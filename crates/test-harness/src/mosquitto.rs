@@ -349,7 +349,8 @@ impl Mosquitto {
     }
 
     /// Waits until the broker's log contains `text` (e.g. `"Client sensor-1 disconnected"`),
-    /// at most `timeout`; the error quotes the log.
+    /// at most `timeout`; the error quotes the log. The log spans every run of this
+    /// broker, so after a restart a line from an earlier run also matches.
     pub fn wait_for_log(&self, text: &str, timeout: Duration) -> Result<(), HarnessError> {
         if process::wait_until(timeout, || self.log().contains(text)) {
             Ok(())
