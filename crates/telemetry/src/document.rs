@@ -15,6 +15,8 @@
 //! - `location` is a GeoJSON Point, longitude first. It is written by this module as
 //!   exactly `{"type":"Point","coordinates":[lon,lat]}` (the `geojson` crate is not used:
 //!   the output is the same and needs no allocation).
+//! - Documents are written straight into a byte buffer ([`DocumentLayout::write_latest`]);
+//!   the `serde_json::Value` forms are parsed from those bytes, so both forms agree.
 //! - `deviceTime`/`enqueuedTime` are RFC 3339 strings; `deviceTimeMs`/`enqueuedTimeMs` the
 //!   same instants in Unix milliseconds, for numeric comparison in queries and conditions.
 //!   The enqueued pair is present only when the source knows the hub's enqueued time.
@@ -31,8 +33,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
 
 use crate::time::MillisTime;
 use crate::wire::Position;
@@ -228,19 +228,39 @@ pub fn document_id(device_id: &str) -> Cow<'_, str> {
 
 /// The id of the history document of position `seq` of a device: `{document_id}:{seq}`.
 pub fn history_id(device_id: &str, seq: u64) -> String {
-    HistoryId { device_id, seq }.to_string()
+    format!("{}:{seq}", document_id(device_id))
 }
 
 /// How documents are laid out in the container: where the partition key value goes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentLayout {
     pk_path: PartitionKeyPath,
+    /// For a path other than `/deviceId`: the JSON that opens the nested objects up to the
+    /// value, e.g. `"fleet":{"deviceId":`, and how many objects to close after it.
+    pk_open: Option<(Vec<u8>, usize)>,
+}
+
+impl Default for DocumentLayout {
+    fn default() -> Self {
+        DocumentLayout::new(PartitionKeyPath::default())
+    }
 }
 
 impl DocumentLayout {
     /// A layout writing the device id at `pk_path` (and, always, at `/deviceId`).
     pub fn new(pk_path: PartitionKeyPath) -> Self {
-        DocumentLayout { pk_path }
+        let pk_open = (!pk_path.is_device_id_field()).then(|| {
+            let mut open = Vec::new();
+            for (i, segment) in pk_path.segments().iter().enumerate() {
+                if i > 0 {
+                    open.push(b'{');
+                }
+                write_str(&mut open, segment);
+                open.push(b':');
+            }
+            (open, pk_path.segments().len() - 1)
+        });
+        DocumentLayout { pk_path, pk_open }
     }
 
     /// The partition key path the documents carry the device id at.
@@ -256,12 +276,15 @@ impl DocumentLayout {
         container_path.is_device_id_field() || *container_path == self.pk_path
     }
 
-    /// The latest-position document of the drone (`id` = [`document_id`]), as a JSON value.
+    /// The latest-position document of the drone (`id` = [`document_id`]), as a JSON
+    /// value (parsed from [`DocumentLayout::write_latest`]'s bytes).
     ///
     /// `pos` must be valid ([`Position::validate`]; [`crate::wire::decode`] returns only
     /// valid positions): JSON cannot hold NaN, which would be written as `null`.
     pub fn latest(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> serde_json::Value {
-        to_value(&self.body(pos, enqueued, Kind::Latest))
+        let mut out = Vec::with_capacity(DOCUMENT_CAPACITY);
+        self.write_latest(pos, enqueued, &mut out);
+        to_value(&out)
     }
 
     /// The history document of this position (`id` = [`history_id`]), with `ttl` in
@@ -272,17 +295,17 @@ impl DocumentLayout {
         enqueued: Option<DateTime<Utc>>,
         ttl: Option<u32>,
     ) -> serde_json::Value {
-        to_value(&self.body(pos, enqueued, Kind::History { ttl }))
+        let mut out = Vec::with_capacity(DOCUMENT_CAPACITY);
+        self.write_history(pos, enqueued, ttl, &mut out);
+        to_value(&out)
     }
 
-    /// Appends the latest-position document's JSON to `out` (same content as
-    /// [`DocumentLayout::latest`], no intermediate value).
+    /// Appends the latest-position document's JSON to `out`, written directly as bytes.
     pub fn write_latest(&self, pos: &Position, enqueued: Option<DateTime<Utc>>, out: &mut Vec<u8>) {
-        write(out, &self.body(pos, enqueued, Kind::Latest));
+        self.write(pos, enqueued, Kind::Latest, out);
     }
 
-    /// Appends the history document's JSON to `out` (same content as
-    /// [`DocumentLayout::history`]).
+    /// Appends the history document's JSON to `out`, written directly as bytes.
     pub fn write_history(
         &self,
         pos: &Position,
@@ -290,31 +313,89 @@ impl DocumentLayout {
         ttl: Option<u32>,
         out: &mut Vec<u8>,
     ) {
-        write(out, &self.body(pos, enqueued, Kind::History { ttl }));
+        self.write(pos, enqueued, Kind::History { ttl }, out);
     }
 
-    fn body<'a>(
-        &'a self,
-        pos: &'a Position,
+    /// Writes one document. Field names are literals; strings are copied as they are when
+    /// they need no JSON escaping (always true of valid device ids) and escaped otherwise.
+    fn write(
+        &self,
+        pos: &Position,
         enqueued: Option<DateTime<Utc>>,
         kind: Kind,
-    ) -> Body<'a> {
+        out: &mut Vec<u8>,
+    ) {
         debug_assert!(pos.validate().is_ok(), "documents need a valid position");
-        Body {
-            layout: self,
-            pos,
-            enqueued,
-            kind,
+        out.extend_from_slice(b"{\"id\":");
+        let id = document_id(&pos.device_id);
+        match kind {
+            Kind::Latest => write_str(out, &id),
+            Kind::History { .. } => {
+                // `"{id}:{seq}"`: reopen the id string to append the sequence number.
+                write_str(out, &id);
+                out.pop();
+                out.push(b':');
+                write_int(out, pos.seq);
+                out.push(b'"');
+            }
         }
+        out.extend_from_slice(b",\"deviceId\":");
+        write_str(out, &pos.device_id);
+        if let Some((open, depth)) = &self.pk_open {
+            out.push(b',');
+            out.extend_from_slice(open);
+            write_str(out, &pos.device_id);
+            out.extend(std::iter::repeat_n(b'}', *depth));
+        }
+        out.extend_from_slice(match kind {
+            Kind::Latest => b",\"kind\":\"latest\",\"schemaVersion\":",
+            Kind::History { .. } => b",\"kind\":\"history\",\"schemaVersion\":",
+        });
+        write_int(out, DOCUMENT_SCHEMA_VERSION);
+        out.extend_from_slice(b",\"seq\":");
+        write_int(out, pos.seq);
+        out.extend_from_slice(b",\"deviceTime\":");
+        MillisTime(pos.ts).write_json(out);
+        out.extend_from_slice(b",\"deviceTimeMs\":");
+        write_int(out, pos.ts.timestamp_millis());
+        if let Some(enqueued) = enqueued {
+            out.extend_from_slice(b",\"enqueuedTime\":");
+            MillisTime(enqueued).write_json(out);
+            out.extend_from_slice(b",\"enqueuedTimeMs\":");
+            write_int(out, enqueued.timestamp_millis());
+        }
+        out.extend_from_slice(b",\"location\":{\"type\":\"Point\",\"coordinates\":[");
+        write_f64(out, pos.lon);
+        out.push(b',');
+        write_f64(out, pos.lat);
+        out.extend_from_slice(b"]}");
+        for (key, value) in [
+            (&b",\"altM\":"[..], pos.alt_m),
+            (b",\"headingDeg\":", pos.heading_deg),
+            (b",\"speedMps\":", pos.speed_mps),
+        ] {
+            if let Some(value) = value {
+                out.extend_from_slice(key);
+                write_f64(out, value);
+            }
+        }
+        if let Some(pct) = pos.battery_pct {
+            out.extend_from_slice(b",\"batteryPct\":");
+            write_int(out, pct);
+        }
+        if let Kind::History { ttl: Some(ttl) } = kind {
+            out.extend_from_slice(b",\"ttl\":");
+            write_int(out, ttl);
+        }
+        out.push(b'}');
     }
 }
 
-fn to_value(body: &Body<'_>) -> serde_json::Value {
-    serde_json::to_value(body).expect("a document body always serializes")
-}
+/// Room for a typical document, so that building one allocates once.
+const DOCUMENT_CAPACITY: usize = 512;
 
-fn write(out: &mut Vec<u8>, body: &Body<'_>) {
-    serde_json::to_writer(out, body).expect("writing JSON into a Vec cannot fail");
+fn to_value(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).expect("the document writer writes valid JSON")
 }
 
 /// Which of the two documents to build.
@@ -324,127 +405,27 @@ enum Kind {
     History { ttl: Option<u32> },
 }
 
-/// A document, borrowing everything; serializes in one pass.
-struct Body<'a> {
-    layout: &'a DocumentLayout,
-    pos: &'a Position,
-    enqueued: Option<DateTime<Utc>>,
-    kind: Kind,
-}
-
-impl Serialize for Body<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let pos = self.pos;
-        let mut map = serializer.serialize_map(None)?;
-        match self.kind {
-            Kind::Latest => map.serialize_entry("id", &document_id(&pos.device_id))?,
-            Kind::History { .. } => map.serialize_entry(
-                "id",
-                &HistoryId {
-                    device_id: &pos.device_id,
-                    seq: pos.seq,
-                },
-            )?,
-        }
-        map.serialize_entry(DEVICE_ID_FIELD, &pos.device_id)?;
-        let pk = self.layout.pk_path.segments();
-        if let [first, rest @ ..] = pk {
-            if !self.layout.pk_path.is_device_id_field() {
-                map.serialize_entry(
-                    first,
-                    &Nested {
-                        segments: rest,
-                        value: &pos.device_id,
-                    },
-                )?;
-            }
-        }
-        let kind = match self.kind {
-            Kind::Latest => "latest",
-            Kind::History { .. } => "history",
-        };
-        map.serialize_entry("kind", kind)?;
-        map.serialize_entry("schemaVersion", &DOCUMENT_SCHEMA_VERSION)?;
-        map.serialize_entry("seq", &pos.seq)?;
-        map.serialize_entry("deviceTime", &MillisTime(pos.ts))?;
-        map.serialize_entry("deviceTimeMs", &pos.ts.timestamp_millis())?;
-        if let Some(enqueued) = self.enqueued {
-            map.serialize_entry("enqueuedTime", &MillisTime(enqueued))?;
-            map.serialize_entry("enqueuedTimeMs", &enqueued.timestamp_millis())?;
-        }
-        map.serialize_entry(
-            "location",
-            &GeoPoint {
-                kind: "Point",
-                coordinates: [pos.lon, pos.lat],
-            },
-        )?;
-        for (field, value) in [
-            ("altM", pos.alt_m),
-            ("headingDeg", pos.heading_deg),
-            ("speedMps", pos.speed_mps),
-        ] {
-            if let Some(value) = value {
-                map.serialize_entry(field, &value)?;
-            }
-        }
-        if let Some(pct) = pos.battery_pct {
-            map.serialize_entry("batteryPct", &pct)?;
-        }
-        if let Kind::History { ttl: Some(ttl) } = self.kind {
-            map.serialize_entry("ttl", &ttl)?;
-        }
-        map.end()
+/// Writes `text` as a JSON string.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, text).expect("writing JSON into a Vec cannot fail");
     }
 }
 
-/// A GeoJSON Point: `{"type":"Point","coordinates":[lon,lat]}`.
-#[derive(Serialize)]
-struct GeoPoint {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    coordinates: [f64; 2],
+/// Writes an integer.
+fn write_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
-/// `{document_id}:{seq}`, written without an intermediate string.
-struct HistoryId<'a> {
-    device_id: &'a str,
-    seq: u64,
-}
-
-impl fmt::Display for HistoryId<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", document_id(self.device_id), self.seq)
-    }
-}
-
-impl Serialize for HistoryId<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// The device id nested under the remaining segments of the partition key path.
-struct Nested<'a> {
-    segments: &'a [String],
-    value: &'a str,
-}
-
-impl Serialize for Nested<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.segments {
-            [] => serializer.serialize_str(self.value),
-            [first, rest @ ..] => {
-                let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry(
-                    first,
-                    &Nested {
-                        segments: rest,
-                        value: self.value,
-                    },
-                )?;
-                map.end()
-            }
-        }
+/// Writes a number as serde_json does (shortest round-trip form), `null` if not finite.
+fn write_f64(out: &mut Vec<u8>, value: f64) {
+    if value.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
     }
 }

@@ -128,6 +128,18 @@ fn put(slot: &mut [u8], mut value: u32) {
     }
 }
 
+impl MillisTime {
+    /// Appends the time as a JSON string (with its quotes) to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
+        match self.format() {
+            Some(buf) => out.extend_from_slice(&buf),
+            None => out.extend_from_slice(self.to_string().as_bytes()),
+        }
+        out.push(b'"');
+    }
+}
+
 impl std::fmt::Display for MillisTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.format() {

@@ -241,3 +241,35 @@ fn document_ids_escape_what_cosmos_forbids() {
     let history = layout.history(&position, None, None);
     assert_eq!(history["id"], json!("bay%233%3F:1834"));
 }
+
+#[test]
+fn written_bytes_of_the_example_are_exact() {
+    let layout = DocumentLayout::new(path("/fleet/deviceId"));
+    let mut bytes = Vec::new();
+    layout.write_history(
+        &example(),
+        Some(utc("2026-11-22T09:15:03.1Z")),
+        Some(60),
+        &mut bytes,
+    );
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        concat!(
+            r#"{"id":"drone-0042:1834","deviceId":"drone-0042","fleet":{"deviceId":"drone-0042"},"#,
+            r#""kind":"history","schemaVersion":1,"seq":1834,"#,
+            r#""deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795338902500,"#,
+            r#""enqueuedTime":"2026-11-22T09:15:03.100Z","enqueuedTimeMs":1795338903100,"#,
+            r#""location":{"type":"Point","coordinates":[-122.3493,47.6205]},"#,
+            r#""altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,"ttl":60}"#
+        )
+    );
+}
+
+#[test]
+fn path_segments_needing_escapes_are_written_escaped() {
+    let layout = DocumentLayout::new(path(r#"/"a\b"/c"#));
+    let mut bytes = Vec::new();
+    layout.write_latest(&example(), None, &mut bytes);
+    let document: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(document["a\\b"]["c"], json!("drone-0042"));
+}

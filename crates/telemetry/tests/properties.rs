@@ -4,7 +4,7 @@ use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
 use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{Value, json};
-use telemetry::document::{DocumentLayout, PartitionKeyPath};
+use telemetry::document::{DocumentLayout, PartitionKeyPath, history_id};
 use telemetry::order::{PositionOrder, is_newer};
 use telemetry::time::{MillisTime, parse_rfc3339};
 use telemetry::wire::{Invalid, Position, decode};
@@ -173,9 +173,6 @@ fn check_decoded(bytes: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    // Minimal failing cases are printed; keep the interesting ones as unit tests.
-    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
-
     #[test]
     fn encode_then_decode_gives_the_same_position(p in position()) {
         let bytes = p.encode().unwrap();
@@ -288,6 +285,12 @@ proptest! {
             parse_rfc3339(document["deviceTime"].as_str().unwrap()),
             Ok(p.ts)
         );
+
+        let nested = DocumentLayout::new("/pk/id".parse().unwrap());
+        let history = nested.history(&p, enqueued, Some(60));
+        prop_assert_eq!(&history["id"], &json!(history_id(&p.device_id, p.seq)));
+        prop_assert_eq!(&history["pk"]["id"], &json!(p.device_id));
+        prop_assert_eq!(&history["location"], &document["location"]);
     }
 
     #[test]

@@ -1,0 +1,32 @@
+//! Fuzzes the wire decoder: it must never panic, and whatever it accepts must be valid,
+//! re-encode to a message that decodes to the same position, and make well-formed documents.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use telemetry::document::DocumentLayout;
+use telemetry::wire::{Position, decode};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(position) = decode(data) else {
+        return;
+    };
+    check_accepted(&position);
+});
+
+fn check_accepted(position: &Position) {
+    assert_eq!(position.validate(), Ok(()));
+    let encoded = position.encode().expect("a decoded position encodes");
+    assert_eq!(decode(&encoded).as_ref(), Ok(position));
+
+    let layout = DocumentLayout::default();
+    let mut bytes = Vec::new();
+    layout.write_latest(position, None, &mut bytes);
+    let document: serde_json::Value =
+        serde_json::from_slice(&bytes).expect("documents are valid JSON");
+    assert_eq!(document, layout.latest(position, None));
+    assert_eq!(
+        document["location"]["coordinates"],
+        serde_json::json!([position.lon, position.lat])
+    );
+}
