@@ -331,9 +331,13 @@ pub fn decode(bytes: &[u8]) -> Result<Position, Invalid> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(Invalid::TooLarge { size: bytes.len() });
     }
-    let raw: WireIn<'_> = serde_json::from_slice(bytes).map_err(|err| {
+    // Validating UTF-8 once up front is cheaper than per string, as the slice reader does.
+    let text = std::str::from_utf8(bytes).map_err(|err| Invalid::Json {
+        detail: format!("not UTF-8: {err}"),
+    })?;
+    let raw: WireIn<'_> = serde_json::from_str(text).map_err(|err| {
         // Another major version may use other field types: name the version if it can be read.
-        match serde_json::from_slice::<VersionProbe>(bytes) {
+        match serde_json::from_str::<VersionProbe>(text) {
             Ok(VersionProbe { v: Some(found) }) if found != WIRE_VERSION => {
                 Invalid::UnsupportedVersion { found }
             }
