@@ -1,0 +1,16 @@
+//! The fleet tool: the demo that runs the whole pipeline on one machine, and the load
+//! generator.
+//!
+//! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to.
+//! - [`area`]: the fleet's area, drone paths, great-circle distance.
+//! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
+//! - [`prom`]: reading Prometheus text (the writer's metrics).
+//! - [`writer_metrics`]: the writer's field metrics between two scrapes.
+//! - [`view`]: the live terminal view of a run.
+
+pub mod area;
+pub mod broker;
+pub mod loadgen;
+pub mod prom;
+pub mod view;
+pub mod writer_metrics;

@@ -1,0 +1,143 @@
+//! `fleet`: the demo (`fleet demo`) and the load generator (`fleet loadgen`).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use fleet::area::FleetArea;
+use fleet::broker::{Broker, BrokerKind};
+use fleet::loadgen::{self, LoadgenConfig};
+
+/// Drone fleet telemetry: the demo and the load generator.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Publish N simulated drones' positions at a rate to an MQTT broker and report.
+    Loadgen(LoadgenArgs),
+}
+
+#[derive(Debug, Args)]
+struct LoadgenArgs {
+    /// The broker, `mqtt://host:port`; `embedded` starts an embedded broker for the run.
+    #[arg(long, env = "FLEET_URL", default_value = "mqtt://127.0.0.1:1883")]
+    url: String,
+    /// Number of drones, one MQTT connection each.
+    #[arg(long, default_value_t = 100)]
+    drones: usize,
+    /// Messages per second over all drones.
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Stop after this many messages in total.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Stop after this long (e.g. `30s`, `2m`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// A cloud writer's Prometheus endpoint, e.g. `http://127.0.0.1:9464/metrics`: adds what
+    /// the writer received, wrote, dropped and was throttled during the run.
+    #[arg(long, env = "FLEET_WRITER_METRICS")]
+    writer_metrics: Option<String>,
+    /// Device ids are `{prefix}{index:05}`.
+    #[arg(long, default_value = "loadgen-")]
+    id_prefix: String,
+    /// Write the report as JSON to this file as well.
+    #[arg(long)]
+    report_json: Option<std::path::PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let shutdown = CancellationToken::new();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nstopping (Ctrl-C again to abort)...");
+                shutdown.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        }
+    });
+    match cli.command {
+        Command::Loadgen(args) => run_loadgen(args, shutdown).await,
+    }
+}
+
+async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut _broker = None;
+    let (host, port) = if args.url == "embedded" {
+        let broker = tokio::task::spawn_blocking(|| Broker::start(BrokerKind::Embedded))
+            .await?
+            .context("starting the embedded broker")?;
+        let addr = broker.addr();
+        _broker = Some(broker);
+        (addr.ip().to_string(), addr.port())
+    } else {
+        parse_mqtt_url(&args.url)?
+    };
+    let config = LoadgenConfig {
+        host,
+        port,
+        drones: args.drones,
+        rate: args.rate,
+        count: args.count,
+        duration: args.duration,
+        id_prefix: args.id_prefix,
+        area: FleetArea::default(),
+        writer_metrics: args.writer_metrics,
+        ..LoadgenConfig::default()
+    };
+    eprintln!(
+        "loadgen: {} drones, {} msg/s, to {}:{}, for at most {:?}{}",
+        config.drones,
+        config.rate,
+        config.host,
+        config.port,
+        config.duration,
+        config
+            .count
+            .map_or(String::new(), |c| format!(" or {c} messages"))
+    );
+    let report = loadgen::run(config, shutdown).await?;
+    for line in report.lines() {
+        println!("{line}");
+    }
+    if let Some(path) = args.report_json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Splits `mqtt://host:port` (port 1883 when absent).
+fn parse_mqtt_url(url: &str) -> anyhow::Result<(String, u16)> {
+    let rest = url.strip_prefix("mqtt://").with_context(|| {
+        format!("broker URL {url:?} must look like mqtt://host:port (or be `embedded`)")
+    })?;
+    let rest = rest.trim_end_matches('/');
+    match rest.rsplit_once(':') {
+        Some((host, port)) => Ok((
+            host.to_owned(),
+            port.parse()
+                .with_context(|| format!("port {port:?} in {url:?} is not a number"))?,
+        )),
+        None => Ok((rest.to_owned(), 1883)),
+    }
+}

@@ -1,0 +1,307 @@
+//! The demo's live terminal view: a pure function from a [`Snapshot`] of the run to lines
+//! of text, and the small ANSI painter that redraws them in place.
+//!
+//! The view shows the field metrics side by side: messages per second, lateness p50/p99
+//! against the staleness cutoff, received versus written, drops by reason, 429s, and the
+//! heat map (RU per partition key range per second, one bar per range, scaled to the
+//! range's provisioned RU/s).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What the view shows at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Wall time since the fleet started.
+    pub elapsed: Duration,
+    /// How much faster than real time the drones fly.
+    pub speedup: f64,
+    /// Positions the writer received per second (over the last interval).
+    pub msgs_per_sec: f64,
+    /// Positions the drones published so far.
+    pub published: u64,
+    /// Positions the writer received so far.
+    pub received: u64,
+    /// Documents the writer wrote so far.
+    pub written: u64,
+    /// Positions dropped so far, by reason.
+    pub drops: BTreeMap<String, u64>,
+    /// Lateness p50 over the last interval, in seconds.
+    pub lateness_p50: Option<f64>,
+    /// Lateness p99 over the last interval, in seconds.
+    pub lateness_p99: Option<f64>,
+    /// The staleness cutoff, in seconds.
+    pub cutoff_secs: f64,
+    /// Requests the endpoint throttled (HTTP 429, including per-operation 429s) so far.
+    pub throttled: u64,
+    /// RU consumed per second per partition key range (over the last interval).
+    pub ru_per_range: Vec<RangeLoad>,
+}
+
+/// One bar of the heat map.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RangeLoad {
+    /// The partition key range id.
+    pub range: String,
+    /// RU consumed per second.
+    pub ru_per_sec: f64,
+    /// The range's provisioned RU/s (the bar's full width).
+    pub capacity: f64,
+    /// Requests of this range throttled so far.
+    pub throttled: u64,
+}
+
+/// Width of a heat map bar in characters.
+const BAR_WIDTH: usize = 40;
+
+/// The lines of the view for `snap`. No colours or cursor control: the caller paints.
+pub fn render(snap: &Snapshot) -> Vec<String> {
+    let mut lines = Vec::new();
+    let flight = snap.elapsed.mul_f64(snap.speedup.max(0.0));
+    lines.push(format!(
+        "scenario {}   wall {}   flight time {} ({}x)",
+        snap.scenario,
+        clock(snap.elapsed),
+        clock(flight),
+        trim_float(snap.speedup)
+    ));
+    lines.push(format!(
+        "messages/s {:>8.0}   published {:>9}   received {:>9}   written {:>9}   behind {:>8}",
+        snap.msgs_per_sec,
+        snap.published,
+        snap.received,
+        snap.written,
+        snap.received
+            .saturating_sub(snap.written + snap.drops.values().sum::<u64>())
+    ));
+    lines.push(format!(
+        "lateness  p50 {}   p99 {}   cutoff {}",
+        seconds(snap.lateness_p50),
+        seconds(snap.lateness_p99),
+        seconds(Some(snap.cutoff_secs))
+    ));
+    let mut drops = String::new();
+    if snap.drops.values().all(|n| *n == 0) {
+        drops.push_str("none");
+    }
+    for (reason, n) in snap.drops.iter().filter(|(_, n)| **n > 0) {
+        let _ = write!(drops, "{reason} {n}  ");
+    }
+    lines.push(format!(
+        "drops     {}   429s {}",
+        drops.trim_end(),
+        snap.throttled
+    ));
+    lines.push("RU/s per partition key range (heat map)".to_owned());
+    for range in &snap.ru_per_range {
+        lines.push(format!(
+            "  {:>4} |{}| {:>7.0} / {:<6.0} 429s {}",
+            range.range,
+            bar(range.ru_per_sec, range.capacity),
+            range.ru_per_sec,
+            range.capacity,
+            range.throttled
+        ));
+    }
+    lines
+}
+
+/// One line for logs and non-terminal output.
+pub fn summary_line(snap: &Snapshot) -> String {
+    let heat: Vec<String> = snap
+        .ru_per_range
+        .iter()
+        .map(|r| format!("{}:{:.0}", r.range, r.ru_per_sec))
+        .collect();
+    let drops: u64 = snap.drops.values().sum();
+    format!(
+        "t={} msg/s={:.0} received={} written={} dropped={} lateness_p50={} p99={} 429s={} ru/s=[{}]",
+        clock(snap.elapsed),
+        snap.msgs_per_sec,
+        snap.received,
+        snap.written,
+        drops,
+        seconds(snap.lateness_p50),
+        seconds(snap.lateness_p99),
+        snap.throttled,
+        heat.join(" ")
+    )
+}
+
+/// A bar of [`BAR_WIDTH`] cells filled in proportion to `value / full` (over-full bars
+/// are capped and end in `>`).
+pub fn bar(value: f64, full: f64) -> String {
+    let ratio = if full > 0.0 { value / full } else { 0.0 };
+    let filled = ((ratio.clamp(0.0, 1.0)) * BAR_WIDTH as f64).round() as usize;
+    let mut out = "#".repeat(filled);
+    out.push_str(&" ".repeat(BAR_WIDTH - filled));
+    if ratio > 1.0 {
+        out.pop();
+        out.push('>');
+    }
+    out
+}
+
+fn clock(d: Duration) -> String {
+    let secs = d.as_secs();
+    format!("{:02}:{:02}", secs / 60, secs % 60)
+}
+
+fn seconds(value: Option<f64>) -> String {
+    match value {
+        None => "-".to_owned(),
+        Some(v) if v < 1.0 => format!("{:.0} ms", v * 1000.0),
+        Some(v) => format!("{v:.1} s"),
+    }
+}
+
+fn trim_float(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Paints views to stdout: in place with ANSI cursor movement on a terminal, one
+/// [`summary_line`] per call otherwise.
+#[derive(Debug)]
+pub struct Painter {
+    terminal: bool,
+    last_height: usize,
+}
+
+impl Painter {
+    /// A painter for stdout; `terminal` chooses in-place redraws.
+    pub fn new(terminal: bool) -> Painter {
+        Painter {
+            terminal,
+            last_height: 0,
+        }
+    }
+
+    /// Shows `snap`.
+    pub fn paint(&mut self, snap: &Snapshot) {
+        let mut out = String::new();
+        if self.terminal {
+            if self.last_height > 0 {
+                // Up to the first line of the previous view, then clear to the end of screen.
+                let _ = write!(out, "\x1b[{}A\r\x1b[J", self.last_height);
+            }
+            let lines = render(snap);
+            self.last_height = lines.len();
+            for line in lines {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(&summary_line(snap));
+            out.push('\n');
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            scenario: "hot-partition".to_owned(),
+            elapsed: Duration::from_secs(75),
+            speedup: 10.0,
+            msgs_per_sec: 1999.6,
+            published: 150_000,
+            received: 149_000,
+            written: 100_000,
+            drops: BTreeMap::from([("stale".to_owned(), 40_000), ("invalid".to_owned(), 0)]),
+            lateness_p50: Some(0.25),
+            lateness_p99: Some(31.04),
+            cutoff_secs: 30.0,
+            throttled: 321,
+            ru_per_range: vec![
+                RangeLoad {
+                    range: "0".to_owned(),
+                    ru_per_sec: 10_000.0,
+                    capacity: 5_000.0,
+                    throttled: 321,
+                },
+                RangeLoad {
+                    range: "1".to_owned(),
+                    ru_per_sec: 0.0,
+                    capacity: 5_000.0,
+                    throttled: 0,
+                },
+                RangeLoad {
+                    range: "2".to_owned(),
+                    ru_per_sec: 2_500.0,
+                    capacity: 5_000.0,
+                    throttled: 0,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn shows_every_field_metric() {
+        let lines = render(&snapshot());
+        let text = lines.join("\n");
+        assert!(lines[0].contains("wall 01:15"), "{text}");
+        assert!(lines[0].contains("flight time 12:30 (10x)"), "{text}");
+        assert!(text.contains("messages/s     2000"), "{text}");
+        assert!(text.contains("received    149000"), "{text}");
+        assert!(text.contains("written    100000"), "{text}");
+        // 149,000 received - 100,000 written - 40,000 dropped.
+        assert!(text.contains("behind     9000"), "{text}");
+        assert!(
+            text.contains("p50 250 ms   p99 31.0 s   cutoff 30.0 s"),
+            "{text}"
+        );
+        // Zero counts are not listed.
+        assert!(text.contains("drops     stale 40000   429s 321"), "{text}");
+        assert!(!text.contains("invalid"), "{text}");
+    }
+
+    #[test]
+    fn heat_map_bars_scale_to_capacity() {
+        let lines = render(&snapshot());
+        let bars: Vec<&String> = lines.iter().filter(|l| l.contains('|')).collect();
+        assert_eq!(bars.len(), 3);
+        // Over capacity: full and marked.
+        assert!(bars[0].contains(&format!("|{}>|", "#".repeat(BAR_WIDTH - 1))));
+        assert!(bars[1].contains(&format!("|{}|", " ".repeat(BAR_WIDTH))));
+        let half = format!(
+            "|{}{}|",
+            "#".repeat(BAR_WIDTH / 2),
+            " ".repeat(BAR_WIDTH / 2)
+        );
+        assert!(bars[2].contains(&half), "{}", bars[2]);
+        assert!(bars[0].contains("429s 321"));
+    }
+
+    #[test]
+    fn empty_run_renders_placeholders() {
+        let lines = render(&Snapshot::default());
+        let text = lines.join("\n");
+        assert!(text.contains("p50 -   p99 -"), "{text}");
+        assert!(text.contains("drops     none"), "{text}");
+        assert_eq!(bar(1.0, 0.0), " ".repeat(BAR_WIDTH));
+    }
+
+    #[test]
+    fn summary_line_is_one_line_with_the_heat_map() {
+        let line = summary_line(&snapshot());
+        assert!(!line.contains('\n'));
+        assert!(line.contains("dropped=40000"), "{line}");
+        assert!(line.contains("ru/s=[0:10000 1:0 2:2500]"), "{line}");
+    }
+}

@@ -1,0 +1,232 @@
+//! The cloud writer's field metrics as read from its Prometheus text: positions received
+//! and documents written, drops by reason, throttled requests and lateness.
+//!
+//! Owns the metric names this tool relies on ([`names`]), the figures of an interval
+//! between two scrapes ([`WriterFigures::between`]) and the HTTP scraper the load
+//! generator uses (`--writer-metrics http://host:port/metrics`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::prom::{self, Scrape};
+
+/// The cloud writer's metric names.
+pub mod names {
+    /// Counter: positions taken from the source.
+    pub const RECEIVED: &str = "writer_positions_received_total";
+    /// Counter: documents written (final success).
+    pub const WRITTEN: &str = "writer_documents_written_total";
+    /// Counter with label `reason`: positions dropped on purpose.
+    pub const DROPPED: &str = "writer_positions_dropped_total";
+    /// Counter: requests or operations throttled by Cosmos DB (429).
+    pub const THROTTLED: &str = "writer_cosmos_throttled_total";
+    /// Histogram, seconds: lateness of each position when the writer judged it.
+    pub const LATENESS: &str = "writer_lateness_seconds";
+}
+
+/// What the writer did between two scrapes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WriterFigures {
+    /// Positions received.
+    pub received: u64,
+    /// Documents written.
+    pub written: u64,
+    /// Positions dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Throttled requests (429).
+    pub throttled: u64,
+    /// Lateness p50 in seconds.
+    pub lateness_p50: Option<f64>,
+    /// Lateness p99 in seconds.
+    pub lateness_p99: Option<f64>,
+}
+
+impl WriterFigures {
+    /// The figures of the interval from `before` to `after`.
+    pub fn between(before: &Scrape, after: &Scrape) -> WriterFigures {
+        let delta = |name: &str| (after.sum(name, &[]) - before.sum(name, &[])).max(0.0) as u64;
+        let old_drops = before.by_label(names::DROPPED, "reason");
+        let dropped = after
+            .by_label(names::DROPPED, "reason")
+            .into_iter()
+            .map(|(reason, n)| {
+                let old = old_drops.get(&reason).copied().unwrap_or(0.0);
+                (reason, (n - old).max(0.0) as u64)
+            })
+            .collect();
+        let lateness = prom::bucket_delta(
+            &after.buckets(names::LATENESS),
+            &before.buckets(names::LATENESS),
+        );
+        WriterFigures {
+            received: delta(names::RECEIVED),
+            written: delta(names::WRITTEN),
+            dropped,
+            throttled: delta(names::THROTTLED),
+            lateness_p50: prom::quantile(&lateness, 0.50),
+            lateness_p99: prom::quantile(&lateness, 0.99),
+        }
+    }
+
+    /// Positions with a final outcome (written or dropped).
+    pub fn settled(&self) -> u64 {
+        self.written + self.dropped.values().sum::<u64>()
+    }
+
+    /// The figures as text lines.
+    pub fn lines(&self) -> Vec<String> {
+        let secs = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{s:.3} s"));
+        let drops: Vec<String> = self
+            .dropped
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        vec![
+            format!(
+                "writer: received {}   written {}   dropped {}   throttled (429) {}",
+                self.received,
+                self.written,
+                if drops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    drops.join(", ")
+                },
+                self.throttled
+            ),
+            format!(
+                "writer lateness p50 {}   p99 {}",
+                secs(self.lateness_p50),
+                secs(self.lateness_p99)
+            ),
+        ]
+    }
+}
+
+/// Why the writer's metrics could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// The HTTP request failed.
+    #[error("cannot read the writer's metrics at {url}: {source}")]
+    Http {
+        /// The endpoint.
+        url: String,
+        /// What failed.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer is not Prometheus text.
+    #[error("the writer's metrics at {url} are not Prometheus text: {source}")]
+    Parse {
+        /// The endpoint.
+        url: String,
+        /// What failed.
+        #[source]
+        source: prom::ParseError,
+    },
+}
+
+/// Reads a writer's metrics endpoint over HTTP.
+#[derive(Debug, Clone)]
+pub struct WriterScraper {
+    url: String,
+    http: reqwest::Client,
+}
+
+impl WriterScraper {
+    /// A scraper of `url` (e.g. `http://127.0.0.1:9464/metrics`).
+    pub fn new(url: &str) -> WriterScraper {
+        WriterScraper {
+            url: url.to_owned(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// One scrape.
+    pub async fn scrape(&self) -> Result<Scrape, ScrapeError> {
+        let http = |source| ScrapeError::Http {
+            url: self.url.clone(),
+            source,
+        };
+        let text = self
+            .http
+            .get(&self.url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(http)?
+            .text()
+            .await
+            .map_err(http)?;
+        Scrape::parse(&text).map_err(|source| ScrapeError::Parse {
+            url: self.url.clone(),
+            source,
+        })
+    }
+
+    /// Scrapes until the writer has settled `expected` positions since `before` (or
+    /// `timeout` passes, or nothing changes for two seconds), and returns the figures.
+    pub async fn wait_caught_up(
+        &self,
+        before: &Scrape,
+        expected: u64,
+        timeout: Duration,
+    ) -> Result<WriterFigures, ScrapeError> {
+        let deadline = Instant::now() + timeout;
+        let mut last = WriterFigures::between(before, &self.scrape().await?);
+        let mut unchanged_since = Instant::now();
+        while last.settled() < expected
+            && Instant::now() < deadline
+            && unchanged_since.elapsed() < Duration::from_secs(2)
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = WriterFigures::between(before, &self.scrape().await?);
+            if now != last {
+                unchanged_since = Instant::now();
+            }
+            last = now;
+        }
+        Ok(last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_differences_between_scrapes() {
+        let before = Scrape::parse(
+            "writer_positions_received_total 100\n\
+             writer_documents_written_total 90\n\
+             writer_positions_dropped_total{reason=\"stale\"} 5\n\
+             writer_lateness_seconds_bucket{le=\"1\"} 100\n\
+             writer_lateness_seconds_bucket{le=\"+Inf\"} 100\n",
+        )
+        .unwrap();
+        let after = Scrape::parse(
+            "writer_positions_received_total 300\n\
+             writer_documents_written_total 250\n\
+             writer_positions_dropped_total{reason=\"stale\"} 45\n\
+             writer_positions_dropped_total{reason=\"invalid\"} 2\n\
+             writer_cosmos_throttled_total 7\n\
+             writer_lateness_seconds_bucket{le=\"1\"} 100\n\
+             writer_lateness_seconds_bucket{le=\"+Inf\"} 300\n",
+        )
+        .unwrap();
+        let figures = WriterFigures::between(&before, &after);
+        assert_eq!(figures.received, 200);
+        assert_eq!(figures.written, 160);
+        assert_eq!(figures.dropped["stale"], 40);
+        assert_eq!(figures.dropped["invalid"], 2);
+        assert_eq!(figures.throttled, 7);
+        assert_eq!(figures.settled(), 202);
+        // Every position of the interval was over 1 s late: the quantile says so.
+        assert_eq!(figures.lateness_p50, Some(1.0));
+        let text = figures.lines().join("\n");
+        assert!(text.contains("dropped invalid 2, stale 40"), "{text}");
+    }
+}
