@@ -7,6 +7,8 @@
 //! - [`staleness`]: the rule deciding whether a position is fresh enough to write.
 //! - [`time`]: the RFC 3339 time form the formats read and write.
 
+#![warn(missing_docs)]
+
 pub mod document;
 pub mod order;
 pub mod staleness;
