@@ -1,0 +1,94 @@
+//! The admin HTTP endpoints under `/_admin/` (no signature needed):
+//!
+//! | method and path | body | answer |
+//! | --- | --- | --- |
+//! | `GET /_admin/stats` | | [`Stats`] as JSON: requests, operations, 429s, the heat map |
+//! | `GET /_admin/metrics` | | the same counters as Prometheus text |
+//! | `GET /_admin/faults` | | the current [`FaultSettings`] |
+//! | `POST /_admin/faults` | [`FaultSettings`] (fields optional) | the settings after the change |
+//! | `POST /_admin/split` | `{"database","container","rangeId"}` | the two new ranges |
+//! | `POST /_admin/throughput` | `{"database","container","ruPerSec"}` | `{"ruPerSec"}` |
+
+use crate::faults::FaultSettings;
+use crate::server::Reply;
+use crate::sim::{Shared, SimError, set_ru_per_sec, split_range};
+use crate::stats::Stats;
+use http::Method;
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SplitRequest {
+    database: String,
+    container: String,
+    range_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThroughputRequest {
+    database: String,
+    container: String,
+    ru_per_sec: f64,
+}
+
+/// Serves one admin request.
+pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Reply {
+    let stats = || Stats::collect(&shared.store, &shared.counters);
+    match (method, path.trim_end_matches('/')) {
+        (&Method::GET, "/_admin/stats") => Reply::value(200, 0.0, &json!(stats())),
+        (&Method::GET, "/_admin/metrics") => {
+            Reply::json(200, 0.0, stats().to_prometheus().into_bytes())
+        }
+        (&Method::GET, "/_admin/faults") => {
+            Reply::value(200, 0.0, &json!(shared.faults.settings()))
+        }
+        (&Method::POST, "/_admin/faults") => match serde_json::from_slice::<FaultSettings>(body) {
+            Ok(s) => {
+                shared.faults.update(s);
+                Reply::value(200, 0.0, &json!(shared.faults.settings()))
+            }
+            Err(e) => Reply::error(
+                400,
+                0,
+                format!(
+                    "expected {{\"latencyMs\",\"errorRate503\",\"timeoutRate\",\"timeoutMs\"}}: {e}"
+                ),
+            ),
+        },
+        (&Method::POST, "/_admin/split") => match serde_json::from_slice::<SplitRequest>(body) {
+            Ok(r) => match split_range(shared, &r.database, &r.container, &r.range_id) {
+                Ok((a, b)) => Reply::value(200, 0.0, &json!([a, b])),
+                Err(e) => sim_error(e),
+            },
+            Err(e) => Reply::error(
+                400,
+                0,
+                format!("expected {{\"database\",\"container\",\"rangeId\"}}: {e}"),
+            ),
+        },
+        (&Method::POST, "/_admin/throughput") => {
+            match serde_json::from_slice::<ThroughputRequest>(body) {
+                Ok(r) => match set_ru_per_sec(shared, &r.database, &r.container, r.ru_per_sec) {
+                    Ok(()) => Reply::value(200, 0.0, &json!({"ruPerSec": r.ru_per_sec})),
+                    Err(e) => sim_error(e),
+                },
+                Err(e) => Reply::error(
+                    400,
+                    0,
+                    format!("expected {{\"database\",\"container\",\"ruPerSec\"}}: {e}"),
+                ),
+            }
+        }
+        _ => Reply::error(404, 0, format!("no admin endpoint {method} {path}")),
+    }
+}
+
+fn sim_error(e: SimError) -> Reply {
+    let status = match e {
+        SimError::NoContainer(_) | SimError::NoRange(_) => 404,
+        _ => 400,
+    };
+    Reply::error(status, 0, e.to_string())
+}

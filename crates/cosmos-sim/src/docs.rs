@@ -1,0 +1,413 @@
+//! Document operations on one physical partition: create, upsert, replace, read, delete and
+//! conditional patch, with ETag preconditions, RU charges and throttling; and the
+//! all-or-nothing execution of a transactional batch.
+//!
+//! Each operation is first *decided* against the current document (status, charge, effect),
+//! then charged to the partition's budget, then applied: a throttled operation changes nothing.
+
+use crate::patch;
+use crate::query::{self, parse::parse_condition};
+use crate::ru;
+use crate::store::{Container, Doc, Partition, PartitionKey, Store, key_of_document, unix_now};
+use cosmos_wire::resources::PatchRequest;
+use cosmos_wire::status::SUB_RU_BUDGET_EXCEEDED;
+use rustc_hash::FxHashMap;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What an operation does.
+#[derive(Debug, Clone)]
+pub enum DocOp {
+    /// Create; 409 if the id exists.
+    Create(Value),
+    /// Create or overwrite.
+    Upsert(Value),
+    /// Overwrite; 404 if absent.
+    Replace(Value),
+    /// Read.
+    Read,
+    /// Delete.
+    Delete,
+    /// Partial update, optionally conditional.
+    Patch(PatchRequest),
+}
+
+impl DocOp {
+    /// Whether it changes the document.
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Self::Read)
+    }
+}
+
+/// ETag preconditions.
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    /// Apply only if the current ETag is this.
+    pub if_match: Option<String>,
+    /// Read: 304 if the current ETag is this; write: `*` means only if absent.
+    pub if_none_match: Option<String>,
+}
+
+/// One operation, addressed.
+#[derive(Debug, Clone)]
+pub struct Addressed {
+    /// Document id.
+    pub id: String,
+    /// Logical partition.
+    pub pk: PartitionKey,
+    /// What to do.
+    pub op: DocOp,
+    /// Preconditions.
+    pub pre: Preconditions,
+}
+
+/// The result of one operation.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// HTTP status.
+    pub status: u16,
+    /// Substatus (0: none).
+    pub substatus: u32,
+    /// RU charged.
+    pub charge: f64,
+    /// The document to return (reads and writes).
+    pub doc: Option<Arc<Doc>>,
+    /// Error message.
+    pub message: Option<String>,
+    /// On 429: when to retry.
+    pub retry_after: Option<Duration>,
+}
+
+impl Outcome {
+    /// A failure.
+    pub fn error(status: u16, substatus: u32, charge: f64, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            substatus,
+            charge,
+            doc: None,
+            message: Some(message.into()),
+            retry_after: None,
+        }
+    }
+
+    /// A 429 for a spent budget.
+    pub fn throttled(wait: Duration) -> Self {
+        Self {
+            retry_after: Some(wait),
+            ..Self::error(
+                429,
+                SUB_RU_BUDGET_EXCEEDED,
+                0.0,
+                "Request rate is large. More Request Units may be needed, so no changes were made. Please retry this request later.",
+            )
+        }
+    }
+
+    fn ok(status: u16, charge: f64, doc: Option<Arc<Doc>>) -> Self {
+        Self {
+            status,
+            substatus: 0,
+            charge,
+            doc,
+            message: None,
+            retry_after: None,
+        }
+    }
+
+    /// Whether the status is 2xx (or 304).
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status) || self.status == 304
+    }
+}
+
+enum Effect {
+    None,
+    Put(Arc<Doc>),
+    Remove,
+}
+
+/// Where new documents get their system properties.
+pub struct Ctx<'a> {
+    /// The account (ETags).
+    pub store: &'a Store,
+    /// The container (`_rid`, `_self`, key path).
+    pub container: &'a Container,
+}
+
+impl Ctx<'_> {
+    /// Checks a document body: an object with a string `id` whose key is `pk`.
+    pub fn check_body<'b>(&self, body: &'b Value, pk: &PartitionKey) -> Result<&'b str, Outcome> {
+        let id = body
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Outcome::error(400, 0, 0.0, "The input content is invalid because the required property, id, is missing or not a string."))?;
+        if id.is_empty() || id.contains(['/', '\\', '?', '#']) {
+            return Err(Outcome::error(
+                400,
+                0,
+                0.0,
+                format!(
+                    "The id {id:?} is invalid: it must be 1 to 255 characters without '/', '\\\\', '?', '#'."
+                ),
+            ));
+        }
+        match key_of_document(body, &self.container.pk_path) {
+            Some(v) if PartitionKey::from_value(v) == *pk => Ok(id),
+            _ => Err(Outcome::error(
+                400,
+                1001,
+                0.0,
+                "PartitionKey extracted from document doesn't match the one specified in the header.",
+            )),
+        }
+    }
+
+    fn build(&self, mut body: Value) -> Arc<Doc> {
+        let seq = self.container.next_doc_rid();
+        let etag = self.store.next_etag();
+        let rid = format!("{}{seq:016x}", self.container.rid);
+        if let Some(obj) = body.as_object_mut() {
+            obj.insert(
+                "_self".into(),
+                Value::String(format!("{}docs/{rid}/", self.container.self_link())),
+            );
+            obj.insert("_rid".into(), Value::String(rid));
+            obj.insert("_etag".into(), Value::String(etag.clone()));
+            obj.insert("_attachments".into(), Value::String("attachments/".into()));
+            obj.insert("_ts".into(), json!(unix_now()));
+        }
+        let json = serde_json::to_vec(&body).expect("a JSON value serializes");
+        Arc::new(Doc {
+            value: body,
+            json,
+            etag,
+            seq,
+        })
+    }
+
+    /// Decides an operation against the current document.
+    fn decide(&self, a: &Addressed, existing: Option<&Arc<Doc>>) -> (Outcome, Effect) {
+        let mismatch =
+            |d: &Arc<Doc>| matches!(&a.pre.if_match, Some(e) if e != "*" && *e != d.etag);
+        let precondition_failed = |charge| {
+            (
+                Outcome::error(
+                    412,
+                    0,
+                    charge,
+                    "One of the specified pre-condition is not met.",
+                ),
+                Effect::None,
+            )
+        };
+        let not_found = || {
+            (
+                Outcome::error(
+                    404,
+                    0,
+                    ru::read(0),
+                    "Entity with the specified id does not exist in the system.",
+                ),
+                Effect::None,
+            )
+        };
+        match (&a.op, existing) {
+            (DocOp::Read, None) => not_found(),
+            (DocOp::Read, Some(d)) => {
+                if a.pre.if_none_match.as_deref() == Some(d.etag.as_str()) {
+                    return (Outcome::ok(304, ru::read(0), None), Effect::None);
+                }
+                (
+                    Outcome::ok(200, ru::read(d.json.len()), Some(d.clone())),
+                    Effect::None,
+                )
+            }
+            (DocOp::Create(_), Some(_)) => (
+                Outcome::error(
+                    409,
+                    0,
+                    ru::read(0),
+                    "Entity with the specified id already exists in the system.",
+                ),
+                Effect::None,
+            ),
+            (DocOp::Create(body), None) | (DocOp::Upsert(body), None) => {
+                let doc = self.build(body.clone());
+                (
+                    Outcome::ok(201, ru::insert(doc.json.len()), Some(doc.clone())),
+                    Effect::Put(doc),
+                )
+            }
+            (DocOp::Upsert(_) | DocOp::Replace(_), Some(d)) if mismatch(d) => {
+                precondition_failed(ru::read(d.json.len()))
+            }
+            (DocOp::Upsert(_), Some(_)) if a.pre.if_none_match.as_deref() == Some("*") => (
+                Outcome::error(
+                    409,
+                    0,
+                    ru::read(0),
+                    "Entity with the specified id already exists in the system.",
+                ),
+                Effect::None,
+            ),
+            (DocOp::Upsert(body) | DocOp::Replace(body), Some(_)) => {
+                let doc = self.build(body.clone());
+                (
+                    Outcome::ok(200, ru::overwrite(doc.json.len()), Some(doc.clone())),
+                    Effect::Put(doc),
+                )
+            }
+            (DocOp::Replace(_) | DocOp::Delete | DocOp::Patch(_), None) => not_found(),
+            (DocOp::Delete, Some(d)) if mismatch(d) => precondition_failed(ru::read(d.json.len())),
+            (DocOp::Delete, Some(d)) => (
+                Outcome::ok(204, ru::delete(d.json.len()), None),
+                Effect::Remove,
+            ),
+            (DocOp::Patch(_), Some(d)) if mismatch(d) => {
+                precondition_failed(ru::read(d.json.len()))
+            }
+            (DocOp::Patch(req), Some(d)) => {
+                if let Some(cond) = &req.condition {
+                    match parse_condition(cond) {
+                        Ok(c) => {
+                            if !query::eval::holds(
+                                &c.filter,
+                                &query::eval::Scope {
+                                    alias: &c.alias,
+                                    doc: &d.value,
+                                    params: &[],
+                                },
+                            ) {
+                                return precondition_failed(ru::read(d.json.len()));
+                            }
+                        }
+                        Err(e) => {
+                            return (
+                                Outcome::error(
+                                    400,
+                                    0,
+                                    ru::read(0),
+                                    format!("invalid patch condition: {e}"),
+                                ),
+                                Effect::None,
+                            );
+                        }
+                    }
+                }
+                let mut value = d.value.clone();
+                if let Err(e) = patch::apply(&mut value, &req.operations, &self.container.pk_path) {
+                    return (
+                        Outcome::error(400, 0, ru::read(0), e.to_string()),
+                        Effect::None,
+                    );
+                }
+                let doc = self.build(value);
+                (
+                    Outcome::ok(200, ru::overwrite(doc.json.len()), Some(doc.clone())),
+                    Effect::Put(doc),
+                )
+            }
+        }
+    }
+
+    /// Executes one operation on its partition: decide, charge (or throttle), apply.
+    pub fn execute(&self, part: &mut Partition, a: &Addressed) -> Outcome {
+        let existing = part.docs.get(&a.pk.canonical).and_then(|l| l.get(&a.id));
+        let (outcome, effect) = self.decide(a, existing);
+        if let Err(wait) = part.bucket.try_take(outcome.charge) {
+            part.counters.throttled += 1;
+            return Outcome::throttled(wait);
+        }
+        part.counters.charge(outcome.charge);
+        apply(part, &a.pk, &a.id, effect);
+        outcome
+    }
+
+    /// Executes a transactional batch on one logical partition: all operations apply or none.
+    /// Returns the per-operation outcomes and the HTTP status: 200, the failing operation's
+    /// status (the others get 424), or 429 when the whole batch does not fit the budget.
+    pub fn execute_atomic(&self, part: &mut Partition, ops: &[Addressed]) -> (Vec<Outcome>, u16) {
+        let mut overlay: FxHashMap<&str, Option<Arc<Doc>>> = FxHashMap::default();
+        let mut outcomes = Vec::with_capacity(ops.len());
+        let mut effects = Vec::with_capacity(ops.len());
+        let mut failed = None;
+        for (i, a) in ops.iter().enumerate() {
+            let existing = match overlay.get(a.id.as_str()) {
+                Some(staged) => staged.clone(),
+                None => part
+                    .docs
+                    .get(&a.pk.canonical)
+                    .and_then(|l| l.get(&a.id))
+                    .cloned(),
+            };
+            let (outcome, effect) = self.decide(a, existing.as_ref());
+            match &effect {
+                Effect::Put(d) => {
+                    overlay.insert(&a.id, Some(d.clone()));
+                }
+                Effect::Remove => {
+                    overlay.insert(&a.id, None);
+                }
+                Effect::None => {}
+            }
+            let ok = outcome.is_success();
+            outcomes.push(outcome);
+            effects.push(effect);
+            if !ok {
+                failed = Some(i);
+                break;
+            }
+        }
+        let total: f64 = outcomes.iter().map(|o| o.charge).sum();
+        if let Err(wait) = part.bucket.try_take(total) {
+            part.counters.throttled += 1;
+            return (ops.iter().map(|_| Outcome::throttled(wait)).collect(), 429);
+        }
+        part.counters.charge(total);
+        if let Some(i) = failed {
+            let status = outcomes[i].status;
+            let results = (0..ops.len())
+                .map(|j| {
+                    if j == i {
+                        outcomes[i].clone()
+                    } else {
+                        Outcome::error(424, 0, 0.0, "Failed dependency: another operation of the transactional batch failed.")
+                    }
+                })
+                .collect();
+            return (results, status);
+        }
+        for (a, effect) in ops.iter().zip(effects) {
+            apply(part, &a.pk, &a.id, effect);
+        }
+        (outcomes, 200)
+    }
+}
+
+fn apply(part: &mut Partition, pk: &PartitionKey, id: &str, effect: Effect) {
+    match effect {
+        Effect::None => {}
+        Effect::Put(doc) => {
+            let logical = match part.docs.get_mut(&pk.canonical) {
+                Some(l) => l,
+                None => part.docs.entry(pk.canonical.clone()).or_default(),
+            };
+            match logical.get_mut(id) {
+                Some(slot) => *slot = doc,
+                None => {
+                    logical.insert(id.to_string(), doc);
+                }
+            }
+        }
+        Effect::Remove => {
+            if let Some(l) = part.docs.get_mut(&pk.canonical) {
+                l.remove(id);
+                if l.is_empty() {
+                    part.docs.remove(&pk.canonical);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! The endpoint as a library: configure with [`CosmosSim::builder`], start it on a port, drive
+//! its faults and read its statistics while it runs, shut it down.
+
+use crate::faults::{FaultSettings, Faults};
+use crate::stats::{Counters, Stats};
+use crate::store::{CreateError, Store};
+use cosmos_wire::auth::{EMULATOR_KEY, MasterKey};
+use cosmos_wire::resources::PartitionKeyRange;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Errors of the library API.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The key is not base64.
+    #[error("invalid account key: {0}")]
+    Key(#[from] cosmos_wire::auth::AuthError),
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No such database or container.
+    #[error("no container {0}")]
+    NoContainer(String),
+    /// No live range with that id, or it is too narrow to split.
+    #[error("range {0} is not a live range that can split")]
+    NoRange(String),
+    /// A database or container could not be created.
+    #[error("cannot create {0}")]
+    Create(String),
+    /// A setting is out of range.
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+/// State shared by the server tasks and the handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Store,
+    pub key: MasterKey,
+    pub partitions: usize,
+    /// Default RU/s of new containers (f64 bits).
+    pub default_ru: AtomicU64,
+    pub faults: Faults,
+    pub counters: Counters,
+    pub addr: SocketAddr,
+}
+
+impl Shared {
+    pub fn default_ru(&self) -> f64 {
+        f64::from_bits(self.default_ru.load(Ordering::Relaxed))
+    }
+}
+
+/// Configuration of an endpoint; see [`CosmosSim::builder`].
+#[derive(Debug, Clone)]
+pub struct CosmosSimBuilder {
+    addr: SocketAddr,
+    key: String,
+    partitions: usize,
+    ru_per_sec: f64,
+    latency: Duration,
+}
+
+impl Default for CosmosSimBuilder {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            key: EMULATOR_KEY.to_string(),
+            partitions: 4,
+            ru_per_sec: 10_000.0,
+            latency: Duration::ZERO,
+        }
+    }
+}
+
+impl CosmosSimBuilder {
+    /// Address to listen on (default `127.0.0.1:0`, a free port).
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Port on 127.0.0.1.
+    pub fn port(mut self, port: u16) -> Self {
+        self.addr.set_port(port);
+        self
+    }
+
+    /// The account key, base64 (default: the emulator's well-known key).
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = key.into();
+        self
+    }
+
+    /// Physical partitions (ranges) of each new container (default 4).
+    pub fn partitions(mut self, n: usize) -> Self {
+        self.partitions = n;
+        self
+    }
+
+    /// Provisioned RU/s of each new container, split evenly across its partitions (default
+    /// 10,000; `f64::INFINITY` never throttles).
+    pub fn ru_per_sec(mut self, ru: f64) -> Self {
+        self.ru_per_sec = ru;
+        self
+    }
+
+    /// Latency added to every request (default none).
+    pub fn latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Binds the port and starts serving on the current tokio runtime.
+    pub async fn start(self) -> Result<CosmosSim, SimError> {
+        let key = MasterKey::from_base64(&self.key)?;
+        if self.partitions == 0 || self.partitions > 1024 {
+            return Err(SimError::Invalid(format!(
+                "partitions must be 1 to 1024, not {}",
+                self.partitions
+            )));
+        }
+        if self.ru_per_sec.is_nan() || self.ru_per_sec < 1.0 {
+            return Err(SimError::Invalid(format!(
+                "RU/s must be at least 1, not {}",
+                self.ru_per_sec
+            )));
+        }
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| SimError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Bind {
+            addr: self.addr,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            store: Store::default(),
+            key,
+            partitions: self.partitions,
+            default_ru: AtomicU64::new(self.ru_per_sec.to_bits()),
+            faults: Faults::new(self.latency),
+            counters: Counters::default(),
+            addr,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(crate::server::serve(listener, shared.clone(), stopped));
+        tracing::info!(%addr, partitions = self.partitions, ru_per_sec = self.ru_per_sec, "cosmos-sim listening");
+        Ok(CosmosSim {
+            shared,
+            stop,
+            task: Some(task),
+            key: self.key,
+        })
+    }
+}
+
+/// A running endpoint. Dropping it stops the server.
+#[derive(Debug)]
+pub struct CosmosSim {
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    key: String,
+}
+
+impl CosmosSim {
+    /// A builder with the defaults: a free port on 127.0.0.1, the emulator key, 4 partitions per
+    /// container, 10,000 RU/s per container, no latency.
+    pub fn builder() -> CosmosSimBuilder {
+        CosmosSimBuilder::default()
+    }
+
+    /// The endpoint URL, e.g. `http://127.0.0.1:8081/`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/", self.shared.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The account key (base64).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Sets the added latency.
+    pub fn set_latency(&self, latency: Duration) {
+        self.set_faults(FaultSettings {
+            latency_ms: Some(latency.as_millis() as u64),
+            ..Default::default()
+        });
+    }
+
+    /// Sets the share of requests answered 503 (0 to 1).
+    pub fn set_error_rate_503(&self, rate: f64) {
+        self.set_faults(FaultSettings {
+            error_rate_503: Some(rate),
+            ..Default::default()
+        });
+    }
+
+    /// Sets the share of requests held for `hold` and then answered 408 (0 to 1).
+    pub fn set_timeout_rate(&self, rate: f64, hold: Duration) {
+        self.set_faults(FaultSettings {
+            timeout_rate: Some(rate),
+            timeout_ms: Some(hold.as_millis() as u64),
+            ..Default::default()
+        });
+    }
+
+    /// Applies fault settings (only the given fields change).
+    pub fn set_faults(&self, settings: FaultSettings) {
+        self.shared.faults.update(settings);
+    }
+
+    /// The current fault settings.
+    pub fn faults(&self) -> FaultSettings {
+        self.shared.faults.settings()
+    }
+
+    /// Splits a live range of a container in two; its id then answers 410/1002 and
+    /// `pkranges` lists the two children.
+    pub fn split_range(
+        &self,
+        db: &str,
+        coll: &str,
+        range_id: &str,
+    ) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
+        split_range(&self.shared, db, coll, range_id)
+    }
+
+    /// Changes a container's provisioned RU/s (split evenly across its live ranges).
+    pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
+        set_ru_per_sec(&self.shared, db, coll, ru)
+    }
+
+    /// Changes the RU/s that containers created from now on get.
+    pub fn set_default_ru_per_sec(&self, ru: f64) {
+        self.shared
+            .default_ru
+            .store(ru.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Creates a database and a container with a hash v2 key on `pk_path` (also possible
+    /// over REST; this is a shortcut for tests and benches).
+    pub fn create_container(&self, db: &str, coll: &str, pk_path: &str) -> Result<(), SimError> {
+        match self.shared.store.create_database(db) {
+            Ok(_) | Err(CreateError::Conflict) => {}
+            Err(e) => return Err(SimError::Create(format!("database {db}: {e:?}"))),
+        }
+        let definition =
+            json!({"id": coll, "partitionKey": {"paths": [pk_path], "kind": "Hash", "version": 2}});
+        self.shared
+            .store
+            .create_container(
+                db,
+                &definition,
+                self.shared.partitions,
+                self.shared.default_ru(),
+            )
+            .map(|_| ())
+            .map_err(|e| SimError::Create(format!("container {db}/{coll}: {e:?}")))
+    }
+
+    /// A snapshot of requests, operations, throttling and the partition heat map.
+    pub fn stats(&self) -> Stats {
+        Stats::collect(&self.shared.store, &self.shared.counters)
+    }
+
+    /// Stops accepting connections, closes the open ones, and waits for the server task.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for CosmosSim {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub(crate) fn split_range(
+    shared: &Shared,
+    db: &str,
+    coll: &str,
+    range_id: &str,
+) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
+    let c = shared
+        .store
+        .container(db, coll)
+        .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))?;
+    let children = c
+        .split(range_id)
+        .ok_or_else(|| SimError::NoRange(range_id.to_string()))?;
+    tracing::info!(db, coll, range_id, left = %children.0.id, right = %children.1.id, "range split");
+    Ok(children)
+}
+
+pub(crate) fn set_ru_per_sec(
+    shared: &Shared,
+    db: &str,
+    coll: &str,
+    ru: f64,
+) -> Result<(), SimError> {
+    if ru.is_nan() || ru < 1.0 {
+        return Err(SimError::Invalid(format!(
+            "RU/s must be at least 1, not {ru}"
+        )));
+    }
+    let c = shared
+        .store
+        .container(db, coll)
+        .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))?;
+    c.set_ru_per_sec(ru);
+    Ok(())
+}

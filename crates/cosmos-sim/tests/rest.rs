@@ -1,0 +1,399 @@
+//! The REST surface over real HTTP: signatures, resources, documents, patch, batches.
+
+mod common;
+
+use common::Rest;
+use cosmos_sim::CosmosSim;
+use cosmos_wire::batch::{
+    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
+};
+use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str};
+use cosmos_wire::headers as h;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const VECTOR_KEY: &str =
+    "dsZQi3KtZmCv1ljt3VNWNm7sQUF1y5rJfC6kv5JiwvW0EndXdDku/dkKBp8/ufDToSxLzR4y+O/0H/t4bQtVNw==";
+
+#[tokio::test]
+async fn published_signature_vector_is_accepted_and_a_changed_one_is_not() {
+    let sim = CosmosSim::builder().key(VECTOR_KEY).start().await.unwrap();
+    let http = reqwest::Client::new();
+    let get = |auth: &'static str| {
+        http.get(format!("{}dbs/ToDoList", sim.endpoint()))
+            .header("authorization", auth)
+            .header(h::DATE, "Thu, 27 Apr 2017 00:51:12 GMT")
+            .send()
+    };
+    let ok =
+        get("type%3Dmaster%26ver%3D1.0%26sig%3Dc09PEVJrgp2uQRkr934kFbTqhByc7TVr3OHyqlu%2Bc%2Bc%3D")
+            .await
+            .unwrap();
+    // Signature accepted: the database just does not exist.
+    assert_eq!(ok.status(), 404);
+    let bad =
+        get("type%3Dmaster%26ver%3D1.0%26sig%3Dd09PEVJrgp2uQRkr934kFbTqhByc7TVr3OHyqlu%2Bc%2Bc%3D")
+            .await
+            .unwrap();
+    assert_eq!(bad.status(), 401);
+    let body: Value = bad.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains(r"'get\ndbs\ndbs/ToDoList\nthu, 27 apr 2017 00:51:12 gmt\n\n'"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn wrong_key_gets_401_with_the_signed_string() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let wrong = Rest::new(&sim.endpoint(), VECTOR_KEY);
+    let r = wrong.send(Method::GET, "/dbs", &[], None).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body["code"], "Unauthorized");
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains(r"'get\ndbs\n\n"),
+        "{}",
+        r.body
+    );
+    assert!(r.header(h::REQUEST_CHARGE).is_some());
+    let right = Rest::new(&sim.endpoint(), sim.key());
+    assert_eq!(right.send(Method::GET, "/dbs", &[], None).await.status, 200);
+}
+
+#[tokio::test]
+async fn account_databases_containers_and_ranges() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    let account = rest.send(Method::GET, "/", &[], None).await;
+    assert_eq!(account.status, 200);
+    assert_eq!(
+        account.body["writableLocations"][0]["databaseAccountEndpoint"],
+        sim.endpoint()
+    );
+    assert!(account.body["queryEngineConfiguration"].is_string());
+    rest.setup("db", "c").await;
+    let again = rest
+        .send(Method::POST, "/dbs", &[], Some(br#"{"id":"db"}"#.to_vec()))
+        .await;
+    assert_eq!(again.status, 409);
+    let coll = rest.send(Method::GET, "/dbs/db/colls/c", &[], None).await;
+    assert_eq!(
+        coll.body["partitionKey"],
+        json!({"paths":["/deviceId"],"kind":"Hash","version":2})
+    );
+    assert!(coll.body["indexingPolicy"]["includedPaths"].is_array());
+    let list = rest.send(Method::GET, "/dbs/db/colls", &[], None).await;
+    assert_eq!(list.body["_count"], 1);
+    let ranges = rest.ranges("db", "c").await;
+    assert_eq!(ranges.len(), 4);
+    assert_eq!(ranges[0].min_inclusive, "");
+    assert_eq!(ranges[3].max_exclusive, "FF");
+    let widths: Vec<u128> = ranges
+        .iter()
+        .map(|r| {
+            boundary_to_u128(&r.max_exclusive).unwrap()
+                - boundary_to_u128(&r.min_inclusive).unwrap()
+        })
+        .collect();
+    assert!(
+        widths.iter().all(|w| w.abs_diff(widths[0]) <= 3),
+        "{widths:?}"
+    );
+}
+
+#[tokio::test]
+async fn documents_with_etags_preconditions_and_charges() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let pk = || (h::PARTITION_KEY, partition_key_json("drone-1"));
+    let doc = json!({"id": "p1", "deviceId": "drone-1", "pad": "x".repeat(900)});
+    let created = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &[pk()],
+            Some(doc.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    let insert_charge = created.charge();
+    assert!((5.0..7.0).contains(&insert_charge), "{insert_charge}");
+    let etag = created.body["_etag"].as_str().unwrap().to_string();
+    assert!(created.body["_ts"].as_u64().unwrap() > 1_600_000_000);
+    assert_eq!(created.header(h::ETAG), Some(etag.as_str()));
+    let dup = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &[pk()],
+            Some(doc.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(dup.status, 409);
+    let overwrite = rest.upsert("db", "c", &doc).await;
+    assert_eq!(overwrite.status, 200);
+    assert!(
+        overwrite.charge() > insert_charge * 1.3,
+        "an overwrite costs more"
+    );
+    let read = rest
+        .send(Method::GET, "/dbs/db/colls/c/docs/p1", &[pk()], None)
+        .await;
+    assert_eq!(read.status, 200);
+    assert!((1.0..2.0).contains(&read.charge()), "about 1 RU per KB");
+    assert_eq!(read.body["pad"], doc["pad"]);
+    let new_etag = read.body["_etag"].as_str().unwrap().to_string();
+    assert_ne!(new_etag, etag);
+    let stale = rest
+        .send(
+            Method::PUT,
+            "/dbs/db/colls/c/docs/p1",
+            &[pk(), (h::IF_MATCH, etag)],
+            Some(doc.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(stale.status, 412);
+    let fresh = rest
+        .send(
+            Method::PUT,
+            "/dbs/db/colls/c/docs/p1",
+            &[pk(), (h::IF_MATCH, new_etag)],
+            Some(doc.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(fresh.status, 200);
+    let wrong_key = rest
+        .send(
+            Method::PUT,
+            "/dbs/db/colls/c/docs/p1",
+            &[(h::PARTITION_KEY, partition_key_json("drone-2"))],
+            Some(doc.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(wrong_key.status, 400);
+    let deleted = rest
+        .send(Method::DELETE, "/dbs/db/colls/c/docs/p1", &[pk()], None)
+        .await;
+    assert_eq!(deleted.status, 204);
+    let gone = rest
+        .send(Method::GET, "/dbs/db/colls/c/docs/p1", &[pk()], None)
+        .await;
+    assert_eq!(gone.status, 404);
+    assert!(gone.charge() >= 1.0);
+}
+
+#[tokio::test]
+async fn conditional_patch_applies_only_to_older_positions() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let pk = || (h::PARTITION_KEY, partition_key_json("drone-7"));
+    let patch = |time: i64, seq: i64| {
+        json!({
+            "operations": [
+                {"op": "set", "path": "/location", "value": {"type": "Point", "coordinates": [1.0, 2.0]}},
+                {"op": "set", "path": "/deviceTimeMs", "value": time},
+                {"op": "set", "path": "/seq", "value": seq}
+            ],
+            "condition": format!("from c where c.deviceTimeMs < {time} or (c.deviceTimeMs = {time} and c.seq < {seq})")
+        })
+        .to_string()
+        .into_bytes()
+    };
+    let missing = rest
+        .send(
+            Method::PATCH,
+            "/dbs/db/colls/c/docs/drone-7",
+            &[pk()],
+            Some(patch(1000, 1)),
+        )
+        .await;
+    assert_eq!(missing.status, 404);
+    let doc = json!({"id": "drone-7", "deviceId": "drone-7", "deviceTimeMs": 1000, "seq": 5});
+    assert_eq!(rest.upsert("db", "c", &doc).await.status, 201);
+    let older = rest
+        .send(
+            Method::PATCH,
+            "/dbs/db/colls/c/docs/drone-7",
+            &[pk()],
+            Some(patch(1000, 4)),
+        )
+        .await;
+    assert_eq!(older.status, 412);
+    let newer = rest
+        .send(
+            Method::PATCH,
+            "/dbs/db/colls/c/docs/drone-7",
+            &[pk()],
+            Some(patch(1000, 6)),
+        )
+        .await;
+    assert_eq!(newer.status, 200, "{}", newer.body);
+    assert_eq!(newer.body["seq"], 6);
+    assert_eq!(newer.body["location"]["coordinates"], json!([1.0, 2.0]));
+    assert!(newer.charge() > 5.0);
+    let bad = rest
+        .send(
+            Method::PATCH,
+            "/dbs/db/colls/c/docs/drone-7",
+            &[pk()],
+            Some(br#"{"operations":[],"condition":"from c where"}"#.to_vec()),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+}
+
+fn body_of(ops: &[(OperationType, &str, Option<String>)]) -> Vec<u8> {
+    let mut body = BatchBody::new();
+    for (kind, device, doc) in ops {
+        let pk = partition_key_json(device);
+        body.push(&OperationRef {
+            operation_type: *kind,
+            partition_key: &pk,
+            id: if doc.is_none() { Some(device) } else { None },
+            resource_body: doc.as_deref().map(str::as_bytes),
+            if_match: None,
+        });
+    }
+    body.finish()
+}
+
+fn doc(device: &str) -> Option<String> {
+    Some(json!({"id": device, "deviceId": device, "t": 1}).to_string())
+}
+
+#[tokio::test]
+async fn bulk_batch_on_a_range_answers_per_operation_and_410_for_strangers() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let ranges = rest.ranges("db", "c").await;
+    let range = &ranges[1];
+    let (lo, hi) = (
+        boundary_to_u128(&range.min_inclusive).unwrap(),
+        boundary_to_u128(&range.max_exclusive).unwrap(),
+    );
+    let devices: Vec<String> = (0..400).map(|i| format!("drone-{i}")).collect();
+    let inside: Vec<&String> = devices
+        .iter()
+        .filter(|d| (lo..hi).contains(&epk_u128_of_str(d)))
+        .take(5)
+        .collect();
+    let outside = devices
+        .iter()
+        .find(|d| !(lo..hi).contains(&epk_u128_of_str(d)))
+        .unwrap();
+    let mut ops: Vec<(OperationType, &str, Option<String>)> = inside
+        .iter()
+        .map(|d| (OperationType::Create, d.as_str(), doc(d)))
+        .collect();
+    ops.push((OperationType::Upsert, outside, doc(outside)));
+    ops.push((OperationType::Read, inside[0], None));
+    let headers = [
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "False".to_string()),
+        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+        (h::PARTITION_KEY_RANGE_ID, range.id.clone()),
+    ];
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body_of(&ops)),
+        )
+        .await;
+    assert_eq!(r.status, 207);
+    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+    assert_eq!(results.len(), 7);
+    assert!(
+        results[..5]
+            .iter()
+            .all(|o| o.status_code == 201 && o.e_tag.is_some())
+    );
+    assert_eq!(
+        (results[5].status_code, results[5].sub_status_code),
+        (410, 1002)
+    );
+    assert_eq!(results[6].status_code, 200);
+    assert_eq!(
+        results[6].resource_body.as_ref().unwrap()["id"],
+        inside[0].as_str()
+    );
+    let sum: f64 = results.iter().map(|o| o.request_charge).sum();
+    assert!((r.charge() - sum).abs() < 0.05);
+
+    let too_many: Vec<_> = (0..101)
+        .map(|_| (OperationType::Read, inside[0].as_str(), None))
+        .collect();
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body_of(&too_many)),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}
+
+#[tokio::test]
+async fn atomic_batch_is_all_or_nothing() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let d = "drone-9";
+    let doc = |id: &str| Some(json!({"id": id, "deviceId": d}).to_string());
+    let headers = [
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "True".to_string()),
+        (h::PARTITION_KEY, partition_key_json(d)),
+    ];
+    let ok = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body_of(&[(OperationType::Create, d, doc("a"))])),
+        )
+        .await;
+    assert_eq!(ok.status, 200);
+    let ops = [
+        (OperationType::Create, d, doc("b")),
+        (OperationType::Create, d, doc("a")),
+        (OperationType::Create, d, doc("c")),
+    ];
+    let failed = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body_of(&ops)),
+        )
+        .await;
+    assert_eq!(failed.status, 409);
+    let codes: Vec<u64> = failed
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["statusCode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![424, 409, 424]);
+    let b = rest
+        .send(
+            Method::GET,
+            "/dbs/db/colls/c/docs/b",
+            &[(h::PARTITION_KEY, partition_key_json(d))],
+            None,
+        )
+        .await;
+    assert_eq!(b.status, 404, "nothing of the failed batch applied");
+}
