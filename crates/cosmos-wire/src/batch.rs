@@ -91,6 +91,32 @@ pub struct OperationResult {
     pub resource_body: Option<Value>,
 }
 
+/// One operation's result without its document: what a bulk writer reads. Parsing skips the
+/// `resourceBody` without building it, which keeps large 207 responses cheap to read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationStatus {
+    /// HTTP status of this operation.
+    pub status_code: u16,
+    /// Substatus, 0 when none.
+    #[serde(default)]
+    pub sub_status_code: u32,
+    /// Request units this operation cost.
+    #[serde(default)]
+    pub request_charge: f64,
+    /// On 429: how long to wait before retrying.
+    #[serde(default)]
+    pub retry_after_milliseconds: Option<u64>,
+    /// The document's new ETag after a write.
+    #[serde(default)]
+    pub e_tag: Option<String>,
+}
+
+/// Parses the body of a batch response (HTTP 200 or 207) into results without documents.
+pub fn parse_statuses(body: &[u8]) -> Result<Vec<OperationStatus>, serde_json::Error> {
+    serde_json::from_slice(body)
+}
+
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
@@ -273,6 +299,14 @@ mod tests {
         assert_eq!(results[1].retry_after_milliseconds, Some(120));
         assert_eq!(results[2].sub_status_code, 1002);
         assert_eq!(results[3].resource_body, Some(json!({"id":"a"})));
+
+        let statuses = parse_statuses(body).unwrap();
+        assert_eq!(statuses.len(), 4);
+        assert_eq!(statuses[1].status_code, 429);
+        assert_eq!(statuses[1].sub_status_code, 3200);
+        assert_eq!(statuses[1].retry_after_milliseconds, Some(120));
+        assert_eq!(statuses[0].e_tag.as_deref(), Some("\"00-1\""));
+        assert_eq!(statuses[3].request_charge, 1.0);
     }
 
     #[test]

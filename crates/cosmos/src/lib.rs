@@ -1,1 +1,39 @@
-//! Placeholder.
+//! A Cosmos DB (NoSQL API) REST client on reqwest (rustls) and tokio, built for write-heavy
+//! ingestion:
+//! - [`client`]: the account client, master-key or Entra ID auth ([`credential`]), the shared
+//!   connection pool, the retry loop of point operations ([`retry`]);
+//! - [`container`]: container setup (hash v2 partition key, spatial index, TTL), its definition
+//!   and partition key ranges ([`ranges`]), and point operations with ETag preconditions;
+//! - [`bulk`]: the partition-aware bulk writer with per-range AIMD concurrency, retries of
+//!   every transient per-operation failure, and one final outcome per operation;
+//! - [`query`]: single-partition and fanned-out cross-partition queries.
+//!
+//! The wire format itself (signatures, EPK hashing, batch bodies, resource bodies) lives in
+//! `cosmos-wire`, shared with the local endpoint.
+
+pub mod bulk;
+pub mod client;
+pub mod container;
+pub mod credential;
+mod error;
+pub mod query;
+pub mod ranges;
+pub mod retry;
+
+pub use bulk::{
+    BulkClosed, BulkConfig, BulkOperation, BulkOutcomes, BulkStats, BulkWriter, FinalError,
+    Outcome, RangeStats,
+};
+pub use client::{CosmosClient, CosmosConfig};
+pub use container::{ContainerClient, ContainerSetup, ReadResponse, WriteResponse};
+pub use cosmos_wire::auth::MasterKey;
+pub use cosmos_wire::batch::OperationType;
+pub use cosmos_wire::resources::{
+    ContainerProperties, PartitionKeyDefinition, PartitionKeyRange, PatchOperation, PatchRequest,
+    QueryParameter, QueryRequest,
+};
+pub use credential::{Credential, TokenCredential};
+pub use error::{CosmosError, ServiceError};
+pub use query::{QueryResponse, QueryScope};
+pub use ranges::RangeMap;
+pub use retry::RetryPolicy;

@@ -1,0 +1,398 @@
+//! The dispatcher task of a bulk writer: routes operations to their ranges, cuts batches,
+//! keeps each range within its AIMD concurrency limit and its retry-after pause, puts retried
+//! operations back at the front of their range, and re-routes moved operations after a
+//! range map refresh.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use super::aimd::Aimd;
+use super::batch::{BatchDone, Shared};
+use super::{BulkConfig, FinalError, Msg, Outcome, PendingOp, StatsCell};
+use crate::ranges::RangeMap;
+use crate::{ContainerClient, CosmosError};
+
+/// What [`spawn`] needs.
+pub(super) struct Parts<T> {
+    pub container: ContainerClient,
+    pub config: BulkConfig,
+    pub ops: mpsc::UnboundedReceiver<Msg<T>>,
+    pub outcomes: mpsc::UnboundedSender<Outcome<T>>,
+    pub stats: Arc<StatsCell>,
+    pub permits: Arc<Semaphore>,
+    pub done: watch::Sender<bool>,
+}
+
+/// Starts the dispatcher on the current runtime.
+pub(super) fn spawn<T: Send + 'static>(parts: Parts<T>) {
+    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let docs_path = parts.container.docs_path();
+    let dispatcher = Dispatcher {
+        shared: Arc::new(Shared {
+            container: parts.container,
+            docs_path,
+            config: parts.config,
+            outcomes: parts.outcomes,
+            stats: parts.stats,
+        }),
+        ops: parts.ops,
+        permits: parts.permits,
+        done: parts.done,
+        events_tx,
+        events_rx,
+        map: None,
+        ranges: Vec::new(),
+        parked: Vec::new(),
+        refreshing: false,
+        refresh_failures: 0,
+        in_flight: 0,
+        inputs_closed: false,
+    };
+    tokio::spawn(dispatcher.run());
+}
+
+enum Event<T> {
+    Batch(BatchDone<T>),
+    Ranges(Result<Arc<RangeMap>, CosmosError>),
+}
+
+/// The queue and controls of one partition key range.
+struct RangeState<T> {
+    id: Arc<str>,
+    queue: VecDeque<PendingOp<T>>,
+    queued_bytes: usize,
+    in_flight: usize,
+    aimd: Aimd,
+    paused_until: Option<Instant>,
+    /// Consecutive transiently failed batches, for the backoff.
+    transient_failures: u32,
+}
+
+impl<T> RangeState<T> {
+    fn new(id: &str, config: &BulkConfig) -> Self {
+        Self {
+            id: id.into(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            in_flight: 0,
+            aimd: Aimd::new(config.initial_concurrency, config.max_concurrency_per_range),
+            paused_until: None,
+            transient_failures: 0,
+        }
+    }
+
+    fn push_back(&mut self, op: PendingOp<T>) {
+        self.queued_bytes += op.size;
+        self.queue.push_back(op);
+    }
+
+    fn push_front(&mut self, op: PendingOp<T>) {
+        self.queued_bytes += op.size;
+        self.queue.push_front(op);
+    }
+
+    fn pause(&mut self, until: Instant) {
+        self.paused_until = Some(self.paused_until.map_or(until, |t| t.max(until)));
+    }
+
+    /// Whether a batch should leave now (concurrency permitting).
+    fn ready(&self, now: Instant, closing: bool, config: &BulkConfig) -> bool {
+        match self.queue.front() {
+            None => false,
+            Some(front) => {
+                closing
+                    || self.queue.len() >= config.max_operations
+                    || self.queued_bytes >= config.target_bytes
+                    || now >= front.queued_at + config.flush_interval
+            }
+        }
+    }
+
+    /// Takes the next batch off the front of the queue (at least one operation).
+    fn cut(&mut self, config: &BulkConfig) -> Vec<PendingOp<T>> {
+        let mut batch = Vec::with_capacity(config.max_operations.min(self.queue.len()));
+        let mut bytes = 0;
+        while let Some(op) = self.queue.front() {
+            if batch.len() == config.max_operations
+                || (!batch.is_empty() && bytes + op.size > config.target_bytes)
+            {
+                break;
+            }
+            bytes += op.size;
+            self.queued_bytes -= op.size;
+            batch.push(self.queue.pop_front().expect("front exists"));
+        }
+        batch
+    }
+}
+
+struct Dispatcher<T> {
+    shared: Arc<Shared<T>>,
+    ops: mpsc::UnboundedReceiver<Msg<T>>,
+    permits: Arc<Semaphore>,
+    done: watch::Sender<bool>,
+    events_tx: mpsc::UnboundedSender<Event<T>>,
+    events_rx: mpsc::UnboundedReceiver<Event<T>>,
+    map: Option<Arc<RangeMap>>,
+    /// One state per range of `map`, in the same order.
+    ranges: Vec<RangeState<T>>,
+    /// Operations waiting for a range map (at the start, or after their range moved).
+    parked: Vec<PendingOp<T>>,
+    refreshing: bool,
+    refresh_failures: u32,
+    /// Batches in flight over all ranges, including ranges that left the map.
+    in_flight: usize,
+    inputs_closed: bool,
+}
+
+/// Messages taken from a channel in one go before batches are cut.
+const DRAIN: usize = 4096;
+
+impl<T: Send + 'static> Dispatcher<T> {
+    async fn run(mut self) {
+        self.start_refresh();
+        loop {
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                Some(event) = self.events_rx.recv() => self.on_event(event),
+                msg = self.ops.recv(), if !self.inputs_closed => self.on_msg(msg),
+                _ = sleep_until(deadline), if deadline.is_some() => {}
+            }
+            for _ in 0..DRAIN {
+                match self.events_rx.try_recv() {
+                    Ok(event) => self.on_event(event),
+                    Err(_) => break,
+                }
+            }
+            if !self.inputs_closed {
+                for _ in 0..DRAIN {
+                    match self.ops.try_recv() {
+                        Ok(msg) => self.on_msg(Some(msg)),
+                        Err(mpsc::error::TryRecvError::Empty) => break,
+                        Err(mpsc::error::TryRecvError::Disconnected) => {
+                            self.on_msg(None);
+                            break;
+                        }
+                    }
+                }
+            }
+            self.dispatch_ready(Instant::now());
+            if self.finished() {
+                break;
+            }
+        }
+        let _ = self.done.send(true);
+    }
+
+    fn finished(&self) -> bool {
+        self.inputs_closed
+            && self.in_flight == 0
+            && self.parked.is_empty()
+            && self.ranges.iter().all(|r| r.queue.is_empty())
+    }
+
+    fn on_msg(&mut self, msg: Option<Msg<T>>) {
+        match msg {
+            Some(Msg::Op(op)) => self.route(op),
+            Some(Msg::Invalid(outcome)) => self.shared.emit(outcome),
+            Some(Msg::Close) => {
+                // Refuse new operations; those already sent are still received.
+                self.ops.close();
+                self.permits.close();
+            }
+            None => self.inputs_closed = true,
+        }
+    }
+
+    fn on_event(&mut self, event: Event<T>) {
+        match event {
+            Event::Batch(done) => self.on_batch(done),
+            Event::Ranges(Ok(map)) => self.on_ranges(map),
+            Event::Ranges(Err(error)) => {
+                self.refreshing = false;
+                self.refresh_failures += 1;
+                tracing::warn!(%error, failures = self.refresh_failures, "reading partition key ranges failed");
+                if self.refresh_failures >= self.shared.config.retry.max_attempts {
+                    self.refresh_failures = 0;
+                    let reason = error.to_string();
+                    for op in std::mem::take(&mut self.parked) {
+                        let error = FinalError::Ranges(reason.clone());
+                        self.shared.stats.update(|s| s.failed += 1);
+                        self.shared
+                            .emit(op.into_outcome(0, 0, None, "", Some(error)));
+                    }
+                } else if !self.parked.is_empty() {
+                    self.start_refresh();
+                }
+            }
+        }
+    }
+
+    fn route(&mut self, op: PendingOp<T>) {
+        match &self.map {
+            Some(map) => {
+                let index = map.index_of_epk(op.epk);
+                self.ranges[index].push_back(op);
+            }
+            None => {
+                self.parked.push(op);
+                self.start_refresh();
+            }
+        }
+    }
+
+    fn start_refresh(&mut self) {
+        if self.refreshing {
+            return;
+        }
+        self.refreshing = true;
+        let container = self.shared.container.clone();
+        let stale = self.map.clone();
+        let events = self.events_tx.clone();
+        let delay = match self.refresh_failures {
+            0 => std::time::Duration::ZERO,
+            n => self.shared.config.retry.delay(n, None),
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let result = match &stale {
+                None => container.range_map().await,
+                Some(map) => container.refresh_range_map(Some(map)).await,
+            };
+            let _ = events.send(Event::Ranges(result));
+        });
+    }
+
+    fn on_ranges(&mut self, map: Arc<RangeMap>) {
+        self.refreshing = false;
+        self.refresh_failures = 0;
+        if self.map.is_some() {
+            self.shared.stats.update(|s| s.range_refreshes += 1);
+        }
+        let mut old = std::mem::take(&mut self.ranges);
+        for range in map.ranges() {
+            let state = match old.iter().position(|s| *s.id == *range.id) {
+                Some(pos) => old.swap_remove(pos),
+                None => RangeState::new(&range.id, &self.shared.config),
+            };
+            self.ranges.push(state);
+        }
+        self.map = Some(map);
+        self.record_concurrency();
+        // Ranges that left the map hand their queues over; their batches in flight come back
+        // through `on_batch` and are re-routed there.
+        let mut homeless: Vec<PendingOp<T>> = std::mem::take(&mut self.parked);
+        for state in old {
+            homeless.extend(state.queue);
+        }
+        for op in homeless {
+            self.route(op);
+        }
+    }
+
+    fn on_batch(&mut self, done: BatchDone<T>) {
+        self.in_flight -= 1;
+        let now = Instant::now();
+        let policy = &self.shared.config.retry;
+        match self.ranges.iter_mut().find(|s| s.id == done.range_id) {
+            Some(state) => {
+                state.in_flight -= 1;
+                if done.throttled {
+                    if state.aimd.on_throttle(done.generation) {
+                        tracing::debug!(range = %state.id, limit = state.aimd.limit(), "range throttled");
+                    }
+                    state.pause(now + policy.delay(1, done.retry_after));
+                } else if done.transient {
+                    state.transient_failures += 1;
+                    state.pause(now + policy.delay(state.transient_failures, None));
+                } else if done.moved.is_empty() {
+                    state.transient_failures = 0;
+                    state.aimd.on_success(done.generation);
+                }
+                for op in done.retry.into_iter().rev() {
+                    state.push_front(op);
+                }
+                let (id, limit) = (state.id.clone(), state.aimd.limit());
+                self.shared.stats.update(|s| {
+                    s.ranges.entry(id.to_string()).or_default().concurrency = limit;
+                });
+            }
+            None => {
+                for op in done.retry {
+                    self.route(op);
+                }
+            }
+        }
+        if !done.moved.is_empty() {
+            self.parked.extend(done.moved);
+            self.start_refresh();
+        }
+    }
+
+    fn record_concurrency(&self) {
+        let limits: Vec<(String, usize)> = self
+            .ranges
+            .iter()
+            .map(|r| (r.id.to_string(), r.aimd.limit()))
+            .collect();
+        self.shared.stats.update(|s| {
+            for range in s.ranges.values_mut() {
+                range.concurrency = 0;
+            }
+            for (id, limit) in limits {
+                s.ranges.entry(id).or_default().concurrency = limit;
+            }
+        });
+    }
+
+    fn dispatch_ready(&mut self, now: Instant) {
+        let closing = self.inputs_closed;
+        let config = &self.shared.config;
+        for state in &mut self.ranges {
+            match state.paused_until {
+                Some(until) if until > now => continue,
+                Some(_) => state.paused_until = None,
+                None => {}
+            }
+            while state.in_flight < state.aimd.limit() && state.ready(now, closing, config) {
+                let batch = state.cut(config);
+                state.in_flight += 1;
+                self.in_flight += 1;
+                let shared = self.shared.clone();
+                let events = self.events_tx.clone();
+                let (id, generation) = (state.id.clone(), state.aimd.generation());
+                tokio::spawn(async move {
+                    let done = shared.run(id, generation, batch).await;
+                    let _ = events.send(Event::Batch(done));
+                });
+            }
+        }
+    }
+
+    /// When the dispatcher must look again without a message: the end of a range's pause,
+    /// or the flush time of a range's oldest operation.
+    fn next_deadline(&self) -> Option<Instant> {
+        let flush = self.shared.config.flush_interval;
+        self.ranges
+            .iter()
+            .filter_map(|state| {
+                let front = state.queue.front()?;
+                match state.paused_until {
+                    Some(until) => Some(until),
+                    None if state.in_flight < state.aimd.limit() => Some(front.queued_at + flush),
+                    None => None,
+                }
+            })
+            .min()
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(deadline) = deadline {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
