@@ -1,1 +1,175 @@
-fn main() {}
+//! `cloud-writer`: runs the writer (`run`, the default), backfills from a file
+//! (`import FILE.jsonl`), or checks the configuration and the container (`check`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use cloud_writer::config::{LogFormat, Settings, WriterConfig};
+use cloud_writer::import::FileSource;
+use cloud_writer::writer::{cosmos_client, open_container};
+use cloud_writer::{Counts, Writer};
+use indicatif::{ProgressBar, ProgressStyle};
+use telemetry::DocumentLayout;
+
+/// Writes drone positions from IoT Hub (Event Hubs) or MQTT into Cosmos DB.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TOML file of settings (keys: the environment variable names in lower case).
+    #[arg(long, env = "WRITER_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    settings: Settings,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Consume the source and write (the default).
+    Run,
+    /// Bulk-load wire messages or documents from a JSONL file (backfill).
+    Import {
+        /// The file, one JSON object per line.
+        file: PathBuf,
+        /// Drop positions older than this (default: keep all; backfills are old).
+        #[arg(long)]
+        stale_after: Option<String>,
+    },
+    /// Check the configuration and the container, then exit.
+    Check,
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
+    let mut settings = cli.settings.clone().or(Settings::secrets_from_env());
+    if let Some(path) = &cli.config {
+        settings = settings.or(Settings::from_file(path)?);
+    }
+    Ok(settings.resolve()?)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match resolve(&cli) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("cloud-writer: configuration error: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logs(config.log_format);
+    let result = match cli.command {
+        None | Some(Command::Run) => run(config).await,
+        Some(Command::Import { file, stale_after }) => import(config, file, stale_after).await,
+        Some(Command::Check) => check(config).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("cloud-writer: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: WriterConfig) -> anyhow::Result<()> {
+    let writer = Writer::start(config).await.context("cannot start")?;
+    let stop = writer.shutdown_token();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received: stopping");
+        stop.cancel();
+    });
+    let counts = writer.wait().await?;
+    tracing::info!(
+        received = counts.received,
+        written = counts.written,
+        "stopped"
+    );
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+async fn import(
+    mut config: WriterConfig,
+    file: PathBuf,
+    stale_after: Option<String>,
+) -> anyhow::Result<()> {
+    config.staleness.stale_after = match stale_after {
+        Some(text) => humantime::parse_duration(&text).context("--stale-after")?,
+        // About a century: a backfill keeps everything.
+        None => std::time::Duration::from_secs(100 * 365 * 24 * 3600),
+    };
+    config.metrics_addr = None;
+    let size = std::fs::metadata(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?
+        .len();
+    let progress = ProgressBar::new(size).with_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .expect("the progress template is valid"),
+    );
+    let bar = progress.clone();
+    let writer = Writer::start_with(config, move |metrics| {
+        Ok(Box::new(FileSource::new(file, metrics, bar)))
+    })
+    .await
+    .context("cannot start")?;
+    let counts = writer.wait().await?;
+    progress.finish();
+    print_report(&counts);
+    Ok(())
+}
+
+fn print_report(counts: &Counts) {
+    println!("lines read:          {}", counts.received);
+    println!("documents written:   {}", counts.written);
+    if counts.history_written > 0 {
+        println!("history written:     {}", counts.history_written);
+    }
+    for (reason, n) in &counts.dropped {
+        if *n > 0 {
+            println!("{:<20} {n}", format!("{reason}:"));
+        }
+    }
+}
+
+async fn check(config: WriterConfig) -> anyhow::Result<()> {
+    let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
+    let client = cosmos_client(&config.cosmos)?;
+    open_container(&client, &config.cosmos, &layout, None).await?;
+    println!(
+        "ok: container '{}' of database '{}' is partitioned on a path the documents carry",
+        config.cosmos.container, config.cosmos.database
+    );
+    Ok(())
+}

@@ -1,0 +1,662 @@
+//! Configuration: command-line flags, environment variables and a TOML file, resolved
+//! into one typed [`WriterConfig`].
+//!
+//! Precedence: flag, then environment variable, then the file given by `--config`
+//! (`WRITER_CONFIG`), then the default. File keys are the environment variable names in
+//! lower case (`cosmos_endpoint = "https://..."`). Secrets (`COSMOS_KEY`, and
+//! `WRITER_SOURCE`, which may be an Event Hubs connection string) have no flag of their
+//! own form in the docs, are held in [`Secret`] and never appear in logs or `Debug` output.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use telemetry::{PartitionKeyPath, StalenessPolicy};
+use url::Url;
+
+/// A secret string: printed as `<redacted>`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// A duration written as `5m`, `300s`, `250ms` (humantime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl FromStr for HumanDuration {
+    type Err = humantime::DurationError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        humantime::parse_duration(s).map(HumanDuration)
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How "newest wins" is enforced on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NewestWins {
+    /// A conditional patch per position (`deviceTimeMs`/`seq` condition), Create when
+    /// absent: one operation per position in bulk. Needs batch Patch (Cosmos DB, the
+    /// local endpoint).
+    #[default]
+    Patch,
+    /// Read the stored document, then Replace with its ETag (`ifMatch`) or Create;
+    /// retried on 412/409. For servers without batch Patch (`@vercel/cosmosdb-server`).
+    Etag,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Every setting as given by flags, environment or file; `None` when not given.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
+    #[arg(long, env = "COSMOS_ENDPOINT")]
+    pub cosmos_endpoint: Option<Url>,
+    /// Cosmos DB account key (environment or file only).
+    #[arg(skip)]
+    pub cosmos_key: Option<Secret>,
+    /// Database name [default: telemetry]
+    #[arg(long, env = "COSMOS_DATABASE")]
+    pub cosmos_database: Option<String>,
+    /// Container name [default: positions]
+    #[arg(long, env = "COSMOS_CONTAINER")]
+    pub cosmos_container: Option<String>,
+    /// Partition key path the documents carry the device id at [default: /deviceId]
+    #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
+    pub cosmos_partition_key_path: Option<String>,
+    /// Accept self-signed certificates (local emulators only).
+    #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
+    pub cosmos_accept_invalid_certs: Option<bool>,
+    /// Create the database and container when missing [default: false]
+    #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
+    pub cosmos_create_if_missing: Option<bool>,
+    /// Throughput (RU/s) of a container this writer creates.
+    #[arg(long, env = "COSMOS_THROUGHPUT")]
+    pub cosmos_throughput: Option<u32>,
+    /// Source: mqtt://host:port, or an Event Hubs connection string (environment or file).
+    #[arg(long = "source", env = "WRITER_SOURCE", hide_env_values = true)]
+    pub writer_source: Option<Secret>,
+    /// MQTT shared subscription group, so that replicas split the load.
+    #[arg(long, env = "MQTT_SHARE_GROUP")]
+    pub mqtt_share_group: Option<String>,
+    /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
+    #[arg(long, env = "MQTT_CLIENT_ID")]
+    pub mqtt_client_id: Option<String>,
+    /// Event Hubs consumer group [default: $Default]
+    #[arg(long, env = "EVENTHUBS_CONSUMER_GROUP")]
+    pub eventhubs_consumer_group: Option<String>,
+    /// Where a partition without checkpoint starts: earliest, latest, or an RFC 3339 time [default: latest]
+    #[arg(long, env = "EVENTHUBS_START_POSITION")]
+    pub eventhubs_start_position: Option<String>,
+    /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
+    #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
+    pub eventhubs_checkpoint_container: Option<String>,
+    /// Positions later than this are dropped as stale [default: 5m]
+    #[arg(long, env = "STALE_AFTER")]
+    pub stale_after: Option<HumanDuration>,
+    /// Device times further ahead of now are rejected [default: 2m]
+    #[arg(long, env = "FUTURE_TOLERANCE")]
+    pub future_tolerance: Option<HumanDuration>,
+    /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
+    #[arg(long, env = "METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// How newest-wins is enforced: patch or etag [default: patch]
+    #[arg(long, env = "NEWEST_WINS")]
+    pub newest_wins: Option<NewestWins>,
+    /// Also write every fresh position as its own history document [default: false]
+    #[arg(long, env = "HISTORY")]
+    pub history: Option<bool>,
+    /// Time to live of history documents, e.g. 7d (needs TTL on the container)
+    #[arg(long, env = "HISTORY_TTL")]
+    pub history_ttl: Option<HumanDuration>,
+    /// Append rejected messages to this JSONL file.
+    #[arg(long, env = "DEAD_LETTER_FILE")]
+    pub dead_letter_file: Option<PathBuf>,
+    /// Most messages per pipeline batch [default: 2000]
+    #[arg(long, env = "BATCH_MAX_MESSAGES")]
+    pub batch_max_messages: Option<usize>,
+    /// Longest wait to fill a batch [default: 20ms]
+    #[arg(long, env = "BATCH_LINGER")]
+    pub batch_linger: Option<HumanDuration>,
+    /// Most positions being written at once [default: 20000]
+    #[arg(long, env = "MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
+    /// Interval of the summary log line [default: 10s]
+    #[arg(long, env = "SUMMARY_INTERVAL")]
+    pub summary_interval: Option<HumanDuration>,
+    /// Log format: text or json [default: text]
+    #[arg(long, env = "LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+macro_rules! merge_fields {
+    ($self:ident, $other:ident, $($field:ident),* $(,)?) => {
+        Settings { $($field: $self.$field.or($other.$field)),* }
+    };
+}
+
+/// Why the configuration cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required setting is missing.
+    #[error("{name} is not set: {hint}")]
+    Missing {
+        /// The environment variable.
+        name: &'static str,
+        /// What to set it to.
+        hint: &'static str,
+    },
+    /// A setting has an unusable value.
+    #[error("{name}: {message}")]
+    Invalid {
+        /// The environment variable.
+        name: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The config file cannot be read or parsed.
+    #[error("config file {path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl Settings {
+    /// Fills every setting not given here from `other`.
+    pub fn or(self, other: Settings) -> Settings {
+        merge_fields!(
+            self,
+            other,
+            cosmos_endpoint,
+            cosmos_key,
+            cosmos_database,
+            cosmos_container,
+            cosmos_partition_key_path,
+            cosmos_accept_invalid_certs,
+            cosmos_create_if_missing,
+            cosmos_throughput,
+            writer_source,
+            mqtt_share_group,
+            mqtt_client_id,
+            eventhubs_consumer_group,
+            eventhubs_start_position,
+            eventhubs_checkpoint_container,
+            stale_after,
+            future_tolerance,
+            metrics_addr,
+            newest_wins,
+            history,
+            history_ttl,
+            dead_letter_file,
+            batch_max_messages,
+            batch_linger,
+            max_in_flight,
+            summary_interval,
+            log_format,
+        )
+    }
+
+    /// Reads a TOML file of settings.
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        let file_error = |message: String| ConfigError::File {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        toml::from_str(&text).map_err(|e| file_error(e.to_string()))
+    }
+
+    /// The secrets that have no flag, from the environment.
+    pub fn secrets_from_env() -> Settings {
+        Settings {
+            cosmos_key: std::env::var("COSMOS_KEY").ok().map(Secret::new),
+            ..Settings::default()
+        }
+    }
+
+    /// Resolves into a typed configuration, applying defaults and checking values.
+    pub fn resolve(self) -> Result<WriterConfig, ConfigError> {
+        let endpoint = self.cosmos_endpoint.ok_or(ConfigError::Missing {
+            name: "COSMOS_ENDPOINT",
+            hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
+        })?;
+        let key = self.cosmos_key.ok_or(ConfigError::Missing {
+            name: "COSMOS_KEY",
+            hint: "the account key (environment variable or config file, never a flag)",
+        })?;
+        let partition_key_path = self
+            .cosmos_partition_key_path
+            .as_deref()
+            .unwrap_or("/deviceId")
+            .parse::<PartitionKeyPath>()
+            .map_err(|e| ConfigError::Invalid {
+                name: "COSMOS_PARTITION_KEY_PATH",
+                message: e.to_string(),
+            })?;
+        let source = self
+            .writer_source
+            .map(|source| SourceSpec::parse(source.expose()))
+            .transpose()?;
+        let staleness = StalenessPolicy {
+            stale_after: self
+                .stale_after
+                .map_or(StalenessPolicy::default().stale_after, |d| d.0),
+            future_tolerance: self
+                .future_tolerance
+                .map_or(StalenessPolicy::default().future_tolerance, |d| d.0),
+        };
+        let metrics_addr = match self.metrics_addr.as_deref() {
+            Some("off") => None,
+            Some(addr) => Some(addr.parse().map_err(|e| ConfigError::Invalid {
+                name: "METRICS_ADDR",
+                message: format!("'{addr}' is not an address such as 0.0.0.0:9464 ({e})"),
+            })?),
+            None => Some(SocketAddr::from(([0, 0, 0, 0], 9464))),
+        };
+        let history_ttl = self
+            .history_ttl
+            .map(|d| {
+                u32::try_from(d.0.as_secs())
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| ConfigError::Invalid {
+                        name: "HISTORY_TTL",
+                        message: "must be between 1 second and about 136 years".into(),
+                    })
+            })
+            .transpose()?;
+        let batch_max_messages = self.batch_max_messages.unwrap_or(2000);
+        let max_in_flight = self.max_in_flight.unwrap_or(20_000);
+        if batch_max_messages == 0 || max_in_flight == 0 {
+            return Err(ConfigError::Invalid {
+                name: "BATCH_MAX_MESSAGES/MAX_IN_FLIGHT",
+                message: "must be at least 1".into(),
+            });
+        }
+        let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+        Ok(WriterConfig {
+            cosmos: CosmosSettings {
+                endpoint,
+                key,
+                database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
+                container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
+                partition_key_path,
+                accept_invalid_certs: self.cosmos_accept_invalid_certs.unwrap_or(false),
+                create_if_missing: self.cosmos_create_if_missing.unwrap_or(false),
+                throughput: self.cosmos_throughput,
+            },
+            source,
+            mqtt_share_group: self.mqtt_share_group.filter(|g| !g.is_empty()),
+            mqtt_client_id: self
+                .mqtt_client_id
+                .unwrap_or_else(|| format!("cloud-writer-{hostname}")),
+            eventhubs: EventHubsSettings {
+                consumer_group: self
+                    .eventhubs_consumer_group
+                    .unwrap_or_else(|| "$Default".into()),
+                start_position: self
+                    .eventhubs_start_position
+                    .unwrap_or_else(|| "latest".into()),
+                checkpoint_container: self
+                    .eventhubs_checkpoint_container
+                    .unwrap_or_else(|| "checkpoints".into()),
+            },
+            staleness,
+            metrics_addr,
+            newest_wins: self.newest_wins.unwrap_or_default(),
+            history: self
+                .history
+                .unwrap_or(false)
+                .then_some(HistorySettings { ttl: history_ttl }),
+            dead_letter_file: self.dead_letter_file,
+            batch_max_messages,
+            batch_linger: self.batch_linger.map_or(Duration::from_millis(20), |d| d.0),
+            max_in_flight,
+            summary_interval: self
+                .summary_interval
+                .map_or(Duration::from_secs(10), |d| d.0),
+            log_format: self.log_format.unwrap_or_default(),
+        })
+    }
+}
+
+/// Where messages come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceSpec {
+    /// An MQTT broker, `mqtt://[user:password@]host[:port]` (the password is redacted in `Debug`).
+    Mqtt(MqttUrl),
+    /// IoT Hub's built-in Event Hubs-compatible endpoint.
+    EventHubs(EventHubsConnection),
+}
+
+/// An `mqtt://` URL whose `Debug` hides the password.
+#[derive(Clone, PartialEq)]
+pub struct MqttUrl(pub Url);
+
+impl fmt::Debug for MqttUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = self.0.clone();
+        if shown.password().is_some() {
+            let _ = shown.set_password(Some("redacted"));
+        }
+        write!(f, "{shown}")
+    }
+}
+
+/// The parts of an Event Hubs connection string.
+#[derive(Clone, PartialEq)]
+pub struct EventHubsConnection {
+    /// `sb://{namespace}.servicebus.windows.net/`.
+    pub endpoint: String,
+    /// `SharedAccessKeyName`.
+    pub key_name: String,
+    /// `SharedAccessKey`.
+    pub key: Secret,
+    /// `EntityPath`: the event hub.
+    pub entity_path: String,
+    /// The whole connection string (for the SDK).
+    pub raw: Secret,
+}
+
+impl fmt::Debug for EventHubsConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventHubsConnection")
+            .field("endpoint", &self.endpoint)
+            .field("key_name", &self.key_name)
+            .field("entity_path", &self.entity_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventHubsConnection {
+    /// The fully qualified namespace, e.g. `myhub.servicebus.windows.net`.
+    pub fn namespace(&self) -> &str {
+        self.endpoint
+            .trim_start_matches("sb://")
+            .trim_end_matches('/')
+    }
+}
+
+impl SourceSpec {
+    /// Parses `WRITER_SOURCE`.
+    pub fn parse(text: &str) -> Result<SourceSpec, ConfigError> {
+        let text = text.trim();
+        if text.starts_with("mqtt://") || text.starts_with("tcp://") {
+            let url = Url::parse(text).map_err(|e| ConfigError::Invalid {
+                name: "WRITER_SOURCE",
+                message: format!("not an mqtt://host:port URL: {e}"),
+            })?;
+            if url.host_str().is_none() {
+                return Err(ConfigError::Invalid {
+                    name: "WRITER_SOURCE",
+                    message: "the mqtt:// URL has no host".into(),
+                });
+            }
+            return Ok(SourceSpec::Mqtt(MqttUrl(url)));
+        }
+        if text.contains("Endpoint=") {
+            let mut endpoint = None;
+            let mut key_name = None;
+            let mut key = None;
+            let mut entity_path = None;
+            for part in text.split(';').filter(|p| !p.is_empty()) {
+                let (name, value) = part.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                    name: "WRITER_SOURCE",
+                    message: "a connection string is Name=value pairs separated by ';'".into(),
+                })?;
+                let value = value.to_string();
+                match name.trim() {
+                    "Endpoint" => endpoint = Some(value),
+                    "SharedAccessKeyName" => key_name = Some(value),
+                    "SharedAccessKey" => key = Some(Secret::new(value)),
+                    "EntityPath" => entity_path = Some(value),
+                    _ => {}
+                }
+            }
+            let need = |v: Option<String>, what: &str| {
+                v.filter(|v| !v.is_empty())
+                    .ok_or_else(|| ConfigError::Invalid {
+                        name: "WRITER_SOURCE",
+                        message: format!("the Event Hubs connection string has no {what}"),
+                    })
+            };
+            return Ok(SourceSpec::EventHubs(EventHubsConnection {
+                endpoint: need(endpoint, "Endpoint")?,
+                key_name: need(key_name, "SharedAccessKeyName")?,
+                key: key.ok_or_else(|| ConfigError::Invalid {
+                    name: "WRITER_SOURCE",
+                    message: "the Event Hubs connection string has no SharedAccessKey".into(),
+                })?,
+                entity_path: need(
+                    entity_path,
+                    "EntityPath (use the built-in endpoint's Event Hub-compatible connection string)",
+                )?,
+                raw: Secret::new(text),
+            }));
+        }
+        Err(ConfigError::Invalid {
+            name: "WRITER_SOURCE",
+            message: "expected mqtt://host:port or an Event Hubs connection string (Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=...)".into(),
+        })
+    }
+}
+
+/// The Cosmos DB side.
+#[derive(Debug, Clone)]
+pub struct CosmosSettings {
+    /// Account endpoint.
+    pub endpoint: Url,
+    /// Account key.
+    pub key: Secret,
+    /// Database.
+    pub database: String,
+    /// Container of the position documents.
+    pub container: String,
+    /// Where the documents carry the device id; must match the container's key path.
+    pub partition_key_path: PartitionKeyPath,
+    /// Accept self-signed certificates (emulators only).
+    pub accept_invalid_certs: bool,
+    /// Create database and container when missing.
+    pub create_if_missing: bool,
+    /// RU/s of a container created here.
+    pub throughput: Option<u32>,
+}
+
+/// Event Hubs consumer settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventHubsSettings {
+    /// Consumer group.
+    pub consumer_group: String,
+    /// `earliest`, `latest` or an RFC 3339 time.
+    pub start_position: String,
+    /// Container of checkpoints and ownerships.
+    pub checkpoint_container: String,
+}
+
+/// History mode: every fresh position also as its own document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistorySettings {
+    /// `ttl` of history documents, in seconds.
+    pub ttl: Option<u32>,
+}
+
+/// The resolved configuration of a writer.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// Cosmos DB.
+    pub cosmos: CosmosSettings,
+    /// Where messages come from (`None` for `import`, which reads a file).
+    pub source: Option<SourceSpec>,
+    /// MQTT shared subscription group.
+    pub mqtt_share_group: Option<String>,
+    /// MQTT client id.
+    pub mqtt_client_id: String,
+    /// Event Hubs consumer settings.
+    pub eventhubs: EventHubsSettings,
+    /// The staleness rule.
+    pub staleness: StalenessPolicy,
+    /// Metrics listener; `None` disables it.
+    pub metrics_addr: Option<SocketAddr>,
+    /// How newest-wins is enforced.
+    pub newest_wins: NewestWins,
+    /// History mode.
+    pub history: Option<HistorySettings>,
+    /// Dead-letter JSONL file.
+    pub dead_letter_file: Option<PathBuf>,
+    /// Most messages per pipeline batch.
+    pub batch_max_messages: usize,
+    /// Longest wait to fill a batch.
+    pub batch_linger: Duration,
+    /// Most positions being written at once.
+    pub max_in_flight: usize,
+    /// Summary log interval.
+    pub summary_interval: Duration,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Settings {
+        Settings {
+            cosmos_endpoint: Some(Url::parse("http://127.0.0.1:8081").unwrap()),
+            cosmos_key: Some(Secret::new("a2V5")),
+            writer_source: Some(Secret::new("mqtt://127.0.0.1:1883")),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let config = base().resolve().unwrap();
+        assert_eq!(config.cosmos.database, "telemetry");
+        assert_eq!(config.cosmos.container, "positions");
+        assert_eq!(config.cosmos.partition_key_path.to_string(), "/deviceId");
+        assert_eq!(config.staleness.stale_after, Duration::from_secs(300));
+        assert_eq!(config.newest_wins, NewestWins::Patch);
+        assert!(config.history.is_none());
+        assert_eq!(config.metrics_addr, Some("0.0.0.0:9464".parse().unwrap()));
+    }
+
+    #[test]
+    fn flags_and_env_win_over_the_file() {
+        let file: Settings = toml::from_str(
+            "cosmos_database = \"fromfile\"\ncosmos_container = \"c\"\nstale_after = \"90s\"\n",
+        )
+        .unwrap();
+        let given = Settings {
+            cosmos_database: Some("fromflag".into()),
+            ..base()
+        };
+        let config = given.or(file).resolve().unwrap();
+        assert_eq!(config.cosmos.database, "fromflag");
+        assert_eq!(config.cosmos.container, "c");
+        assert_eq!(config.staleness.stale_after, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() {
+        assert!(toml::from_str::<Settings>("cosmos_databse = \"x\"").is_err());
+    }
+
+    #[test]
+    fn missing_and_bad_settings_name_the_variable() {
+        let err = Settings::default().resolve().unwrap_err().to_string();
+        assert!(err.contains("COSMOS_ENDPOINT"), "{err}");
+        let err = Settings {
+            cosmos_partition_key_path: Some("deviceId".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("COSMOS_PARTITION_KEY_PATH"), "{err}");
+        let err = Settings {
+            writer_source: Some(Secret::new("http://x")),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("WRITER_SOURCE"), "{err}");
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let config = Settings {
+            writer_source: Some(Secret::new(
+                "Endpoint=sb://hub.servicebus.windows.net/;SharedAccessKeyName=service;SharedAccessKey=c2VjcmV0S2V5;EntityPath=hub",
+            )),
+            ..base()
+        };
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("c2VjcmV0S2V5") && !shown.contains("a2V5"),
+            "{shown}"
+        );
+        let resolved = config.resolve().unwrap();
+        let shown = format!("{resolved:?}");
+        assert!(
+            !shown.contains("c2VjcmV0S2V5") && !shown.contains("a2V5"),
+            "{shown}"
+        );
+        let Some(SourceSpec::EventHubs(hub)) = resolved.source else {
+            panic!("not event hubs")
+        };
+        assert_eq!(hub.namespace(), "hub.servicebus.windows.net");
+        assert_eq!(hub.entity_path, "hub");
+        let mqtt = SourceSpec::parse("mqtt://u:hunter2@broker:1883").unwrap();
+        assert!(!format!("{mqtt:?}").contains("hunter2"));
+    }
+}

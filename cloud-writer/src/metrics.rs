@@ -1,0 +1,420 @@
+//! The writer's metrics (Prometheus text exposition) and the HTTP endpoint that serves
+//! them with `/healthz` and `/readyz`.
+//!
+//! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
+//! status codes, RU per partition key range (the heat map), in-flight and backlog
+//! gauges and acknowledgement lag per source partition are all here. The names are
+//! listed in the crate README.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+type Label = [(&'static str, String); 1];
+type Labels2 = [(&'static str, String); 2];
+
+/// Every reason a message is dropped rather than written.
+pub const DROP_REASONS: [&str; 7] = [
+    "stale",
+    "invalid",
+    "spoofed",
+    "from_future",
+    "superseded",
+    "write_failed",
+    "unroutable",
+];
+
+/// The writer's metrics. Cheap to update from any task.
+pub struct Metrics {
+    registry: Registry,
+    received: Counter,
+    written: Family<Label, Counter>,
+    dropped: Family<Label, Counter>,
+    invalid: Family<Label, Counter>,
+    lateness_enqueued: Histogram,
+    lateness_device: Histogram,
+    cosmos_ops: Family<Labels2, Counter>,
+    ru: Family<Label, Counter<f64, AtomicU64>>,
+    throttled: Family<Label, Counter>,
+    in_flight: Gauge,
+    backlog: Gauge,
+    ack_lag: Family<Label, Gauge>,
+    source_connected: Gauge,
+    ready: AtomicBool,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// Counts read back from [`Metrics`], for tests, the summary line and the import report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Messages received from the source.
+    pub received: u64,
+    /// Latest-position documents written.
+    pub written: u64,
+    /// History documents written.
+    pub history_written: u64,
+    /// Messages dropped, by reason.
+    pub dropped: BTreeMap<&'static str, u64>,
+    /// Positions being written.
+    pub in_flight: i64,
+}
+
+impl Counts {
+    /// Dropped for `reason`.
+    pub fn dropped(&self, reason: &str) -> u64 {
+        self.dropped.get(reason).copied().unwrap_or(0)
+    }
+
+    /// Messages with a final outcome: written, or dropped for any reason.
+    pub fn finished(&self) -> u64 {
+        self.written + self.dropped.values().sum::<u64>()
+    }
+}
+
+fn label(name: &'static str, value: impl Into<String>) -> Label {
+    [(name, value.into())]
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics, registered, with every drop reason pre-created at zero.
+    pub fn new() -> Self {
+        let lateness = || Histogram::new(exponential_buckets(0.005, 2.0, 18));
+        let mut m = Metrics {
+            registry: Registry::with_prefix("cloud_writer"),
+            received: Counter::default(),
+            written: Family::default(),
+            dropped: Family::default(),
+            invalid: Family::default(),
+            lateness_enqueued: lateness(),
+            lateness_device: lateness(),
+            cosmos_ops: Family::default(),
+            ru: Family::default(),
+            throttled: Family::default(),
+            in_flight: Gauge::default(),
+            backlog: Gauge::default(),
+            ack_lag: Family::default(),
+            source_connected: Gauge::default(),
+            ready: AtomicBool::new(false),
+        };
+        for reason in DROP_REASONS {
+            let _ = m.dropped.get_or_create(&label("reason", reason));
+        }
+        for kind in ["latest", "history"] {
+            let _ = m.written.get_or_create(&label("kind", kind));
+        }
+        let r = &mut m.registry;
+        r.register(
+            "messages_received",
+            "Messages received from the source",
+            m.received.clone(),
+        );
+        r.register(
+            "documents_written",
+            "Documents written, by kind (latest, history)",
+            m.written.clone(),
+        );
+        r.register(
+            "messages_dropped",
+            "Messages not written, by reason",
+            m.dropped.clone(),
+        );
+        r.register(
+            "messages_invalid",
+            "Invalid messages, by validation reason",
+            m.invalid.clone(),
+        );
+        r.register(
+            "lateness_enqueued_to_written_seconds",
+            "From the hub's enqueued time (else receipt) to the write's outcome",
+            m.lateness_enqueued.clone(),
+        );
+        r.register(
+            "lateness_device_to_written_seconds",
+            "From the device time to the write's outcome",
+            m.lateness_device.clone(),
+        );
+        r.register(
+            "cosmos_operations",
+            "Cosmos DB bulk operation outcomes, by status and substatus",
+            m.cosmos_ops.clone(),
+        );
+        r.register(
+            "cosmos_request_units",
+            "Request units consumed, by partition key range (the heat map)",
+            m.ru.clone(),
+        );
+        r.register(
+            "cosmos_throttled",
+            "Throttled (429) Cosmos DB requests, by partition key range",
+            m.throttled.clone(),
+        );
+        r.register("in_flight", "Positions being written", m.in_flight.clone());
+        r.register(
+            "backlog",
+            "Messages received and waiting for the pipeline",
+            m.backlog.clone(),
+        );
+        r.register(
+            "checkpoint_lag",
+            "Messages received but not yet acknowledged or checkpointed, by source partition",
+            m.ack_lag.clone(),
+        );
+        r.register(
+            "source_connected",
+            "1 while the source is connected",
+            m.source_connected.clone(),
+        );
+        m
+    }
+
+    /// One message received.
+    pub fn received(&self) {
+        self.received.inc();
+    }
+
+    /// One document of `kind` (`latest`, `history`) written.
+    pub fn written(&self, kind: &'static str) {
+        self.written.get_or_create(&label("kind", kind)).inc();
+    }
+
+    /// One message dropped for `reason` (one of [`DROP_REASONS`]).
+    pub fn dropped(&self, reason: &'static str) {
+        self.dropped.get_or_create(&label("reason", reason)).inc();
+    }
+
+    /// One message invalid for the validation reason `reason`.
+    pub fn invalid(&self, reason: &'static str) {
+        self.invalid.get_or_create(&label("reason", reason)).inc();
+    }
+
+    /// Lateness of one write's outcome.
+    pub fn lateness(&self, enqueued_to_written: Duration, device_to_written: Duration) {
+        self.lateness_enqueued
+            .observe(enqueued_to_written.as_secs_f64());
+        self.lateness_device
+            .observe(device_to_written.as_secs_f64());
+    }
+
+    /// One bulk operation's final status.
+    pub fn cosmos_op(&self, status: u16, substatus: u32) {
+        self.cosmos_ops
+            .get_or_create(&[
+                ("status", status.to_string()),
+                ("substatus", substatus.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Request units charged on partition key range `range`.
+    pub fn request_units(&self, range: &str, charge: f64) {
+        if charge > 0.0 {
+            self.ru.get_or_create(&label("range", range)).inc_by(charge);
+        }
+    }
+
+    /// Sets the throttle count of a range to `total` (from the bulk writer's statistics).
+    pub fn set_throttled(&self, range: &str, total: u64) {
+        let counter = self.throttled.get_or_create(&label("range", range));
+        let now = counter.get();
+        if total > now {
+            counter.inc_by(total - now);
+        }
+    }
+
+    /// Positions being written.
+    pub fn set_in_flight(&self, n: usize) {
+        self.in_flight.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Adds to the positions being written.
+    pub fn add_in_flight(&self, delta: i64) {
+        self.in_flight.inc_by(delta);
+    }
+
+    /// Messages waiting for the pipeline.
+    pub fn set_backlog(&self, n: usize) {
+        self.backlog.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Messages not yet acknowledged on source partition `partition`.
+    pub fn set_ack_lag(&self, partition: &str, n: usize) {
+        self.ack_lag
+            .get_or_create(&label("partition", partition))
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the source is connected.
+    pub fn set_source_connected(&self, connected: bool) {
+        self.source_connected.set(i64::from(connected));
+    }
+
+    /// Marks the writer ready (`/readyz` answers 200).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Whether the writer is ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && self.source_connected.get() == 1
+    }
+
+    /// The counts, read back.
+    pub fn counts(&self) -> Counts {
+        let kind = |k: &str| self.written.get_or_create(&label("kind", k)).get();
+        Counts {
+            received: self.received.get(),
+            written: kind("latest"),
+            history_written: kind("history"),
+            dropped: DROP_REASONS
+                .iter()
+                .map(|r| (*r, self.dropped.get_or_create(&label("reason", *r)).get()))
+                .collect(),
+            in_flight: self.in_flight.get(),
+        }
+    }
+
+    /// Count of invalid messages for a validation reason.
+    pub fn invalid_count(&self, reason: &str) -> u64 {
+        self.invalid
+            .get_or_create(&label("reason", reason.to_string()))
+            .get()
+    }
+
+    /// Throttled requests of all ranges.
+    pub fn throttled_total(&self) -> u64 {
+        let text = self.render();
+        text.lines()
+            .filter(|l| l.starts_with("cloud_writer_cosmos_throttled_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(error = %err, "metrics listener accept failed");
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let metrics = metrics.clone();
+                async move { Ok::<_, std::convert::Infallible>(respond(&req, &metrics)) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match req.uri().path() {
+        "/metrics" => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".to_string(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_string(),
+        ),
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response is valid")
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_names_every_metric() {
+        let m = Metrics::new();
+        m.received();
+        m.written("latest");
+        m.dropped("stale");
+        m.invalid("json");
+        m.cosmos_op(429, 3200);
+        m.request_units("0", 5.5);
+        m.set_throttled("0", 3);
+        m.set_ack_lag("mqtt", 2);
+        m.lateness(Duration::from_millis(20), Duration::from_millis(40));
+        let text = m.render();
+        for needle in [
+            "cloud_writer_messages_received_total 1",
+            "cloud_writer_documents_written_total{kind=\"latest\"} 1",
+            "cloud_writer_messages_dropped_total{reason=\"stale\"} 1",
+            "cloud_writer_messages_dropped_total{reason=\"spoofed\"} 0",
+            "cloud_writer_messages_invalid_total{reason=\"json\"} 1",
+            "cloud_writer_cosmos_operations_total{status=\"429\",substatus=\"3200\"} 1",
+            "cloud_writer_cosmos_request_units_total{range=\"0\"} 5.5",
+            "cloud_writer_checkpoint_lag{partition=\"mqtt\"} 2",
+            "cloud_writer_lateness_device_to_written_seconds_count 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+        assert_eq!(m.throttled_total(), 3);
+        let counts = m.counts();
+        assert_eq!(counts.received, 1);
+        assert_eq!(counts.finished(), 2);
+    }
+}

@@ -1,0 +1,129 @@
+//! Coalescing within a batch: of several positions of one drone, only the newest (by
+//! [`telemetry::order::PositionOrder`]) goes on to be written; the others are superseded.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use telemetry::PositionOrder;
+
+/// Something with a drone and a place in that drone's newest-wins order.
+pub trait Ordered {
+    /// The drone.
+    fn device_id(&self) -> &str;
+    /// Its place in the drone's order.
+    fn order(&self) -> PositionOrder;
+}
+
+/// Keeps the newest item per drone of one batch, in order of first appearance.
+#[derive(Debug)]
+pub struct Coalescer<T> {
+    index: HashMap<String, usize>,
+    winners: Vec<T>,
+}
+
+impl<T> Default for Coalescer<T> {
+    fn default() -> Self {
+        Coalescer {
+            index: HashMap::new(),
+            winners: Vec::new(),
+        }
+    }
+}
+
+impl<T: Ordered> Coalescer<T> {
+    /// Offers an item; returns the item it superseded, or itself if an item at least as
+    /// new is already kept (an equal order is a replay and does not replace).
+    pub fn offer(&mut self, item: T) -> Option<T> {
+        match self.index.entry(item.device_id().to_owned()) {
+            Entry::Vacant(slot) => {
+                slot.insert(self.winners.len());
+                self.winners.push(item);
+                None
+            }
+            Entry::Occupied(slot) => {
+                let kept = &mut self.winners[*slot.get()];
+                if item.order().is_newer_than(kept.order()) {
+                    Some(std::mem::replace(kept, item))
+                } else {
+                    Some(item)
+                }
+            }
+        }
+    }
+
+    /// Number of drones kept.
+    pub fn len(&self) -> usize {
+        self.winners.len()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.winners.is_empty()
+    }
+
+    /// Takes the kept items, leaving the coalescer empty for the next batch.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, T> {
+        self.index.clear();
+        self.winners.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Item(String, i64, u64);
+
+    impl Ordered for Item {
+        fn device_id(&self) -> &str {
+            &self.0
+        }
+        fn order(&self) -> PositionOrder {
+            PositionOrder {
+                device_time_ms: self.1,
+                seq: self.2,
+            }
+        }
+    }
+
+    #[test]
+    fn newest_wins_in_any_arrival_order() {
+        let mut c = Coalescer::default();
+        assert_eq!(c.offer(Item("a".into(), 10, 1)), None);
+        assert_eq!(
+            c.offer(Item("a".into(), 30, 3)),
+            Some(Item("a".into(), 10, 1))
+        );
+        assert_eq!(
+            c.offer(Item("a".into(), 20, 2)),
+            Some(Item("a".into(), 20, 2))
+        );
+        assert_eq!(
+            c.offer(Item("a".into(), 30, 3)),
+            Some(Item("a".into(), 30, 3))
+        );
+        assert_eq!(c.offer(Item("b".into(), 5, 1)), None);
+        let kept: Vec<Item> = c.drain().collect();
+        assert_eq!(kept, [Item("a".into(), 30, 3), Item("b".into(), 5, 1)]);
+        assert!(c.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn keeps_the_maximum_of_each_drone(items in proptest::collection::vec((0u8..5, 0i64..50, 0u64..5), 1..60)) {
+            let mut c = Coalescer::default();
+            let mut superseded = 0;
+            for (d, t, s) in &items {
+                superseded += usize::from(c.offer(Item(d.to_string(), *t, *s)).is_some());
+            }
+            prop_assert_eq!(superseded + c.len(), items.len());
+            for kept in c.drain() {
+                let max = items.iter().filter(|(d, ..)| d.to_string() == kept.0).map(|(_, t, s)| (*t, *s)).max().unwrap();
+                prop_assert_eq!((kept.1, kept.2), max);
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The pipeline between source and sink: decode, identity check, lateness and staleness
+//! ([`validate`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
+//! within a batch ([`coalesce`]), then the sink.
+//!
+//! Batches are whatever the source has delivered when the pipeline is ready for more (up
+//! to a maximum), so a quiet stream is written at once and a busy one in large batches.
+
+pub mod coalesce;
+pub mod reject;
+pub mod validate;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use telemetry::{Position, PositionOrder, StalenessPolicy};
+use tokio::sync::mpsc;
+
+use self::coalesce::{Coalescer, Ordered};
+use self::reject::Rejects;
+use crate::metrics::Metrics;
+use crate::sink::cosmos::CosmosSink;
+use crate::source::{Ack, Message};
+
+/// A fresh position on its way to the sink.
+#[derive(Debug)]
+pub struct PositionWrite {
+    /// The position.
+    pub position: Position,
+    /// The hub's enqueued time, when known.
+    pub enqueued: Option<DateTime<Utc>>,
+    /// When the message was received.
+    pub received_at: Instant,
+    /// Acknowledges the message once the write is final.
+    pub ack: Ack,
+}
+
+impl Ordered for PositionWrite {
+    fn device_id(&self) -> &str {
+        &self.position.device_id
+    }
+
+    fn order(&self) -> PositionOrder {
+        self.position.order()
+    }
+}
+
+/// Settings of the pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// The staleness rule.
+    pub staleness: StalenessPolicy,
+    /// Most messages per batch.
+    pub batch_max_messages: usize,
+}
+
+/// Judges and coalesces one batch of messages: rejected and superseded ones are recorded
+/// and acknowledged; the newest fresh position of each drone is returned.
+pub fn prepare_batch(
+    messages: impl IntoIterator<Item = Message>,
+    now: DateTime<Utc>,
+    policy: &StalenessPolicy,
+    rejects: &Rejects,
+    metrics: &Metrics,
+    coalescer: &mut Coalescer<PositionWrite>,
+) {
+    for message in messages {
+        let Message {
+            identity,
+            payload,
+            enqueued_time,
+            received_at,
+            ack,
+        } = message;
+        match validate::judge(&identity, &payload, enqueued_time, now, policy) {
+            Ok(accepted) => {
+                let write = PositionWrite {
+                    position: accepted.position,
+                    enqueued: enqueued_time,
+                    received_at,
+                    ack,
+                };
+                if let Some(superseded) = coalescer.offer(write) {
+                    metrics.dropped("superseded");
+                    superseded.ack.finish();
+                }
+            }
+            Err(rejection) => {
+                rejects.record(&identity, &payload, &rejection);
+                ack.finish();
+            }
+        }
+    }
+}
+
+/// Runs the pipeline until the source's channel closes, then waits for every write.
+pub async fn run(
+    mut rx: mpsc::Receiver<Message>,
+    sink: CosmosSink,
+    settings: PipelineSettings,
+    rejects: Rejects,
+    metrics: Arc<Metrics>,
+) {
+    let mut batch = Vec::with_capacity(settings.batch_max_messages);
+    let mut coalescer = Coalescer::default();
+    while rx.recv_many(&mut batch, settings.batch_max_messages).await > 0 {
+        metrics.set_backlog(rx.len());
+        prepare_batch(
+            batch.drain(..),
+            Utc::now(),
+            &settings.staleness,
+            &rejects,
+            &metrics,
+            &mut coalescer,
+        );
+        rejects.flush();
+        for write in coalescer.drain() {
+            sink.write(write).await;
+        }
+    }
+    metrics.set_backlog(0);
+    sink.close().await;
+}

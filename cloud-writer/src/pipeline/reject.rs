@@ -1,0 +1,190 @@
+//! What happens to a rejected message: counted by reason, logged with the device and a
+//! short excerpt (rate-limited), and optionally appended to a dead-letter JSONL file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde::Serialize;
+
+use super::validate::Rejection;
+use crate::metrics::Metrics;
+
+/// Longest payload excerpt logged or dead-lettered, in bytes.
+pub const EXCERPT_BYTES: usize = 160;
+/// Most rejection log lines per [`LOG_WINDOW`]; the rest are summarised.
+const LOG_BURST: u32 = 20;
+const LOG_WINDOW: Duration = Duration::from_secs(10);
+
+/// Records rejections.
+#[derive(Debug, Clone)]
+pub struct Rejects {
+    metrics: Arc<Metrics>,
+    dead_letter: Option<Arc<Mutex<BufWriter<File>>>>,
+    limiter: Arc<Mutex<Limiter>>,
+}
+
+#[derive(Debug)]
+struct Limiter {
+    window_start: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+/// One line of the dead-letter file.
+#[derive(Serialize)]
+struct DeadLetter<'a> {
+    time: String,
+    reason: &'static str,
+    detail: String,
+    identity: &'a str,
+    /// The payload's first bytes, as lossy UTF-8.
+    excerpt: String,
+    size: usize,
+}
+
+/// The first [`EXCERPT_BYTES`] of a payload as lossy UTF-8.
+pub fn excerpt(payload: &[u8]) -> String {
+    String::from_utf8_lossy(&payload[..payload.len().min(EXCERPT_BYTES)]).into_owned()
+}
+
+impl Rejects {
+    /// Counts into `metrics`; appends to `dead_letter_file` when given.
+    pub fn new(metrics: Arc<Metrics>, dead_letter_file: Option<&Path>) -> std::io::Result<Self> {
+        let dead_letter = dead_letter_file
+            .map(|path| {
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map(|f| Arc::new(Mutex::new(BufWriter::new(f))))
+            })
+            .transpose()?;
+        Ok(Rejects {
+            metrics,
+            dead_letter,
+            limiter: Arc::new(Mutex::new(Limiter {
+                window_start: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            })),
+        })
+    }
+
+    /// Records one rejected message.
+    pub fn record(&self, identity: &str, payload: &[u8], rejection: &Rejection) {
+        let reason = rejection.reason();
+        self.metrics.dropped(reason);
+        if let Rejection::Invalid(invalid) = rejection {
+            self.metrics.invalid(invalid.reason());
+        }
+        if matches!(rejection, Rejection::Stale { .. }) {
+            // Not bad input: counted, and visible in the lateness metrics.
+            tracing::debug!(device = identity, detail = %rejection.detail(), "stale position dropped");
+            return;
+        }
+        if self.may_log() {
+            tracing::warn!(
+                device = identity,
+                reason,
+                detail = %rejection.detail(),
+                excerpt = %excerpt(payload),
+                "message rejected"
+            );
+        }
+        if let Some(file) = &self.dead_letter {
+            let line = DeadLetter {
+                time: Utc::now().to_rfc3339(),
+                reason,
+                detail: rejection.detail(),
+                identity,
+                excerpt: excerpt(payload),
+                size: payload.len(),
+            };
+            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+            let written = serde_json::to_writer(&mut *file, &line)
+                .map_err(std::io::Error::other)
+                .and_then(|()| file.write_all(b"\n"));
+            if let Err(err) = written {
+                tracing::error!(error = %err, "cannot write to the dead-letter file");
+            }
+        }
+    }
+
+    /// Flushes the dead-letter file.
+    pub fn flush(&self) {
+        if let Some(file) = &self.dead_letter {
+            if let Err(err) = file.lock().unwrap_or_else(|e| e.into_inner()).flush() {
+                tracing::error!(error = %err, "cannot flush the dead-letter file");
+            }
+        }
+    }
+
+    fn may_log(&self) -> bool {
+        let mut limiter = self.limiter.lock().unwrap_or_else(|e| e.into_inner());
+        if limiter.window_start.elapsed() >= LOG_WINDOW {
+            if limiter.suppressed > 0 {
+                tracing::warn!(
+                    suppressed = limiter.suppressed,
+                    "more messages rejected (log lines suppressed)"
+                );
+            }
+            *limiter = Limiter {
+                window_start: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            };
+        }
+        if limiter.logged < LOG_BURST {
+            limiter.logged += 1;
+            true
+        } else {
+            limiter.suppressed += 1;
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letters_are_jsonl_with_reason_and_excerpt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dead.jsonl");
+        let metrics = Arc::new(Metrics::new());
+        let rejects = Rejects::new(metrics.clone(), Some(&path)).unwrap();
+        let long = vec![b'x'; 1000];
+        rejects.record(
+            "d1",
+            &long,
+            &Rejection::Invalid(telemetry::Invalid::TooLarge { size: 1000 }),
+        );
+        rejects.record(
+            "d1",
+            b"{}",
+            &Rejection::Spoofed {
+                claimed: "d2".into(),
+            },
+        );
+        rejects.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["reason"], "invalid");
+        assert_eq!(lines[0]["excerpt"].as_str().unwrap().len(), EXCERPT_BYTES);
+        assert_eq!(lines[1]["reason"], "spoofed");
+        assert_eq!(lines[1]["identity"], "d1");
+        let counts = metrics.counts();
+        assert_eq!(counts.dropped("invalid"), 1);
+        assert_eq!(counts.dropped("spoofed"), 1);
+        assert_eq!(metrics.invalid_count("too_large"), 1);
+    }
+}

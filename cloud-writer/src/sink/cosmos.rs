@@ -1,0 +1,571 @@
+//! The Cosmos DB sink: turns coalesced positions into bulk operations and drives each
+//! to a final outcome under the newest-wins rule.
+//!
+//! # Newest wins
+//! The server decides, so the rule holds across batches in flight together, replicas and
+//! restarts:
+//! - [`NewestWins::Patch`]: a Patch of the drone's document with the condition "stored
+//!   position older than this one" (`deviceTimeMs`, then `seq`). 200: written;
+//!   412: superseded (final); 404: Create the full document; a Create answered 409 (another
+//!   write created it meanwhile) goes back to the conditional Patch.
+//! - [`NewestWins::Etag`]: read the stored document (or use the ETag this writer last
+//!   wrote), compare orders in memory, Replace with `ifMatch`; 412 or 409 read again.
+//!   For servers without Patch in batches.
+//!
+//! A per-drone high-water mark ([`HighWater`]) skips positions already known superseded.
+//! Operations that ran out of retries (throttling, transient failures) are submitted
+//! again while the position is not stale; a position that turns stale meanwhile is
+//! dropped as stale. Every position ends written, superseded, stale or failed (counted),
+//! and only then is its message acknowledged.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use cosmos::{
+    BulkConfig, BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError,
+    OperationType, Outcome,
+};
+use telemetry::document::{document_id, history_id};
+use telemetry::{PositionOrder, StalenessPolicy};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::encode::Encoder;
+use super::high_water::HighWater;
+use crate::config::NewestWins;
+use crate::metrics::Metrics;
+use crate::pipeline::PositionWrite;
+
+/// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
+/// counted as failed: only a server that keeps contradicting itself gets there.
+const MAX_ROUNDS: u32 = 16;
+/// Point reads in flight at once (ETag mode).
+const MAX_READS: usize = 64;
+
+/// Settings of the sink.
+#[derive(Debug, Clone)]
+pub struct SinkSettings {
+    /// How newest-wins is enforced.
+    pub newest_wins: NewestWins,
+    /// The staleness rule, re-applied to positions that must be retried.
+    pub staleness: StalenessPolicy,
+    /// Drones whose high-water mark is kept.
+    pub high_water_capacity: usize,
+    /// The bulk writer's settings.
+    pub bulk: BulkConfig,
+}
+
+/// Which operation of a position's write an outcome belongs to.
+#[derive(Debug, Clone)]
+enum Step {
+    Patch,
+    Create,
+    Replace,
+}
+
+/// A position being written.
+#[derive(Debug)]
+struct Pending {
+    device_id: String,
+    doc_id: String,
+    order: PositionOrder,
+    device_time: DateTime<Utc>,
+    enqueued: Option<DateTime<Utc>>,
+    received_at: Instant,
+    latest: Bytes,
+    patch: Option<Bytes>,
+    ack: crate::source::Ack,
+    rounds: u32,
+}
+
+/// The context of one bulk operation.
+#[derive(Debug)]
+enum Ctx {
+    Latest(Box<Pending>, Step),
+    History {
+        device_id: String,
+        id: String,
+        body: Bytes,
+        device_time: DateTime<Utc>,
+        ack: crate::source::Ack,
+    },
+}
+
+/// How a position ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Final {
+    Written,
+    Superseded,
+    Stale,
+    Failed,
+}
+
+/// State shared by the submitting side and the outcome task.
+struct Shared {
+    writer: BulkWriter<Ctx>,
+    container: ContainerClient,
+    settings: SinkSettings,
+    metrics: Arc<Metrics>,
+    high_water: Mutex<HighWater>,
+    in_flight: AtomicUsize,
+    idle: Notify,
+    reads: Semaphore,
+}
+
+/// The sink. Feed it with [`CosmosSink::write`]; [`CosmosSink::close`] waits for every
+/// position's final outcome.
+pub struct CosmosSink {
+    shared: Arc<Shared>,
+    encoder: Encoder,
+    outcomes: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for CosmosSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CosmosSink")
+            .field("in_flight", &self.shared.in_flight.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl CosmosSink {
+    /// Starts the sink's bulk writer and outcome task on `container`.
+    pub fn start(
+        container: ContainerClient,
+        encoder: Encoder,
+        settings: SinkSettings,
+        metrics: Arc<Metrics>,
+    ) -> CosmosSink {
+        let (writer, outcomes) = container.bulk_writer::<Ctx>(settings.bulk.clone());
+        let shared = Arc::new(Shared {
+            writer,
+            container,
+            high_water: Mutex::new(HighWater::new(settings.high_water_capacity)),
+            settings,
+            metrics,
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            reads: Semaphore::new(MAX_READS),
+        });
+        let outcomes = tokio::spawn(outcome_loop(shared.clone(), outcomes));
+        CosmosSink {
+            shared,
+            encoder,
+            outcomes,
+        }
+    }
+
+    /// Positions (and history documents) not yet final.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Starts writing one coalesced position; waits while the bulk writer is full.
+    pub async fn write(&self, item: PositionWrite) {
+        let PositionWrite {
+            position,
+            enqueued,
+            received_at,
+            ack,
+        } = item;
+        let shared = &self.shared;
+        let order = position.order();
+        let known = {
+            let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
+            if hw.is_superseded(&position.device_id, order) {
+                None
+            } else {
+                Some(hw.get(&position.device_id).and_then(|m| m.etag.clone()))
+            }
+        };
+        let Some(cached_etag) = known else {
+            shared.metrics.dropped("superseded");
+            ack.finish();
+            return;
+        };
+        let encoded = self.encoder.encode(&position, enqueued);
+        if let Some(body) = encoded.history {
+            shared.enter();
+            let op = BulkOperation {
+                kind: OperationType::Create,
+                partition_key: position.device_id.clone(),
+                id: None,
+                body: body.clone(),
+                if_match: None,
+                context: Ctx::History {
+                    device_id: position.device_id.clone(),
+                    id: history_id(&position.device_id, position.seq),
+                    body,
+                    device_time: position.ts,
+                    ack: ack.clone(),
+                },
+            };
+            shared.submit(op).await;
+        }
+        let pending = Box::new(Pending {
+            doc_id: document_id(&position.device_id).into_owned(),
+            device_id: position.device_id,
+            order,
+            device_time: position.ts,
+            enqueued,
+            received_at,
+            latest: encoded.latest,
+            patch: encoded.patch,
+            ack,
+            rounds: 0,
+        });
+        shared.enter();
+        match (shared.settings.newest_wins, cached_etag) {
+            (NewestWins::Patch, _) => shared.submit(shared.op(pending, Step::Patch, None)).await,
+            (NewestWins::Etag, Some(etag)) => {
+                shared
+                    .submit(shared.op(pending, Step::Replace, Some(etag)))
+                    .await;
+            }
+            (NewestWins::Etag, None) => shared.clone().read_then_write(pending),
+        }
+    }
+
+    /// Waits until every position written so far has its final outcome, then stops the
+    /// bulk writer.
+    pub async fn close(self) {
+        self.shared.wait_idle().await;
+        self.shared.writer.clone().close().await;
+        let _ = self.outcomes.await;
+    }
+
+    /// Waits until nothing is in flight (everything submitted so far is final).
+    pub async fn wait_idle(&self) {
+        self.shared.wait_idle().await;
+    }
+}
+
+impl Shared {
+    fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.metrics.add_in_flight(1);
+    }
+
+    fn leave(&self) {
+        self.metrics.add_in_flight(-1);
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn op(&self, pending: Box<Pending>, step: Step, etag: Option<String>) -> BulkOperation<Ctx> {
+        let (kind, id, body) = match step {
+            Step::Patch => (
+                OperationType::Patch,
+                Some(pending.doc_id.clone()),
+                pending.patch.clone().unwrap_or_default(),
+            ),
+            Step::Create => (OperationType::Create, None, pending.latest.clone()),
+            Step::Replace => (
+                OperationType::Replace,
+                Some(pending.doc_id.clone()),
+                pending.latest.clone(),
+            ),
+        };
+        BulkOperation {
+            kind,
+            partition_key: pending.device_id.clone(),
+            id,
+            body,
+            if_match: etag,
+            context: Ctx::Latest(pending, step),
+        }
+    }
+
+    async fn submit(&self, op: BulkOperation<Ctx>) {
+        if let Err(closed) = self.writer.submit(op).await {
+            // Only after close, which waits for idleness: abandon, the message comes again.
+            tracing::error!("bulk writer closed with a write pending");
+            drop(closed);
+            self.leave();
+        }
+    }
+
+    /// ETag mode: reads the stored document, then replaces, creates, or finds the
+    /// position superseded.
+    fn read_then_write(self: Arc<Self>, mut pending: Box<Pending>) {
+        tokio::spawn(async move {
+            pending.rounds += 1;
+            if pending.rounds > MAX_ROUNDS {
+                self.finish(*pending, Final::Failed, None);
+                return;
+            }
+            let read = {
+                let _permit = self.reads.acquire().await;
+                self.container
+                    .read(&pending.device_id, &pending.doc_id)
+                    .await
+            };
+            match read {
+                Ok(None) => {
+                    let op = self.op(pending, Step::Create, None);
+                    self.submit(op).await;
+                }
+                Ok(Some(stored)) => {
+                    let stored_order = serde_json::from_slice::<StoredOrder>(&stored.body)
+                        .ok()
+                        .map(|s| PositionOrder {
+                            device_time_ms: s.device_time_ms,
+                            seq: s.seq,
+                        });
+                    match stored_order {
+                        Some(stored_order) if pending.order <= stored_order => {
+                            self.high_water
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .raise(&pending.device_id, stored_order, stored.etag);
+                            self.finish(*pending, Final::Superseded, None);
+                        }
+                        _ => {
+                            let op = self.op(pending, Step::Replace, stored.etag);
+                            self.submit(op).await;
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(device = %pending.device_id, error = %err, "reading the stored document failed; retrying");
+                    self.retry_or_stale(pending, None).await;
+                }
+            }
+        });
+    }
+
+    /// Submits a position again unless it turned stale meanwhile.
+    async fn retry_or_stale(self: &Arc<Self>, pending: Box<Pending>, step: Option<Step>) {
+        let now = Utc::now();
+        let verdict = self
+            .settings
+            .staleness
+            .judge(now, pending.device_time, pending.enqueued);
+        if !verdict.is_fresh() {
+            self.finish(*pending, Final::Stale, None);
+            return;
+        }
+        match (step, self.settings.newest_wins) {
+            (Some(step), _) => {
+                let op = self.op(pending, step, None);
+                self.submit(op).await;
+            }
+            (None, NewestWins::Patch) => {
+                let op = self.op(pending, Step::Patch, None);
+                self.submit(op).await;
+            }
+            (None, NewestWins::Etag) => self.clone().read_then_write(pending),
+        }
+    }
+
+    /// Records a position's final outcome and acknowledges its message.
+    fn finish(&self, pending: Pending, outcome: Final, etag: Option<String>) {
+        match outcome {
+            Final::Written => {
+                self.metrics.written("latest");
+                let now = Utc::now();
+                let since_enqueued = match pending.enqueued {
+                    Some(enqueued) => (now - enqueued).to_std().unwrap_or(Duration::ZERO),
+                    None => pending.received_at.elapsed(),
+                };
+                let since_device = (now - pending.device_time)
+                    .to_std()
+                    .unwrap_or(Duration::ZERO);
+                self.metrics.lateness(since_enqueued, since_device);
+                self.high_water
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .raise(&pending.device_id, pending.order, etag);
+            }
+            Final::Superseded => self.metrics.dropped("superseded"),
+            Final::Stale => self.metrics.dropped("stale"),
+            Final::Failed => self.metrics.dropped("write_failed"),
+        }
+        pending.ack.finish();
+        self.leave();
+    }
+
+    /// Handles one outcome of a latest-document operation.
+    async fn on_latest(
+        self: &Arc<Self>,
+        mut pending: Box<Pending>,
+        step: Step,
+        outcome: OutcomeInfo,
+    ) {
+        let OutcomeInfo {
+            status,
+            error,
+            etag,
+        } = outcome;
+        if matches!(
+            error,
+            Some(
+                FinalError::RetriesExhausted { .. }
+                    | FinalError::Request(_)
+                    | FinalError::Ranges(_)
+            )
+        ) {
+            tracing::warn!(device = %pending.device_id, status, error = ?error, "write not done within its retry budget; submitting again");
+            self.retry_or_stale(pending, Some(step)).await;
+            return;
+        }
+        let etag_mode = self.settings.newest_wins == NewestWins::Etag;
+        match (step, status) {
+            (Step::Patch | Step::Replace, 200) | (Step::Create, 201) => {
+                self.finish(*pending, Final::Written, etag);
+            }
+            (Step::Patch, 412) => self.finish(*pending, Final::Superseded, None),
+            (Step::Patch | Step::Replace, 404) => {
+                let op = self.op(pending, Step::Create, None);
+                self.submit(op).await;
+            }
+            (Step::Replace, 412) | (Step::Create, 409) => {
+                pending.rounds += 1;
+                if pending.rounds > MAX_ROUNDS {
+                    self.finish(*pending, Final::Failed, None);
+                } else if etag_mode {
+                    self.high_water
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .forget_etag(&pending.device_id);
+                    self.clone().read_then_write(pending);
+                } else {
+                    let op = self.op(pending, Step::Patch, None);
+                    self.submit(op).await;
+                }
+            }
+            (step, status) => {
+                tracing::error!(device = %pending.device_id, ?step, status, error = ?error, "write rejected by Cosmos DB; dropped");
+                self.finish(*pending, Final::Failed, None);
+            }
+        }
+    }
+}
+
+/// The fields of an outcome the state machine reads.
+struct OutcomeInfo {
+    status: u16,
+    error: Option<FinalError>,
+    etag: Option<String>,
+}
+
+/// The order fields of a stored document.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredOrder {
+    device_time_ms: i64,
+    seq: u64,
+}
+
+async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
+    let mut last_stats = Instant::now();
+    while let Some(outcome) = outcomes.next().await {
+        let Outcome {
+            context,
+            status,
+            substatus,
+            request_charge,
+            etag,
+            range_id,
+            error,
+            ..
+        } = outcome;
+        shared.metrics.cosmos_op(status, substatus);
+        shared.metrics.request_units(&range_id, request_charge);
+        let info = OutcomeInfo {
+            status,
+            error,
+            etag,
+        };
+        match context {
+            Ctx::Latest(pending, step) => shared.on_latest(pending, step, info).await,
+            Ctx::History {
+                device_id,
+                id,
+                body,
+                device_time,
+                ack,
+            } => {
+                on_history(&shared, device_id, id, body, device_time, ack, info).await;
+            }
+        }
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            last_stats = Instant::now();
+            publish_stats(&shared);
+        }
+    }
+    publish_stats(&shared);
+}
+
+fn publish_stats(shared: &Shared) {
+    for (range, stats) in shared.writer.stats().ranges {
+        shared
+            .metrics
+            .set_throttled(&range, stats.throttled_operations);
+    }
+}
+
+async fn on_history(
+    shared: &Arc<Shared>,
+    device_id: String,
+    id: String,
+    body: Bytes,
+    device_time: DateTime<Utc>,
+    ack: crate::source::Ack,
+    info: OutcomeInfo,
+) {
+    match (info.status, &info.error) {
+        (200..=299, None) => shared.metrics.written("history"),
+        // Already written (a replay): nothing to do.
+        (409, _) => {}
+        (
+            _,
+            Some(
+                FinalError::RetriesExhausted { .. }
+                | FinalError::Request(_)
+                | FinalError::Ranges(_),
+            ),
+        ) if shared
+            .settings
+            .staleness
+            .judge(Utc::now(), device_time, None)
+            .is_fresh() =>
+        {
+            let op = BulkOperation {
+                kind: OperationType::Create,
+                partition_key: device_id.clone(),
+                id: None,
+                body: body.clone(),
+                if_match: None,
+                context: Ctx::History {
+                    device_id,
+                    id,
+                    body,
+                    device_time,
+                    ack,
+                },
+            };
+            shared.submit(op).await;
+            return;
+        }
+        (status, error) => {
+            tracing::error!(id, status, ?error, "history document not written");
+        }
+    }
+    ack.finish();
+    shared.leave();
+}

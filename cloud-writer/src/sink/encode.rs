@@ -1,0 +1,177 @@
+//! The bytes a position turns into: the latest-position document, the conditional patch
+//! that applies it only over an older stored position, and the history document.
+//!
+//! The patch is derived from the document itself (every field that changes between
+//! positions is `set`, an absent optional field is set to `null`), so the document
+//! format stays defined in one place (`telemetry::document`). Cosmos DB allows at most
+//! [`MAX_PATCH_OPERATIONS`] operations per patch; the fields that change are exactly that many.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
+use telemetry::document::DOCUMENT_FIELDS;
+use telemetry::{DocumentLayout, Position};
+
+/// Cosmos DB's limit of operations in one patch request.
+pub const MAX_PATCH_OPERATIONS: usize = 10;
+
+/// Document fields that never change for a drone's latest document (or are not part of it):
+/// they are written by the Create and left alone by the patch.
+const FIXED_FIELDS: [&str; 5] = ["id", "deviceId", "kind", "schemaVersion", "ttl"];
+
+/// The fields a patch sets, in document order.
+pub fn patched_fields() -> impl Iterator<Item = &'static str> {
+    DOCUMENT_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| !FIXED_FIELDS.contains(f))
+}
+
+/// The encoded forms of one position.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    /// The latest-position document.
+    pub latest: Bytes,
+    /// The conditional patch (patch mode).
+    pub patch: Option<Bytes>,
+    /// The history document (history mode).
+    pub history: Option<Bytes>,
+}
+
+/// Encodes positions for one container layout.
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    layout: DocumentLayout,
+    with_patch: bool,
+    history: Option<Option<u32>>,
+}
+
+impl Encoder {
+    /// An encoder for `layout`; `with_patch` adds the conditional patch; `history`
+    /// (`Some(ttl)`) adds the history document.
+    pub fn new(layout: DocumentLayout, with_patch: bool, history: Option<Option<u32>>) -> Self {
+        Encoder {
+            layout,
+            with_patch,
+            history,
+        }
+    }
+
+    /// The document layout.
+    pub fn layout(&self) -> &DocumentLayout {
+        &self.layout
+    }
+
+    /// Encodes one valid position.
+    pub fn encode(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Encoded {
+        let mut latest = Vec::with_capacity(384);
+        self.layout.write_latest(pos, enqueued, &mut latest);
+        let patch = self.with_patch.then(|| {
+            let condition = pos.order().stored_is_older_condition();
+            Bytes::from(patch_of_document(&latest, &condition))
+        });
+        let history = self.history.map(|ttl| {
+            let mut out = Vec::with_capacity(384);
+            self.layout.write_history(pos, enqueued, ttl, &mut out);
+            Bytes::from(out)
+        });
+        Encoded {
+            latest: Bytes::from(latest),
+            patch,
+            history,
+        }
+    }
+}
+
+/// The patch request that sets every changing field of `document` (a JSON object) under
+/// the SQL `condition`.
+pub fn patch_of_document(document: &[u8], condition: &str) -> Vec<u8> {
+    let fields: HashMap<Cow<'_, str>, &RawValue> =
+        serde_json::from_slice(document).expect("documents are JSON objects");
+    let mut out = Vec::with_capacity(document.len() + condition.len() + 400);
+    out.extend_from_slice(b"{\"operations\":[");
+    for (i, field) in patched_fields().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"op\":\"set\",\"path\":\"/");
+        out.extend_from_slice(field.as_bytes());
+        out.extend_from_slice(b"\",\"value\":");
+        match fields.get(field) {
+            Some(value) => out.extend_from_slice(value.get().as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"condition\":");
+    serde_json::to_writer(&mut out, condition).expect("writing to a Vec cannot fail");
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn position() -> Position {
+        telemetry::wire::decode(
+            br#"{"v":1,"deviceId":"drone-7","seq":9,"ts":"2026-11-22T09:15:02.500Z","lat":47.5,"lon":-122.25,"altM":100.0}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn patch_fits_the_service_limit() {
+        assert!(patched_fields().count() <= MAX_PATCH_OPERATIONS);
+        // Every field a latest document can carry is either fixed or patched.
+        for field in DOCUMENT_FIELDS {
+            assert!(FIXED_FIELDS.contains(&field) || patched_fields().any(|f| f == field));
+        }
+    }
+
+    #[test]
+    fn patch_sets_document_values_and_nulls_absent_fields() {
+        let encoder = Encoder::new(DocumentLayout::default(), true, None);
+        let encoded = encoder.encode(&position(), None);
+        let patch: Value = serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
+        let ops = patch["operations"].as_array().unwrap();
+        assert_eq!(ops.len(), patched_fields().count());
+        let value_of =
+            |path: &str| ops.iter().find(|op| op["path"] == path).unwrap()["value"].clone();
+        assert_eq!(value_of("/seq"), json!(9));
+        assert_eq!(
+            value_of("/location"),
+            json!({"type":"Point","coordinates":[-122.25,47.5]})
+        );
+        assert_eq!(value_of("/altM"), json!(100.0));
+        assert_eq!(value_of("/speedMps"), Value::Null);
+        assert_eq!(value_of("/enqueuedTime"), Value::Null);
+        assert!(ops.iter().all(|op| op["op"] == "set"));
+        assert_eq!(
+            patch["condition"],
+            "FROM c WHERE c.deviceTimeMs < 1795338902500 OR (c.deviceTimeMs = 1795338902500 AND c.seq < 9)"
+        );
+        // The patch parses as the wire type the local endpoint reads.
+        let parsed: cosmos::PatchRequest =
+            serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
+        assert_eq!(parsed.operations.len(), ops.len());
+        assert!(encoded.history.is_none());
+    }
+
+    #[test]
+    fn history_document_has_its_own_id_and_ttl() {
+        let encoder = Encoder::new(DocumentLayout::default(), false, Some(Some(3600)));
+        let encoded = encoder.encode(&position(), None);
+        assert!(encoded.patch.is_none());
+        let history: Value = serde_json::from_slice(encoded.history.as_ref().unwrap()).unwrap();
+        assert_eq!(history["id"], "drone-7:9");
+        assert_eq!(history["ttl"], 3600);
+        let latest: Value = serde_json::from_slice(&encoded.latest).unwrap();
+        assert_eq!(latest["id"], "drone-7");
+    }
+}

@@ -1,0 +1,410 @@
+//! The running writer: the startup guard, the wiring of source, pipeline, sink and
+//! metrics, and the orderly shutdown.
+//!
+//! Shutdown (SIGTERM, or [`Writer::shutdown`]): the source stops taking messages, the
+//! pipeline finishes its batch, the sink drives every in-flight write to its final
+//! outcome, the source acknowledges (PUBACK, checkpoint) what became final, and the
+//! writer returns.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cosmos::{
+    BulkConfig, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, CosmosError,
+    Credential, MasterKey,
+};
+use telemetry::{DocumentLayout, PartitionKeyPath};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{CosmosSettings, NewestWins, SourceSpec, WriterConfig};
+use crate::metrics::{self, Counts, Metrics};
+use crate::pipeline::reject::Rejects;
+use crate::pipeline::{self, PipelineSettings};
+use crate::sink::cosmos::{CosmosSink, SinkSettings};
+use crate::sink::encode::Encoder;
+use crate::source::mqtt::{MqttSettings, MqttSource};
+use crate::source::{Source, SourceControl, SourceError};
+
+/// Messages buffered between source and pipeline.
+const SOURCE_CHANNEL: usize = 8192;
+/// Drones whose high-water mark is remembered.
+const HIGH_WATER_CAPACITY: usize = 200_000;
+/// Longest wait for in-flight writes at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why the writer cannot start. Each message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The container is partitioned on a path the documents do not carry.
+    #[error(
+        "container '{container}' is partitioned on '{container_path}', but this writer puts the device id at '{configured}' (and /deviceId): every document would land in one logical partition. Set COSMOS_PARTITION_KEY_PATH={container_path} so that documents carry the device id there, or use a container partitioned on /deviceId"
+    )]
+    PartitionKeyMismatch {
+        /// The container.
+        container: String,
+        /// The container's partition key path.
+        container_path: String,
+        /// COSMOS_PARTITION_KEY_PATH.
+        configured: String,
+    },
+    /// The container's partition key path cannot be carried by any document layout.
+    #[error(
+        "container '{container}' has the partition key path '{path}', which documents cannot carry: {reason}"
+    )]
+    UnusableContainerPath {
+        /// The container.
+        container: String,
+        /// Its path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The database or container does not exist.
+    #[error(
+        "database '{database}' or container '{container}' does not exist at {endpoint}: create it (partition key /deviceId), or set COSMOS_CREATE_IF_MISSING=true"
+    )]
+    Missing {
+        /// The database.
+        database: String,
+        /// The container.
+        container: String,
+        /// The account endpoint.
+        endpoint: String,
+    },
+    /// A setting is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// Cosmos DB could not be reached or refused.
+    #[error("Cosmos DB: {0}")]
+    Cosmos(#[from] CosmosError),
+    /// The metrics listener could not be bound.
+    #[error("cannot listen on METRICS_ADDR {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The dead-letter file cannot be opened.
+    #[error("cannot open DEAD_LETTER_FILE: {0}")]
+    DeadLetter(std::io::Error),
+}
+
+/// Why a running writer stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// In-flight writes did not finish within the drain timeout.
+    #[error(
+        "in-flight writes did not finish within {0:?}; their messages were not acknowledged and will be delivered again"
+    )]
+    DrainTimeout(Duration),
+    /// A task panicked.
+    #[error("a writer task failed: {0}")]
+    Task(String),
+}
+
+/// A Cosmos DB client for the writer's settings.
+pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartError> {
+    let key = MasterKey::from_base64(settings.key.expose())
+        .map_err(|e| StartError::Config(format!("COSMOS_KEY is not a base64 account key: {e}")))?;
+    let mut config = CosmosConfig::new(settings.endpoint.clone(), Credential::MasterKey(key));
+    config.accept_invalid_certs = settings.accept_invalid_certs;
+    Ok(CosmosClient::new(config)?)
+}
+
+/// The startup guard: opens the container (creating database and container when told
+/// to), and checks that the documents of `layout` carry its partition key.
+pub async fn open_container(
+    client: &CosmosClient,
+    settings: &CosmosSettings,
+    layout: &DocumentLayout,
+    default_ttl: Option<i64>,
+) -> Result<ContainerClient, StartError> {
+    let container = client.container(&settings.database, &settings.container);
+    let properties = match container.properties().await {
+        Ok(properties) => properties,
+        Err(err) if err.is_not_found() && settings.create_if_missing => {
+            client
+                .create_database_if_missing(&settings.database)
+                .await?;
+            let setup = ContainerSetup {
+                partition_key_path: settings.partition_key_path.to_string(),
+                location_path: Some("/location".into()),
+                default_ttl,
+                throughput: settings.throughput,
+            };
+            tracing::info!(database = %settings.database, container = %settings.container, "creating the container");
+            container.create_if_missing(&setup).await?
+        }
+        Err(err) if err.is_not_found() => {
+            return Err(StartError::Missing {
+                database: settings.database.clone(),
+                container: settings.container.clone(),
+                endpoint: settings.endpoint.to_string(),
+            });
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let path_text = properties
+        .partition_key
+        .paths
+        .first()
+        .cloned()
+        .unwrap_or_default();
+    let container_path: PartitionKeyPath =
+        path_text
+            .parse()
+            .map_err(|e: telemetry::document::PartitionKeyPathError| {
+                StartError::UnusableContainerPath {
+                    container: settings.container.clone(),
+                    path: path_text.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+    if properties.partition_key.paths.len() != 1 || !layout.carries(&container_path) {
+        return Err(StartError::PartitionKeyMismatch {
+            container: settings.container.clone(),
+            container_path: properties.partition_key.paths.join(","),
+            configured: layout.partition_key_path().to_string(),
+        });
+    }
+    Ok(container)
+}
+
+/// The bulk writer settings the writer uses.
+pub fn bulk_config(max_in_flight: usize) -> BulkConfig {
+    BulkConfig {
+        queue_capacity: max_in_flight.max(cosmos_wire::batch::MAX_OPERATIONS),
+        max_concurrency_per_range: 32,
+        initial_concurrency: 4,
+        ..BulkConfig::default()
+    }
+}
+
+/// A running writer.
+#[derive(Debug)]
+pub struct Writer {
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    metrics_addr: Option<SocketAddr>,
+    task: JoinHandle<Result<(), RunError>>,
+}
+
+impl Writer {
+    /// Checks the settings and the container (the startup guard), binds the metrics
+    /// listener, connects the source named by `config.source` and starts writing.
+    pub async fn start(config: WriterConfig) -> Result<Writer, StartError> {
+        let spec = config.source.clone();
+        let client_id = config.mqtt_client_id.clone();
+        let share_group = config.mqtt_share_group.clone();
+        Writer::start_with(config, move |metrics| {
+            let source: Box<dyn Source> = match spec {
+                None => {
+                    return Err(StartError::Config(
+                        "WRITER_SOURCE is not set: mqtt://host:port, or an Event Hubs connection string".into(),
+                    ));
+                }
+                Some(SourceSpec::Mqtt(url)) => {
+                    let settings = MqttSettings::from_url(&url.0, client_id, share_group)
+                        .map_err(|e| StartError::Config(e.to_string()))?;
+                    Box::new(MqttSource::new(settings, metrics))
+                }
+                Some(SourceSpec::EventHubs(_)) => {
+                    return Err(StartError::Config(
+                        "WRITER_SOURCE is an Event Hubs connection string, but this build has no Event Hubs client (see the README, section Event Hubs); use an mqtt:// source".into(),
+                    ));
+                }
+            };
+            Ok(source)
+        })
+        .await
+    }
+
+    /// Like [`Writer::start`], with the source built by `make_source` (given the
+    /// writer's metrics) instead of `config.source`.
+    pub async fn start_with(
+        config: WriterConfig,
+        make_source: impl FnOnce(Arc<Metrics>) -> Result<Box<dyn Source>, StartError>,
+    ) -> Result<Writer, StartError> {
+        let metrics = Arc::new(Metrics::new());
+        let stop = CancellationToken::new();
+        let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
+        let client = cosmos_client(&config.cosmos)?;
+        let default_ttl = config.history.and_then(|h| h.ttl).map(|_| -1);
+        let container = open_container(&client, &config.cosmos, &layout, default_ttl).await?;
+        let source = make_source(metrics.clone())?;
+        let rejects = Rejects::new(metrics.clone(), config.dead_letter_file.as_deref())
+            .map_err(StartError::DeadLetter)?;
+        let metrics_addr = match config.metrics_addr {
+            Some(addr) => {
+                let listener = metrics::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Metrics { addr, source })?;
+                let bound = listener.local_addr().ok();
+                tokio::spawn(metrics::serve(
+                    listener,
+                    metrics.clone(),
+                    stop.child_token(),
+                ));
+                bound
+            }
+            None => None,
+        };
+        let encoder = Encoder::new(
+            layout,
+            config.newest_wins == NewestWins::Patch,
+            config.history.map(|h| h.ttl),
+        );
+        let sink = CosmosSink::start(
+            container,
+            encoder,
+            SinkSettings {
+                newest_wins: config.newest_wins,
+                staleness: config.staleness,
+                high_water_capacity: HIGH_WATER_CAPACITY,
+                bulk: bulk_config(config.max_in_flight),
+            },
+            metrics.clone(),
+        );
+        metrics.set_ready(true);
+        let task = tokio::spawn(run(
+            source,
+            sink,
+            PipelineSettings {
+                staleness: config.staleness,
+                batch_max_messages: config.batch_max_messages,
+            },
+            rejects,
+            metrics.clone(),
+            stop.clone(),
+            config.summary_interval,
+        ));
+        Ok(Writer {
+            metrics,
+            stop,
+            metrics_addr,
+            task,
+        })
+    }
+
+    /// The writer's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> Counts {
+        self.metrics.counts()
+    }
+
+    /// The address the metrics listener is bound to (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// A token that stops the writer when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Starts the orderly shutdown.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+
+    /// Waits until the writer has stopped (after [`Writer::shutdown`] or a source failure).
+    pub async fn wait(self) -> Result<Counts, RunError> {
+        let result = self.task.await.map_err(|e| RunError::Task(e.to_string()))?;
+        self.stop.cancel();
+        result.map(|()| self.metrics.counts())
+    }
+}
+
+async fn run(
+    source: Box<dyn Source>,
+    sink: CosmosSink,
+    settings: PipelineSettings,
+    rejects: Rejects,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    summary_interval: Duration,
+) -> Result<(), RunError> {
+    let (tx, rx) = mpsc::channel(SOURCE_CHANNEL);
+    let control = SourceControl {
+        stop: stop.clone(),
+        drained: CancellationToken::new(),
+    };
+    let kind = source.kind();
+    let source_task = tokio::spawn(source.run(tx, control.clone()));
+    let summary = tokio::spawn(summarise(metrics.clone(), summary_interval, stop.clone()));
+    let mut pipeline_task =
+        tokio::spawn(pipeline::run(rx, sink, settings, rejects, metrics.clone()));
+    tracing::info!(source = kind, "writer running");
+    // The pipeline ends when the source drops its sender (stop, or failure).
+    let drained = tokio::select! {
+        joined = &mut pipeline_task => joined.map_err(|e| RunError::Task(e.to_string())),
+        () = stop.cancelled() => {
+            tracing::info!("shutting down: finishing in-flight writes");
+            match tokio::time::timeout(DRAIN_TIMEOUT, &mut pipeline_task).await {
+                Ok(joined) => joined.map_err(|e| RunError::Task(e.to_string())),
+                Err(_) => {
+                    pipeline_task.abort();
+                    Err(RunError::DrainTimeout(DRAIN_TIMEOUT))
+                }
+            }
+        }
+    };
+    control.drained.cancel();
+    stop.cancel();
+    let source_result = source_task
+        .await
+        .map_err(|e| RunError::Task(e.to_string()))?;
+    let _ = summary.await;
+    log_summary(&metrics, None);
+    metrics.set_ready(false);
+    drained?;
+    source_result.map_err(RunError::from)
+}
+
+async fn summarise(metrics: Arc<Metrics>, interval: Duration, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    let mut last = metrics.counts();
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let now = metrics.counts();
+        log_summary(&metrics, Some((&last, interval)));
+        last = now;
+    }
+}
+
+fn log_summary(metrics: &Metrics, since: Option<(&Counts, Duration)>) {
+    let c = metrics.counts();
+    let rate = since.map_or(0.0, |(last, interval)| {
+        (c.received - last.received) as f64 / interval.as_secs_f64()
+    });
+    tracing::info!(
+        received = c.received,
+        written = c.written,
+        history_written = c.history_written,
+        superseded = c.dropped("superseded"),
+        stale = c.dropped("stale"),
+        invalid = c.dropped("invalid"),
+        spoofed = c.dropped("spoofed"),
+        from_future = c.dropped("from_future"),
+        write_failed = c.dropped("write_failed"),
+        in_flight = c.in_flight,
+        throttled = metrics.throttled_total(),
+        received_per_s = rate,
+        "summary"
+    );
+}
