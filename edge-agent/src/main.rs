@@ -1,1 +1,249 @@
-fn main() {}
+//! The `edge-agent` binary: `run` (the default) runs the agent until SIGTERM or SIGINT;
+//! `sas-token` prints a SAS token; `check` validates the configuration and the
+//! connection and prints a report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use edge_agent::buffer::DiskBuffer;
+use edge_agent::config::{Settings, SourceConfig};
+use edge_agent::transport::Dialer;
+use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
+use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
+
+/// Drone edge agent: publishes the drone's position to Azure IoT Hub (or an MQTT broker)
+/// every interval, with store-and-forward on disk.
+#[derive(Parser)]
+#[command(name = "edge-agent", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// TOML config file (keys: the settings below in snake case).
+    #[arg(long, env = "EDGE_AGENT_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "LOG_JSON", global = true)]
+    log_json: bool,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the agent (the default).
+    Run,
+    /// Print a SAS token for a device connection string.
+    SasToken {
+        /// The device connection string (HostName=...;DeviceId=...;SharedAccessKey=...).
+        #[arg(
+            long,
+            env = "IOTHUB_DEVICE_CONNECTION_STRING",
+            hide_env_values = true
+        )]
+        connection_string: String,
+        /// Lifetime in seconds from now (default 3600).
+        #[arg(long, conflicts_with = "expiry")]
+        ttl: Option<u64>,
+        /// Expiry as Unix seconds.
+        #[arg(long)]
+        expiry: Option<u64>,
+    },
+    /// Check the configuration, the buffer, the source and the connection, and print a
+    /// report (exit status 1 if anything failed).
+    Check {
+        /// Seconds to wait for a fix and for the connection.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_json);
+    let outcome = match cli.command {
+        Some(Command::SasToken {
+            ref connection_string,
+            ttl,
+            expiry,
+        }) => print_sas_token(connection_string, ttl, expiry),
+        Some(Command::Check { timeout }) => {
+            config(&cli).and_then(|config| runtime()?.block_on(check(config, timeout)))
+        }
+        Some(Command::Run) | None => config(&cli).and_then(|config| runtime()?.block_on(run(config))),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("edge-agent: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// One thread is plenty for one drone, and the smallest footprint.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the async runtime")
+}
+
+/// The settings from flags, environment and config file, checked.
+fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
+    let mut settings = cli.settings.clone();
+    // Secrets come from the environment or the file, never from the command line.
+    settings.connection_string = std::env::var("IOTHUB_DEVICE_CONNECTION_STRING").ok();
+    if let Some(path) = &cli.config {
+        settings = settings.or(Settings::from_file(path)?);
+    }
+    settings
+        .resolve()
+        .context("configuration error (fix the setting named and start again)")
+}
+
+fn print_sas_token(
+    connection_string: &str,
+    ttl: Option<u64>,
+    expiry: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let cs = DeviceConnectionString::parse(connection_string)?;
+    let Some(key) = cs.key else {
+        bail!("the connection string has no SharedAccessKey");
+    };
+    let expiry = match expiry {
+        Some(expiry) => expiry,
+        None => {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+            now + ttl.unwrap_or(3600)
+        }
+    };
+    println!(
+        "{}",
+        sas_token(&resource_uri(&cs.host, &cs.device_id), key.expose(), expiry)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run(config: AgentConfig) -> anyhow::Result<ExitCode> {
+    let agent = Agent::new(config).context("the agent cannot start")?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let report = agent.run(shutdown).await?;
+    tracing::info!(status = ?report.status, "stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Cancels `shutdown` on SIGTERM (systemd stop) or SIGINT (Ctrl-C).
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop the agent with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("stopping");
+    shutdown.cancel();
+}
+
+/// One line of the check report.
+fn line(ok: bool, what: &str, detail: impl std::fmt::Display) -> bool {
+    println!("[{}] {what}: {detail}", if ok { " ok " } else { "FAIL" });
+    ok
+}
+
+async fn check(config: AgentConfig, timeout: u64) -> anyhow::Result<ExitCode> {
+    let timeout = Duration::from_secs(timeout);
+    let mut ok = line(true, "configuration", describe(&config));
+    ok &= match DiskBuffer::open(&config.buffer) {
+        Ok(buffer) => {
+            let stats = buffer.stats();
+            line(
+                stats.corrupt == 0,
+                "buffer",
+                format!(
+                    "{}: {} messages waiting, {} bytes of {}, {} corrupt records, next seq {}",
+                    config.buffer.dir.display(),
+                    stats.depth,
+                    stats.bytes,
+                    config.buffer.max_bytes,
+                    stats.corrupt,
+                    buffer.next_id()
+                ),
+            )
+        }
+        Err(err) => line(false, "buffer", err),
+    };
+    ok &= check_source(&config, timeout).await;
+    ok &= match Dialer::new(config.transport.clone(), config.device_id.clone()) {
+        Ok(dialer) => match tokio::time::timeout(timeout, dialer.check()).await {
+            Ok(Ok(())) => line(true, "connection", "connected and acknowledged (CONNACK)"),
+            Ok(Err(err)) => line(false, "connection", err),
+            Err(_) => line(false, "connection", format!("no CONNACK within {timeout:?}")),
+        },
+        Err(err) => line(false, "connection", err),
+    };
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Waits for a first fix from the source.
+async fn check_source(config: &AgentConfig, timeout: Duration) -> bool {
+    let source = edge_agent::source::Source::probe(&config.source);
+    match tokio::time::timeout(timeout, source.first_fix()).await {
+        Ok(fix) => line(
+            true,
+            "source",
+            format!("fix at {:.6}, {:.6} ({})", fix.lat, fix.lon, fix.time),
+        ),
+        Err(_) => line(false, "source", format!("no fix within {timeout:?}")),
+    }
+}
+
+fn describe(config: &AgentConfig) -> String {
+    let source = match &config.source {
+        SourceConfig::Mavlink { address } => format!("mavlink {address}"),
+        SourceConfig::Gpsd { address } => format!("gpsd {address}"),
+        SourceConfig::Sim(sim) => format!("sim seed {} around {}, {}", sim.seed, sim.home_lat, sim.home_lon),
+    };
+    let endpoint = match &config.transport.endpoint {
+        Endpoint::Tcp { host, port } => format!("mqtt://{host}:{port}"),
+        Endpoint::Tls { host, port } => format!("mqtts://{host}:{port}"),
+        Endpoint::WebSocket { url } => url.clone(),
+    };
+    let auth = match &config.transport.auth {
+        Auth::Anonymous => "anonymous".to_owned(),
+        Auth::Sas(sas) => format!(
+            "SAS, {} s tokens renewed at {:.0}%",
+            sas.token_ttl.as_secs(),
+            sas.renew_fraction * 100.0
+        ),
+        Auth::X509(x509) => format!("X.509 {}", x509.cert_path.display()),
+    };
+    format!(
+        "device {}, source {source}, every {:?}, {endpoint} ({auth})",
+        config.device_id, config.report_interval
+    )
+}

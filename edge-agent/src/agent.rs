@@ -1,0 +1,361 @@
+//! The agent: every interval the latest fix becomes a message with the next `seq`, is
+//! written to the disk buffer, and is published; the broker's PUBACK removes it from the
+//! buffer.
+//!
+//! # Delivery order
+//! - While connected, a new message is published at once (it has priority).
+//! - After a (re)connect, the newest buffered message goes first, so the fleet map is
+//!   current at once; then the backlog drains oldest first, at most
+//!   [`AgentConfig::backlog_rate`] messages per second and never filling the last
+//!   in-flight slot, so live positions are never held up behind the backlog.
+//! - At most [`crate::config::TransportConfig::max_inflight`] publishes await PUBACK.
+//!   Whatever a link did not acknowledge is sent again from the buffer on the next link
+//!   (at-least-once; the cloud keeps the newest position of each drone).
+//!
+//! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
+//! reader), so a process can run a fleet of them.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rumqttc::{AsyncClient, QoS};
+use telemetry::wire::Position;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::buffer::{BufferError, DiskBuffer, Record};
+use crate::config::AgentConfig;
+use crate::source::{Fix, Source};
+use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
+use crate::transport::{Connection, Dialer, LinkEvent, TransportError, event_topic};
+
+/// Why an agent cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The device id is not a valid IoT Hub device id.
+    #[error("device id: {0}")]
+    DeviceId(#[from] telemetry::wire::DeviceIdError),
+    /// The buffer directory cannot be used.
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
+    /// The transport cannot be set up.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// What an agent did, returned when it stops.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    /// The status at the end.
+    pub status: AgentStatus,
+}
+
+/// An agent ready to run: configuration checked, buffer opened.
+#[derive(Debug)]
+pub struct Agent {
+    config: AgentConfig,
+    status: StatusCell,
+    buffer: DiskBuffer,
+}
+
+impl Agent {
+    /// Checks the device id and opens the buffer (reporting damaged records it finds).
+    pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
+        telemetry::wire::check_device_id(&config.device_id)?;
+        let buffer = DiskBuffer::open(&config.buffer)?;
+        let status = StatusCell::new(&config.device_id);
+        let agent = Agent {
+            config,
+            status,
+            buffer,
+        };
+        agent.refresh_status();
+        Ok(agent)
+    }
+
+    /// A handle to the agent's status, valid while and after it runs.
+    pub fn handle(&self) -> AgentHandle {
+        self.status.handle()
+    }
+
+    /// Starts the agent and runs it until `shutdown` is cancelled.
+    pub async fn start_and_run(
+        config: AgentConfig,
+        shutdown: CancellationToken,
+    ) -> Result<AgentReport, AgentError> {
+        Agent::new(config)?.run(shutdown).await
+    }
+
+    /// Runs until `shutdown` is cancelled; then syncs the buffer and returns the report.
+    /// Failures while running (disk, network, source) are logged, counted and retried;
+    /// they do not end the agent.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<AgentReport, AgentError> {
+        let (events_tx, mut events) = mpsc::channel(64);
+        let dialer = Dialer::new(
+            self.config.transport.clone(),
+            self.config.device_id.clone(),
+        )?;
+        let connection = Connection::new(dialer, self.status.clone(), events_tx);
+        let connection_stop = shutdown.child_token();
+        let connection_task = AbortOnDropHandle::new(tokio::spawn(
+            connection.run(connection_stop.clone()),
+        ));
+        let source = Source::start(&self.config.source, &self.status, &shutdown);
+        let mut reports = tokio::time::interval(self.config.report_interval);
+        reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut drain = tokio::time::interval(Duration::from_secs_f64(
+            1.0 / self.config.backlog_rate,
+        ));
+        drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
+
+        let mut agent = self;
+        let mut link: Option<Link> = None;
+        loop {
+            let backlog = link.as_ref().is_some_and(|l| l.backlog_slot(&agent));
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                Some(event) = events.recv() => agent.on_event(&mut link, event),
+                _ = reports.tick() => agent.report(&source, link.as_mut()),
+                _ = drain.tick(), if backlog => {
+                    if let Some(link) = link.as_mut() {
+                        agent.send_backlog(link);
+                    }
+                }
+            }
+            agent.refresh_status();
+        }
+        connection_stop.cancel();
+        // The connection task ends at its next await; waiting keeps its final status.
+        let _ = connection_task.await;
+        if let Err(err) = agent.buffer.sync() {
+            tracing::error!(%err, "buffer sync at shutdown failed");
+        }
+        agent.refresh_status();
+        agent.write_status_file();
+        Ok(AgentReport {
+            status: agent.status.handle().status(),
+        })
+    }
+
+    /// Makes the message of this interval, if there is a fix.
+    fn report(&mut self, source: &Source, link: Option<&mut Link>) {
+        let Some(fix) = source.latest(Instant::now(), self.config.max_fix_age) else {
+            self.status.update(|s| s.no_fix += 1);
+            self.write_status_file();
+            return;
+        };
+        if let Some(record) = self.store(&fix) {
+            if let Some(link) = link {
+                link.live.push_back(record);
+                self.pump(link);
+            }
+        }
+        self.write_status_file();
+    }
+
+    /// Encodes `fix` as the next message and appends it to the buffer.
+    fn store(&mut self, fix: &Fix) -> Option<Record> {
+        let position = Position {
+            device_id: self.config.device_id.clone(),
+            seq: self.buffer.next_id(),
+            ts: fix.time,
+            lat: fix.lat,
+            lon: fix.lon,
+            alt_m: fix.alt_m,
+            heading_deg: fix.heading_deg,
+            speed_mps: fix.speed_mps,
+            battery_pct: fix.battery_pct,
+        };
+        let payload = match position.encode() {
+            Ok(payload) => payload,
+            Err(err) => {
+                tracing::warn!(%err, "fix dropped: not a valid position");
+                self.status.update(|s| s.dropped.invalid += 1);
+                return None;
+            }
+        };
+        match self.buffer.append(Utc::now().timestamp_millis(), payload) {
+            Ok(record) => {
+                self.status.update(|s| s.generated += 1);
+                Some(record)
+            }
+            Err(err) => {
+                tracing::error!(%err, "message lost: the buffer cannot be written");
+                self.status.update(|s| {
+                    s.dropped.write_failed += 1;
+                    s.last_error = Some(err.to_string());
+                });
+                None
+            }
+        }
+    }
+
+    fn on_event(&mut self, link: &mut Option<Link>, event: LinkEvent) {
+        match event {
+            LinkEvent::Up { link: id, client } => {
+                let mut fresh = Link::new(id, client, self.config.transport.max_inflight);
+                // The newest position first, so the fleet map is current at once.
+                if let Some(newest) = self.buffer.newest_pending() {
+                    if let Some(record) = self.read(newest) {
+                        fresh.live.push_back(record);
+                    }
+                }
+                self.pump(&mut fresh);
+                *link = Some(fresh);
+            }
+            LinkEvent::Down { link: id } => {
+                if link.as_ref().is_some_and(|l| l.id == id) {
+                    *link = None;
+                }
+            }
+            LinkEvent::Sent { link: id, pkid } => {
+                if let Some(link) = link.as_mut().filter(|l| l.id == id) {
+                    if let Some(record_id) = link.awaiting.pop_front() {
+                        link.inflight.insert(pkid, record_id);
+                    }
+                }
+            }
+            LinkEvent::Acked { link: id, pkid } => {
+                let Some(link) = link.as_mut().filter(|l| l.id == id) else {
+                    return;
+                };
+                let Some(record_id) = link.inflight.remove(&pkid) else {
+                    return;
+                };
+                link.on_link.remove(&record_id);
+                if let Err(err) = self.buffer.ack(record_id) {
+                    tracing::error!(%err, "acknowledgement not recorded");
+                }
+                self.status.update(|s| s.acked += 1);
+                self.pump(link);
+            }
+        }
+    }
+
+    /// Publishes live messages while there is room in flight.
+    fn pump(&mut self, link: &mut Link) {
+        while link.in_flight() < link.max_inflight {
+            let Some(record) = link.live.pop_front() else {
+                break;
+            };
+            self.publish(link, record);
+        }
+    }
+
+    /// Publishes the oldest backlog message not yet on this link.
+    fn send_backlog(&mut self, link: &mut Link) {
+        while let Some(id) = link.next_backlog(&self.buffer) {
+            link.backlog_from = id + 1;
+            if let Some(record) = self.read(id) {
+                self.publish(link, record);
+                return;
+            }
+        }
+    }
+
+    fn read(&mut self, id: u64) -> Option<Record> {
+        match self.buffer.read(id) {
+            Ok(record) => record,
+            Err(err) => {
+                tracing::error!(%err, id, "buffered message cannot be read");
+                self.status.update(|s| s.last_error = Some(err.to_string()));
+                None
+            }
+        }
+    }
+
+    fn publish(&mut self, link: &mut Link, record: Record) {
+        if !self.buffer.is_pending(record.id) || link.on_link.contains(&record.id) {
+            return;
+        }
+        let created = DateTime::from_timestamp_millis(record.created_ms).unwrap_or_default();
+        let topic = event_topic(&self.config.device_id, created);
+        match link
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, false, record.payload)
+        {
+            Ok(()) => {
+                link.awaiting.push_back(record.id);
+                link.on_link.insert(record.id);
+                self.status.update(|s| s.sent += 1);
+            }
+            // The link is closing; the message stays buffered for the next one.
+            Err(err) => tracing::debug!(%err, id = record.id, "publish not queued"),
+        }
+    }
+
+    fn refresh_status(&self) {
+        let stats = self.buffer.stats();
+        let next_seq = self.buffer.next_id();
+        self.status.update(|s| {
+            s.buffer_depth = stats.depth;
+            s.buffer_bytes = stats.bytes;
+            s.dropped.buffer_full = stats.dropped_full;
+            s.dropped.corrupt = stats.corrupt;
+            s.next_seq = next_seq;
+        });
+    }
+
+    fn write_status_file(&self) {
+        if let Some(path) = &self.config.status_file {
+            if let Err(err) = write_status_file(path, &self.status.handle().status()) {
+                tracing::warn!(%err, path = %path.display(), "status file not written");
+            }
+        }
+    }
+}
+
+/// One live connection's bookkeeping.
+struct Link {
+    id: u64,
+    client: AsyncClient,
+    max_inflight: usize,
+    /// Published, waiting for the event that names their packet id (in order).
+    awaiting: VecDeque<u64>,
+    /// Packet id to record id, waiting for PUBACK.
+    inflight: HashMap<u16, u64>,
+    /// Records published on this link and not yet acknowledged.
+    on_link: HashSet<u64>,
+    /// New messages to publish before any backlog.
+    live: VecDeque<Record>,
+    /// The backlog continues at this id.
+    backlog_from: u64,
+}
+
+impl Link {
+    fn new(id: u64, client: AsyncClient, max_inflight: u16) -> Link {
+        Link {
+            id,
+            client,
+            max_inflight: usize::from(max_inflight.max(1)),
+            awaiting: VecDeque::new(),
+            inflight: HashMap::new(),
+            on_link: HashSet::new(),
+            live: VecDeque::new(),
+            backlog_from: 0,
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.awaiting.len() + self.inflight.len()
+    }
+
+    /// Whether a backlog message may go now: one is waiting, and a slot stays free for
+    /// live messages.
+    fn backlog_slot(&self, agent: &Agent) -> bool {
+        let reserve = usize::from(self.max_inflight > 1);
+        self.live.is_empty()
+            && self.in_flight() + reserve < self.max_inflight
+            && self.next_backlog(&agent.buffer).is_some()
+    }
+
+    fn next_backlog(&self, buffer: &DiskBuffer) -> Option<u64> {
+        buffer
+            .pending_from(self.backlog_from)
+            .find(|id| !self.on_link.contains(id))
+    }
+}

@@ -1,0 +1,790 @@
+//! The agent's configuration: the typed [`AgentConfig`] the library runs on, and
+//! [`Settings`], the command line / environment / TOML file form the binary reads and
+//! checks into an [`AgentConfig`].
+//!
+//! Precedence: command-line flag, then environment variable, then the config file
+//! (`--config FILE` or `EDGE_AGENT_CONFIG`), then the default. A wrong setting is a
+//! [`ConfigError`] that names the setting and says what to fix. Secrets (the connection
+//! string, the key) are held in [`Secret`], whose `Debug` output is redacted.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::backoff::BackoffConfig;
+use crate::source::SimConfig;
+use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
+
+/// A value that must never appear in logs: `Debug` prints `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    /// Wraps a secret value.
+    pub fn new(value: T) -> Secret<T> {
+        Secret(value)
+    }
+
+    /// The secret value, for the one place that needs it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Everything one agent needs to run.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The device id: the MQTT client id and the `deviceId` of every message.
+    pub device_id: String,
+    /// Where positions come from.
+    pub source: SourceConfig,
+    /// How often the latest fix becomes a message.
+    pub report_interval: Duration,
+    /// A fix older than this is no fix (the interval is skipped and counted).
+    pub max_fix_age: Duration,
+    /// The store-and-forward buffer on disk.
+    pub buffer: BufferConfig,
+    /// The MQTT connection.
+    pub transport: TransportConfig,
+    /// Backlog messages sent per second at most while live positions keep flowing.
+    pub backlog_rate: f64,
+    /// Where to write the status as JSON after every interval, if anywhere.
+    pub status_file: Option<PathBuf>,
+}
+
+impl AgentConfig {
+    /// A configuration for a simulated drone publishing over plain MQTT to
+    /// `host:port`, buffering in `buffer_dir`, with the defaults of every other setting.
+    /// The starting point of tests and of fleet simulations.
+    pub fn simulated(device_id: &str, host: &str, port: u16, buffer_dir: PathBuf) -> AgentConfig {
+        AgentConfig {
+            device_id: device_id.to_owned(),
+            source: SourceConfig::Sim(SimConfig::default()),
+            report_interval: Duration::from_secs(5),
+            max_fix_age: Duration::from_secs(10),
+            buffer: BufferConfig {
+                dir: buffer_dir,
+                max_bytes: DEFAULT_BUFFER_MAX_BYTES,
+                fsync: true,
+            },
+            transport: TransportConfig::plain(host, port),
+            backlog_rate: DEFAULT_BACKLOG_RATE,
+            status_file: None,
+        }
+    }
+}
+
+/// Where positions come from (`POSITION_SOURCE`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConfig {
+    /// MAVLink `GLOBAL_POSITION_INT` from a flight controller: `udpin:HOST:PORT`,
+    /// `tcpout:HOST:PORT` or `serial:DEVICE:BAUD`.
+    Mavlink {
+        /// The connection string.
+        address: String,
+    },
+    /// gpsd `TPV` reports over TCP.
+    Gpsd {
+        /// `HOST:PORT` of gpsd, usually `127.0.0.1:2947`.
+        address: String,
+    },
+    /// A simulated drone flying a route.
+    Sim(SimConfig),
+}
+
+/// The store-and-forward buffer (see [`crate::buffer`] for the on-disk format).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BufferConfig {
+    /// The directory of segment files (`BUFFER_DIR`).
+    pub dir: PathBuf,
+    /// The most bytes the segment files may hold; beyond it the oldest are dropped.
+    pub max_bytes: u64,
+    /// `fsync` every appended record (on by default; a power cut then loses at most the
+    /// record being written). Off trades durability for throughput, e.g. in simulations.
+    pub fsync: bool,
+}
+
+/// The smallest `BUFFER_MAX_BYTES` accepted.
+pub const MIN_BUFFER_MAX_BYTES: u64 = 4096;
+/// The default `BUFFER_MAX_BYTES`: 64 MiB, about two weeks of 5-second positions.
+pub const DEFAULT_BUFFER_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// The default backlog drain rate, messages per second.
+pub const DEFAULT_BACKLOG_RATE: f64 = 20.0;
+
+/// The MQTT connection: where, how to authenticate, how to retry.
+#[derive(Debug, Clone)]
+pub struct TransportConfig {
+    /// How to reach the broker.
+    pub endpoint: Endpoint,
+    /// How to authenticate.
+    pub auth: Auth,
+    /// MQTT keep-alive (IoT Hub allows at most 1177 s).
+    pub keep_alive: Duration,
+    /// Time allowed for TCP, TLS and MQTT connect.
+    pub connect_timeout: Duration,
+    /// Reconnect backoff.
+    pub backoff: BackoffConfig,
+    /// Publishes awaiting PUBACK at most.
+    pub max_inflight: u16,
+}
+
+impl TransportConfig {
+    /// Plain MQTT to `host:port`, anonymous, default timings.
+    pub fn plain(host: &str, port: u16) -> TransportConfig {
+        TransportConfig {
+            endpoint: Endpoint::Tcp {
+                host: host.to_owned(),
+                port,
+            },
+            auth: Auth::Anonymous,
+            keep_alive: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            backoff: BackoffConfig::default(),
+            max_inflight: 10,
+        }
+    }
+}
+
+/// How the agent reaches the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// MQTT over plain TCP (local brokers).
+    Tcp {
+        /// Host name or address.
+        host: String,
+        /// Port, usually 1883.
+        port: u16,
+    },
+    /// MQTT over TLS (IoT Hub: port 8883), server verified against the system's roots.
+    Tls {
+        /// Host name, also the TLS server name.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// MQTT over WebSockets over TLS (IoT Hub: `wss://{host}:443/$iothub/websocket`).
+    WebSocket {
+        /// The WebSocket URL.
+        url: String,
+    },
+}
+
+/// How the agent authenticates.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// No credentials (local brokers).
+    Anonymous,
+    /// IoT Hub SAS: a token made from the device key, renewed before it expires.
+    Sas(SasConfig),
+    /// IoT Hub X.509: a client certificate in TLS, no password.
+    X509(X509Config),
+}
+
+/// IoT Hub SAS authentication.
+#[derive(Debug, Clone)]
+pub struct SasConfig {
+    /// The hub host name (`{hub}.azure-devices.net`), part of the username and the token.
+    pub hub_host: String,
+    /// The device key (decoded).
+    pub key: Secret<Vec<u8>>,
+    /// How long each token is valid.
+    pub token_ttl: Duration,
+    /// At which fraction of the token's lifetime the agent reconnects with a fresh one.
+    pub renew_fraction: f64,
+}
+
+/// IoT Hub X.509 authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct X509Config {
+    /// The hub host name, part of the username.
+    pub hub_host: String,
+    /// The client certificate chain, PEM.
+    pub cert_path: PathBuf,
+    /// The client private key, PEM.
+    pub key_path: PathBuf,
+}
+
+impl Auth {
+    /// The IoT Hub host name if this is an IoT Hub authentication.
+    pub fn hub_host(&self) -> Option<&str> {
+        match self {
+            Auth::Anonymous => None,
+            Auth::Sas(sas) => Some(&sas.hub_host),
+            Auth::X509(x509) => Some(&x509.hub_host),
+        }
+    }
+}
+
+/// A setting that stops the agent at start, with what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A setting has a value that cannot be used.
+    #[error("{setting}: {problem}")]
+    Invalid {
+        /// The setting (environment variable name).
+        setting: &'static str,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// A required setting is absent.
+    #[error("{setting} is required: {hint}")]
+    Missing {
+        /// The setting (environment variable name).
+        setting: &'static str,
+        /// How to provide it.
+        hint: &'static str,
+    },
+    /// The connection string is wrong.
+    #[error("IOTHUB_DEVICE_CONNECTION_STRING: {0}")]
+    ConnectionString(#[from] ConnectionStringError),
+    /// The config file cannot be read or parsed.
+    #[error("config file {path}: {problem}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        problem: String,
+    },
+}
+
+fn invalid(setting: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        problem: problem.into(),
+    }
+}
+
+/// The settings as given on the command line, in the environment or in the config file;
+/// every field is optional here, [`Settings::resolve`] applies defaults and checks.
+#[derive(Clone, Default, Deserialize, clap::Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Position source: `sim`, `gpsd` or `mavlink`.
+    #[arg(long, env = "POSITION_SOURCE")]
+    pub position_source: Option<String>,
+    /// MAVLink connection string: `udpin:0.0.0.0:14550`, `tcpout:HOST:PORT`, `serial:/dev/ttyAMA0:57600`.
+    #[arg(long, env = "MAVLINK_ADDRESS")]
+    pub mavlink_address: Option<String>,
+    /// gpsd address, `HOST:PORT`.
+    #[arg(long, env = "GPSD_ADDRESS")]
+    pub gpsd_address: Option<String>,
+    /// Simulator: home latitude, degrees.
+    #[arg(long, env = "SIM_HOME_LAT", allow_hyphen_values = true)]
+    pub sim_home_lat: Option<f64>,
+    /// Simulator: home longitude, degrees.
+    #[arg(long, env = "SIM_HOME_LON", allow_hyphen_values = true)]
+    pub sim_home_lon: Option<f64>,
+    /// Simulator: route seed (the same seed flies the same route).
+    #[arg(long, env = "SIM_SEED")]
+    pub sim_seed: Option<u64>,
+    /// Simulator: ground speed, m/s.
+    #[arg(long, env = "SIM_SPEED_MPS")]
+    pub sim_speed_mps: Option<f64>,
+    /// Simulator: time speed-up factor.
+    #[arg(long, env = "SIM_SPEEDUP")]
+    pub sim_speedup: Option<f64>,
+    /// Seconds between reports (decimals allowed), default 5.
+    #[arg(long, env = "REPORT_INTERVAL")]
+    pub report_interval: Option<f64>,
+    /// Seconds after which a fix counts as lost, default twice the interval.
+    #[arg(long, env = "MAX_FIX_AGE")]
+    pub max_fix_age: Option<f64>,
+    /// IoT Hub device connection string (environment or config file only: never on the command line).
+    #[arg(skip)]
+    #[serde(rename = "iothub_device_connection_string")]
+    pub connection_string: Option<String>,
+    /// IoT Hub transport: `mqtt` (TLS on 8883) or `websockets` (WSS on 443).
+    #[arg(long, env = "IOTHUB_TRANSPORT")]
+    pub iothub_transport: Option<String>,
+    /// SAS token lifetime, seconds (default 3600).
+    #[arg(long, env = "SAS_TOKEN_TTL")]
+    pub sas_token_ttl: Option<u64>,
+    /// Fraction of the token lifetime after which the agent reconnects with a fresh token (default 0.8).
+    #[arg(long, env = "SAS_RENEW_FRACTION")]
+    pub sas_renew_fraction: Option<f64>,
+    /// X.509 client certificate (PEM), instead of SAS.
+    #[arg(long, env = "X509_CERT_FILE")]
+    pub x509_cert_file: Option<PathBuf>,
+    /// X.509 client private key (PEM).
+    #[arg(long, env = "X509_KEY_FILE")]
+    pub x509_key_file: Option<PathBuf>,
+    /// Plain MQTT broker URL for local use, `mqtt://HOST:PORT` (instead of IoT Hub).
+    #[arg(long, env = "MQTT_URL")]
+    pub mqtt_url: Option<String>,
+    /// Device id in plain MQTT mode (IoT Hub takes it from the connection string).
+    #[arg(long, env = "DEVICE_ID")]
+    pub device_id: Option<String>,
+    /// Store-and-forward directory.
+    #[arg(long, env = "BUFFER_DIR")]
+    pub buffer_dir: Option<PathBuf>,
+    /// Store-and-forward size bound, bytes.
+    #[arg(long, env = "BUFFER_MAX_BYTES")]
+    pub buffer_max_bytes: Option<u64>,
+    /// `fsync` every buffered record (default true).
+    #[arg(long, env = "BUFFER_FSYNC")]
+    pub buffer_fsync: Option<bool>,
+    /// Backlog messages per second at most after a reconnect.
+    #[arg(long, env = "BACKLOG_RATE")]
+    pub backlog_rate: Option<f64>,
+    /// Reconnect backoff: first window, seconds (default 1).
+    #[arg(long, env = "RECONNECT_BASE")]
+    pub reconnect_base: Option<f64>,
+    /// Reconnect backoff: largest window, seconds (default 60).
+    #[arg(long, env = "RECONNECT_CAP")]
+    pub reconnect_cap: Option<f64>,
+    /// MQTT keep-alive, seconds (default 60, at most 1177 for IoT Hub).
+    #[arg(long, env = "MQTT_KEEP_ALIVE")]
+    pub keep_alive: Option<u64>,
+    /// Status file, rewritten as JSON after every interval.
+    #[arg(long, env = "STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("position_source", &self.position_source)
+            .field(
+                "connection_string",
+                &self.connection_string.as_ref().map(|_| "<redacted>"),
+            )
+            .field("mqtt_url", &self.mqtt_url)
+            .field("device_id", &self.device_id)
+            .field("buffer_dir", &self.buffer_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Fills every `None` field of `$self` from `$other`.
+macro_rules! fill {
+    ($self:ident, $other:ident: $($field:ident),* $(,)?) => {
+        $( if $self.$field.is_none() { $self.$field = $other.$field; } )*
+    };
+}
+
+impl Settings {
+    /// Reads a TOML config file whose keys are the settings' names in snake case
+    /// (`position_source = "sim"`, `buffer_dir = "/var/lib/edge-agent"`, ...).
+    pub fn from_file(path: &std::path::Path) -> Result<Settings, ConfigError> {
+        let file_error = |problem: String| ConfigError::File {
+            path: path.to_owned(),
+            problem,
+        };
+        let text = std::fs::read_to_string(path).map_err(|err| file_error(err.to_string()))?;
+        toml::from_str(&text).map_err(|err| file_error(err.to_string()))
+    }
+
+    /// Fills the settings not given here from `fallback` (e.g. the config file).
+    pub fn or(mut self, fallback: Settings) -> Settings {
+        fill!(self, fallback:
+            position_source, mavlink_address, gpsd_address, sim_home_lat, sim_home_lon,
+            sim_seed, sim_speed_mps, sim_speedup, report_interval, max_fix_age,
+            connection_string, iothub_transport, sas_token_ttl, sas_renew_fraction,
+            x509_cert_file, x509_key_file, mqtt_url, device_id, buffer_dir, buffer_max_bytes,
+            buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, keep_alive, status_file,
+        );
+        self
+    }
+
+    /// Applies defaults and checks every setting.
+    pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
+        let report_interval = seconds("REPORT_INTERVAL", self.report_interval.unwrap_or(5.0))?;
+        let max_fix_age = match self.max_fix_age {
+            Some(secs) => seconds("MAX_FIX_AGE", secs)?,
+            None => report_interval * 2,
+        };
+        let source = self.source()?;
+        let (device_id, mut transport) = self.transport()?;
+        let backoff = BackoffConfig {
+            base: seconds("RECONNECT_BASE", self.reconnect_base.unwrap_or(1.0))?,
+            cap: seconds("RECONNECT_CAP", self.reconnect_cap.unwrap_or(60.0))?,
+        };
+        if backoff.cap < backoff.base {
+            return Err(invalid(
+                "RECONNECT_CAP",
+                "must be at least RECONNECT_BASE",
+            ));
+        }
+        transport.backoff = backoff;
+        if let Some(keep_alive) = self.keep_alive {
+            if !(5..=1177).contains(&keep_alive) {
+                return Err(invalid(
+                    "MQTT_KEEP_ALIVE",
+                    format!("{keep_alive} s is outside 5..=1177 s (IoT Hub's limit)"),
+                ));
+            }
+            transport.keep_alive = Duration::from_secs(keep_alive);
+        }
+        let dir = self.buffer_dir.ok_or(ConfigError::Missing {
+            setting: "BUFFER_DIR",
+            hint: "set it to a writable directory that survives reboots, e.g. /var/lib/edge-agent",
+        })?;
+        let max_bytes = self.buffer_max_bytes.unwrap_or(DEFAULT_BUFFER_MAX_BYTES);
+        if max_bytes < MIN_BUFFER_MAX_BYTES {
+            return Err(invalid(
+                "BUFFER_MAX_BYTES",
+                format!("{max_bytes} is below the minimum of {MIN_BUFFER_MAX_BYTES} bytes"),
+            ));
+        }
+        let backlog_rate = self.backlog_rate.unwrap_or(DEFAULT_BACKLOG_RATE);
+        if !(backlog_rate.is_finite() && backlog_rate > 0.0) {
+            return Err(invalid(
+                "BACKLOG_RATE",
+                "must be a positive number of messages per second",
+            ));
+        }
+        Ok(AgentConfig {
+            device_id,
+            source,
+            report_interval,
+            max_fix_age,
+            buffer: BufferConfig {
+                dir,
+                max_bytes,
+                fsync: self.buffer_fsync.unwrap_or(true),
+            },
+            transport,
+            backlog_rate,
+            status_file: self.status_file,
+        })
+    }
+
+    fn source(&self) -> Result<SourceConfig, ConfigError> {
+        match self.position_source.as_deref().unwrap_or("sim") {
+            "mavlink" => {
+                let address = self.mavlink_address.clone().ok_or(ConfigError::Missing {
+                    setting: "MAVLINK_ADDRESS",
+                    hint: "e.g. udpin:0.0.0.0:14550, tcpout:127.0.0.1:5760 or serial:/dev/ttyAMA0:57600",
+                })?;
+                crate::source::mavlink::check_address(&address)
+                    .map_err(|problem| invalid("MAVLINK_ADDRESS", problem))?;
+                Ok(SourceConfig::Mavlink { address })
+            }
+            "gpsd" => Ok(SourceConfig::Gpsd {
+                address: self
+                    .gpsd_address
+                    .clone()
+                    .unwrap_or_else(|| "127.0.0.1:2947".into()),
+            }),
+            "sim" => {
+                let defaults = SimConfig::default();
+                let sim = SimConfig {
+                    home_lat: self.sim_home_lat.unwrap_or(defaults.home_lat),
+                    home_lon: self.sim_home_lon.unwrap_or(defaults.home_lon),
+                    seed: self.sim_seed.unwrap_or(defaults.seed),
+                    speed_mps: self.sim_speed_mps.unwrap_or(defaults.speed_mps),
+                    speedup: self.sim_speedup.unwrap_or(defaults.speedup),
+                    ..defaults
+                };
+                sim.check().map_err(|problem| invalid("SIM_*", problem))?;
+                Ok(SourceConfig::Sim(sim))
+            }
+            other => Err(invalid(
+                "POSITION_SOURCE",
+                format!("`{other}` is not one of `sim`, `gpsd`, `mavlink`"),
+            )),
+        }
+    }
+
+    /// The device id and the transport: IoT Hub if a connection string is set, plain
+    /// MQTT if `MQTT_URL` is.
+    fn transport(&self) -> Result<(String, TransportConfig), ConfigError> {
+        match (&self.connection_string, &self.mqtt_url) {
+            (Some(_), Some(_)) => Err(invalid(
+                "MQTT_URL",
+                "set either IOTHUB_DEVICE_CONNECTION_STRING (IoT Hub) or MQTT_URL (local broker), not both",
+            )),
+            (None, None) => Err(ConfigError::Missing {
+                setting: "IOTHUB_DEVICE_CONNECTION_STRING",
+                hint: "set it (HostName=...;DeviceId=...;SharedAccessKey=...), or MQTT_URL and DEVICE_ID for a local broker",
+            }),
+            (None, Some(url)) => {
+                let device_id = self.device_id.clone().ok_or(ConfigError::Missing {
+                    setting: "DEVICE_ID",
+                    hint: "plain MQTT mode needs the device id (IoT Hub mode reads it from the connection string)",
+                })?;
+                telemetry::wire::check_device_id(&device_id)
+                    .map_err(|err| invalid("DEVICE_ID", err.to_string()))?;
+                let (host, port) = parse_mqtt_url(url)?;
+                Ok((device_id, TransportConfig::plain(&host, port)))
+            }
+            (Some(cs), None) => {
+                let cs = DeviceConnectionString::parse(cs)?;
+                let auth = self.iothub_auth(&cs)?;
+                let endpoint = match self.iothub_transport.as_deref().unwrap_or("mqtt") {
+                    "mqtt" => Endpoint::Tls {
+                        host: cs.host.clone(),
+                        port: 8883,
+                    },
+                    "websockets" => Endpoint::WebSocket {
+                        url: format!("wss://{}:443/$iothub/websocket", cs.host),
+                    },
+                    other => {
+                        return Err(invalid(
+                            "IOTHUB_TRANSPORT",
+                            format!("`{other}` is not `mqtt` or `websockets`"),
+                        ));
+                    }
+                };
+                let transport = TransportConfig {
+                    endpoint,
+                    auth,
+                    ..TransportConfig::plain(&cs.host, 8883)
+                };
+                Ok((cs.device_id, transport))
+            }
+        }
+    }
+
+    fn iothub_auth(&self, cs: &DeviceConnectionString) -> Result<Auth, ConfigError> {
+        match (&self.x509_cert_file, &self.x509_key_file, &cs.key) {
+            (Some(cert_path), Some(key_path), _) => {
+                for (setting, path) in [("X509_CERT_FILE", cert_path), ("X509_KEY_FILE", key_path)]
+                {
+                    if !path.is_file() {
+                        return Err(invalid(
+                            setting,
+                            format!("{} is not a readable file", path.display()),
+                        ));
+                    }
+                }
+                Ok(Auth::X509(X509Config {
+                    hub_host: cs.host.clone(),
+                    cert_path: cert_path.clone(),
+                    key_path: key_path.clone(),
+                }))
+            }
+            (Some(_), None, _) | (None, Some(_), _) => Err(invalid(
+                "X509_CERT_FILE",
+                "X.509 needs both X509_CERT_FILE and X509_KEY_FILE",
+            )),
+            (None, None, Some(key)) => {
+                let ttl = self.sas_token_ttl.unwrap_or(3600);
+                if ttl < 60 {
+                    return Err(invalid(
+                        "SAS_TOKEN_TTL",
+                        format!("{ttl} s is too short; use at least 60 s"),
+                    ));
+                }
+                let renew_fraction = self.sas_renew_fraction.unwrap_or(0.8);
+                if !(0.1..=0.95).contains(&renew_fraction) {
+                    return Err(invalid("SAS_RENEW_FRACTION", "must be within 0.1..=0.95"));
+                }
+                Ok(Auth::Sas(SasConfig {
+                    hub_host: cs.host.clone(),
+                    key: key.clone(),
+                    token_ttl: Duration::from_secs(ttl),
+                    renew_fraction,
+                }))
+            }
+            (None, None, None) => Err(ConfigError::Missing {
+                setting: "IOTHUB_DEVICE_CONNECTION_STRING",
+                hint: "the connection string has no SharedAccessKey: add it, or set X509_CERT_FILE and X509_KEY_FILE",
+            }),
+        }
+    }
+}
+
+/// Checks a duration setting given in seconds.
+fn seconds(setting: &'static str, secs: f64) -> Result<Duration, ConfigError> {
+    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(invalid(setting, format!("{secs} is not a positive number of seconds")))
+    }
+}
+
+/// `mqtt://HOST[:PORT]` (or `tcp://`) into host and port (default 1883).
+fn parse_mqtt_url(url: &str) -> Result<(String, u16), ConfigError> {
+    let rest = url
+        .strip_prefix("mqtt://")
+        .or_else(|| url.strip_prefix("tcp://"))
+        .ok_or_else(|| invalid("MQTT_URL", format!("`{url}` does not start with mqtt://")))?;
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => {
+            let port = port
+                .parse()
+                .map_err(|_| invalid("MQTT_URL", format!("`{port}` is not a port number")))?;
+            (host, port)
+        }
+        None => (rest, 1883),
+    };
+    if host.is_empty() {
+        return Err(invalid("MQTT_URL", "the host is empty"));
+    }
+    Ok((host.to_owned(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Settings {
+        Settings {
+            mqtt_url: Some("mqtt://127.0.0.1:1884".into()),
+            device_id: Some("drone-1".into()),
+            buffer_dir: Some("/tmp/buf".into()),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn plain_mqtt_with_defaults() {
+        let config = base().resolve().unwrap();
+        assert_eq!(config.device_id, "drone-1");
+        assert_eq!(config.report_interval, Duration::from_secs(5));
+        assert_eq!(config.max_fix_age, Duration::from_secs(10));
+        assert_eq!(
+            config.transport.endpoint,
+            Endpoint::Tcp {
+                host: "127.0.0.1".into(),
+                port: 1884
+            }
+        );
+        assert!(matches!(config.source, SourceConfig::Sim(_)));
+    }
+
+    #[test]
+    fn iothub_connection_string_selects_tls_and_sas() {
+        let settings = Settings {
+            mqtt_url: None,
+            device_id: None,
+            connection_string: Some(
+                "HostName=hub.azure-devices.net;DeviceId=drone-9;SharedAccessKey=AAEC".into(),
+            ),
+            ..base()
+        };
+        let config = settings.clone().resolve().unwrap();
+        assert_eq!(config.device_id, "drone-9");
+        assert_eq!(
+            config.transport.endpoint,
+            Endpoint::Tls {
+                host: "hub.azure-devices.net".into(),
+                port: 8883
+            }
+        );
+        let Auth::Sas(sas) = &config.transport.auth else {
+            panic!("expected SAS")
+        };
+        assert_eq!(sas.token_ttl, Duration::from_secs(3600));
+        assert!(!format!("{config:?}").contains("AAEC"));
+        assert!(!format!("{settings:?}").contains("AAEC"));
+
+        let ws = Settings {
+            iothub_transport: Some("websockets".into()),
+            ..settings
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            ws.transport.endpoint,
+            Endpoint::WebSocket {
+                url: "wss://hub.azure-devices.net:443/$iothub/websocket".into()
+            }
+        );
+    }
+
+    #[test]
+    fn wrong_settings_name_what_to_fix() {
+        let cases: Vec<(Settings, &str)> = vec![
+            (
+                Settings {
+                    position_source: Some("radar".into()),
+                    ..base()
+                },
+                "POSITION_SOURCE",
+            ),
+            (
+                Settings {
+                    report_interval: Some(0.0),
+                    ..base()
+                },
+                "REPORT_INTERVAL",
+            ),
+            (
+                Settings {
+                    buffer_max_bytes: Some(10),
+                    ..base()
+                },
+                "BUFFER_MAX_BYTES",
+            ),
+            (
+                Settings {
+                    buffer_dir: None,
+                    ..base()
+                },
+                "BUFFER_DIR",
+            ),
+            (
+                Settings {
+                    device_id: None,
+                    ..base()
+                },
+                "DEVICE_ID",
+            ),
+            (
+                Settings {
+                    mqtt_url: Some("http://x".into()),
+                    ..base()
+                },
+                "MQTT_URL",
+            ),
+            (
+                Settings {
+                    position_source: Some("mavlink".into()),
+                    mavlink_address: Some("carrier-pigeon:1".into()),
+                    ..base()
+                },
+                "MAVLINK_ADDRESS",
+            ),
+            (
+                Settings {
+                    reconnect_base: Some(10.0),
+                    reconnect_cap: Some(1.0),
+                    ..base()
+                },
+                "RECONNECT_CAP",
+            ),
+            (
+                Settings {
+                    mqtt_url: None,
+                    device_id: None,
+                    connection_string: Some("HostName=h;DeviceId=d".into()),
+                    ..base()
+                },
+                "IOTHUB_DEVICE_CONNECTION_STRING",
+            ),
+        ];
+        for (settings, setting) in cases {
+            let message = settings.resolve().unwrap_err().to_string();
+            assert!(message.contains(setting), "{message} should name {setting}");
+        }
+    }
+
+    #[test]
+    fn command_line_wins_over_the_file() {
+        let file: Settings = toml::from_str(
+            "position_source = \"gpsd\"\nreport_interval = 2.5\nbuffer_dir = \"/file\"\n",
+        )
+        .unwrap();
+        let merged = base().or(file);
+        let config = merged.resolve().unwrap();
+        assert_eq!(config.report_interval, Duration::from_millis(2500));
+        assert_eq!(config.buffer.dir, PathBuf::from("/tmp/buf"));
+        assert!(matches!(config.source, SourceConfig::Gpsd { .. }));
+    }
+
+    #[test]
+    fn unknown_file_keys_are_rejected() {
+        assert!(toml::from_str::<Settings>("repot_interval = 5").is_err());
+    }
+}

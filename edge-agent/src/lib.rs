@@ -1,0 +1,41 @@
+//! The edge agent of a drone: reads the position (MAVLink, gpsd or a simulator), makes a
+//! wire message every interval, keeps it on disk until the broker acknowledged it, and
+//! publishes it over MQTT in Azure IoT Hub's device dialect (or to a plain MQTT broker).
+//!
+//! ```text
+//! source/ (mavlink, gpsd, sim) -> agent (interval, seq) -> buffer/ (disk) -> transport/ (MQTT)
+//! ```
+//!
+//! The library has no global state and handles no signals: a process can run many
+//! agents (a simulated fleet), each stopped by its own [`CancellationToken`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), edge_agent::AgentError> {
+//! use edge_agent::{Agent, AgentConfig};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let config = AgentConfig::simulated("drone-0001", "127.0.0.1", 1883, "/tmp/drone-0001".into());
+//! let agent = Agent::new(config)?;
+//! let handle = agent.handle();
+//! let shutdown = CancellationToken::new();
+//! let running = tokio::spawn(agent.run(shutdown.clone()));
+//! println!("{:?}", handle.status());
+//! shutdown.cancel();
+//! # let _ = running.await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod agent;
+pub mod backoff;
+pub mod buffer;
+pub mod config;
+pub mod source;
+pub mod status;
+pub mod transport;
+
+pub use agent::{Agent, AgentError, AgentReport};
+pub use config::{AgentConfig, Auth, BufferConfig, Endpoint, SourceConfig, TransportConfig};
+pub use source::SimConfig;
+pub use status::{AgentHandle, AgentStatus, ConnectionState};
+pub use tokio_util::sync::CancellationToken;

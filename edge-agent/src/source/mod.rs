@@ -1,0 +1,225 @@
+//! Position sources: where the latest fix comes from.
+//!
+//! - [`mavlink`]: `GLOBAL_POSITION_INT` from the flight controller (UDP, TCP, serial).
+//! - [`gpsd`]: `TPV` reports from gpsd over TCP.
+//! - [`sim`]: a simulated drone flying a route; computed on demand, no task.
+//!
+//! MAVLink and gpsd run as a task that keeps the latest fix in a watch channel; a source
+//! that fails or ends is restarted after a backoff delay, the reason logged and counted
+//! (`source_restarts`). A "no fix" report clears the latest fix.
+
+pub mod gpsd;
+pub mod mavlink;
+pub mod sim;
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::config::SourceConfig;
+use crate::status::StatusCell;
+pub use sim::{SimConfig, SimRoute};
+
+/// One position fix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fix {
+    /// When the fix was taken (UTC).
+    pub time: DateTime<Utc>,
+    /// Latitude, degrees.
+    pub lat: f64,
+    /// Longitude, degrees.
+    pub lon: f64,
+    /// Altitude (MSL), metres.
+    pub alt_m: Option<f64>,
+    /// Heading, degrees from north.
+    pub heading_deg: Option<f64>,
+    /// Ground speed, m/s.
+    pub speed_mps: Option<f64>,
+    /// Battery charge, percent.
+    pub battery_pct: Option<u8>,
+}
+
+/// Why a source stopped; it is restarted after a backoff delay.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// An I/O error (connect, read).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The peer sent something unusable.
+    #[error("{0}")]
+    Protocol(String),
+    /// The peer closed the connection.
+    #[error("the connection was closed")]
+    Closed,
+}
+
+/// The latest fix of a feed source and when it arrived.
+pub(crate) type Latest = Option<(Instant, Fix)>;
+
+/// A running position source.
+#[derive(Debug)]
+pub struct Source {
+    inner: Inner,
+    status: StatusCell,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Sim {
+        route: SimRoute,
+        started: Instant,
+    },
+    Feed {
+        rx: watch::Receiver<Latest>,
+        // Aborts the feed task when the source is dropped.
+        _task: tokio_util::task::AbortOnDropHandle<()>,
+    },
+}
+
+/// Restart policy of feed sources.
+const SOURCE_BACKOFF: BackoffConfig = BackoffConfig {
+    base: Duration::from_millis(500),
+    cap: Duration::from_secs(30),
+};
+
+impl Source {
+    /// Starts the configured source (a task for MAVLink and gpsd, which ends with
+    /// `shutdown` or when the source is dropped).
+    pub(crate) fn start(
+        config: &SourceConfig,
+        status: &StatusCell,
+        shutdown: &CancellationToken,
+    ) -> Source {
+        let inner = match config {
+            SourceConfig::Sim(sim) => Inner::Sim {
+                route: SimRoute::new(sim),
+                started: Instant::now(),
+            },
+            SourceConfig::Mavlink { address } => {
+                let address = address.clone();
+                feed("mavlink", status, shutdown, move |tx| {
+                    mavlink::run(address.clone(), tx)
+                })
+            }
+            SourceConfig::Gpsd { address } => {
+                let address = address.clone();
+                feed("gpsd", status, shutdown, move |tx| {
+                    gpsd::run(address.clone(), tx)
+                })
+            }
+        };
+        Source {
+            inner,
+            status: status.clone(),
+        }
+    }
+
+    /// Starts the configured source on its own, e.g. to check it delivers fixes; its
+    /// task ends when the source is dropped.
+    pub fn probe(config: &SourceConfig) -> Source {
+        Source::start(config, &StatusCell::new("probe"), &CancellationToken::new())
+    }
+
+    /// Waits for the first fix.
+    pub async fn first_fix(&self) -> Fix {
+        match &self.inner {
+            Inner::Sim { route, started } => route.fix_after(started.elapsed(), Utc::now()),
+            Inner::Feed { rx, .. } => {
+                let mut rx = rx.clone();
+                match rx.wait_for(Option::is_some).await {
+                    Ok(latest) => latest.as_ref().map(|(_, fix)| fix.clone()).expect("checked"),
+                    // The task holds the sender while the source lives.
+                    Err(_) => std::future::pending().await,
+                }
+            }
+        }
+    }
+
+    /// The latest fix if it arrived within `max_age` of `now`.
+    pub fn latest(&self, now: Instant, max_age: Duration) -> Option<Fix> {
+        match &self.inner {
+            Inner::Sim { route, started } => {
+                self.status.fix_arrived(now);
+                Some(route.fix_after(now - *started, Utc::now()))
+            }
+            Inner::Feed { rx, .. } => rx
+                .borrow()
+                .as_ref()
+                .filter(|(at, _)| now.saturating_duration_since(*at) <= max_age)
+                .map(|(_, fix)| fix.clone()),
+        }
+    }
+}
+
+/// Where a feed source puts what it reads.
+#[derive(Debug, Clone)]
+pub(crate) struct FixSink {
+    tx: watch::Sender<Latest>,
+    status: StatusCell,
+}
+
+impl FixSink {
+    /// A new fix arrived.
+    pub(crate) fn fix(&self, fix: Fix) {
+        let now = Instant::now();
+        self.status.fix_arrived(now);
+        self.tx.send_replace(Some((now, fix)));
+    }
+
+    /// The source reports that it has no fix.
+    pub(crate) fn no_fix(&self) {
+        self.tx.send_replace(None);
+    }
+}
+
+/// Runs a feed source in a task, restarting it with backoff when it fails or ends.
+fn feed<F, Fut>(name: &'static str, status: &StatusCell, shutdown: &CancellationToken, run: F) -> Inner
+where
+    F: Fn(FixSink) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), SourceError>> + Send,
+{
+    let (tx, rx) = watch::channel(None);
+    let sink = FixSink {
+        tx,
+        status: status.clone(),
+    };
+    let shutdown = shutdown.clone();
+    let task = tokio::spawn(async move {
+        let mut backoff = Backoff::new(SOURCE_BACKOFF);
+        loop {
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                () = shutdown.cancelled() => return,
+                outcome = run(sink.clone()) => outcome,
+            };
+            let reason = match outcome {
+                Ok(()) => "the source ended".to_owned(),
+                Err(err) => err.to_string(),
+            };
+            // A source that ran a while before failing starts over at the first window.
+            if started.elapsed() > SOURCE_BACKOFF.cap {
+                backoff.reset();
+            }
+            let delay = backoff.next_delay();
+            tracing::warn!(source = name, %reason, ?delay, "position source failed; restarting");
+            sink.no_fix();
+            sink.status.update(|s| {
+                s.source_restarts += 1;
+                s.last_error = Some(format!("{name}: {reason}"));
+            });
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    });
+    Inner::Feed {
+        rx,
+        _task: tokio_util::task::AbortOnDropHandle::new(task),
+    }
+}

@@ -1,0 +1,327 @@
+//! The MQTT connection in IoT Hub's device dialect (or plain MQTT for local brokers).
+//!
+//! One task per agent owns the connection: it connects, reports what happens as
+//! [`LinkEvent`]s, and reconnects with exponential backoff and full jitter
+//! ([`crate::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
+//! loop, so nothing queued for a dead link is ever sent on the next one: whatever was not
+//! acknowledged is sent again from the disk buffer by the agent.
+//!
+//! IoT Hub dialect (protocols.md; learn.microsoft.com "Communicate with an IoT hub
+//! using MQTT"): client id = device id; username
+//! `{hub}/{deviceId}/?api-version=2021-04-12`; password = a SAS token made for this
+//! connection ([`sas`]), or none with an X.509 client certificate; TLS on 8883 verified
+//! against the system's roots, or WebSockets at `wss://{hub}:443/$iothub/websocket`;
+//! QoS 1; clean session (the agent does not subscribe, and its own disk buffer, not the
+//! broker session, carries unacknowledged messages). With SAS the link is closed and
+//! reopened with a fresh token at [`crate::config::SasConfig::renew_fraction`] of the
+//! token's lifetime, before the hub would disconnect the device at expiry.
+
+pub mod sas;
+mod tls;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, Outgoing, Transport};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::backoff::Backoff;
+use crate::config::{Auth, Endpoint, TransportConfig};
+use crate::status::{ConnectionState, StatusCell};
+pub use tls::TlsError;
+
+/// The `api-version` IoT Hub's MQTT username carries.
+pub const IOTHUB_API_VERSION: &str = "2021-04-12";
+
+/// The largest MQTT packet sent: IoT Hub's 256 KB message limit plus the topic.
+const MAX_OUTGOING_PACKET: usize = 256 * 1024 + 4096;
+
+/// The device-to-cloud topic of a message made at `created`, with the content type,
+/// content encoding and creation time properties:
+/// `devices/{id}/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc=...`.
+pub fn event_topic(device_id: &str, created: DateTime<Utc>) -> String {
+    format!(
+        "devices/{device_id}/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc={}",
+        sas::url_encode(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
+    )
+}
+
+/// The MQTT username IoT Hub expects.
+pub fn iothub_username(hub_host: &str, device_id: &str) -> String {
+    format!("{hub_host}/{device_id}/?api-version={IOTHUB_API_VERSION}")
+}
+
+/// What happens on the connection, for the agent. `link` numbers the connections of
+/// one agent; events of an older link are stale.
+#[derive(Debug)]
+pub(crate) enum LinkEvent {
+    /// Connected (CONNACK): publish through `client`.
+    Up { link: u64, client: AsyncClient },
+    /// The next publish handed to `client` got packet id `pkid` and was written.
+    Sent { link: u64, pkid: u16 },
+    /// The broker acknowledged packet id `pkid`.
+    Acked { link: u64, pkid: u16 },
+    /// The link is gone; unacknowledged publishes of it will not be acknowledged.
+    Down { link: u64 },
+}
+
+/// Why the transport cannot be set up (a configuration problem, reported at start).
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The TLS setup failed.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// Makes the client and event loop of each link: endpoint, TLS (loaded once) and fresh
+/// credentials.
+pub struct Dialer {
+    config: TransportConfig,
+    device_id: String,
+    transport: Transport,
+}
+
+/// The connection of one agent, before it runs.
+pub(crate) struct Connection {
+    dialer: Dialer,
+    status: StatusCell,
+    events: mpsc::Sender<LinkEvent>,
+}
+
+/// How one link ended.
+struct LinkEnd {
+    connected: bool,
+    planned: bool,
+    reason: String,
+}
+
+impl Dialer {
+    /// Prepares the links of `device_id` (loads TLS roots and client certificates once).
+    pub fn new(config: TransportConfig, device_id: String) -> Result<Dialer, TransportError> {
+        let transport = match &config.endpoint {
+            Endpoint::Tcp { .. } => Transport::Tcp,
+            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config.auth)?),
+            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config.auth)?),
+        };
+        Ok(Dialer {
+            config,
+            device_id,
+            transport,
+        })
+    }
+
+    /// A client and event loop for a new link, and when to renew its credentials.
+    pub fn dial(&self) -> (AsyncClient, EventLoop, Option<Duration>) {
+        let (options, renew_after) = self.options();
+        let capacity = usize::from(self.config.max_inflight) + 4;
+        let (client, mut eventloop) = AsyncClient::new(options, capacity);
+        eventloop
+            .network_options
+            .set_connection_timeout(self.config.connect_timeout.as_secs().max(1));
+        (client, eventloop, renew_after)
+    }
+
+    /// Connects once and waits for CONNACK; `Err` names why the connection failed.
+    pub async fn check(&self) -> Result<(), String> {
+        let (_client, mut eventloop, _) = self.dial();
+        loop {
+            match eventloop.poll().await {
+                Ok(Event::Incoming(Incoming::ConnAck(_))) => return Ok(()),
+                Ok(_) => {}
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+    }
+
+    /// The options of the next link, and when to renew its credentials.
+    fn options(&self) -> (MqttOptions, Option<Duration>) {
+        let (host, port) = match &self.config.endpoint {
+            Endpoint::Tcp { host, port } | Endpoint::Tls { host, port } => (host.clone(), *port),
+            Endpoint::WebSocket { url } => (url.clone(), 443),
+        };
+        let mut options = MqttOptions::new(&self.device_id, host, port);
+        options
+            .set_transport(self.transport.clone())
+            .set_keep_alive(self.config.keep_alive)
+            .set_clean_session(true)
+            .set_inflight(self.config.max_inflight.max(1))
+            .set_max_packet_size(64 * 1024, MAX_OUTGOING_PACKET);
+        let mut renew_after = None;
+        match &self.config.auth {
+            Auth::Anonymous => {}
+            Auth::X509(x509) => {
+                options.set_credentials(iothub_username(&x509.hub_host, &self.device_id), "");
+            }
+            Auth::Sas(sas_config) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                let expiry = (now + sas_config.token_ttl).as_secs();
+                let token = sas::sas_token(
+                    &sas::resource_uri(&sas_config.hub_host, &self.device_id),
+                    sas_config.key.expose(),
+                    expiry,
+                );
+                options.set_credentials(
+                    iothub_username(&sas_config.hub_host, &self.device_id),
+                    token,
+                );
+                renew_after = Some(sas_config.token_ttl.mul_f64(sas_config.renew_fraction));
+            }
+        }
+        (options, renew_after)
+    }
+}
+
+impl Connection {
+    /// A connection that reports to `events`.
+    pub(crate) fn new(
+        dialer: Dialer,
+        status: StatusCell,
+        events: mpsc::Sender<LinkEvent>,
+    ) -> Connection {
+        Connection {
+            dialer,
+            status,
+            events,
+        }
+    }
+
+    /// Connects, reconnects and reports until `shutdown`, or until the agent stops
+    /// listening.
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = self.run_links() => {}
+        }
+        self.status
+            .update(|s| s.connection = ConnectionState::Stopped);
+    }
+
+    async fn run_links(&self) {
+        let mut backoff = Backoff::new(self.dialer.config.backoff);
+        let mut delay = Duration::ZERO;
+        for link in 1.. {
+            if !delay.is_zero() {
+                self.status
+                    .update(|s| s.connection = ConnectionState::Backoff);
+                tokio::time::sleep(delay).await;
+            }
+            self.status.update(|s| {
+                s.connection = ConnectionState::Connecting;
+                s.connect_attempts += 1;
+            });
+            let (client, mut eventloop, renew_after) = self.dialer.dial();
+            let Some(end) = self.drive(link, &client, &mut eventloop, renew_after).await else {
+                return;
+            };
+            drop(eventloop);
+            if end.connected && self.events.send(LinkEvent::Down { link }).await.is_err() {
+                return;
+            }
+            delay = if end.planned {
+                tracing::info!(link, "reconnecting with fresh credentials");
+                backoff.reset();
+                Duration::ZERO
+            } else {
+                if end.connected {
+                    backoff.reset();
+                }
+                let delay = backoff.next_delay();
+                tracing::warn!(link, reason = %end.reason, ?delay, "MQTT connection lost; retrying");
+                self.status
+                    .update(|s| s.last_error = Some(format!("mqtt: {}", end.reason)));
+                delay
+            };
+        }
+    }
+
+    /// Polls one link until it fails; `None` if the agent stopped listening.
+    async fn drive(
+        &self,
+        link: u64,
+        client: &AsyncClient,
+        eventloop: &mut EventLoop,
+        renew_after: Option<Duration>,
+    ) -> Option<LinkEnd> {
+        let mut connected = false;
+        let mut planned = false;
+        // Ends with the link (dropped on return).
+        let mut _renewal = None;
+        loop {
+            let event = match eventloop.poll().await {
+                Ok(event) => event,
+                Err(err) => {
+                    return Some(LinkEnd {
+                        connected,
+                        planned,
+                        reason: err.to_string(),
+                    });
+                }
+            };
+            let report = match event {
+                Event::Incoming(Incoming::ConnAck(_)) => {
+                    connected = true;
+                    self.status.update(|s| {
+                        s.connection = ConnectionState::Connected;
+                        s.connections += 1;
+                    });
+                    tracing::info!(link, "MQTT connected");
+                    _renewal = renew_after.map(|after| renew_later(client.clone(), after));
+                    LinkEvent::Up {
+                        link,
+                        client: client.clone(),
+                    }
+                }
+                Event::Outgoing(Outgoing::Publish(pkid) | Outgoing::AwaitAck(pkid)) => {
+                    LinkEvent::Sent { link, pkid }
+                }
+                Event::Incoming(Incoming::PubAck(ack)) => LinkEvent::Acked {
+                    link,
+                    pkid: ack.pkid,
+                },
+                Event::Outgoing(Outgoing::Disconnect) => {
+                    planned = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            if self.events.send(report).await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+/// Closes the link after `after`, so that it reopens with fresh credentials.
+fn renew_later(client: AsyncClient, after: Duration) -> AbortOnDropHandle<()> {
+    AbortOnDropHandle::new(tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        // The link may be gone already; then there is nothing to renew.
+        let _ = client.disconnect().await;
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_carries_the_properties() {
+        let created = "2026-11-22T09:15:02.5Z".parse().unwrap();
+        assert_eq!(
+            event_topic("drone-7", created),
+            "devices/drone-7/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc=2026-11-22T09%3A15%3A02.500Z"
+        );
+    }
+
+    #[test]
+    fn username_follows_the_iothub_form() {
+        assert_eq!(
+            iothub_username("hub.azure-devices.net", "drone-7"),
+            "hub.azure-devices.net/drone-7/?api-version=2021-04-12"
+        );
+    }
+}
