@@ -1,0 +1,375 @@
+//! The client against `@vercel/cosmosdb-server`, an independent implementation of the REST
+//! API: container setup, point operations with preconditions, a bulk of 10,000 documents,
+//! and a spatial query. (That server ignores signatures, has one range whose id is a JSON
+//! number, and does not support Patch inside batches.)
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cosmos::{
+    BulkConfig, BulkOperation, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig,
+    Credential, FinalError, MasterKey, OperationType, PatchOperation, PatchRequest, QueryParameter,
+    QueryRequest, QueryScope,
+};
+use cosmos_wire::auth::EMULATOR_KEY;
+use serde_json::{Value, json};
+use test_harness::CosmosDbServer;
+
+fn client(server: &CosmosDbServer) -> CosmosClient {
+    let mut config = CosmosConfig::new(
+        server.endpoint().parse().unwrap(),
+        Credential::MasterKey(MasterKey::from_base64(EMULATOR_KEY).unwrap()),
+    );
+    config.accept_invalid_certs = true;
+    config.request_timeout = Duration::from_secs(30);
+    CosmosClient::new(config).unwrap()
+}
+
+async fn container(server: &CosmosDbServer, name: &str) -> ContainerClient {
+    let client = client(server);
+    client
+        .create_database_if_missing("telemetry")
+        .await
+        .unwrap();
+    let container = client.container("telemetry", name);
+    container
+        .create_if_missing(&ContainerSetup {
+            partition_key_path: "/deviceId".into(),
+            location_path: Some("/location".into()),
+            default_ttl: None,
+            throughput: None,
+        })
+        .await
+        .unwrap();
+    container
+}
+
+fn position(device: &str, id: &str, lon: f64, lat: f64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "id": id,
+        "deviceId": device,
+        "location": {"type": "Point", "coordinates": [lon, lat]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn sets_up_database_and_container_idempotently() {
+    let server = CosmosDbServer::start().unwrap();
+    let client = client(&server);
+    assert!(
+        client
+            .create_database_if_missing("telemetry")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !client
+            .create_database_if_missing("telemetry")
+            .await
+            .unwrap()
+    );
+
+    let container = client.container("telemetry", "positions");
+    let missing = container.properties().await.unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+
+    let setup = ContainerSetup {
+        partition_key_path: "/deviceId".into(),
+        location_path: Some("/location".into()),
+        default_ttl: Some(3600),
+        throughput: Some(400),
+    };
+    let created = container.create_if_missing(&setup).await.unwrap();
+    assert_eq!(created.partition_key.paths, vec!["/deviceId".to_string()]);
+    // The second call finds the container and returns its definition.
+    let again = container.create_if_missing(&setup).await.unwrap();
+    assert_eq!(again.partition_key.paths, vec!["/deviceId".to_string()]);
+    assert_eq!(container.properties().await.unwrap().id, "positions");
+
+    // One range, whose id this server sends as a JSON number.
+    let ranges = container.partition_key_ranges().await.unwrap();
+    assert_eq!(ranges.len(), 1);
+    assert_eq!(ranges[0].id, "0");
+    assert_eq!(container.range_map().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn point_operations_with_preconditions() {
+    let server = CosmosDbServer::start_https().unwrap();
+    let c = container(&server, "points").await;
+
+    let first = c
+        .upsert("drone-1", &position("drone-1", "p1", 1.5, 2.5))
+        .await
+        .unwrap();
+    assert!(matches!(first.status, 200 | 201));
+    let etag = first.etag.clone().expect("an upsert returns the ETag");
+
+    let read = c
+        .read("drone-1", "p1")
+        .await
+        .unwrap()
+        .expect("document exists");
+    assert_eq!(
+        read.json::<Value>().unwrap()["location"]["coordinates"],
+        json!([1.5, 2.5])
+    );
+    // (A read of a missing document makes this server fail with 500; the local endpoint
+    // tests cover the 404.)
+
+    let created = c
+        .create("drone-1", &position("drone-1", "p1", 0.0, 0.0))
+        .await
+        .unwrap_err();
+    assert!(created.is_conflict(), "{created}");
+
+    let replaced = c
+        .replace(
+            "drone-1",
+            "p1",
+            &position("drone-1", "p1", 3.5, 4.5),
+            Some(&etag),
+        )
+        .await
+        .unwrap();
+    let stale = c
+        .replace(
+            "drone-1",
+            "p1",
+            &position("drone-1", "p1", 5.0, 6.0),
+            Some(&etag),
+        )
+        .await
+        .unwrap_err();
+    assert!(stale.is_precondition_failed(), "{stale}");
+    assert_eq!(stale.status(), Some(412));
+
+    let patch = PatchRequest {
+        operations: vec![PatchOperation {
+            op: "set".into(),
+            path: "/seq".into(),
+            value: Some(json!(7)),
+        }],
+        condition: None,
+    };
+    let patched = c
+        .patch("drone-1", "p1", &patch, replaced.etag.as_deref())
+        .await
+        .unwrap();
+    assert_eq!(patched.status, 200);
+    let doc: Value = c
+        .read("drone-1", "p1")
+        .await
+        .unwrap()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(doc["seq"], 7);
+    assert_eq!(doc["location"]["coordinates"], json!([3.5, 4.5]));
+
+    let missing = c
+        .patch("drone-1", "absent", &patch, None)
+        .await
+        .unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+
+    c.delete("drone-1", "p1", None).await.unwrap();
+    assert!(
+        c.delete("drone-1", "p1", None)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
+#[tokio::test]
+async fn bulk_of_ten_thousand_documents_all_arrive() {
+    let server = CosmosDbServer::start().unwrap();
+    let c = container(&server, "bulk").await;
+    let (writer, mut outcomes) = c.bulk_writer::<usize>(BulkConfig::default());
+    let total = 10_000;
+    let feeder = tokio::spawn(async move {
+        for i in 0..total {
+            let device = format!("drone-{}", i % 97);
+            let id = format!("pos-{i}");
+            let op = BulkOperation {
+                kind: OperationType::Upsert,
+                partition_key: device.clone(),
+                id: None,
+                body: Bytes::from(position(&device, &id, 0.001 * i as f64, 0.0)),
+                if_match: None,
+                context: i,
+            };
+            writer.submit(op).await.unwrap();
+        }
+        writer.close().await;
+    });
+    let mut seen = HashSet::new();
+    while let Some(outcome) = outcomes.next().await {
+        assert!(outcome.is_success(), "{outcome:?}");
+        assert_eq!(outcome.range_id, "0");
+        assert!(
+            seen.insert(outcome.context),
+            "outcome twice for {}",
+            outcome.context
+        );
+    }
+    feeder.await.unwrap();
+    assert_eq!(seen.len(), total);
+
+    let ids = c
+        .query(
+            &QueryRequest {
+                query: "SELECT c.id FROM c".into(),
+                parameters: vec![],
+            },
+            QueryScope::AllRanges,
+        )
+        .await
+        .unwrap();
+    let ids: HashSet<String> = ids
+        .documents
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), total);
+    assert!((0..total).all(|i| ids.contains(&format!("pos-{i}"))));
+}
+
+#[tokio::test]
+async fn bulk_reports_conflicts_and_unsupported_patch_as_final() {
+    let server = CosmosDbServer::start().unwrap();
+    let c = container(&server, "final").await;
+    c.upsert("drone-1", &position("drone-1", "taken", 0.0, 0.0))
+        .await
+        .unwrap();
+
+    let (writer, mut outcomes) = c.bulk_writer::<&'static str>(BulkConfig::default());
+    let op = |kind, id: &str, body: Vec<u8>, context| BulkOperation {
+        kind,
+        partition_key: "drone-1".to_string(),
+        id: Some(id.to_string()),
+        body: Bytes::from(body),
+        if_match: None,
+        context,
+    };
+    writer
+        .submit(op(
+            OperationType::Create,
+            "taken",
+            position("drone-1", "taken", 1.0, 1.0),
+            "conflict",
+        ))
+        .await
+        .unwrap();
+    writer
+        .submit(op(
+            OperationType::Replace,
+            "absent",
+            position("drone-1", "absent", 1.0, 1.0),
+            "missing",
+        ))
+        .await
+        .unwrap();
+    writer
+        .submit(op(
+            OperationType::Delete,
+            "absent",
+            Vec::new(),
+            "delete-missing",
+        ))
+        .await
+        .unwrap();
+    writer
+        .submit(op(
+            OperationType::Patch,
+            "taken",
+            b"not json".to_vec(),
+            "malformed",
+        ))
+        .await
+        .unwrap();
+    writer.close().await;
+    let mut results = std::collections::HashMap::new();
+    while let Some(outcome) = outcomes.next().await {
+        results.insert(outcome.context, outcome);
+    }
+    assert_eq!(results.len(), 4);
+    let conflict = &results["conflict"];
+    assert_eq!((conflict.status, conflict.attempts), (409, 1));
+    assert_eq!(conflict.error, Some(FinalError::Rejected));
+    assert_eq!(results["missing"].status, 404);
+    assert_eq!(
+        results["missing"].attempts, 1,
+        "a 404 is final, not retried"
+    );
+    assert_eq!(results["delete-missing"].status, 404);
+    assert!(matches!(
+        results["malformed"].error,
+        Some(FinalError::Invalid(_))
+    ));
+
+    // This server rejects Patch inside a batch as a whole (400): final for every operation.
+    let (writer, mut outcomes) = c.bulk_writer::<&'static str>(BulkConfig::default());
+    let patch =
+        serde_json::to_vec(&json!({"operations":[{"op":"set","path":"/seq","value":1}]})).unwrap();
+    writer
+        .submit(op(OperationType::Patch, "taken", patch, "patch"))
+        .await
+        .unwrap();
+    writer.close().await;
+    let outcome = outcomes.next().await.unwrap();
+    assert_eq!((outcome.status, outcome.attempts), (400, 1));
+    assert!(outcomes.next().await.is_none());
+}
+
+#[tokio::test]
+async fn spatial_query_finds_documents_within_a_kilometre() {
+    let server = CosmosDbServer::start().unwrap();
+    let c = container(&server, "spatial").await;
+    // Redmond, a point about 500 m east, and Seattle (about 20 km away).
+    c.upsert("drone-1", &position("drone-1", "near", -122.12, 47.66))
+        .await
+        .unwrap();
+    c.upsert("drone-2", &position("drone-2", "close", -122.1134, 47.66))
+        .await
+        .unwrap();
+    c.upsert("drone-3", &position("drone-3", "far", -122.33, 47.61))
+        .await
+        .unwrap();
+
+    let query = QueryRequest {
+        query: "SELECT c.id FROM c WHERE ST_DISTANCE(c.location, @here) < 1000".into(),
+        parameters: vec![QueryParameter {
+            name: "@here".into(),
+            value: json!({"type": "Point", "coordinates": [-122.12, 47.66]}),
+        }],
+    };
+    let found = c.query(&query, QueryScope::AllRanges).await.unwrap();
+    let mut ids: Vec<&str> = found
+        .documents
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["close", "near"]);
+    assert!(found.calls >= 1);
+    assert!(found.request_charge > 0.0);
+
+    // This server does not scope queries by the partition key header, so say it in SQL too.
+    let in_partition = QueryRequest {
+        query: "SELECT c.id FROM c WHERE c.deviceId = @device AND ST_DISTANCE(c.location, @here) < 1000".into(),
+        parameters: vec![
+            query.parameters[0].clone(),
+            QueryParameter { name: "@device".into(), value: json!("drone-2") },
+        ],
+    };
+    let one = c
+        .query(&in_partition, QueryScope::Partition("drone-2".into()))
+        .await
+        .unwrap();
+    assert_eq!(one.documents.len(), 1);
+    assert_eq!(one.documents[0]["id"], "close");
+}
