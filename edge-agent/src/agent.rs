@@ -94,21 +94,16 @@ impl Agent {
     /// they do not end the agent.
     pub async fn run(self, shutdown: CancellationToken) -> Result<AgentReport, AgentError> {
         let (events_tx, mut events) = mpsc::channel(64);
-        let dialer = Dialer::new(
-            self.config.transport.clone(),
-            self.config.device_id.clone(),
-        )?;
+        let dialer = Dialer::new(self.config.transport.clone(), self.config.device_id.clone())?;
         let connection = Connection::new(dialer, self.status.clone(), events_tx);
         let connection_stop = shutdown.child_token();
-        let connection_task = AbortOnDropHandle::new(tokio::spawn(
-            connection.run(connection_stop.clone()),
-        ));
+        let connection_task =
+            AbortOnDropHandle::new(tokio::spawn(connection.run(connection_stop.clone())));
         let source = Source::start(&self.config.source, &self.status, &shutdown);
         let mut reports = tokio::time::interval(self.config.report_interval);
         reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut drain = tokio::time::interval(Duration::from_secs_f64(
-            1.0 / self.config.backlog_rate,
-        ));
+        let mut drain =
+            tokio::time::interval(Duration::from_secs_f64(1.0 / self.config.backlog_rate));
         drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
 
         let mut agent = self;

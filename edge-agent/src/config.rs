@@ -408,10 +408,7 @@ impl Settings {
             cap: seconds("RECONNECT_CAP", self.reconnect_cap.unwrap_or(60.0))?,
         };
         if backoff.cap < backoff.base {
-            return Err(invalid(
-                "RECONNECT_CAP",
-                "must be at least RECONNECT_BASE",
-            ));
+            return Err(invalid("RECONNECT_CAP", "must be at least RECONNECT_BASE"));
         }
         transport.backoff = backoff;
         if let Some(keep_alive) = self.keep_alive {
@@ -598,7 +595,10 @@ fn seconds(setting: &'static str, secs: f64) -> Result<Duration, ConfigError> {
     if secs.is_finite() && secs > 0.0 && secs < 1e9 {
         Ok(Duration::from_secs_f64(secs))
     } else {
-        Err(invalid(setting, format!("{secs} is not a positive number of seconds")))
+        Err(invalid(
+            setting,
+            format!("{secs} is not a positive number of seconds"),
+        ))
     }
 }
 

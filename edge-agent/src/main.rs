@@ -38,11 +38,7 @@ enum Command {
     /// Print a SAS token for a device connection string.
     SasToken {
         /// The device connection string (HostName=...;DeviceId=...;SharedAccessKey=...).
-        #[arg(
-            long,
-            env = "IOTHUB_DEVICE_CONNECTION_STRING",
-            hide_env_values = true
-        )]
+        #[arg(long, env = "IOTHUB_DEVICE_CONNECTION_STRING", hide_env_values = true)]
         connection_string: String,
         /// Lifetime in seconds from now (default 3600).
         #[arg(long, conflicts_with = "expiry")]
@@ -72,7 +68,9 @@ fn main() -> ExitCode {
         Some(Command::Check { timeout }) => {
             config(&cli).and_then(|config| runtime()?.block_on(check(config, timeout)))
         }
-        Some(Command::Run) | None => config(&cli).and_then(|config| runtime()?.block_on(run(config))),
+        Some(Command::Run) | None => {
+            config(&cli).and_then(|config| runtime()?.block_on(run(config)))
+        }
     };
     match outcome {
         Ok(code) => code,
@@ -86,7 +84,9 @@ fn main() -> ExitCode {
 fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -198,7 +198,11 @@ async fn check(config: AgentConfig, timeout: u64) -> anyhow::Result<ExitCode> {
         Ok(dialer) => match tokio::time::timeout(timeout, dialer.check()).await {
             Ok(Ok(())) => line(true, "connection", "connected and acknowledged (CONNACK)"),
             Ok(Err(err)) => line(false, "connection", err),
-            Err(_) => line(false, "connection", format!("no CONNACK within {timeout:?}")),
+            Err(_) => line(
+                false,
+                "connection",
+                format!("no CONNACK within {timeout:?}"),
+            ),
         },
         Err(err) => line(false, "connection", err),
     };
@@ -226,7 +230,10 @@ fn describe(config: &AgentConfig) -> String {
     let source = match &config.source {
         SourceConfig::Mavlink { address } => format!("mavlink {address}"),
         SourceConfig::Gpsd { address } => format!("gpsd {address}"),
-        SourceConfig::Sim(sim) => format!("sim seed {} around {}, {}", sim.seed, sim.home_lat, sim.home_lon),
+        SourceConfig::Sim(sim) => format!(
+            "sim seed {} around {}, {}",
+            sim.seed, sim.home_lat, sim.home_lon
+        ),
     };
     let endpoint = match &config.transport.endpoint {
         Endpoint::Tcp { host, port } => format!("mqtt://{host}:{port}"),

@@ -21,7 +21,12 @@ fn payload(n: u64) -> Vec<u8> {
 
 fn append(buffer: &mut DiskBuffer, count: u64) -> Vec<u64> {
     (0..count)
-        .map(|n| buffer.append(1_700_000_000_000 + n as i64, payload(n)).unwrap().id)
+        .map(|n| {
+            buffer
+                .append(1_700_000_000_000 + n as i64, payload(n))
+                .unwrap()
+                .id
+        })
         .collect()
 }
 
@@ -146,7 +151,11 @@ fn garbage_files_and_a_torn_tail_do_not_stop_the_buffer() {
     // A power cut in the middle of the last record.
     fs::write(file, &bytes[..bytes.len() - 10]).unwrap();
     // A segment full of garbage and a damaged journal.
-    fs::write(dir.path().join("seg-00000000000000000050.log"), b"not a record at all").unwrap();
+    fs::write(
+        dir.path().join("seg-00000000000000000050.log"),
+        b"not a record at all",
+    )
+    .unwrap();
     fs::write(dir.path().join("acks.log"), b"\x01\x02\x03").unwrap();
 
     let mut buffer = DiskBuffer::open(&config(dir.path(), 1 << 20)).unwrap();

@@ -140,11 +140,13 @@ mod tests {
 
     #[test]
     fn no_fix_and_other_classes() {
-        let no_fix = r#"{"class":"TPV","device":"/dev/ttyACM0","mode":1,"time":"2026-11-22T09:15:02.000Z"}"#;
+        let no_fix =
+            r#"{"class":"TPV","device":"/dev/ttyACM0","mode":1,"time":"2026-11-22T09:15:02.000Z"}"#;
         assert_eq!(parse_line(no_fix, now()).unwrap(), Report::NoFix);
         let sky = r#"{"class":"SKY","device":"/dev/ttyACM0","satellites":[]}"#;
         assert_eq!(parse_line(sky, now()).unwrap(), Report::Other);
-        let version = r#"{"class":"VERSION","release":"3.25","rev":"3.25","proto_major":3,"proto_minor":15}"#;
+        let version =
+            r#"{"class":"VERSION","release":"3.25","rev":"3.25","proto_major":3,"proto_minor":15}"#;
         assert_eq!(parse_line(version, now()).unwrap(), Report::Other);
         assert!(parse_line("garbage", now()).is_err());
     }

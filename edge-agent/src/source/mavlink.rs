@@ -126,7 +126,11 @@ mod tests {
         assert!(check_address("serial:/dev/ttyAMA0:57600").is_ok());
         assert!(check_address("udpin:0.0.0.0").is_err());
         assert!(check_address("serial:/dev/ttyAMA0:fast").is_err());
-        assert!(check_address("bluetooth:x:1").unwrap_err().contains("udpin"));
+        assert!(
+            check_address("bluetooth:x:1")
+                .unwrap_err()
+                .contains("udpin")
+        );
         assert!(check_address("nothing").is_err());
     }
 }

@@ -132,7 +132,10 @@ impl Source {
             Inner::Feed { rx, .. } => {
                 let mut rx = rx.clone();
                 match rx.wait_for(Option::is_some).await {
-                    Ok(latest) => latest.as_ref().map(|(_, fix)| fix.clone()).expect("checked"),
+                    Ok(latest) => latest
+                        .as_ref()
+                        .map(|(_, fix)| fix.clone())
+                        .expect("checked"),
                     // The task holds the sender while the source lives.
                     Err(_) => std::future::pending().await,
                 }
@@ -178,7 +181,12 @@ impl FixSink {
 }
 
 /// Runs a feed source in a task, restarting it with backoff when it fails or ends.
-fn feed<F, Fut>(name: &'static str, status: &StatusCell, shutdown: &CancellationToken, run: F) -> Inner
+fn feed<F, Fut>(
+    name: &'static str,
+    status: &StatusCell,
+    shutdown: &CancellationToken,
+    run: F,
+) -> Inner
 where
     F: Fn(FixSink) -> Fut + Send + 'static,
     Fut: Future<Output = Result<(), SourceError>> + Send,

@@ -172,7 +172,10 @@ impl SimRoute {
         };
         let east = from.0 + (to.0 - from.0) * t;
         let north = from.1 + (to.1 - from.1) * t;
-        let heading = (to.0 - from.0).atan2(to.1 - from.1).to_degrees().rem_euclid(360.0);
+        let heading = (to.0 - from.0)
+            .atan2(to.1 - from.1)
+            .to_degrees()
+            .rem_euclid(360.0);
         let lat = self.origin_lat + north / METRES_PER_DEGREE;
         let lon = self.origin_lon + east / (METRES_PER_DEGREE * self.origin_lat.to_radians().cos());
         let flight = (flown + self.battery_offset).as_secs_f64() % FLIGHT_TIME.as_secs_f64();
@@ -270,16 +273,25 @@ mod tests {
                 let east = (b.lon - a.lon) * METRES_PER_DEGREE * cos;
                 let moved = north.hypot(east);
                 // Never faster than the speed; exactly the speed except across a corner.
-                assert!(moved <= config.speed_mps * 1.01, "seed {seed}: {moved} m in 1 s");
+                assert!(
+                    moved <= config.speed_mps * 1.01,
+                    "seed {seed}: {moved} m in 1 s"
+                );
                 if (moved - config.speed_mps).abs() < 1e-3 {
                     straight += 1;
                     let bearing = east.atan2(north).to_degrees().rem_euclid(360.0);
                     let heading = a.heading_deg.unwrap();
                     let diff = (bearing - heading + 540.0).rem_euclid(360.0) - 180.0;
-                    assert!(diff.abs() < 1.0, "seed {seed}: heading {heading}, bearing {bearing}");
+                    assert!(
+                        diff.abs() < 1.0,
+                        "seed {seed}: heading {heading}, bearing {bearing}"
+                    );
                 }
             }
-            assert!(straight > 150, "seed {seed}: only {straight} straight steps");
+            assert!(
+                straight > 150,
+                "seed {seed}: only {straight} straight steps"
+            );
         }
     }
 
@@ -292,17 +304,34 @@ mod tests {
             ..at(&SimRoute::new(&config), 0.0)
         };
         let distances: Vec<f64> = (0..200)
-            .map(|seed| distance(&home, &at(&SimRoute::new(&SimConfig { seed, ..config.clone() }), 0.0)))
+            .map(|seed| {
+                distance(
+                    &home,
+                    &at(
+                        &SimRoute::new(&SimConfig {
+                            seed,
+                            ..config.clone()
+                        }),
+                        0.0,
+                    ),
+                )
+            })
             .collect();
         assert!(distances.iter().all(|d| *d < config.area_radius_m + 1600.0));
         let near = distances.iter().filter(|d| **d < 1000.0).count();
-        assert!((5..150).contains(&near), "{near} of 200 within 1 km of home");
+        assert!(
+            (5..150).contains(&near),
+            "{near} of 200 within 1 km of home"
+        );
     }
 
     #[test]
     fn speedup_scales_time_and_the_battery_drains() {
         let config = SimConfig::default();
-        let fast = SimRoute::new(&SimConfig { speedup: 10.0, ..config.clone() });
+        let fast = SimRoute::new(&SimConfig {
+            speedup: 10.0,
+            ..config.clone()
+        });
         let slow = SimRoute::new(&config);
         assert_eq!(at(&fast, 10.0).lat, at(&slow, 100.0).lat);
         let start = at(&slow, 0.0).battery_pct.unwrap();
@@ -316,9 +345,15 @@ mod tests {
 
     #[test]
     fn wrong_settings_are_named() {
-        let bad = SimConfig { speed_mps: -1.0, ..SimConfig::default() };
+        let bad = SimConfig {
+            speed_mps: -1.0,
+            ..SimConfig::default()
+        };
         assert!(bad.check().unwrap_err().contains("SIM_SPEED_MPS"));
-        let bad = SimConfig { home_lat: 91.0, ..SimConfig::default() };
+        let bad = SimConfig {
+            home_lat: 91.0,
+            ..SimConfig::default()
+        };
         assert!(bad.check().unwrap_err().contains("SIM_HOME_LAT"));
     }
 }

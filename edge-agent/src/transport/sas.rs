@@ -174,7 +174,10 @@ mod tests {
             parse("HostName=h;DeviceId=d;SharedAccessKey=***").unwrap_err(),
             KeyNotBase64
         );
-        assert_eq!(parse("HostName=h;junk").unwrap_err(), Malformed { index: 2 });
+        assert_eq!(
+            parse("HostName=h;junk").unwrap_err(),
+            Malformed { index: 2 }
+        );
         assert!(matches!(
             parse("HostName=h;DeviceId=a b").unwrap_err(),
             DeviceId(_)
