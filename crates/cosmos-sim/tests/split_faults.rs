@@ -1,0 +1,259 @@
+//! Faults while running: a range split (410/1002 on the old id, the children in pkranges,
+//! documents still there), a change of RU/s, 503s, timeouts and latency, over the admin
+//! endpoint and the library API.
+
+mod common;
+
+use common::Rest;
+use cosmos_sim::CosmosSim;
+use cosmos_wire::batch::{
+    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
+};
+use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str};
+use cosmos_wire::headers as h;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn admin(sim: &CosmosSim, method: Method, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .request(method, format!("{}_admin/{path}", sim.endpoint()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+fn bulk_headers(range: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "False".to_string()),
+        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+        (h::PARTITION_KEY_RANGE_ID, range.to_string()),
+    ]
+}
+
+fn upserts(devices: &[String]) -> Vec<u8> {
+    let mut body = BatchBody::new();
+    for d in devices {
+        let (pk, doc) = (
+            partition_key_json(d),
+            json!({"id": d, "deviceId": d}).to_string(),
+        );
+        body.push(&OperationRef {
+            operation_type: OperationType::Upsert,
+            partition_key: &pk,
+            id: None,
+            resource_body: Some(doc.as_bytes()),
+            if_match: None,
+        });
+    }
+    body.finish()
+}
+
+#[tokio::test]
+async fn split_answers_410_1002_and_pkranges_shows_the_children() {
+    let sim = CosmosSim::builder()
+        .partitions(2)
+        .ru_per_sec(1_000_000.0)
+        .start()
+        .await
+        .unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let before = rest.ranges("db", "c").await;
+    let hi0 = boundary_to_u128(&before[0].max_exclusive).unwrap();
+    let devices: Vec<String> = (0..1000)
+        .map(|i| format!("drone-{i}"))
+        .filter(|d| epk_u128_of_str(d) < hi0)
+        .take(60)
+        .collect();
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &bulk_headers("0"),
+            Some(upserts(&devices)),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+
+    let (status, children) = admin(
+        &sim,
+        Method::POST,
+        "split",
+        json!({"database":"db","container":"c","rangeId":"0"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{children}");
+    let after = rest.ranges("db", "c").await;
+    assert_eq!(after.len(), 3);
+    assert!(after.iter().all(|r| r.id != "0"));
+    let kids: Vec<_> = after
+        .iter()
+        .filter(|r| r.parents == vec!["0".to_string()])
+        .collect();
+    assert_eq!(kids.len(), 2);
+    assert_eq!(kids[0].min_inclusive, before[0].min_inclusive);
+    assert_eq!(kids[0].max_exclusive, kids[1].min_inclusive);
+    assert_eq!(kids[1].max_exclusive, before[0].max_exclusive);
+
+    // The old id is gone, for batches and queries alike.
+    let gone = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &bulk_headers("0"),
+            Some(upserts(&devices)),
+        )
+        .await;
+    assert_eq!(
+        (gone.status.as_u16(), gone.header(h::SUBSTATUS)),
+        (410, Some("1002"))
+    );
+    let q = rest
+        .query(
+            "db",
+            "c",
+            "SELECT * FROM c",
+            json!([]),
+            (h::PARTITION_KEY_RANGE_ID, "0".into()),
+        )
+        .await;
+    assert_eq!(
+        (q.status.as_u16(), q.header(h::SUBSTATUS)),
+        (410, Some("1002"))
+    );
+
+    // A batch sent to one child with keys of both: the strangers get 410/1002 per operation.
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &bulk_headers(&kids[0].id),
+            Some(upserts(&devices)),
+        )
+        .await;
+    assert_eq!(r.status, 207);
+    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+    let kid_hi = boundary_to_u128(&kids[0].max_exclusive).unwrap();
+    for (d, o) in devices.iter().zip(&results) {
+        if epk_u128_of_str(d) < kid_hi {
+            assert_eq!(o.status_code, 200, "{d}");
+        } else {
+            assert_eq!((o.status_code, o.sub_status_code), (410, 1002), "{d}");
+        }
+    }
+    // Documents moved with their ranges: every one is still readable, and the children hold them all.
+    for d in &devices {
+        let r = rest
+            .send(
+                Method::GET,
+                &format!("/dbs/db/colls/c/docs/{d}"),
+                &[(h::PARTITION_KEY, partition_key_json(d))],
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 200, "{d}");
+    }
+    let mut found = 0;
+    for kid in &kids {
+        let q = rest
+            .query(
+                "db",
+                "c",
+                "SELECT VALUE c.id FROM c",
+                json!([]),
+                (h::PARTITION_KEY_RANGE_ID, kid.id.clone()),
+            )
+            .await;
+        found += q.body["_count"].as_u64().unwrap();
+    }
+    assert_eq!(found, 60);
+    let stats = sim.stats();
+    let parts = &stats.container("db", "c").unwrap().partitions;
+    assert_eq!(parts.iter().filter(|p| p.live).count(), 3);
+    assert!(parts.iter().any(|p| p.id == "0" && !p.live));
+    // Splitting an id that is gone is refused.
+    assert!(sim.split_range("db", "c", "0").is_err());
+}
+
+#[tokio::test]
+async fn throughput_change_resplits_the_budget() {
+    let sim = CosmosSim::builder()
+        .partitions(4)
+        .ru_per_sec(400.0)
+        .start()
+        .await
+        .unwrap();
+    sim.create_container("db", "c", "/deviceId").unwrap();
+    let (status, _) = admin(
+        &sim,
+        Method::POST,
+        "throughput",
+        json!({"database":"db","container":"c","ruPerSec": 8000}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let stats = sim.stats();
+    let c = stats.container("db", "c").unwrap();
+    assert_eq!(c.ru_per_sec, 8000.0);
+    assert!(c.partitions.iter().all(|p| p.ru_budget_per_sec == 2000.0));
+    sim.split_range("db", "c", "1").unwrap();
+    let stats = sim.stats();
+    let live: Vec<_> = stats
+        .container("db", "c")
+        .unwrap()
+        .partitions
+        .iter()
+        .filter(|p| p.live)
+        .collect();
+    assert!(
+        live.iter().all(|p| p.ru_budget_per_sec == 1600.0),
+        "{live:?}"
+    );
+    let (status, _) = admin(
+        &sim,
+        Method::POST,
+        "throughput",
+        json!({"database":"db","container":"nope","ruPerSec": 10}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(sim.set_ru_per_sec("db", "c", 0.0).is_err());
+}
+
+#[tokio::test]
+async fn injected_503_timeouts_and_latency() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    let (status, settings) =
+        admin(&sim, Method::POST, "faults", json!({"errorRate503": 1.0})).await;
+    assert_eq!(
+        (status, settings["errorRate503"].as_f64()),
+        (200, Some(1.0))
+    );
+    let r = rest.send(Method::GET, "/dbs", &[], None).await;
+    assert_eq!(r.status, 503);
+    sim.set_error_rate_503(0.0);
+    assert_eq!(rest.send(Method::GET, "/dbs", &[], None).await.status, 200);
+
+    sim.set_timeout_rate(1.0, Duration::from_millis(300));
+    let start = Instant::now();
+    let r = rest.send(Method::GET, "/dbs", &[], None).await;
+    assert_eq!(r.status, 408);
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    sim.set_timeout_rate(0.0, Duration::ZERO);
+
+    sim.set_latency(Duration::from_millis(200));
+    let start = Instant::now();
+    assert_eq!(rest.send(Method::GET, "/dbs", &[], None).await.status, 200);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    let (_, faults) = admin(&sim, Method::GET, "faults", Value::Null).await;
+    assert_eq!(faults["latencyMs"], 200);
+
+    let (status, stats) = admin(&sim, Method::GET, "stats", Value::Null).await;
+    assert_eq!(status, 200);
+    assert!(stats["requests"].as_u64().unwrap() >= 4);
+}

@@ -1,0 +1,203 @@
+//! Request units and throttling over HTTP: a hot key is held to its partition's share while
+//! the other partitions stay idle; uniform keys use the provisioned RU/s; a bulk batch that
+//! outruns its budget answers 207 with per-operation 429s.
+
+mod common;
+
+use common::Rest;
+use cosmos_sim::CosmosSim;
+use cosmos_wire::batch::{
+    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
+};
+use cosmos_wire::headers as h;
+use reqwest::Method;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// RU charged to successful upserts, per second of `window`, by `workers` concurrent writers
+/// that each pick keys with `key(worker, n)`. Throttled answers are counted and retried at once.
+async fn drive(
+    rest: Arc<Rest>,
+    workers: usize,
+    window: Duration,
+    key: fn(usize, usize) -> String,
+) -> (f64, u64) {
+    let deadline = Instant::now() + window;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let rest = rest.clone();
+            tokio::spawn(async move {
+                let (mut ru, mut throttled, mut n) = (0.0, 0u64, 0usize);
+                while Instant::now() < deadline {
+                    let device = key(w, n);
+                    n += 1;
+                    let doc = json!({"id": format!("{w}-{n}"), "deviceId": device, "pad": "x".repeat(200)});
+                    let r = rest.upsert("db", "c", &doc).await;
+                    match r.status.as_u16() {
+                        201 | 200 => ru += r.charge(),
+                        429 => {
+                            assert_eq!(r.header(h::SUBSTATUS), Some("3200"));
+                            let wait: u64 = r.header(h::RETRY_AFTER_MS).unwrap().parse().unwrap();
+                            assert!((1..=1000).contains(&wait), "{wait}");
+                            assert_eq!(r.charge(), 0.0);
+                            throttled += 1;
+                        }
+                        other => panic!("unexpected {other}: {}", r.body),
+                    }
+                }
+                (ru, throttled)
+            })
+        })
+        .collect();
+    let mut total = (0.0, 0);
+    for t in tasks {
+        let (ru, throttled) = t.await.unwrap();
+        total.0 += ru;
+        total.1 += throttled;
+    }
+    (total.0 / window.as_secs_f64(), total.1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
+    let sim = CosmosSim::builder()
+        .partitions(4)
+        .ru_per_sec(2_000.0)
+        .start()
+        .await
+        .unwrap();
+    let rest = Arc::new(Rest::new(&sim.endpoint(), sim.key()));
+    rest.setup("db", "c").await;
+    // Spend the hot partition's initial full bucket first, then measure the steady rate.
+    let throttled_once = |sim: &CosmosSim| sim.stats().throttled_operations > 0;
+    while !throttled_once(&sim) {
+        drive(rest.clone(), 8, Duration::from_millis(200), |_, _| {
+            "hot-drone".into()
+        })
+        .await;
+    }
+    let before = sim.stats();
+    let (rate, throttled) = drive(rest.clone(), 8, Duration::from_secs(2), |_, _| {
+        "hot-drone".into()
+    })
+    .await;
+    let share = 2_000.0 / 4.0;
+    assert!(throttled > 0, "the hot partition must throttle");
+    assert!(
+        rate > share * 0.85 && rate < share * 1.1,
+        "hot partition served {rate} RU/s, share {share}"
+    );
+    let stats = sim.stats();
+    let parts = &stats.container("db", "c").unwrap().partitions;
+    let hot: Vec<_> = parts.iter().filter(|p| p.ru_total > 0.0).collect();
+    assert_eq!(
+        hot.len(),
+        1,
+        "only the hot key's partition did any work: {parts:?}"
+    );
+    assert!(hot[0].throttled > 0);
+    assert_eq!(hot[0].ru_budget_per_sec, share);
+    assert!(stats.throttled_operations > before.throttled_operations);
+    assert!(
+        !hot[0].ru_per_second.is_empty(),
+        "the heat map has a row for it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniform_keys_reach_the_provisioned_throughput() {
+    let provisioned = 2_000.0;
+    let sim = CosmosSim::builder()
+        .partitions(4)
+        .ru_per_sec(provisioned)
+        .start()
+        .await
+        .unwrap();
+    let rest = Arc::new(Rest::new(&sim.endpoint(), sim.key()));
+    rest.setup("db", "c").await;
+    let key = |w: usize, n: usize| format!("drone-{}", (w * 7919 + n * 104_729) % 1000);
+    // Spend the initial full buckets: load until every partition has throttled.
+    let all_throttled = |sim: &CosmosSim| {
+        sim.stats()
+            .container("db", "c")
+            .unwrap()
+            .partitions
+            .iter()
+            .all(|p| p.throttled > 0)
+    };
+    while !all_throttled(&sim) {
+        drive(rest.clone(), 16, Duration::from_millis(200), key).await;
+    }
+    let (rate, throttled) = drive(rest.clone(), 16, Duration::from_secs(2), key).await;
+    assert!(
+        throttled > 0,
+        "the load must exceed the budget to measure it"
+    );
+    assert!(
+        rate >= 0.95 * provisioned,
+        "served {rate} RU/s of {provisioned}"
+    );
+    assert!(
+        rate <= 1.05 * provisioned,
+        "served {rate} RU/s, more than the {provisioned} provisioned"
+    );
+}
+
+#[tokio::test]
+async fn bulk_batch_over_budget_answers_207_with_per_operation_429() {
+    let sim = CosmosSim::builder()
+        .partitions(1)
+        .ru_per_sec(100.0)
+        .start()
+        .await
+        .unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let docs: Vec<(String, String)> = (0..50)
+        .map(|i| {
+            let d = format!("drone-{i}");
+            (
+                partition_key_json(&d),
+                json!({"id": d, "deviceId": d}).to_string(),
+            )
+        })
+        .collect();
+    let mut body = BatchBody::new();
+    for (pk, doc) in &docs {
+        body.push(&OperationRef {
+            operation_type: OperationType::Create,
+            partition_key: pk,
+            id: None,
+            resource_body: Some(doc.as_bytes()),
+            if_match: None,
+        });
+    }
+    let headers = [
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "False".to_string()),
+        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+        (h::PARTITION_KEY_RANGE_ID, "0".to_string()),
+    ];
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body.finish()),
+        )
+        .await;
+    assert_eq!(r.status, 207);
+    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+    let ok = results.iter().take_while(|o| o.status_code == 201).count();
+    // 100 RU of budget, about 5.2 RU per small insert.
+    assert!((15..=20).contains(&ok), "{ok} succeeded");
+    for o in &results[ok..] {
+        assert_eq!((o.status_code, o.sub_status_code), (429, 3200));
+        assert!(o.retry_after_milliseconds.unwrap() > 0);
+        assert_eq!(o.request_charge, 0.0);
+    }
+    let charged: f64 = results.iter().map(|o| o.request_charge).sum();
+    assert!((r.charge() - charged).abs() < 0.05);
+    assert!(charged <= 100.0 + 6.0);
+}
