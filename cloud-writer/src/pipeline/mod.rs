@@ -54,15 +54,16 @@ pub struct PipelineSettings {
     pub batch_max_messages: usize,
 }
 
-/// Judges and coalesces one batch of messages: rejected and superseded ones are recorded
-/// and acknowledged; the newest fresh position of each drone is returned.
+/// Judges and coalesces one batch of messages: rejected ones are recorded and
+/// acknowledged, superseded ones collected in `superseded`; the newest fresh position of
+/// each drone stays in `coalescer`.
 pub fn prepare_batch(
     messages: impl IntoIterator<Item = Message>,
     now: DateTime<Utc>,
     policy: &StalenessPolicy,
     rejects: &Rejects,
-    metrics: &Metrics,
     coalescer: &mut Coalescer<PositionWrite>,
+    superseded: &mut Vec<PositionWrite>,
 ) {
     for message in messages {
         let Message {
@@ -80,10 +81,7 @@ pub fn prepare_batch(
                     received_at,
                     ack,
                 };
-                if let Some(superseded) = coalescer.offer(write) {
-                    metrics.dropped("superseded");
-                    superseded.ack.finish();
-                }
+                superseded.extend(coalescer.offer(write));
             }
             Err(rejection) => {
                 rejects.record(&identity, &payload, &rejection);
@@ -103,6 +101,7 @@ pub async fn run(
 ) {
     let mut batch = Vec::with_capacity(settings.batch_max_messages);
     let mut coalescer = Coalescer::default();
+    let mut superseded = Vec::new();
     while rx.recv_many(&mut batch, settings.batch_max_messages).await > 0 {
         metrics.set_backlog(rx.len());
         prepare_batch(
@@ -110,10 +109,13 @@ pub async fn run(
             Utc::now(),
             &settings.staleness,
             &rejects,
-            &metrics,
             &mut coalescer,
+            &mut superseded,
         );
         rejects.flush();
+        for write in superseded.drain(..) {
+            sink.superseded(write).await;
+        }
         for write in coalescer.drain() {
             sink.write(write).await;
         }

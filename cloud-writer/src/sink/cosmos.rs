@@ -165,45 +165,31 @@ impl CosmosSink {
 
     /// Starts writing one coalesced position; waits while the bulk writer is full.
     pub async fn write(&self, item: PositionWrite) {
+        let shared = &self.shared;
+        let order = item.position.order();
+        let known = {
+            let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
+            if hw.is_superseded(&item.position.device_id, order) {
+                None
+            } else {
+                Some(
+                    hw.get(&item.position.device_id)
+                        .and_then(|m| m.etag.clone()),
+                )
+            }
+        };
+        let Some(cached_etag) = known else {
+            return self.superseded(item).await;
+        };
         let PositionWrite {
             position,
             enqueued,
             received_at,
             ack,
         } = item;
-        let shared = &self.shared;
-        let order = position.order();
-        let known = {
-            let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
-            if hw.is_superseded(&position.device_id, order) {
-                None
-            } else {
-                Some(hw.get(&position.device_id).and_then(|m| m.etag.clone()))
-            }
-        };
-        let Some(cached_etag) = known else {
-            shared.metrics.dropped("superseded");
-            ack.finish();
-            return;
-        };
         let encoded = self.encoder.encode(&position, enqueued);
         if let Some(body) = encoded.history {
-            shared.enter();
-            let op = BulkOperation {
-                kind: OperationType::Create,
-                partition_key: position.device_id.clone(),
-                id: None,
-                body: body.clone(),
-                if_match: None,
-                context: Ctx::History {
-                    device_id: position.device_id.clone(),
-                    id: history_id(&position.device_id, position.seq),
-                    body,
-                    device_time: position.ts,
-                    ack: ack.clone(),
-                },
-            };
-            shared.submit(op).await;
+            self.write_history(&position, body, ack.clone()).await;
         }
         let pending = Box::new(Pending {
             doc_id: document_id(&position.device_id).into_owned(),
@@ -227,6 +213,41 @@ impl CosmosSink {
             }
             (NewestWins::Etag, None) => shared.clone().read_then_write(pending),
         }
+    }
+
+    /// A fresh position known to be superseded (by a newer one of its batch, or by the
+    /// high-water mark): counted; in history mode its history document is still written.
+    pub async fn superseded(&self, item: PositionWrite) {
+        self.shared.metrics.dropped("superseded");
+        match self.encoder.history_document(&item.position, item.enqueued) {
+            Some(body) => self.write_history(&item.position, body, item.ack).await,
+            None => item.ack.finish(),
+        }
+    }
+
+    async fn write_history(
+        &self,
+        position: &telemetry::Position,
+        body: Bytes,
+        ack: crate::source::Ack,
+    ) {
+        let shared = &self.shared;
+        shared.enter();
+        let op = BulkOperation {
+            kind: OperationType::Create,
+            partition_key: position.device_id.clone(),
+            id: None,
+            body: body.clone(),
+            if_match: None,
+            context: Ctx::History {
+                device_id: position.device_id.clone(),
+                id: history_id(&position.device_id, position.seq),
+                body,
+                device_time: position.ts,
+                ack,
+            },
+        };
+        shared.submit(op).await;
     }
 
     /// Waits until every position written so far has its final outcome, then stops the

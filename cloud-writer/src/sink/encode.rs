@@ -1,10 +1,16 @@
 //! The bytes a position turns into: the latest-position document, the conditional patch
 //! that applies it only over an older stored position, and the history document.
 //!
-//! The patch is derived from the document itself (every field that changes between
-//! positions is `set`, an absent optional field is set to `null`), so the document
-//! format stays defined in one place (`telemetry::document`). Cosmos DB allows at most
-//! [`MAX_PATCH_OPERATIONS`] operations per patch; the fields that change are exactly that many.
+//! The patch is derived from the document itself (every field of the document that can
+//! change between positions is `set`), so the document format stays defined in one place
+//! (`telemetry::document`). Cosmos DB allows at most [`MAX_PATCH_OPERATIONS`] operations
+//! per patch; the fields that can change are exactly that many.
+//!
+//! An optional field the new position lacks (`altM`, `headingDeg`, `speedMps`,
+//! `batteryPct`, the enqueued time) is left out of the patch, so the stored document keeps
+//! the value of an earlier position for it: a `set` to `null` is not accepted by every
+//! server, and a `remove` fails when the field is absent. Drones send the same fields in
+//! every message, so this only shows when a drone stops reporting a field.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -65,6 +71,19 @@ impl Encoder {
         &self.layout
     }
 
+    /// The history document of a position, in history mode.
+    pub fn history_document(
+        &self,
+        pos: &Position,
+        enqueued: Option<DateTime<Utc>>,
+    ) -> Option<Bytes> {
+        self.history.map(|ttl| {
+            let mut out = Vec::with_capacity(384);
+            self.layout.write_history(pos, enqueued, ttl, &mut out);
+            Bytes::from(out)
+        })
+    }
+
     /// Encodes one valid position.
     pub fn encode(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Encoded {
         let mut latest = Vec::with_capacity(384);
@@ -73,11 +92,7 @@ impl Encoder {
             let condition = pos.order().stored_is_older_condition();
             Bytes::from(patch_of_document(&latest, &condition))
         });
-        let history = self.history.map(|ttl| {
-            let mut out = Vec::with_capacity(384);
-            self.layout.write_history(pos, enqueued, ttl, &mut out);
-            Bytes::from(out)
-        });
+        let history = self.history_document(pos, enqueued);
         Encoded {
             latest: Bytes::from(latest),
             patch,
@@ -93,17 +108,15 @@ pub fn patch_of_document(document: &[u8], condition: &str) -> Vec<u8> {
         serde_json::from_slice(document).expect("documents are JSON objects");
     let mut out = Vec::with_capacity(document.len() + condition.len() + 400);
     out.extend_from_slice(b"{\"operations\":[");
-    for (i, field) in patched_fields().enumerate() {
+    let present = patched_fields().filter_map(|field| Some((field, *fields.get(field)?)));
+    for (i, (field, value)) in present.enumerate() {
         if i > 0 {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"op\":\"set\",\"path\":\"/");
         out.extend_from_slice(field.as_bytes());
         out.extend_from_slice(b"\",\"value\":");
-        match fields.get(field) {
-            Some(value) => out.extend_from_slice(value.get().as_bytes()),
-            None => out.extend_from_slice(b"null"),
-        }
+        out.extend_from_slice(value.get().as_bytes());
         out.push(b'}');
     }
     out.extend_from_slice(b"],\"condition\":");
@@ -135,22 +148,24 @@ mod tests {
     }
 
     #[test]
-    fn patch_sets_document_values_and_nulls_absent_fields() {
+    fn patch_sets_the_document_values_it_has() {
         let encoder = Encoder::new(DocumentLayout::default(), true, None);
         let encoded = encoder.encode(&position(), None);
         let patch: Value = serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
         let ops = patch["operations"].as_array().unwrap();
-        assert_eq!(ops.len(), patched_fields().count());
-        let value_of =
-            |path: &str| ops.iter().find(|op| op["path"] == path).unwrap()["value"].clone();
+        let value_of = |path: &str| {
+            ops.iter()
+                .find(|op| op["path"] == path)
+                .map_or(Value::Null, |op| op["value"].clone())
+        };
         assert_eq!(value_of("/seq"), json!(9));
         assert_eq!(
             value_of("/location"),
             json!({"type":"Point","coordinates":[-122.25,47.5]})
         );
         assert_eq!(value_of("/altM"), json!(100.0));
-        assert_eq!(value_of("/speedMps"), Value::Null);
-        assert_eq!(value_of("/enqueuedTime"), Value::Null);
+        // Absent fields are not patched: seq, deviceTime, deviceTimeMs, location, altM.
+        assert_eq!(ops.len(), 5);
         assert!(ops.iter().all(|op| op["op"] == "set"));
         assert_eq!(
             patch["condition"],

@@ -224,7 +224,6 @@ async fn run(
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .reset();
-                metrics.set_source_connected(true);
                 tracing::info!(session_present = connack.session_present, "MQTT connected");
                 // The request channel is drained by this loop: subscribe from another task.
                 let client = client.clone();
@@ -236,7 +235,19 @@ async fn run(
                 });
             }
             Ok(Event::Incoming(Packet::SubAck(suback))) => {
-                tracing::info!(codes = ?suback.return_codes, "MQTT subscription acknowledged");
+                let granted = suback
+                    .return_codes
+                    .iter()
+                    .all(|code| matches!(code, rumqttc::SubscribeReasonCode::Success(_)));
+                if !granted {
+                    break Err(SourceError::Failed(format!(
+                        "the broker refused the subscription to {filter}: {:?}",
+                        suback.return_codes
+                    )));
+                }
+                // Ready once subscribed: messages published from now on reach this writer.
+                metrics.set_source_connected(true);
+                tracing::info!(%filter, "MQTT subscribed");
             }
             Ok(Event::Incoming(Packet::Publish(publish))) => {
                 let Some(sender) = &tx else {

@@ -1,0 +1,286 @@
+//! Shared helpers of the integration tests: message scenarios, an MQTT publisher, writer
+//! settings, reading back the container, and waiting on conditions.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cloud_writer::Settings;
+use cloud_writer::config::Secret;
+use cosmos::{
+    ContainerClient, CosmosClient, CosmosConfig, Credential, MasterKey, QueryRequest, QueryScope,
+};
+use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
+use serde_json::Value;
+
+/// The emulator's well-known key (the local endpoint's default; @vercel/cosmosdb-server
+/// ignores signatures).
+pub const KEY: &str = cosmos_wire::auth::EMULATOR_KEY;
+
+/// One message to publish: the device whose topic it goes to, and the payload.
+#[derive(Debug, Clone)]
+pub struct Publish {
+    pub device: String,
+    pub payload: Vec<u8>,
+}
+
+/// Messages of a fleet and what the writer must make of them.
+#[derive(Debug, Default)]
+pub struct Scenario {
+    pub messages: Vec<Publish>,
+    /// Per drone, the newest fresh valid position: (deviceTimeMs, seq, lat, lon).
+    pub expected: HashMap<String, (i64, u64, f64, f64)>,
+    pub fresh: u64,
+    pub stale: u64,
+    pub invalid: u64,
+    pub spoofed: u64,
+}
+
+pub fn device(d: usize) -> String {
+    format!("drone-{d:05}")
+}
+
+pub fn wire(device: &str, seq: u64, ts: DateTime<Utc>, lat: f64, lon: f64) -> Vec<u8> {
+    format!(
+        r#"{{"v":1,"deviceId":"{device}","seq":{seq},"ts":"{}","lat":{lat},"lon":{lon},"altM":120.5,"speedMps":11.0,"batteryPct":80}}"#,
+        ts.format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    )
+    .into_bytes()
+}
+
+/// `drones` drones with `per_drone` positions each, 5 s apart ending at `now`. Per drone
+/// the order is shuffled; every tenth drone sends newest first (an offline buffer
+/// replayed). Some positions are stale (10 minutes old), invalid (bad JSON, latitude out
+/// of range) or spoofed (another drone's id in the payload, on the newest position).
+/// Messages of different drones are interleaved.
+pub fn scenario(drones: usize, per_drone: u64, now: DateTime<Utc>) -> Scenario {
+    let mut rng_state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        rng_state
+    };
+    let mut s = Scenario::default();
+    let mut per_device: Vec<Vec<Publish>> = Vec::with_capacity(drones);
+    for d in 0..drones {
+        let id = device(d);
+        let mut msgs = Vec::with_capacity(per_drone as usize);
+        for seq in 1..=per_drone {
+            let mut ts = now - chrono::TimeDelta::seconds(5 * (per_drone - seq) as i64);
+            let lat = (d % 170) as f64 - 85.0 + seq as f64 * 0.001;
+            let lon = (d % 350) as f64 - 175.0 + seq as f64 * 0.001;
+            let payload = if d % 7 == 3 && seq == 1 {
+                ts = now - chrono::TimeDelta::minutes(10);
+                s.stale += 1;
+                wire(&id, seq, ts, lat, lon)
+            } else if d % 11 == 5 && seq == 2 {
+                s.invalid += 1;
+                b"{\"v\":1,\"deviceId\":".to_vec()
+            } else if d % 13 == 6 && seq == 3 {
+                s.invalid += 1;
+                wire(&id, seq, ts, 123.0, lon)
+            } else if d % 17 == 8 && seq == per_drone {
+                s.spoofed += 1;
+                wire(&device(d + 1), seq, ts, lat, lon)
+            } else {
+                s.fresh += 1;
+                let key = (ts.timestamp_millis(), seq, lat, lon);
+                let entry = s.expected.entry(id.clone()).or_insert(key);
+                if (key.0, key.1) > (entry.0, entry.1) {
+                    *entry = key;
+                }
+                wire(&id, seq, ts, lat, lon)
+            };
+            msgs.push(Publish {
+                device: id.clone(),
+                payload,
+            });
+        }
+        if d % 10 == 0 {
+            msgs.reverse();
+        } else {
+            for i in (1..msgs.len()).rev() {
+                let j = (next() % (i as u64 + 1)) as usize;
+                msgs.swap(i, j);
+            }
+        }
+        per_device.push(msgs);
+    }
+    for round in 0..per_drone as usize {
+        for msgs in &mut per_device {
+            if let Some(m) = msgs.get(round) {
+                s.messages.push(m.clone());
+            }
+        }
+    }
+    s
+}
+
+/// Publishes `messages` at QoS 1 to `devices/{device}/messages/events/` and waits for
+/// every PUBACK.
+pub async fn publish(port: u16, client_id: &str, messages: &[Publish]) {
+    let mut options = MqttOptions::new(client_id, "127.0.0.1", port);
+    options
+        .set_keep_alive(Duration::from_secs(30))
+        .set_inflight(1000)
+        .set_max_packet_size(2 * 1024 * 1024, 2 * 1024 * 1024)
+        .set_request_channel_capacity(10_000);
+    let (client, mut eventloop) = AsyncClient::new(options, 10_000);
+    let total = messages.len();
+    let acks = tokio::spawn(async move {
+        let mut acked = 0;
+        while acked < total {
+            match eventloop.poll().await {
+                Ok(Event::Incoming(Packet::PubAck(_))) => acked += 1,
+                Ok(_) => {}
+                Err(err) => panic!("publisher connection failed: {err}"),
+            }
+        }
+        // Let the DISCONNECT go out.
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Outgoing(Outgoing::Disconnect)) | Err(_) => break,
+                    _ => {}
+                }
+            }
+        })
+        .await;
+    });
+    for m in messages {
+        let topic = format!("devices/{}/messages/events/", m.device);
+        client
+            .publish(topic, QoS::AtLeastOnce, false, m.payload.clone())
+            .await
+            .expect("publish request");
+    }
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let _ = client.disconnect().await;
+        acks.await.expect("publisher task");
+    })
+    .await
+    .expect("every message acknowledged by the broker");
+}
+
+/// Sends the writer's logs to the test output (shown for failing tests).
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,cloud_writer=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+/// Writer settings against a Cosmos endpoint and a broker (also starts test logs).
+pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
+    logs();
+    Settings {
+        cosmos_endpoint: Some(endpoint.parse().unwrap()),
+        cosmos_key: Some(Secret::new(KEY)),
+        cosmos_database: Some("telemetry".into()),
+        cosmos_container: Some(container.into()),
+        cosmos_create_if_missing: Some(true),
+        writer_source: Some(Secret::new(mqtt_url)),
+        mqtt_client_id: Some(format!("writer-{container}")),
+        metrics_addr: Some("127.0.0.1:0".into()),
+        ..Settings::default()
+    }
+}
+
+/// A client for a container.
+pub fn container(endpoint: &str, database: &str, name: &str) -> ContainerClient {
+    let key = MasterKey::from_base64(KEY).unwrap();
+    let client = CosmosClient::new(CosmosConfig::new(
+        endpoint.parse().unwrap(),
+        Credential::MasterKey(key),
+    ))
+    .unwrap();
+    client.container(database, name)
+}
+
+/// Every document of the container, by `deviceId` (latest documents only).
+pub async fn latest_documents(container: &ContainerClient) -> HashMap<String, Value> {
+    let query = QueryRequest {
+        query: "SELECT * FROM c WHERE c.kind = 'latest'".into(),
+        parameters: vec![],
+    };
+    let response = container
+        .query(&query, QueryScope::AllRanges)
+        .await
+        .expect("query the container");
+    response
+        .documents
+        .into_iter()
+        .map(|d| (d["deviceId"].as_str().unwrap().to_string(), d))
+        .collect()
+}
+
+/// Checks that the container holds exactly the expected newest position of each drone.
+pub fn assert_newest(
+    docs: &HashMap<String, Value>,
+    expected: &HashMap<String, (i64, u64, f64, f64)>,
+) {
+    assert_eq!(docs.len(), expected.len(), "one document per drone");
+    for (device, (time_ms, seq, lat, lon)) in expected {
+        let doc = docs
+            .get(device)
+            .unwrap_or_else(|| panic!("no document for {device}"));
+        assert_eq!(doc["id"], device.as_str());
+        assert_eq!(doc["deviceTimeMs"], *time_ms, "{device}: {doc}");
+        assert_eq!(doc["seq"], *seq, "{device}: {doc}");
+        assert_eq!(doc["location"]["type"], "Point");
+        assert_eq!(doc["location"]["coordinates"][0].as_f64(), Some(*lon));
+        assert_eq!(doc["location"]["coordinates"][1].as_f64(), Some(*lat));
+    }
+}
+
+/// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
+/// with `what` and the last state otherwise.
+pub async fn wait_until<S: std::fmt::Debug>(
+    what: &str,
+    timeout: Duration,
+    mut state: impl FnMut() -> S,
+    mut condition: impl FnMut(&S) -> bool,
+) -> S {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let now = state();
+        if condition(&now) {
+            return now;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last state: {now:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Like [`wait_until`] with an async state.
+pub async fn wait_until_async<S, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut state: F,
+    mut condition: impl FnMut(&S) -> bool,
+) -> S
+where
+    S: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = S>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let now = state().await;
+        if condition(&now) {
+            return now;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last state: {now:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
