@@ -63,6 +63,16 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Fresh ports tried when another process takes the chosen one first.
 const PORT_ATTEMPTS: usize = 3;
 
+impl BrokerKind {
+    /// The broker's name: `embedded` or `mosquitto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerKind::Embedded => "embedded",
+            BrokerKind::Mosquitto => "mosquitto",
+        }
+    }
+}
+
 impl Broker {
     /// Starts a broker of `kind` on a free port of 127.0.0.1 and waits until it accepts
     /// connections.

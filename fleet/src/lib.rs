@@ -10,7 +10,9 @@
 
 pub mod area;
 pub mod broker;
+pub mod demo;
 pub mod loadgen;
 pub mod prom;
+pub mod report;
 pub mod view;
 pub mod writer_metrics;

@@ -7,7 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use fleet::area::FleetArea;
+use std::io::IsTerminal as _;
+
 use fleet::broker::{Broker, BrokerKind};
+use fleet::demo::{self, DemoConfig, Output, Scenario};
 use fleet::loadgen::{self, LoadgenConfig};
 
 /// Drone fleet telemetry: the demo and the load generator.
@@ -20,8 +23,46 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole pipeline here: broker, local Cosmos endpoint, simulated fleet, cloud
+    /// writer; show it live and report.
+    Demo(DemoArgs),
     /// Publish N simulated drones' positions at a rate to an MQTT broker and report.
     Loadgen(LoadgenArgs),
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Which field lesson to show.
+    #[arg(long, value_enum, default_value = "bulk")]
+    scenario: Scenario,
+    /// Drones in the fleet.
+    #[arg(long, default_value_t = 1_000)]
+    drones: usize,
+    /// How long the fleet flies, wall time (e.g. `60s`, `2m`).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Flight seconds per wall second (reports every 5 s of flight; the 5-minute cutoff
+    /// scales the same way).
+    #[arg(long, default_value_t = 10.0)]
+    speedup: f64,
+    /// The MQTT broker: embedded (in this process) or the system's mosquitto.
+    #[arg(long, value_enum, default_value = "embedded")]
+    broker: BrokerKind,
+    /// Physical partitions of the container.
+    #[arg(long, default_value_t = 4)]
+    partitions: usize,
+    /// Provisioned RU/s of the container, split evenly over its partitions.
+    #[arg(long, default_value_t = 40_000.0)]
+    ru_per_sec: f64,
+    /// Latency the local endpoint adds to every request, milliseconds.
+    #[arg(long, default_value_t = 5)]
+    latency_ms: u64,
+    /// Print one summary line per second instead of redrawing the view.
+    #[arg(long)]
+    lines: bool,
+    /// Write the report (with the timeline) as JSON to this file as well.
+    #[arg(long)]
+    report_json: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -57,7 +98,8 @@ struct LoadgenArgs {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,rumqttd=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -76,7 +118,66 @@ async fn main() -> anyhow::Result<()> {
         }
     });
     match cli.command {
+        Command::Demo(args) => run_demo(args, shutdown).await,
         Command::Loadgen(args) => run_loadgen(args, shutdown).await,
+    }
+}
+
+async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    raise_open_file_limit();
+    let terminal = std::io::stdout().is_terminal() && !args.lines;
+    let config = DemoConfig {
+        scenario: args.scenario,
+        drones: args.drones,
+        duration: args.duration,
+        speedup: args.speedup,
+        broker: args.broker,
+        partitions: args.partitions,
+        ru_per_sec: args.ru_per_sec,
+        latency: Duration::from_millis(args.latency_ms),
+        output: if terminal {
+            Output::Terminal
+        } else {
+            Output::Lines
+        },
+        ..DemoConfig::default()
+    };
+    println!(
+        "demo: scenario {} - {}\n{} drones at {}x for {:?} ({} broker), {} partitions, {} RU/s, {} ms per request; Ctrl-C stops",
+        config.scenario.name(),
+        config.scenario.claim(),
+        config.drones,
+        config.speedup,
+        config.duration,
+        args.broker.name(),
+        config.partitions,
+        config.ru_per_sec,
+        args.latency_ms
+    );
+    let report = demo::run(config, shutdown).await?;
+    print!("{}", report.render());
+    if let Some(path) = args.report_json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("report written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A thousand drones hold two thousand sockets in this process: lift the soft limit on
+/// open files to the hard limit.
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }
 

@@ -14,16 +14,18 @@ use crate::prom::{self, Scrape};
 
 /// The cloud writer's metric names.
 pub mod names {
-    /// Counter: positions taken from the source.
-    pub const RECEIVED: &str = "writer_positions_received_total";
-    /// Counter: documents written (final success).
-    pub const WRITTEN: &str = "writer_documents_written_total";
-    /// Counter with label `reason`: positions dropped on purpose.
-    pub const DROPPED: &str = "writer_positions_dropped_total";
-    /// Counter: requests or operations throttled by Cosmos DB (429).
-    pub const THROTTLED: &str = "writer_cosmos_throttled_total";
-    /// Histogram, seconds: lateness of each position when the writer judged it.
-    pub const LATENESS: &str = "writer_lateness_seconds";
+    /// Counter: messages taken from the source.
+    pub const RECEIVED: &str = "cloud_writer_messages_received_total";
+    /// Counter with label `kind`: documents written (final success).
+    pub const WRITTEN: &str = "cloud_writer_documents_written_total";
+    /// Counter with label `reason`: messages not written.
+    pub const DROPPED: &str = "cloud_writer_messages_dropped_total";
+    /// Counter with label `range`: requests throttled by Cosmos DB (429).
+    pub const THROTTLED: &str = "cloud_writer_cosmos_throttled_total";
+    /// Histogram, seconds: from the device time to the write's outcome. (With an MQTT
+    /// source the "enqueued" time is the writer's own receipt, so only the device time
+    /// shows how far behind the writer is.)
+    pub const LATENESS: &str = "cloud_writer_lateness_device_to_written_seconds";
 }
 
 /// What the writer did between two scrapes.
@@ -200,21 +202,21 @@ mod tests {
     #[test]
     fn figures_are_differences_between_scrapes() {
         let before = Scrape::parse(
-            "writer_positions_received_total 100\n\
-             writer_documents_written_total 90\n\
-             writer_positions_dropped_total{reason=\"stale\"} 5\n\
-             writer_lateness_seconds_bucket{le=\"1\"} 100\n\
-             writer_lateness_seconds_bucket{le=\"+Inf\"} 100\n",
+            "cloud_writer_messages_received_total 100\n\
+             cloud_writer_documents_written_total 90\n\
+             cloud_writer_messages_dropped_total{reason=\"stale\"} 5\n\
+             cloud_writer_lateness_device_to_written_seconds_bucket{le=\"1\"} 100\n\
+             cloud_writer_lateness_device_to_written_seconds_bucket{le=\"+Inf\"} 100\n",
         )
         .unwrap();
         let after = Scrape::parse(
-            "writer_positions_received_total 300\n\
-             writer_documents_written_total 250\n\
-             writer_positions_dropped_total{reason=\"stale\"} 45\n\
-             writer_positions_dropped_total{reason=\"invalid\"} 2\n\
-             writer_cosmos_throttled_total 7\n\
-             writer_lateness_seconds_bucket{le=\"1\"} 100\n\
-             writer_lateness_seconds_bucket{le=\"+Inf\"} 300\n",
+            "cloud_writer_messages_received_total 300\n\
+             cloud_writer_documents_written_total 250\n\
+             cloud_writer_messages_dropped_total{reason=\"stale\"} 45\n\
+             cloud_writer_messages_dropped_total{reason=\"invalid\"} 2\n\
+             cloud_writer_cosmos_throttled_total 7\n\
+             cloud_writer_lateness_device_to_written_seconds_bucket{le=\"1\"} 100\n\
+             cloud_writer_lateness_device_to_written_seconds_bucket{le=\"+Inf\"} 300\n",
         )
         .unwrap();
         let figures = WriterFigures::between(&before, &after);

@@ -1,0 +1,280 @@
+//! The demo's final report: the run's settings, the field metrics over the whole run, the
+//! heat map totals, the timeline (for plots), and the answer to the spatial query. Printed
+//! as text and optionally written as JSON (`--report-json`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::view::bar;
+
+/// Everything a demo run measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DemoReport {
+    /// The scenario's name.
+    pub scenario: String,
+    /// What the scenario shows.
+    pub claim: String,
+    /// Drones flown.
+    pub drones: usize,
+    /// Time acceleration.
+    pub speedup: f64,
+    /// Wall seconds the fleet flew.
+    pub wall_secs: f64,
+    /// The broker (`embedded` or `mosquitto`).
+    pub broker: String,
+    /// Physical partitions of the container.
+    pub partitions: usize,
+    /// Provisioned RU/s of the container.
+    pub provisioned_ru_per_sec: f64,
+    /// Latency the endpoint adds to each request, milliseconds.
+    pub endpoint_latency_ms: u64,
+    /// How the writer wrote (`bulk`, or the serial emulation).
+    pub write_mode: String,
+    /// The staleness cutoff, wall seconds.
+    pub cutoff_secs: f64,
+    /// The writer's refusal at start, when its guard stopped it.
+    pub guard_refusal: Option<String>,
+    /// Positions the drones published (seen by an observer on the broker).
+    pub published: u64,
+    /// Positions the writer received.
+    pub received: u64,
+    /// Documents the writer wrote.
+    pub written: u64,
+    /// Positions dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// Requests or operations the writer saw throttled (429).
+    pub writer_throttled: u64,
+    /// Operations the endpoint answered 429.
+    pub endpoint_throttled: u64,
+    /// Documents written per wall second, averaged over the run.
+    pub written_per_sec: f64,
+    /// Lateness p50 over the whole run, seconds.
+    pub lateness_p50: Option<f64>,
+    /// Lateness p99 over the whole run, seconds.
+    pub lateness_p99: Option<f64>,
+    /// Per partition key range: RU, documents, throttles.
+    pub partitions_detail: Vec<PartitionTotals>,
+    /// One point per view interval.
+    pub timeline: Vec<TimelinePoint>,
+    /// The spatial query and its answer.
+    pub query: Option<SpatialAnswer>,
+}
+
+/// One partition key range over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PartitionTotals {
+    /// Range id.
+    pub range: String,
+    /// RU consumed in total.
+    pub ru_total: f64,
+    /// Highest RU/s over one view interval.
+    pub peak_ru_per_sec: f64,
+    /// The range's provisioned RU/s.
+    pub capacity: f64,
+    /// Documents stored at the end.
+    pub documents: usize,
+    /// Operations answered 429.
+    pub throttled: u64,
+}
+
+/// The run at one view interval.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TimelinePoint {
+    /// Wall seconds since the fleet started.
+    pub t: f64,
+    /// Positions received per second.
+    pub received_per_sec: f64,
+    /// Documents written per second.
+    pub written_per_sec: f64,
+    /// Lateness p50 of the interval, seconds.
+    pub lateness_p50: Option<f64>,
+    /// Lateness p99 of the interval, seconds.
+    pub lateness_p99: Option<f64>,
+    /// Drops so far (all reasons).
+    pub dropped: u64,
+    /// 429s so far (endpoint).
+    pub throttled: u64,
+    /// RU/s per range over the interval.
+    pub ru_per_sec: Vec<f64>,
+}
+
+/// The answer to "which drones are within R metres of this point".
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SpatialAnswer {
+    /// The SQL text sent.
+    pub sql: String,
+    /// Latitude of the point.
+    pub lat: f64,
+    /// Longitude of the point.
+    pub lon: f64,
+    /// The radius in metres.
+    pub radius_m: f64,
+    /// The drones found, nearest first: device id and distance in metres.
+    pub drones: Vec<(String, f64)>,
+    /// RU the query cost.
+    pub request_charge: f64,
+    /// HTTP calls the query took (one per range, plus pages).
+    pub calls: u32,
+    /// The drones within the radius by the last positions the fleet published (an
+    /// independent check: the writer's drops explain any difference).
+    pub expected_from_published: usize,
+}
+
+impl DemoReport {
+    /// The report as text.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let secs = |v: Option<f64>| match v {
+            None => "-".to_owned(),
+            Some(v) if v < 1.0 => format!("{:.0} ms", v * 1e3),
+            Some(v) => format!("{v:.1} s"),
+        };
+        let _ = writeln!(s, "=== report: scenario {} ===", self.scenario);
+        let _ = writeln!(s, "{}", self.claim);
+        let _ = writeln!(
+            s,
+            "fleet: {} drones, {}x time ({:.0} s wall = {:.1} min of flight), broker {}",
+            self.drones,
+            self.speedup,
+            self.wall_secs,
+            self.wall_secs * self.speedup / 60.0,
+            self.broker
+        );
+        let _ = writeln!(
+            s,
+            "cosmos: {} partitions, {:.0} RU/s provisioned, {} ms per request; writer: {}; cutoff {}",
+            self.partitions,
+            self.provisioned_ru_per_sec,
+            self.endpoint_latency_ms,
+            self.write_mode,
+            secs(Some(self.cutoff_secs))
+        );
+        if let Some(refusal) = &self.guard_refusal {
+            let _ = writeln!(s, "writer refused to start (the guard):\n  {refusal}");
+            return s;
+        }
+        let dropped: u64 = self.dropped.values().sum();
+        let _ = writeln!(
+            s,
+            "published {}   received {}   written {}   dropped {}{}",
+            self.published,
+            self.received,
+            self.written,
+            dropped,
+            if dropped == 0 {
+                String::new()
+            } else {
+                let reasons: Vec<String> = self
+                    .dropped
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect();
+                format!(" ({})", reasons.join(", "))
+            }
+        );
+        let _ = writeln!(
+            s,
+            "written/s {:.0}   lateness p50 {}   p99 {}   429s: endpoint {}, writer {}",
+            self.written_per_sec,
+            secs(self.lateness_p50),
+            secs(self.lateness_p99),
+            self.endpoint_throttled,
+            self.writer_throttled
+        );
+        let _ = writeln!(s, "heat map (peak RU/s per range over one interval):");
+        for p in &self.partitions_detail {
+            let _ = writeln!(
+                s,
+                "  {:>4} |{}| peak {:>7.0} / {:<6.0} total {:>9.0} RU  docs {:>5}  429s {}",
+                p.range,
+                bar(p.peak_ru_per_sec, p.capacity),
+                p.peak_ru_per_sec,
+                p.capacity,
+                p.ru_total,
+                p.documents,
+                p.throttled
+            );
+        }
+        if let Some(q) = &self.query {
+            let _ = writeln!(
+                s,
+                "drones within {:.0} m of ({:.5}, {:.5}): {} (by the last published positions: {}); {:.2} RU, {} calls",
+                q.radius_m,
+                q.lat,
+                q.lon,
+                q.drones.len(),
+                q.expected_from_published,
+                q.request_charge,
+                q.calls
+            );
+            let _ = writeln!(s, "  {}", q.sql);
+            for (id, d) in q.drones.iter().take(20) {
+                let _ = writeln!(s, "  {id:<14} {d:>6.0} m");
+            }
+            if q.drones.len() > 20 {
+                let _ = writeln!(s, "  ... and {} more", q.drones.len() - 20);
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guard_refusal_is_the_whole_story() {
+        let report = DemoReport {
+            scenario: "hot-partition".to_owned(),
+            guard_refusal: Some("documents lack /droneId".to_owned()),
+            written: 5,
+            ..DemoReport::default()
+        };
+        let text = report.render();
+        assert!(text.contains("refused to start (the guard):\n  documents lack /droneId"));
+        assert!(!text.contains("written"), "{text}");
+    }
+
+    #[test]
+    fn renders_figures_heat_map_and_query() {
+        let report = DemoReport {
+            scenario: "bulk".to_owned(),
+            drones: 1000,
+            speedup: 10.0,
+            wall_secs: 60.0,
+            published: 120_000,
+            received: 120_000,
+            written: 119_000,
+            dropped: BTreeMap::from([("stale".to_owned(), 1_000)]),
+            lateness_p99: Some(0.4),
+            partitions_detail: vec![PartitionTotals {
+                range: "0".to_owned(),
+                peak_ru_per_sec: 2_500.0,
+                capacity: 5_000.0,
+                ..PartitionTotals::default()
+            }],
+            query: Some(SpatialAnswer {
+                radius_m: 1000.0,
+                drones: vec![("drone-00001".to_owned(), 12.4)],
+                expected_from_published: 1,
+                calls: 4,
+                ..SpatialAnswer::default()
+            }),
+            ..DemoReport::default()
+        };
+        let text = report.render();
+        assert!(text.contains("60 s wall = 10.0 min of flight"), "{text}");
+        assert!(text.contains("dropped 1000 (stale 1000)"), "{text}");
+        assert!(text.contains("p99 400 ms"), "{text}");
+        assert!(
+            text.contains(&format!("|{}{}|", "#".repeat(20), " ".repeat(20))),
+            "{text}"
+        );
+        assert!(text.contains("drones within 1000 m"), "{text}");
+        assert!(text.contains("drone-00001        12 m"), "{text}");
+    }
+}
