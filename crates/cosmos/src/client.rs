@@ -18,7 +18,7 @@ use reqwest::{Method, StatusCode};
 use url::Url;
 
 use crate::container::ContainerClient;
-use crate::retry::{RetryPolicy, is_retryable};
+use crate::retry::RetryPolicy;
 use crate::{CosmosError, Credential, ServiceError};
 
 /// Settings of a [`CosmosClient`].
@@ -301,19 +301,26 @@ impl CosmosClient {
     pub(crate) async fn execute(&self, spec: &RequestSpec) -> Result<RawResponse, CosmosError> {
         let policy = &self.inner.config.retry;
         let started = Instant::now();
-        let mut attempts = 0;
+        let (mut attempts, mut failures) = (0, 0);
         loop {
             attempts += 1;
             let result = self.send(spec).await;
-            let (retryable, retry_after) = match &result {
+            let (kind, retry_after) = match &result {
                 Ok(r) => match disposition(r.status, r.substatus) {
-                    Disposition::RangeGone => (spec.retry_range_gone, None),
-                    d => (is_retryable(d), r.retry_after),
+                    Disposition::RangeGone if !spec.retry_range_gone => {
+                        (Disposition::Permanent, None)
+                    }
+                    d => (d, r.retry_after),
                 },
-                Err(CosmosError::Transport(e)) if e.is_connect() => (true, None),
-                Err(e) => (spec.idempotent && is_retryable(e.disposition()), None),
+                // The request never left: safe to send again whatever it is.
+                Err(CosmosError::Transport(e)) if e.is_connect() => (Disposition::Transient, None),
+                Err(e) if spec.idempotent => (e.disposition(), None),
+                Err(_) => (Disposition::Permanent, None),
             };
-            if !retryable || !policy.allows_another(attempts, started.elapsed()) {
+            if kind != Disposition::Throttled {
+                failures += 1;
+            }
+            if !policy.allows_retry(kind, failures, started.elapsed()) {
                 return result;
             }
             tracing::debug!(
@@ -322,7 +329,7 @@ impl CosmosClient {
                 status = result.as_ref().map(|r| r.status).ok(),
                 "retrying request"
             );
-            tokio::time::sleep(policy.delay(attempts, retry_after)).await;
+            tokio::time::sleep(policy.delay(failures.max(1), retry_after)).await;
         }
     }
 }

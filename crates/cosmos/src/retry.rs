@@ -5,6 +5,10 @@
 //! (449, 408, 503, 410 without a range move, timeouts, broken connections) back off
 //! exponentially with jitter; a range move (410 with substatus 1002, 1007 or 1008) is retried
 //! after the range map is refreshed.
+//!
+//! The budget: throttled attempts are bounded by time alone (`max_retry_time`), because under
+//! a tight RU budget an operation may legitimately be throttled many times before its turn;
+//! every other failure also counts against `max_attempts`.
 
 use std::time::Duration;
 
@@ -14,7 +18,7 @@ use rand::Rng as _;
 /// Retry budget and backoff of point operations and of each bulk operation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
-    /// Attempts per operation, the first included (at least 1).
+    /// Attempts per operation that may fail other than by throttling (at least 1).
     pub max_attempts: u32,
     /// Time after the first attempt past which no new attempt starts.
     pub max_retry_time: Duration,
@@ -36,10 +40,13 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Whether an operation that has made `attempts` attempts, the first `elapsed` ago, may
-    /// make another.
-    pub fn allows_another(&self, attempts: u32, elapsed: Duration) -> bool {
-        attempts < self.max_attempts && elapsed < self.max_retry_time
+    /// Whether an operation may try again after a failure of kind `disposition`, having
+    /// failed `failures` times other than by throttling (this failure included), its first
+    /// attempt `elapsed` ago.
+    pub fn allows_retry(&self, disposition: Disposition, failures: u32, elapsed: Duration) -> bool {
+        is_retryable(disposition)
+            && elapsed < self.max_retry_time
+            && (disposition == Disposition::Throttled || failures < self.max_attempts)
     }
 
     /// How long to wait after the `failures`-th consecutive failure (1 for the first): the
@@ -128,15 +135,25 @@ mod tests {
     }
 
     #[test]
-    fn budget_counts_attempts_and_time() {
+    fn budget_counts_failures_and_time_but_throttles_only_by_time() {
         let policy = RetryPolicy {
             max_attempts: 3,
             max_retry_time: Duration::from_secs(1),
             ..RetryPolicy::default()
         };
-        assert!(policy.allows_another(1, Duration::ZERO));
-        assert!(policy.allows_another(2, Duration::from_millis(999)));
-        assert!(!policy.allows_another(3, Duration::ZERO));
-        assert!(!policy.allows_another(1, Duration::from_secs(1)));
+        let (zero, late) = (Duration::ZERO, Duration::from_secs(1));
+        let transient = Disposition::Transient;
+        assert!(policy.allows_retry(transient, 1, zero));
+        assert!(policy.allows_retry(transient, 2, Duration::from_millis(999)));
+        assert!(!policy.allows_retry(transient, 3, zero));
+        assert!(!policy.allows_retry(transient, 1, late));
+        assert!(policy.allows_retry(Disposition::RangeGone, 2, zero));
+        assert!(!policy.allows_retry(Disposition::RangeGone, 3, zero));
+        // Throttling does not use up attempts, only time.
+        assert!(policy.allows_retry(Disposition::Throttled, 50, zero));
+        assert!(!policy.allows_retry(Disposition::Throttled, 0, late));
+        // Final answers are never retried.
+        assert!(!policy.allows_retry(Disposition::Permanent, 0, zero));
+        assert!(!policy.allows_retry(Disposition::Success, 0, zero));
     }
 }

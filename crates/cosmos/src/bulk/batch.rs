@@ -40,6 +40,10 @@ pub(super) struct BatchDone<T> {
     pub retry_after: Option<Duration>,
     /// Whether the request or an operation failed transiently (not throttling).
     pub transient: bool,
+    /// Operations of the batch.
+    pub sent_ops: usize,
+    /// Operations of the batch answered 429.
+    pub throttled_ops: usize,
 }
 
 /// One answer that applies to an operation.
@@ -77,6 +81,8 @@ impl<T: Send + 'static> Shared<T> {
             throttled: false,
             retry_after: None,
             transient: false,
+            sent_ops: ops.len(),
+            throttled_ops: 0,
         };
         let mut stats = RangeStats {
             batches: 1,
@@ -239,8 +245,13 @@ impl<T: Send + 'static> Shared<T> {
             }
             _ => {}
         }
+        if kind == Disposition::Throttled {
+            done.throttled_ops += 1;
+        } else {
+            op.failures += 1;
+        }
         let elapsed = op.first_sent.map_or(Duration::ZERO, |t| t.elapsed());
-        if !self.config.retry.allows_another(op.attempts, elapsed) {
+        if !self.config.retry.allows_retry(kind, op.failures, elapsed) {
             let last = match answer.failure {
                 Some(e) if answer.status == 0 => e.to_string(),
                 _ => format!("status {} substatus {}", answer.status, answer.substatus),

@@ -69,6 +69,9 @@ struct RangeState<T> {
     paused_until: Option<Instant>,
     /// Consecutive transiently failed batches, for the backoff.
     transient_failures: u32,
+    /// Most operations of the next batch: shrinks to about what the range admits per round
+    /// trip while it throttles, grows back while it does not.
+    batch_cap: usize,
 }
 
 impl<T> RangeState<T> {
@@ -81,7 +84,20 @@ impl<T> RangeState<T> {
             aimd: Aimd::new(config.initial_concurrency, config.max_concurrency_per_range),
             paused_until: None,
             transient_failures: 0,
+            batch_cap: config.max_operations,
         }
+    }
+
+    /// Adapts the batch size: after a throttled batch, twice what the range admitted (so
+    /// that about half of the next batch gets through); after a clean one, double.
+    fn adapt_batch_cap(&mut self, done: &BatchDone<T>, max: usize) {
+        self.batch_cap = if done.throttled_ops > 0 {
+            (2 * (done.sent_ops - done.throttled_ops)).clamp(1, max)
+        } else if !done.transient && done.moved.is_empty() {
+            (2 * self.batch_cap).min(max)
+        } else {
+            self.batch_cap
+        };
     }
 
     fn push_back(&mut self, op: PendingOp<T>) {
@@ -104,7 +120,7 @@ impl<T> RangeState<T> {
             None => false,
             Some(front) => {
                 closing
-                    || self.queue.len() >= config.max_operations
+                    || self.queue.len() >= self.batch_cap
                     || self.queued_bytes >= config.target_bytes
                     || now >= front.queued_at + config.flush_interval
             }
@@ -116,7 +132,7 @@ impl<T> RangeState<T> {
         let mut batch = Vec::with_capacity(config.max_operations.min(self.queue.len()));
         let mut bytes = 0;
         while let Some(op) = self.queue.front() {
-            if batch.len() == config.max_operations
+            if batch.len() == self.batch_cap
                 || (!batch.is_empty() && bytes + op.size > config.target_bytes)
             {
                 break;
@@ -301,6 +317,7 @@ impl<T: Send + 'static> Dispatcher<T> {
         match self.ranges.iter_mut().find(|s| s.id == done.range_id) {
             Some(state) => {
                 state.in_flight -= 1;
+                state.adapt_batch_cap(&done, self.shared.config.max_operations);
                 if done.throttled {
                     if state.aimd.on_throttle(done.generation) {
                         tracing::debug!(range = %state.id, limit = state.aimd.limit(), "range throttled");

@@ -251,6 +251,8 @@ struct PendingOp<T> {
     size: usize,
     context: T,
     attempts: u32,
+    /// Failed attempts other than throttled ones.
+    failures: u32,
     request_charge: f64,
     /// When it was first sent.
     first_sent: Option<Instant>,
@@ -423,6 +425,7 @@ impl<T: Send + 'static> BulkWriter<T> {
             size: 0,
             context: op.context,
             attempts: 0,
+            failures: 0,
             request_charge: 0.0,
             first_sent: None,
             queued_at: Instant::now(),

@@ -1,0 +1,426 @@
+//! The client against the local endpoint (`cosmos-sim`, in process): signatures, point
+//! operations and conditional patch, single- and cross-partition queries, and the bulk writer
+//! under throttling, a split and injected 503s and timeouts.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use cosmos::{
+    BulkConfig, BulkOperation, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig,
+    Credential, FinalError, MasterKey, OperationType, PatchOperation, PatchRequest, QueryRequest,
+    QueryScope,
+};
+use cosmos_sim::CosmosSim;
+use serde_json::json;
+
+const DB: &str = "telemetry";
+const COLL: &str = "positions";
+
+fn client_with_key(sim: &CosmosSim, key: &str) -> CosmosClient {
+    let config = CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        Credential::MasterKey(MasterKey::from_base64(key).unwrap()),
+    );
+    CosmosClient::new(config).unwrap()
+}
+
+async fn setup(sim: &CosmosSim) -> ContainerClient {
+    let client = client_with_key(sim, sim.key());
+    client.create_database_if_missing(DB).await.unwrap();
+    let container = client.container(DB, COLL);
+    container
+        .create_if_missing(&ContainerSetup {
+            partition_key_path: "/deviceId".into(),
+            location_path: Some("/location".into()),
+            default_ttl: None,
+            throughput: None,
+        })
+        .await
+        .unwrap();
+    container
+}
+
+fn doc(device: &str, id: &str, time_ms: u64, seq: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "id": id,
+        "deviceId": device,
+        "deviceTimeMs": time_ms,
+        "seq": seq,
+        "location": {"type": "Point", "coordinates": [8.5 + seq as f64 * 1e-4, 47.3]},
+        "altitudeM": 420.5,
+        "speedMps": 12.25,
+    }))
+    .unwrap()
+}
+
+fn upsert(device: String, id: String, context: u64) -> BulkOperation<u64> {
+    BulkOperation {
+        kind: OperationType::Upsert,
+        body: Bytes::from(doc(&device, &id, 1_000, context)),
+        partition_key: device,
+        id: None,
+        if_match: None,
+        context,
+    }
+}
+
+/// Documents stored in the container's live partitions.
+fn stored(sim: &CosmosSim) -> usize {
+    let stats = sim.stats();
+    let container = stats.container(DB, COLL).expect("container exists");
+    container
+        .partitions
+        .iter()
+        .filter(|p| p.live)
+        .map(|p| p.documents)
+        .sum()
+}
+
+#[tokio::test]
+async fn signed_requests_pass_and_a_wrong_key_gets_a_typed_401() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let container = setup(&sim).await;
+    assert_eq!(container.partition_key_ranges().await.unwrap().len(), 4);
+
+    let other_key =
+        "dsZQi3KtZmCv1ljt3VNWNm7sQUF1y5rJfC6kv5JiwvW0EndXdDku/dkKBp8/ufDToSxLzR4y+O/0H/t4bQtVNw==";
+    let wrong = client_with_key(&sim, other_key).container(DB, COLL);
+    let err = wrong.properties().await.unwrap_err();
+    assert_eq!(err.status(), Some(401), "{err}");
+    assert!(err.activity_id().is_some() || err.to_string().contains("401"));
+    // Neither the key nor its bytes show in Debug output.
+    let debug = format!("{:?}", client_with_key(&sim, other_key));
+    assert!(!debug.contains("dsZQi3"), "{debug}");
+    assert!(debug.contains("redacted"));
+}
+
+#[tokio::test]
+async fn conditional_patch_gives_written_superseded_and_missing() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let c = setup(&sim).await;
+    assert!(c.read("drone-1", "drone-1").await.unwrap().is_none());
+    c.create("drone-1", &doc("drone-1", "drone-1", 1_000, 1))
+        .await
+        .unwrap();
+
+    let newer = |time: u64, seq: u64| PatchRequest {
+        operations: vec![
+            PatchOperation {
+                op: "set".into(),
+                path: "/deviceTimeMs".into(),
+                value: Some(json!(time)),
+            },
+            PatchOperation {
+                op: "set".into(),
+                path: "/seq".into(),
+                value: Some(json!(seq)),
+            },
+        ],
+        condition: Some(format!(
+            "from c where c.deviceTimeMs < {time} or (c.deviceTimeMs = {time} and c.seq < {seq})"
+        )),
+    };
+    let written = c
+        .patch("drone-1", "drone-1", &newer(2_000, 2), None)
+        .await
+        .unwrap();
+    assert_eq!(written.status, 200);
+    assert!(written.request_charge > 0.0);
+    let stale = c
+        .patch("drone-1", "drone-1", &newer(1_500, 9), None)
+        .await
+        .unwrap_err();
+    assert!(stale.is_precondition_failed(), "{stale}");
+    let missing = c
+        .patch("drone-2", "drone-2", &newer(1, 1), None)
+        .await
+        .unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+
+    let read = c.read("drone-1", "drone-1").await.unwrap().unwrap();
+    let value: serde_json::Value = read.json().unwrap();
+    assert_eq!(
+        (value["deviceTimeMs"].as_u64(), value["seq"].as_u64()),
+        (Some(2_000), Some(2))
+    );
+
+    // The same through the bulk writer: each outcome is final and carries what the caller needs.
+    let (writer, mut outcomes) = c.bulk_writer::<&'static str>(BulkConfig::default());
+    let patch_op = |device: &str, patch: PatchRequest, context| BulkOperation {
+        kind: OperationType::Patch,
+        partition_key: device.to_string(),
+        id: Some(device.to_string()),
+        body: Bytes::from(serde_json::to_vec(&patch).unwrap()),
+        if_match: None,
+        context,
+    };
+    writer
+        .submit(patch_op("drone-1", newer(3_000, 3), "written"))
+        .await
+        .unwrap();
+    writer
+        .submit(patch_op("drone-1", newer(2_500, 1), "superseded"))
+        .await
+        .unwrap();
+    writer
+        .submit(patch_op("drone-9", newer(3_000, 3), "missing"))
+        .await
+        .unwrap();
+    writer.close().await;
+    let mut seen = std::collections::HashMap::new();
+    while let Some(o) = outcomes.next().await {
+        seen.insert(o.context, o);
+    }
+    assert_eq!(seen["written"].status, 200);
+    assert!(seen["written"].etag.is_some());
+    assert!(seen["written"].request_charge > 0.0);
+    assert_eq!(seen["superseded"].status, 412);
+    assert_eq!(seen["superseded"].error, Some(FinalError::Rejected));
+    assert_eq!(seen["missing"].status, 404);
+    assert!(seen.values().all(|o| o.attempts == 1));
+}
+
+#[tokio::test]
+async fn queries_on_one_partition_and_fanned_out_to_all_ranges() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = setup(&sim).await;
+    for i in 0..40u64 {
+        let device = format!("drone-{i}");
+        c.upsert(&device, &doc(&device, &device, 1_000, i))
+            .await
+            .unwrap();
+    }
+    let all = QueryRequest {
+        query: "SELECT c.id FROM c".into(),
+        parameters: vec![],
+    };
+    let fanned = c.query(&all, QueryScope::AllRanges).await.unwrap();
+    assert_eq!(fanned.documents.len(), 40);
+    assert!(
+        fanned.calls >= 4,
+        "one call per range at least: {}",
+        fanned.calls
+    );
+    assert!(fanned.request_charge > 0.0);
+
+    let one = c
+        .query(&all, QueryScope::Partition("drone-7".into()))
+        .await
+        .unwrap();
+    assert_eq!(one.documents, vec![json!({"id": "drone-7"})]);
+    assert_eq!(one.calls, 1);
+
+    // After a split the fan-out finds the new ranges.
+    let first = c.range_map().await.unwrap().ranges()[0].id.clone();
+    sim.split_range(DB, COLL, &first).unwrap();
+    let again = c.query(&all, QueryScope::AllRanges).await.unwrap();
+    assert_eq!(again.documents.len(), 40);
+    assert_eq!(c.range_map().await.unwrap().len(), 5);
+}
+
+/// Feeds `total` upserts with uniform keys from one task while the test reads outcomes;
+/// calls `midway` once when half of the outcomes have arrived.
+async fn run_bulk(
+    c: &ContainerClient,
+    config: BulkConfig,
+    total: u64,
+    midway: impl FnOnce(),
+) -> cosmos::BulkStats {
+    let (writer, mut outcomes) = c.bulk_writer::<u64>(config);
+    let feeder = {
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            for i in 0..total {
+                writer
+                    .submit(upsert(
+                        format!("drone-{}", i % 5_000),
+                        format!("pos-{i}"),
+                        i,
+                    ))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut seen = HashSet::new();
+    let mut midway = Some(midway);
+    while (seen.len() as u64) < total {
+        let outcome = outcomes
+            .next()
+            .await
+            .expect("an outcome for every operation");
+        assert!(outcome.is_success(), "{outcome:?}");
+        assert!(
+            seen.insert(outcome.context),
+            "two outcomes for {}",
+            outcome.context
+        );
+        if seen.len() as u64 == total / 2 {
+            if let Some(f) = midway.take() {
+                f();
+            }
+        }
+    }
+    feeder.await.unwrap();
+    let stats = writer.stats();
+    writer.close().await;
+    assert!(
+        outcomes.next().await.is_none(),
+        "no outcome beyond one per operation"
+    );
+    stats
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_bulk_writes_everything_and_uses_the_budget() {
+    const TOTAL: u64 = 100_000;
+    const RU_PER_SEC: f64 = 16_000.0;
+    let sim = CosmosSim::builder()
+        .partitions(4)
+        .ru_per_sec(RU_PER_SEC)
+        .start()
+        .await
+        .unwrap();
+    let c = setup(&sim).await;
+    let started = Instant::now();
+    let stats = run_bulk(&c, BulkConfig::default(), TOTAL, || {}).await;
+    let elapsed = started.elapsed().as_secs_f64();
+
+    assert_eq!(stored(&sim), TOTAL as usize, "every document is stored");
+    let sim_stats = sim.stats();
+    let partitions = &sim_stats.container(DB, COLL).unwrap().partitions;
+    let used: f64 = partitions.iter().map(|p| p.ru_total).sum();
+    let utilisation = used / (RU_PER_SEC * elapsed);
+    assert!(
+        sim_stats.throttled_operations > 0,
+        "the budget was exceeded"
+    );
+    assert!(
+        stats.total.throttled_operations > 0,
+        "the writer saw the throttles"
+    );
+    assert!(stats.retries > 0, "throttled operations were retried");
+    assert_eq!(stats.succeeded, TOTAL);
+    assert_eq!(stats.failed, 0);
+    assert_eq!(stats.ranges.len(), 4, "{stats:?}");
+    assert!(
+        utilisation >= 0.9,
+        "used {used:.0} RU in {elapsed:.1} s of {RU_PER_SEC} RU/s: {:.0}%",
+        utilisation * 100.0
+    );
+    // The writer's heat map agrees with the server's.
+    assert!(
+        (stats.total.request_charge - used).abs() / used < 0.05,
+        "{} vs {used}",
+        stats.total.request_charge
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_survives_a_split_503s_and_timeouts() {
+    const TOTAL: u64 = 30_000;
+    let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
+    let c = setup(&sim).await;
+    let config = BulkConfig {
+        request_timeout: Duration::from_millis(250),
+        ..BulkConfig::default()
+    };
+    // 5% of requests fail: half with 503, half held past the client's timeout.
+    sim.set_error_rate_503(0.025);
+    sim.set_timeout_rate(0.025, Duration::from_millis(400));
+    let first = c.range_map().await.unwrap().ranges()[0].id.clone();
+    let stats = run_bulk(&c, config, TOTAL, || {
+        sim.split_range(DB, COLL, &first).unwrap();
+    })
+    .await;
+
+    sim.set_error_rate_503(0.0);
+    sim.set_timeout_rate(0.0, Duration::ZERO);
+    assert_eq!(stored(&sim), TOTAL as usize, "every document is stored");
+    assert!(stats.range_refreshes >= 1, "{stats:?}");
+    assert!(
+        stats.total.failed_batches > 0,
+        "faults were injected and retried"
+    );
+    assert!(
+        stats.ranges.len() >= 3,
+        "the split range's children were written: {stats:?}"
+    );
+    assert_eq!(stats.failed, 0);
+}
+
+#[tokio::test]
+async fn exhausted_retries_are_reported_not_dropped() {
+    let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
+    let c = setup(&sim).await;
+    c.range_map().await.unwrap();
+    sim.set_error_rate_503(1.0);
+    let config = BulkConfig {
+        retry: cosmos::RetryPolicy {
+            max_attempts: 3,
+            base_backoff: Duration::from_millis(1),
+            ..cosmos::RetryPolicy::default()
+        },
+        ..BulkConfig::default()
+    };
+    let (writer, mut outcomes) = c.bulk_writer::<u64>(config);
+    for i in 0..250 {
+        writer
+            .submit(upsert(format!("d{i}"), format!("p{i}"), i))
+            .await
+            .unwrap();
+    }
+    writer.close().await;
+    let mut count = 0;
+    while let Some(o) = outcomes.next().await {
+        count += 1;
+        assert_eq!((o.status, o.attempts), (503, 3), "{o:?}");
+        assert!(
+            matches!(
+                o.error,
+                Some(FinalError::RetriesExhausted { attempts: 3, .. })
+            ),
+            "{o:?}"
+        );
+    }
+    assert_eq!(count, 250);
+}
+
+#[tokio::test]
+async fn a_full_writer_makes_its_caller_wait() {
+    let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
+    let c = setup(&sim).await;
+    c.range_map().await.unwrap();
+    // Every request is held, so nothing leaves the writer until the hold ends.
+    sim.set_latency(Duration::from_secs(1));
+    let config = BulkConfig {
+        queue_capacity: 100,
+        ..BulkConfig::default()
+    };
+    let (writer, mut outcomes) = c.bulk_writer::<u64>(config);
+    for i in 0..100 {
+        writer
+            .submit(upsert(format!("d{i}"), format!("p{i}"), i))
+            .await
+            .unwrap();
+    }
+    let blocked = writer.submit(upsert("d".into(), "extra".into(), 100));
+    let waited = tokio::time::timeout(Duration::from_millis(300), blocked).await;
+    assert!(
+        waited.is_err(),
+        "the 101st submit waits while 100 are inside"
+    );
+    sim.set_latency(Duration::ZERO);
+    // Room comes back as outcomes arrive.
+    writer
+        .submit(upsert("d".into(), "extra".into(), 100))
+        .await
+        .unwrap();
+    writer.close().await;
+    let mut n = 0;
+    while outcomes.next().await.is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 101);
+}
