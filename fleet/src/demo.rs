@@ -640,14 +640,18 @@ impl Observer {
         self.stop.cancel();
     }
 
-    /// Drones whose last published position is within `radius_m` of `point`.
-    fn within(&self, point: (f64, f64), radius_m: f64) -> usize {
-        self.last
+    /// Drones whose last published position is within `radius_m` of `point`, sorted.
+    fn within(&self, point: (f64, f64), radius_m: f64) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .last
             .lock()
             .expect("observer lock")
-            .values()
-            .filter(|(_, lat, lon)| distance_m(point, (*lat, *lon)) < radius_m)
-            .count()
+            .iter()
+            .filter(|(_, (_, lat, lon))| distance_m(point, (*lat, *lon)) < radius_m)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
     }
 }
 
@@ -690,6 +694,19 @@ async fn spatial_query(
         })
         .collect();
     drones.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let expected = observer.within((lat, lon), QUERY_RADIUS_M);
+    let found: std::collections::BTreeSet<&str> =
+        drones.iter().map(|(id, _)| id.as_str()).collect();
+    let missing = expected
+        .iter()
+        .filter(|id| !found.contains(id.as_str()))
+        .cloned()
+        .collect();
+    let unexpected = found
+        .iter()
+        .filter(|id| expected.binary_search_by(|e| e.as_str().cmp(id)).is_err())
+        .map(|id| (*id).to_owned())
+        .collect();
     Ok(SpatialAnswer {
         sql,
         lat,
@@ -698,6 +715,8 @@ async fn spatial_query(
         drones,
         request_charge: response.request_charge,
         calls: response.calls,
-        expected_from_published: observer.within((lat, lon), QUERY_RADIUS_M),
+        expected_from_published: expected.len(),
+        missing,
+        unexpected,
     })
 }

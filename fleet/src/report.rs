@@ -120,6 +120,12 @@ pub struct SpatialAnswer {
     /// The drones within the radius by the last positions the fleet published (an
     /// independent check: the writer's drops explain any difference).
     pub expected_from_published: usize,
+    /// Drones within the radius by their last published position that the query did not
+    /// return.
+    pub missing: Vec<String>,
+    /// Drones the query returned that are not within the radius by their last published
+    /// position.
+    pub unexpected: Vec<String>,
 }
 
 impl DemoReport {
@@ -210,6 +216,13 @@ impl DemoReport {
                 q.request_charge,
                 q.calls
             );
+            if !q.missing.is_empty() || !q.unexpected.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  differences: not found {:?}; found but not expected {:?}",
+                    q.missing, q.unexpected
+                );
+            }
             let _ = writeln!(s, "  {}", q.sql);
             for (id, d) in q.drones.iter().take(20) {
                 let _ = writeln!(s, "  {id:<14} {d:>6.0} m");
