@@ -200,10 +200,21 @@ impl Writer {
     /// Checks the settings and the container (the startup guard), binds the metrics
     /// listener, connects the source named by `config.source` and starts writing.
     pub async fn start(config: WriterConfig) -> Result<Writer, StartError> {
+        let bulk = bulk_config(config.max_in_flight);
+        Writer::start_with_bulk(config, bulk).await
+    }
+
+    /// Like [`Writer::start`], with the bulk writer's settings given instead of derived
+    /// from `config.max_in_flight`: e.g. one operation at a time, to compare serial
+    /// writing with bulk writing (the fleet demo's `serial` scenario).
+    pub async fn start_with_bulk(
+        config: WriterConfig,
+        bulk: BulkConfig,
+    ) -> Result<Writer, StartError> {
         let spec = config.source.clone();
         let client_id = config.mqtt_client_id.clone();
         let share_group = config.mqtt_share_group.clone();
-        Writer::start_with(config, move |metrics| {
+        Writer::start_inner(config, bulk, move |metrics| {
             let source: Box<dyn Source> = match spec {
                 None => {
                     return Err(StartError::Config(
@@ -230,6 +241,15 @@ impl Writer {
     /// writer's metrics) instead of `config.source`.
     pub async fn start_with(
         config: WriterConfig,
+        make_source: impl FnOnce(Arc<Metrics>) -> Result<Box<dyn Source>, StartError>,
+    ) -> Result<Writer, StartError> {
+        let bulk = bulk_config(config.max_in_flight);
+        Writer::start_inner(config, bulk, make_source).await
+    }
+
+    async fn start_inner(
+        config: WriterConfig,
+        bulk: BulkConfig,
         make_source: impl FnOnce(Arc<Metrics>) -> Result<Box<dyn Source>, StartError>,
     ) -> Result<Writer, StartError> {
         let metrics = Arc::new(Metrics::new());
@@ -268,7 +288,7 @@ impl Writer {
                 newest_wins: config.newest_wins,
                 staleness: config.staleness,
                 high_water_capacity: HIGH_WATER_CAPACITY,
-                bulk: bulk_config(config.max_in_flight),
+                bulk,
             },
             metrics.clone(),
         );
