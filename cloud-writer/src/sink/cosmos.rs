@@ -8,9 +8,9 @@
 //!   position older than this one" (`deviceTimeMs`, then `seq`). 200: written;
 //!   412: superseded (final); 404: Create the full document; a Create answered 409 (another
 //!   write created it meanwhile) goes back to the conditional Patch.
-//! - [`NewestWins::Etag`]: read the stored document (or use the ETag this writer last
-//!   wrote), compare orders in memory, Replace with `ifMatch`; 412 or 409 read again.
-//!   For servers without Patch in batches.
+//! - [`NewestWins::Etag`]: read the stored document's order and ETag (or use the ETag
+//!   this writer last wrote), compare orders in memory, Replace with `ifMatch` (Create
+//!   when absent); 412 or 409 read again. For servers without Patch in batches.
 //!
 //! A per-drone high-water mark ([`HighWater`]) skips positions already known superseded.
 //! Operations that ran out of retries (throttling, transient failures) are submitted
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::{
     BulkConfig, BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError,
-    OperationType, Outcome,
+    OperationType, Outcome, QueryParameter, QueryRequest, QueryScope,
 };
 use telemetry::document::{document_id, history_id};
 use telemetry::{PositionOrder, StalenessPolicy};
@@ -113,6 +113,8 @@ struct Shared {
     in_flight: AtomicUsize,
     idle: Notify,
     reads: Semaphore,
+    /// The query reading a stored document's order (ETag mode).
+    read_query: String,
 }
 
 /// The sink. Feed it with [`CosmosSink::write`]; [`CosmosSink::close`] waits for every
@@ -149,6 +151,7 @@ impl CosmosSink {
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             reads: Semaphore::new(MAX_READS),
+            read_query: read_query(encoder.layout().partition_key_path()),
         });
         let outcomes = tokio::spawn(outcome_loop(shared.clone(), outcomes));
         CosmosSink {
@@ -331,35 +334,23 @@ impl Shared {
             }
             let read = {
                 let _permit = self.reads.acquire().await;
-                self.container
-                    .read(&pending.device_id, &pending.doc_id)
-                    .await
+                self.read_stored(&pending.device_id, &pending.doc_id).await
             };
             match read {
                 Ok(None) => {
                     let op = self.op(pending, Step::Create, None);
                     self.submit(op).await;
                 }
+                Ok(Some(stored)) if pending.order <= stored.order => {
+                    self.high_water
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .raise(&pending.device_id, stored.order, stored.etag);
+                    self.finish(*pending, Final::Superseded, None);
+                }
                 Ok(Some(stored)) => {
-                    let stored_order = serde_json::from_slice::<StoredOrder>(&stored.body)
-                        .ok()
-                        .map(|s| PositionOrder {
-                            device_time_ms: s.device_time_ms,
-                            seq: s.seq,
-                        });
-                    match stored_order {
-                        Some(stored_order) if pending.order <= stored_order => {
-                            self.high_water
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .raise(&pending.device_id, stored_order, stored.etag);
-                            self.finish(*pending, Final::Superseded, None);
-                        }
-                        _ => {
-                            let op = self.op(pending, Step::Replace, stored.etag);
-                            self.submit(op).await;
-                        }
-                    }
+                    let op = self.op(pending, Step::Replace, stored.etag);
+                    self.submit(op).await;
                 }
                 Err(err) => {
                     tracing::warn!(device = %pending.device_id, error = %err, "reading the stored document failed; retrying");
@@ -367,6 +358,47 @@ impl Shared {
                 }
             }
         });
+    }
+
+    /// The stored document's order and ETag, by a query on its logical partition (a
+    /// point read of a missing document fails on some servers instead of answering 404).
+    async fn read_stored(
+        &self,
+        device_id: &str,
+        doc_id: &str,
+    ) -> Result<Option<Stored>, cosmos::CosmosError> {
+        let query = QueryRequest {
+            query: self.read_query.clone(),
+            parameters: vec![
+                QueryParameter {
+                    name: "@id".into(),
+                    value: doc_id.into(),
+                },
+                QueryParameter {
+                    name: "@pk".into(),
+                    value: device_id.into(),
+                },
+            ],
+        };
+        let response = self
+            .container
+            .query(&query, QueryScope::Partition(device_id.to_owned()))
+            .await?;
+        let Some(doc) = response.documents.into_iter().next() else {
+            return Ok(None);
+        };
+        let stored: StoredOrder =
+            serde_json::from_value(doc).map_err(|source| cosmos::CosmosError::Decode {
+                what: "stored position",
+                source,
+            })?;
+        Ok(Some(Stored {
+            order: PositionOrder {
+                device_time_ms: stored.device_time_ms,
+                seq: stored.seq,
+            },
+            etag: stored.etag,
+        }))
     }
 
     /// Submits a position again unless it turned stale meanwhile.
@@ -484,12 +516,38 @@ struct OutcomeInfo {
     etag: Option<String>,
 }
 
-/// The order fields of a stored document.
+/// The query of a stored document's order and ETag. It names the partition key in its
+/// filter too: some servers refuse single-partition queries that do not.
+fn read_query(pk_path: &telemetry::PartitionKeyPath) -> String {
+    let mut pk = String::from("c");
+    for segment in pk_path.segments() {
+        if segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            pk.push('.');
+            pk.push_str(segment);
+        } else {
+            pk.push_str(&format!("[{}]", serde_json::Value::from(segment.as_str())));
+        }
+    }
+    format!("SELECT c.deviceTimeMs, c.seq, c._etag FROM c WHERE c.id = @id AND {pk} = @pk")
+}
+
+/// The order fields and ETag of a stored document.
 #[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct StoredOrder {
+    #[serde(rename = "deviceTimeMs")]
     device_time_ms: i64,
     seq: u64,
+    #[serde(rename = "_etag")]
+    etag: Option<String>,
+}
+
+/// What is stored for a drone.
+struct Stored {
+    order: PositionOrder,
+    etag: Option<String>,
 }
 
 async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
