@@ -285,7 +285,14 @@ impl<T: Send + 'static> Dispatcher<T> {
 
     fn on_ranges(&mut self, map: Arc<RangeMap>) {
         self.refreshing = false;
-        self.refresh_failures = 0;
+        // A map that did not change (the service still lists a range it answers 410 for)
+        // counts like a failed refresh, so the next one backs off.
+        let unchanged = self.map.as_deref() == Some(&*map);
+        self.refresh_failures = if unchanged {
+            self.refresh_failures + 1
+        } else {
+            0
+        };
         if self.map.is_some() {
             self.shared.stats.update(|s| s.range_refreshes += 1);
         }
