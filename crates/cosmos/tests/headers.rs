@@ -26,10 +26,11 @@ struct Seen {
     body: Vec<u8>,
 }
 
+/// A canned answer: status, body and extra headers.
+type Reply = (u16, String, Vec<(&'static str, String)>);
+
 /// Accepts connections and answers every request with `response(request)`.
-async fn listener(
-    response: fn(&Seen) -> (u16, String, Vec<(&'static str, String)>),
-) -> (String, mpsc::UnboundedReceiver<Seen>) {
+async fn listener(response: fn(&Seen) -> Reply) -> (String, mpsc::UnboundedReceiver<Seen>) {
     let socket = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}/", socket.local_addr().unwrap());
     let (tx, rx) = mpsc::unbounded_channel();
