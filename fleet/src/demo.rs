@@ -249,7 +249,14 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         ..DemoReport::default()
     };
 
-    let writer = match Writer::start(writer_config(&config, &broker, &sim)).await {
+    let writer_config = writer_config(&config, &broker, &sim);
+    let bulk = match config.scenario {
+        Scenario::Serial => serial_bulk_config(),
+        Scenario::Bulk | Scenario::HotPartition => {
+            cloud_writer::writer::bulk_config(writer_config.max_in_flight)
+        }
+    };
+    let writer = match Writer::start_with_bulk(writer_config, bulk).await {
         Ok(writer) => writer,
         Err(
             refusal @ (StartError::PartitionKeyMismatch { .. }
@@ -262,6 +269,11 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         Err(other) => return Err(DemoError::Config(other.to_string())),
     };
 
+    if !wait_until_subscribed(&writer, Duration::from_secs(10)).await {
+        return Err(DemoError::Config(
+            "the cloud writer did not subscribe to the broker within 10 s".to_owned(),
+        ));
+    }
     let observer = Observer::start(&broker).await;
     let work = tempfile::tempdir()?;
     let fleet_stop = CancellationToken::new();
@@ -309,6 +321,19 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     Ok(report)
 }
 
+/// The serial writer: the bulk writer held to one operation per request and one
+/// operation inside it at a time, so every position waits for the previous one's round
+/// trip (what a function upserting each message in turn does).
+fn serial_bulk_config() -> cosmos::BulkConfig {
+    cosmos::BulkConfig {
+        max_operations: 1,
+        max_concurrency_per_range: 1,
+        initial_concurrency: 1,
+        queue_capacity: 1,
+        ..cosmos::BulkConfig::default()
+    }
+}
+
 /// How the scenario's writer writes.
 fn write_mode(scenario: Scenario) -> &'static str {
     match scenario {
@@ -318,8 +343,9 @@ fn write_mode(scenario: Scenario) -> &'static str {
 }
 
 /// The writer's configuration for the scenario: the MQTT source on the broker, the
-/// endpoint's container, the scaled cutoff, no metrics listener (read in-process).
-fn writer_config(
+/// endpoint's container ([`DATABASE`]/[`CONTAINER`]), the scaled cutoff, no metrics
+/// listener (the demo reads the metrics in-process).
+pub fn writer_config(
     config: &DemoConfig,
     broker: &Broker,
     sim: &CosmosSim,
@@ -341,7 +367,25 @@ fn writer_config(
         .resolve()
         .expect("the demo's writer settings are complete and valid");
     writer.staleness.stale_after = config.cutoff();
+    if config.scenario == Scenario::Serial {
+        // One message per pipeline batch: no coalescing of a drone's positions either.
+        writer.batch_max_messages = 1;
+    }
     writer
+}
+
+/// Waits until the writer's source is connected and subscribed (its metric says so), so
+/// that nothing published from then on is missed; false on timeout.
+pub async fn wait_until_subscribed(writer: &Writer, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut poll = tokio::time::interval(Duration::from_millis(10));
+    while Instant::now() < deadline {
+        if writer_scrape(writer).sum(names::SOURCE_CONNECTED, &[]) >= 1.0 {
+            return true;
+        }
+        poll.tick().await;
+    }
+    false
 }
 
 /// The writer's metrics, parsed.

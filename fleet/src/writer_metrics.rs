@@ -22,6 +22,8 @@ pub mod names {
     pub const DROPPED: &str = "cloud_writer_messages_dropped_total";
     /// Counter with label `range`: requests throttled by Cosmos DB (429).
     pub const THROTTLED: &str = "cloud_writer_cosmos_throttled_total";
+    /// Gauge: 1 while the source is connected (for MQTT: subscribed).
+    pub const SOURCE_CONNECTED: &str = "cloud_writer_source_connected";
     /// Histogram, seconds: from the device time to the write's outcome. (With an MQTT
     /// source the "enqueued" time is the writer's own receipt, so only the device time
     /// shows how far behind the writer is.)
