@@ -420,3 +420,120 @@ async fn sleep_until(deadline: Option<Instant>) {
         tokio::time::sleep_until(deadline.into()).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosmos_wire::batch::OperationType;
+    use std::time::Duration;
+
+    fn op(size: usize, queued_at: Instant) -> PendingOp<()> {
+        PendingOp {
+            kind: OperationType::Upsert,
+            partition_key: "p".into(),
+            pk_json: "[\"p\"]".into(),
+            id: None,
+            body: None,
+            if_match: None,
+            epk: 0,
+            size,
+            context: (),
+            attempts: 0,
+            failures: 0,
+            request_charge: 0.0,
+            first_sent: None,
+            queued_at,
+            _permit: Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap(),
+        }
+    }
+
+    fn done(sent_ops: usize, throttled_ops: usize) -> BatchDone<()> {
+        BatchDone {
+            range_id: "0".into(),
+            generation: 0,
+            retry: Vec::new(),
+            moved: Vec::new(),
+            throttled: throttled_ops > 0,
+            retry_after: None,
+            transient: false,
+            sent_ops,
+            throttled_ops,
+        }
+    }
+
+    #[test]
+    fn batches_are_cut_by_count_and_bytes() {
+        let config = BulkConfig {
+            max_operations: 3,
+            target_bytes: 1_000,
+            ..BulkConfig::default()
+        };
+        let now = Instant::now();
+        let mut range = RangeState::new("0", &config);
+        for _ in 0..7 {
+            range.push_back(op(100, now));
+        }
+        assert_eq!(range.cut(&config).len(), 3);
+        assert_eq!(range.queued_bytes, 400);
+        // Bytes: 400 + 700 would pass the target, so the big one waits for the next batch.
+        range.push_back(op(700, now));
+        assert_eq!(range.cut(&config).len(), 3);
+        assert_eq!(range.cut(&config).len(), 2);
+        // An operation above the target still leaves, alone.
+        range.push_back(op(5_000, now));
+        range.push_back(op(100, now));
+        assert_eq!(range.cut(&config).len(), 1);
+        assert_eq!(range.cut(&config).len(), 1);
+        assert!(range.queue.is_empty());
+        assert_eq!(range.queued_bytes, 0);
+    }
+
+    #[test]
+    fn a_batch_leaves_when_full_old_or_closing() {
+        let config = BulkConfig {
+            max_operations: 2,
+            target_bytes: 1_000,
+            flush_interval: Duration::from_millis(10),
+            ..BulkConfig::default()
+        };
+        let now = Instant::now();
+        let mut range = RangeState::new("0", &config);
+        assert!(!range.ready(now, true, &config), "nothing to send");
+        range.push_back(op(10, now));
+        assert!(!range.ready(now, false, &config));
+        assert!(range.ready(now, true, &config), "closing flushes");
+        assert!(
+            range.ready(now + Duration::from_millis(10), false, &config),
+            "flush timer"
+        );
+        range.push_back(op(10, now));
+        assert!(range.ready(now, false, &config), "full by count");
+        let mut big = RangeState::new("1", &config);
+        big.push_back(op(1_000, now));
+        assert!(big.ready(now, false, &config), "full by bytes");
+    }
+
+    #[test]
+    fn batch_size_follows_what_a_throttled_range_admits() {
+        let config = BulkConfig::default();
+        let now = Instant::now();
+        let mut range = RangeState::<()>::new("0", &config);
+        assert_eq!(range.batch_cap, 100);
+        range.adapt_batch_cap(&done(100, 97), 100);
+        assert_eq!(range.batch_cap, 6);
+        range.adapt_batch_cap(&done(6, 6), 100);
+        assert_eq!(range.batch_cap, 1, "never below one");
+        range.adapt_batch_cap(&done(1, 0), 100);
+        assert_eq!(range.batch_cap, 2);
+        for _ in 0..10 {
+            range.adapt_batch_cap(&done(2, 0), 100);
+        }
+        assert_eq!(range.batch_cap, 100, "grows back to the limit");
+        // The cap decides when a batch is full.
+        range.adapt_batch_cap(&done(100, 99), 100);
+        range.push_back(op(10, now));
+        range.push_back(op(10, now));
+        assert!(range.ready(now, false, &config));
+        assert_eq!(range.cut(&config).len(), 2);
+    }
+}

@@ -19,6 +19,7 @@ mod dispatcher;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -217,17 +218,26 @@ pub struct BulkStats {
     pub range_refreshes: u64,
 }
 
-/// Accounting shared by the writer handles, the dispatcher and the batch tasks.
+/// Accounting shared by the writer handles, the dispatcher and the batch tasks: updated once
+/// per batch under the lock, and per operation (submissions) without it.
 #[derive(Debug, Default)]
-struct StatsCell(Mutex<BulkStats>);
+struct StatsCell {
+    stats: Mutex<BulkStats>,
+    submitted: AtomicU64,
+}
 
 impl StatsCell {
     fn update(&self, f: impl FnOnce(&mut BulkStats)) {
-        f(&mut self.0.lock().expect("stats lock is never poisoned"));
+        f(&mut self.stats.lock().expect("stats lock is never poisoned"));
+    }
+
+    fn count_submitted(&self) {
+        self.submitted.fetch_add(1, Ordering::Relaxed);
     }
 
     fn snapshot(&self) -> BulkStats {
-        let mut stats = self.0.lock().expect("stats lock is never poisoned").clone();
+        let mut stats = self.stats.lock().expect("stats lock is never poisoned").clone();
+        stats.submitted = self.submitted.load(Ordering::Relaxed);
         let mut total = RangeStats::default();
         for range in stats.ranges.values() {
             total.add(range);
@@ -389,10 +399,8 @@ impl<T: Send + 'static> BulkWriter<T> {
             };
             return match self.tx.send(Msg::Invalid(outcome)) {
                 Ok(()) => {
-                    self.stats.update(|s| {
-                        s.submitted += 1;
-                        s.failed += 1;
-                    });
+                    self.stats.count_submitted();
+                    self.stats.update(|s| s.failed += 1);
                     Ok(())
                 }
                 Err(mpsc::error::SendError(Msg::Invalid(outcome))) => {
@@ -434,7 +442,7 @@ impl<T: Send + 'static> BulkWriter<T> {
         pending.size = BatchBody::encoded_len(&pending.as_ref());
         match self.tx.send(Msg::Op(pending)) {
             Ok(()) => {
-                self.stats.update(|s| s.submitted += 1);
+                self.stats.count_submitted();
                 Ok(())
             }
             Err(mpsc::error::SendError(Msg::Op(p))) => Err(BulkClosed(BulkOperation {
