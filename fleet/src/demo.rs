@@ -29,8 +29,8 @@ use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::area::distance_m;
 use crate::broker::{Broker, BrokerKind};
+use crate::geo::distance_m;
 use crate::prom::{self, Scrape};
 use crate::report::{DemoReport, PartitionTotals, SpatialAnswer, TimelinePoint};
 use crate::view::{Painter, RangeLoad, Snapshot};
@@ -597,7 +597,8 @@ impl Sampler {
         let lateness = writer.buckets(names::LATENESS);
         report.lateness_p50 = prom::quantile(&lateness, 0.50);
         report.lateness_p99 = prom::quantile(&lateness, 0.99);
-        report.written_per_sec = report.written as f64 / report.wall_secs.max(1e-3);
+        // While the fleet flew (the last interval sample), not counting the final drain.
+        report.written_per_sec = self.last_written / self.last_at.as_secs_f64().max(1e-3);
         if let Some(container) = stats.container(DATABASE, CONTAINER) {
             for p in container.partitions.iter().filter(|p| p.live) {
                 report.endpoint_throttled += p.throttled;

@@ -2,15 +2,16 @@
 //! generator.
 //!
 //! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to.
-//! - [`area`]: the fleet's area, drone paths, great-circle distance.
+//! - [`demo`]: the demo orchestration; [`report`]: its final report.
+//! - [`geo`]: great-circle distance.
 //! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
 //! - [`view`]: the live terminal view of a run.
 
-pub mod area;
 pub mod broker;
 pub mod demo;
+pub mod geo;
 pub mod loadgen;
 pub mod prom;
 pub mod report;

@@ -1,10 +1,14 @@
 //! The load generator: N simulated drones publishing wire messages (v1) at a total rate
 //! to an MQTT broker, bounded in count and in time, reporting the run's figures.
 //!
-//! Every drone has its own MQTT connection (client id = device id) and publishes at
-//! QoS 1 to `devices/{id}/messages/events/`, IoT Hub's device-to-cloud topic, so the same
-//! run works against any broker the cloud writer reads. The drones' publications are
-//! spread evenly over each interval (no lock-step bursts). The report gives messages
+//! Every drone has its own MQTT connection (client id = device id), made by the edge
+//! agent's transport ([`edge_agent::transport::Dialer`]: plain MQTT, or IoT Hub over TLS
+//! with SAS tokens from device connection strings), and publishes at QoS 1 to IoT Hub's
+//! device-to-cloud topic ([`edge_agent::transport::event_topic`]), so the same run works
+//! against IoT Hub and against any broker the cloud writer reads. Positions come from the
+//! edge agent's simulated routes ([`edge_agent::SimRoute`], seeded by the drone's index).
+//! The drones' publications are spread evenly over each interval (no lock-step bursts).
+//! A run longer than a SAS token's renewal time reconnects each drone with a fresh token. The report gives messages
 //! sent and acknowledged, throughput, and publish latency (PUBLISH written to PUBACK
 //! received) p50/p99; with a writer's metrics endpoint, also what the writer received and
 //! wrote, its drops by reason, its throttled requests and its lateness.
@@ -15,20 +19,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use rumqttc::{AsyncClient, Event, MqttOptions, Outgoing, Packet, QoS};
+use rumqttc::{Event, Outgoing, Packet, QoS};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::area::FleetArea;
+use edge_agent::config::Settings as AgentSettings;
+use edge_agent::source::SimRoute;
+use edge_agent::transport::{Dialer, event_topic};
+use edge_agent::{SimConfig, TransportConfig};
+
 use crate::writer_metrics::{WriterFigures, WriterScraper};
+
+/// Where the drones publish.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A plain MQTT broker; device ids are `{id_prefix}{index:05}`.
+    Mqtt {
+        /// Host.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// IoT Hub: one device connection string per drone (the drone count is at most their
+    /// number).
+    IotHub {
+        /// `HostName=...;DeviceId=...;SharedAccessKey=...`, one per drone.
+        connection_strings: Vec<String>,
+    },
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LoadgenConfig {
-    /// Broker host.
-    pub host: String,
-    /// Broker port.
-    pub port: u16,
+    /// Where to publish.
+    pub target: Target,
     /// Number of drones (connections).
     pub drones: usize,
     /// Total messages per second over all drones.
@@ -39,8 +63,8 @@ pub struct LoadgenConfig {
     pub duration: Duration,
     /// Device ids are `{prefix}{index:05}`.
     pub id_prefix: String,
-    /// Where the drones fly.
-    pub area: FleetArea,
+    /// Where the drones fly (each drone's route is seeded by its index).
+    pub sim: SimConfig,
     /// Scrape this Prometheus endpoint of a cloud writer before and after the run.
     pub writer_metrics: Option<String>,
     /// How long to wait for outstanding PUBACKs and for the writer to catch up at the end.
@@ -50,14 +74,16 @@ pub struct LoadgenConfig {
 impl Default for LoadgenConfig {
     fn default() -> Self {
         LoadgenConfig {
-            host: "127.0.0.1".to_owned(),
-            port: 1883,
+            target: Target::Mqtt {
+                host: "127.0.0.1".to_owned(),
+                port: 1883,
+            },
             drones: 100,
             rate: 100.0,
             count: None,
             duration: Duration::from_secs(10),
             id_prefix: "loadgen-".to_owned(),
-            area: FleetArea::default(),
+            sim: SimConfig::default(),
             writer_metrics: None,
             drain: Duration::from_secs(5),
         }
@@ -70,6 +96,14 @@ pub enum LoadgenError {
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Config(String),
+    /// A drone's connection settings are unusable (e.g. a malformed connection string).
+    #[error("drone {index}: {message}")]
+    Drone {
+        /// The drone's index (line of the connection string file, from 0).
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// The writer's metrics endpoint could not be read.
     #[error(transparent)]
     Writer(#[from] crate::writer_metrics::ScrapeError),
@@ -155,20 +189,33 @@ pub async fn run(
         None => None,
     };
 
+    let links = links(&config)?;
+    let drones_count = links.len();
     let counters = Arc::new(Counters::default());
     let stop_sending = shutdown.child_token();
-    let interval = Duration::from_secs_f64(config.drones as f64 / config.rate);
+    let interval = Duration::from_secs_f64(drones_count as f64 / config.rate);
     let start = Instant::now();
     let deadline = start + config.duration;
     let mut drones = tokio::task::JoinSet::new();
-    for index in 0..config.drones {
+    for (index, (device_id, transport)) in links.into_iter().enumerate() {
+        let dialer =
+            Dialer::new(transport, device_id.clone()).map_err(|e| LoadgenError::Drone {
+                index,
+                message: e.to_string(),
+            })?;
+        let route = SimRoute::new(&SimConfig {
+            seed: index as u64,
+            ..config.sim.clone()
+        });
         let drone = Drone {
-            device_id: format!("{}{index:05}", config.id_prefix),
-            index,
-            config: config.clone(),
+            device_id,
+            dialer,
+            route,
+            drain: config.drain,
+            count: config.count,
             counters: counters.clone(),
             start,
-            first_send: start + interval.mul_f64(index as f64 / config.drones as f64),
+            first_send: start + interval.mul_f64(index as f64 / drones_count as f64),
             interval,
         };
         drones.spawn(drone.run(deadline, stop_sending.clone()));
@@ -189,7 +236,7 @@ pub async fn run(
         _ => None,
     };
     Ok(LoadReport {
-        drones: config.drones,
+        drones: drones_count,
         sent,
         acked,
         connection_errors: counters.connection_errors.load(Ordering::Relaxed),
@@ -210,11 +257,53 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
+/// The device id and transport settings of each drone, made by the edge agent's own
+/// configuration code (the same checks and defaults as a real agent).
+fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, LoadgenError> {
+    let settings: Vec<AgentSettings> = match &config.target {
+        Target::Mqtt { host, port } => (0..config.drones)
+            .map(|index| AgentSettings {
+                mqtt_url: Some(format!("mqtt://{host}:{port}")),
+                device_id: Some(format!("{}{index:05}", config.id_prefix)),
+                ..AgentSettings::default()
+            })
+            .collect(),
+        Target::IotHub { connection_strings } => connection_strings
+            .iter()
+            .take(config.drones)
+            .map(|cs| AgentSettings {
+                connection_string: Some(cs.clone()),
+                ..AgentSettings::default()
+            })
+            .collect(),
+    };
+    if settings.is_empty() {
+        return Err(LoadgenError::Config(
+            "no drones: the connection string file is empty".to_owned(),
+        ));
+    }
+    settings
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut s)| {
+            // The load generator keeps nothing on disk; the setting is required, unused.
+            s.buffer_dir = Some(std::env::temp_dir());
+            let agent = s.resolve().map_err(|e| LoadgenError::Drone {
+                index,
+                message: e.to_string(),
+            })?;
+            Ok((agent.device_id, agent.transport))
+        })
+        .collect()
+}
+
 /// One simulated drone of the load generator.
 struct Drone {
     device_id: String,
-    index: usize,
-    config: LoadgenConfig,
+    dialer: Dialer,
+    route: SimRoute,
+    drain: Duration,
+    count: Option<u64>,
     counters: Arc<Counters>,
     start: Instant,
     first_send: Instant,
@@ -225,15 +314,8 @@ impl Drone {
     /// Publishes until the deadline, the count budget or `stop`; then waits (at most the
     /// drain time) for its acknowledgements. Returns its publish latencies in seconds.
     async fn run(self, deadline: Instant, stop: CancellationToken) -> Vec<f64> {
-        let mut options = MqttOptions::new(&self.device_id, &self.config.host, self.config.port);
-        options.set_keep_alive(Duration::from_secs(30));
-        options.set_clean_session(true);
-        options.set_max_packet_size(
-            telemetry::wire::MAX_MESSAGE_BYTES + 1024,
-            telemetry::wire::MAX_MESSAGE_BYTES + 1024,
-        );
-        let (client, mut eventloop) = AsyncClient::new(options, 64);
-        let topic = format!("devices/{}/messages/events/", self.device_id);
+        let (mut client, mut eventloop, mut renew_after) = self.dialer.dial();
+        let mut link_started = Instant::now();
         let mut written_at: HashMap<u16, Instant> = HashMap::new();
         let mut latencies = Vec::new();
         let mut outstanding = 0u64;
@@ -249,16 +331,27 @@ impl Drone {
             if drain_until.is_some_and(|until| Instant::now() >= until) {
                 break;
             }
+            if renew_after.is_some_and(|after| link_started.elapsed() >= after) {
+                // A fresh SAS token before the hub disconnects us; unacknowledged
+                // publishes of the old link are given up (counted as not acknowledged).
+                let _ = client.try_disconnect();
+                (client, eventloop, renew_after) = self.dialer.dial();
+                link_started = Instant::now();
+                written_at.clear();
+                outstanding = 0;
+            }
             tokio::select! {
                 _ = ticker.tick(), if sending => {
                     if Instant::now() >= deadline || stop.is_cancelled() || !self.claim() {
                         sending = false;
-                        drain_until = Some(Instant::now() + self.config.drain);
+                        drain_until = Some(Instant::now() + self.drain);
                         continue;
                     }
                     seq += 1;
-                    let payload = self.position(seq);
-                    if client.try_publish(&topic, QoS::AtLeastOnce, false, payload).is_ok() {
+                    let now = Utc::now();
+                    let payload = self.position(seq, now);
+                    let topic = event_topic(&self.device_id, now);
+                    if client.try_publish(topic, QoS::AtLeastOnce, false, payload).is_ok() {
                         outstanding += 1;
                     } else {
                         // The request queue is full: the connection is down or too slow.
@@ -267,7 +360,7 @@ impl Drone {
                 }
                 _ = stop.cancelled(), if sending => {
                     sending = false;
-                    drain_until = Some(Instant::now() + self.config.drain);
+                    drain_until = Some(Instant::now() + self.drain);
                 }
                 _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline).into()), if drain_until.is_some() => {}
                 event = eventloop.poll() => match event {
@@ -299,33 +392,29 @@ impl Drone {
     /// Takes one message from the run's count budget.
     fn claim(&self) -> bool {
         let taken = self.counters.sent.fetch_add(1, Ordering::Relaxed);
-        if self.config.count.is_some_and(|count| taken >= count) {
+        if self.count.is_some_and(|count| taken >= count) {
             self.counters.sent.fetch_sub(1, Ordering::Relaxed);
             return false;
         }
         true
     }
 
-    /// The encoded wire message of this drone's position number `seq`.
-    fn position(&self, seq: u64) -> Vec<u8> {
-        let flight_secs = self.start.elapsed().as_secs_f64();
-        let (lat, lon, heading) =
-            self.config
-                .area
-                .orbit(self.index, self.config.drones, flight_secs);
+    /// The encoded wire message of this drone's position number `seq`, taken `now`.
+    fn position(&self, seq: u64, now: chrono::DateTime<Utc>) -> Vec<u8> {
+        let fix = self.route.fix_after(self.start.elapsed(), now);
         telemetry::Position {
             device_id: self.device_id.clone(),
             seq,
-            ts: Utc::now(),
-            lat,
-            lon,
-            alt_m: Some(120.0),
-            heading_deg: Some(heading),
-            speed_mps: Some(12.0),
-            battery_pct: Some(100 - (seq % 80) as u8),
+            ts: fix.time,
+            lat: fix.lat,
+            lon: fix.lon,
+            alt_m: fix.alt_m,
+            heading_deg: fix.heading_deg,
+            speed_mps: fix.speed_mps,
+            battery_pct: fix.battery_pct,
         }
         .encode()
-        .expect("generated positions are valid")
+        .expect("simulated positions are valid")
     }
 }
 

@@ -6,12 +6,11 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use fleet::area::FleetArea;
 use std::io::IsTerminal as _;
 
 use fleet::broker::{Broker, BrokerKind};
 use fleet::demo::{self, DemoConfig, Output, Scenario};
-use fleet::loadgen::{self, LoadgenConfig};
+use fleet::loadgen::{self, LoadgenConfig, Target};
 
 /// Drone fleet telemetry: the demo and the load generator.
 #[derive(Debug, Parser)]
@@ -70,7 +69,12 @@ struct LoadgenArgs {
     /// The broker, `mqtt://host:port`; `embedded` starts an embedded broker for the run.
     #[arg(long, env = "FLEET_URL", default_value = "mqtt://127.0.0.1:1883")]
     url: String,
-    /// Number of drones, one MQTT connection each.
+    /// Publish to IoT Hub instead: a file of device connection strings
+    /// (`HostName=...;DeviceId=...;SharedAccessKey=...`), one per line and drone.
+    #[arg(long, env = "FLEET_DEVICE_CONNECTION_STRINGS", conflicts_with = "url")]
+    device_connection_strings: Option<std::path::PathBuf>,
+    /// Number of drones, one MQTT connection each (with connection strings: at most one
+    /// per line).
     #[arg(long, default_value_t = 100)]
     drones: usize,
     /// Messages per second over all drones.
@@ -183,34 +187,54 @@ fn raise_open_file_limit() {
 
 async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut _broker = None;
-    let (host, port) = if args.url == "embedded" {
+    let target = if let Some(path) = &args.device_connection_strings {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Target::IotHub {
+            connection_strings: text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+                .collect(),
+        }
+    } else if args.url == "embedded" {
         let broker = tokio::task::spawn_blocking(|| Broker::start(BrokerKind::Embedded))
             .await?
             .context("starting the embedded broker")?;
         let addr = broker.addr();
         _broker = Some(broker);
-        (addr.ip().to_string(), addr.port())
+        Target::Mqtt {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        }
     } else {
-        parse_mqtt_url(&args.url)?
+        let (host, port) = parse_mqtt_url(&args.url)?;
+        Target::Mqtt { host, port }
+    };
+    let destination = match &target {
+        Target::Mqtt { host, port } => format!("mqtt://{host}:{port}"),
+        Target::IotHub { connection_strings } => {
+            format!(
+                "IoT Hub ({} device connection strings)",
+                connection_strings.len()
+            )
+        }
     };
     let config = LoadgenConfig {
-        host,
-        port,
+        target,
         drones: args.drones,
         rate: args.rate,
         count: args.count,
         duration: args.duration,
         id_prefix: args.id_prefix,
-        area: FleetArea::default(),
         writer_metrics: args.writer_metrics,
         ..LoadgenConfig::default()
     };
     eprintln!(
-        "loadgen: {} drones, {} msg/s, to {}:{}, for at most {:?}{}",
+        "loadgen: {} drones, {} msg/s, to {destination}, for at most {:?}{}",
         config.drones,
         config.rate,
-        config.host,
-        config.port,
         config.duration,
         config
             .count

@@ -48,7 +48,7 @@ pub struct DemoReport {
     pub writer_throttled: u64,
     /// Operations the endpoint answered 429.
     pub endpoint_throttled: u64,
-    /// Documents written per wall second, averaged over the run.
+    /// Documents written per wall second while the fleet flew.
     pub written_per_sec: f64,
     /// Lateness p50 over the whole run, seconds.
     pub lateness_p50: Option<f64>,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use fleet::broker::{Broker, BrokerKind};
-use fleet::loadgen::{self, LoadgenConfig};
+use fleet::loadgen::{self, LoadgenConfig, Target};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
@@ -78,10 +78,12 @@ async fn loadgen_publishes_its_count_of_valid_positions_from_every_drone() {
         .await
         .unwrap()
         .unwrap();
-    let (_sub, mut events) = subscriber(&broker, "reader", "devices/+/messages/events/").await;
+    let (_sub, mut events) = subscriber(&broker, "reader", "devices/+/messages/events/#").await;
     let config = LoadgenConfig {
-        host: "127.0.0.1".to_owned(),
-        port: broker.addr().port(),
+        target: Target::Mqtt {
+            host: "127.0.0.1".to_owned(),
+            port: broker.addr().port(),
+        },
         drones: 20,
         rate: 400.0,
         count: Some(200),
@@ -104,10 +106,9 @@ async fn loadgen_publishes_its_count_of_valid_positions_from_every_drone() {
         while n < 200 {
             if let Event::Incoming(Packet::Publish(p)) = events.poll().await.unwrap() {
                 let pos = telemetry::wire::decode(&p.payload).expect("a valid wire message");
-                assert_eq!(
-                    p.topic,
-                    format!("devices/{}/messages/events/", pos.device_id)
-                );
+                // IoT Hub's topic: the device's events, then the property bag.
+                let prefix = format!("devices/{}/messages/events/$.ct=", pos.device_id);
+                assert!(p.topic.starts_with(&prefix), "{}", p.topic);
                 seqs.entry(pos.device_id).or_default().insert(pos.seq);
                 n += 1;
             }
@@ -130,8 +131,10 @@ async fn loadgen_stops_at_its_duration() {
         .unwrap()
         .unwrap();
     let config = LoadgenConfig {
-        host: "127.0.0.1".to_owned(),
-        port: broker.addr().port(),
+        target: Target::Mqtt {
+            host: "127.0.0.1".to_owned(),
+            port: broker.addr().port(),
+        },
         drones: 5,
         rate: 50.0,
         count: None,
