@@ -154,7 +154,7 @@ impl Ctx<'_> {
             ));
         }
         match key_of_document(body, &self.container.pk_path) {
-            Some(v) if PartitionKey::from_value(v) == *pk => Ok(id),
+            Some(v) if pk.is_value(v) => Ok(id),
             _ => Err(Outcome::error(
                 400,
                 1001,
@@ -188,9 +188,13 @@ impl Ctx<'_> {
     }
 
     /// Decides an operation against the current document.
-    fn decide(&self, a: &Addressed, existing: Option<&Arc<Doc>>) -> (Outcome, Effect) {
-        let mismatch =
-            |d: &Arc<Doc>| matches!(&a.pre.if_match, Some(e) if e != "*" && *e != d.etag);
+    fn decide(
+        &self,
+        op: DocOp,
+        pre: &Preconditions,
+        existing: Option<&Arc<Doc>>,
+    ) -> (Outcome, Effect) {
+        let mismatch = |d: &Arc<Doc>| matches!(&pre.if_match, Some(e) if e != "*" && *e != d.etag);
         let precondition_failed = |charge| {
             (
                 Outcome::error(
@@ -213,18 +217,8 @@ impl Ctx<'_> {
                 Effect::None,
             )
         };
-        match (&a.op, existing) {
-            (DocOp::Read, None) => not_found(),
-            (DocOp::Read, Some(d)) => {
-                if a.pre.if_none_match.as_deref() == Some(d.etag.as_str()) {
-                    return (Outcome::ok(304, ru::read(0), None), Effect::None);
-                }
-                (
-                    Outcome::ok(200, ru::read(d.json.len()), Some(d.clone())),
-                    Effect::None,
-                )
-            }
-            (DocOp::Create(_), Some(_)) => (
+        let conflict = || {
+            (
                 Outcome::error(
                     409,
                     0,
@@ -232,9 +226,22 @@ impl Ctx<'_> {
                     "Entity with the specified id already exists in the system.",
                 ),
                 Effect::None,
-            ),
-            (DocOp::Create(body), None) | (DocOp::Upsert(body), None) => {
-                let doc = self.build(body.clone());
+            )
+        };
+        match (op, existing) {
+            (DocOp::Read, None) => not_found(),
+            (DocOp::Read, Some(d)) => {
+                if pre.if_none_match.as_deref() == Some(d.etag.as_str()) {
+                    return (Outcome::ok(304, ru::read(0), None), Effect::None);
+                }
+                (
+                    Outcome::ok(200, ru::read(d.json.len()), Some(d.clone())),
+                    Effect::None,
+                )
+            }
+            (DocOp::Create(_), Some(_)) => conflict(),
+            (DocOp::Create(body) | DocOp::Upsert(body), None) => {
+                let doc = self.build(body);
                 (
                     Outcome::ok(201, ru::insert(doc.json.len()), Some(doc.clone())),
                     Effect::Put(doc),
@@ -243,17 +250,9 @@ impl Ctx<'_> {
             (DocOp::Upsert(_) | DocOp::Replace(_), Some(d)) if mismatch(d) => {
                 precondition_failed(ru::read(d.json.len()))
             }
-            (DocOp::Upsert(_), Some(_)) if a.pre.if_none_match.as_deref() == Some("*") => (
-                Outcome::error(
-                    409,
-                    0,
-                    ru::read(0),
-                    "Entity with the specified id already exists in the system.",
-                ),
-                Effect::None,
-            ),
+            (DocOp::Upsert(_), Some(_)) if pre.if_none_match.as_deref() == Some("*") => conflict(),
             (DocOp::Upsert(body) | DocOp::Replace(body), Some(_)) => {
-                let doc = self.build(body.clone());
+                let doc = self.build(body);
                 (
                     Outcome::ok(200, ru::overwrite(doc.json.len()), Some(doc.clone())),
                     Effect::Put(doc),
@@ -272,14 +271,12 @@ impl Ctx<'_> {
                 if let Some(cond) = &req.condition {
                     match parse_condition(cond) {
                         Ok(c) => {
-                            if !query::eval::holds(
-                                &c.filter,
-                                &query::eval::Scope {
-                                    alias: &c.alias,
-                                    doc: &d.value,
-                                    params: &[],
-                                },
-                            ) {
+                            let scope = query::eval::Scope {
+                                alias: &c.alias,
+                                doc: &d.value,
+                                params: &[],
+                            };
+                            if !query::eval::holds(&c.filter, &scope) {
                                 return precondition_failed(ru::read(d.json.len()));
                             }
                         }
@@ -313,9 +310,9 @@ impl Ctx<'_> {
     }
 
     /// Executes one operation on its partition: decide, charge (or throttle), apply.
-    pub fn execute(&self, part: &mut Partition, a: &Addressed) -> Outcome {
+    pub fn execute(&self, part: &mut Partition, a: Addressed) -> Outcome {
         let existing = part.docs.get(&a.pk.canonical).and_then(|l| l.get(&a.id));
-        let (outcome, effect) = self.decide(a, existing);
+        let (outcome, effect) = self.decide(a.op, &a.pre, existing);
         if let Err(wait) = part.bucket.try_take(outcome.charge) {
             part.counters.throttled += 1;
             return Outcome::throttled(wait);
@@ -328,12 +325,13 @@ impl Ctx<'_> {
     /// Executes a transactional batch on one logical partition: all operations apply or none.
     /// Returns the per-operation outcomes and the HTTP status: 200, the failing operation's
     /// status (the others get 424), or 429 when the whole batch does not fit the budget.
-    pub fn execute_atomic(&self, part: &mut Partition, ops: &[Addressed]) -> (Vec<Outcome>, u16) {
-        let mut overlay: FxHashMap<&str, Option<Arc<Doc>>> = FxHashMap::default();
-        let mut outcomes = Vec::with_capacity(ops.len());
-        let mut effects = Vec::with_capacity(ops.len());
+    pub fn execute_atomic(&self, part: &mut Partition, ops: Vec<Addressed>) -> (Vec<Outcome>, u16) {
+        let count = ops.len();
+        let mut overlay: FxHashMap<String, Option<Arc<Doc>>> = FxHashMap::default();
+        let mut outcomes = Vec::with_capacity(count);
+        let mut effects = Vec::with_capacity(count);
         let mut failed = None;
-        for (i, a) in ops.iter().enumerate() {
+        for (i, a) in ops.into_iter().enumerate() {
             let existing = match overlay.get(a.id.as_str()) {
                 Some(staged) => staged.clone(),
                 None => part
@@ -342,19 +340,19 @@ impl Ctx<'_> {
                     .and_then(|l| l.get(&a.id))
                     .cloned(),
             };
-            let (outcome, effect) = self.decide(a, existing.as_ref());
+            let (outcome, effect) = self.decide(a.op, &a.pre, existing.as_ref());
             match &effect {
                 Effect::Put(d) => {
-                    overlay.insert(&a.id, Some(d.clone()));
+                    overlay.insert(a.id.clone(), Some(d.clone()));
                 }
                 Effect::Remove => {
-                    overlay.insert(&a.id, None);
+                    overlay.insert(a.id.clone(), None);
                 }
                 Effect::None => {}
             }
             let ok = outcome.is_success();
             outcomes.push(outcome);
-            effects.push(effect);
+            effects.push((a.pk, a.id, effect));
             if !ok {
                 failed = Some(i);
                 break;
@@ -363,12 +361,12 @@ impl Ctx<'_> {
         let total: f64 = outcomes.iter().map(|o| o.charge).sum();
         if let Err(wait) = part.bucket.try_take(total) {
             part.counters.throttled += 1;
-            return (ops.iter().map(|_| Outcome::throttled(wait)).collect(), 429);
+            return ((0..count).map(|_| Outcome::throttled(wait)).collect(), 429);
         }
         part.counters.charge(total);
         if let Some(i) = failed {
             let status = outcomes[i].status;
-            let results = (0..ops.len())
+            let results = (0..count)
                 .map(|j| {
                     if j == i {
                         outcomes[i].clone()
@@ -379,8 +377,8 @@ impl Ctx<'_> {
                 .collect();
             return (results, status);
         }
-        for (a, effect) in ops.iter().zip(effects) {
-            apply(part, &a.pk, &a.id, effect);
+        for (pk, id, effect) in effects {
+            apply(part, &pk, &id, effect);
         }
         (outcomes, 200)
     }

@@ -658,9 +658,10 @@ fn point(
     shared.counters.operations(op_kind(kind), 1);
     let ranges = ctx.container.ranges.read();
     let range = ranges.for_epk(addressed.pk.epk);
-    let outcome = ctx.execute(&mut range.part.lock(), &addressed);
+    let is_write = addressed.op.is_write();
+    let outcome = ctx.execute(&mut range.part.lock(), addressed);
     let mut reply = Reply::from_outcome(&outcome);
-    if is_minimal(headers) && addressed.op.is_write() {
+    if is_minimal(headers) && is_write {
         reply.body.clear();
     }
     reply.header(h::PARTITION_KEY_RANGE_ID, range.id.clone())
@@ -819,7 +820,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
         } else {
             let ops: Vec<Addressed> = addressed.into_iter().filter_map(|(_, a)| a.ok()).collect();
             let range = ranges.for_epk(pk.epk);
-            ctx.execute_atomic(&mut range.part.lock(), &ops)
+            ctx.execute_atomic(&mut range.part.lock(), ops)
         }
     } else {
         let range = match (header(headers, h::PARTITION_KEY_RANGE_ID), &header_pk) {
@@ -840,7 +841,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
         let mut throttled = None;
         let mut stop = false;
         let outcomes: Vec<Outcome> = addressed
-            .iter()
+            .into_iter()
             .map(|(_, a)| {
                 if stop {
                     return Outcome::error(
@@ -855,7 +856,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                     return Outcome::throttled(wait);
                 }
                 let o = match a {
-                    Err(o) => o.clone(),
+                    Err(o) => o,
                     Ok(a) if !range.contains(a.pk.epk) => Outcome::error(
                         410,
                         SUB_PARTITION_KEY_RANGE_GONE,

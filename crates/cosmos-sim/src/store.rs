@@ -490,6 +490,19 @@ impl PartitionKey {
         Self { canonical, epk }
     }
 
+    /// Whether a document's key value is this key (compared by canonical JSON, no hashing).
+    pub fn is_value(&self, value: &Value) -> bool {
+        match value {
+            // A string that needs no escaping is its canonical form between quotes.
+            Value::String(s) if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') => {
+                self.canonical.len() == s.len() + 2
+                    && self.canonical.starts_with('"')
+                    && self.canonical[1..self.canonical.len() - 1] == **s
+            }
+            _ => serde_json::to_string(value).is_ok_and(|c| c == self.canonical),
+        }
+    }
+
     /// From the JSON array of a header or batch operation, e.g. `["drone-42"]`.
     pub fn from_header(header: &str) -> Option<Self> {
         let values: Vec<Value> = serde_json::from_str(header).ok()?;
@@ -579,6 +592,18 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.epk, cosmos_wire::epk::epk_u128_of_str("drone-42"));
         assert!(PartitionKey::from_header("drone-42").is_none());
+        for v in [
+            json!("drone-42"),
+            json!("a\\nb"),
+            json!("q\"x"),
+            json!(123),
+            json!("é"),
+        ] {
+            assert!(PartitionKey::from_value(&v).is_value(&v), "{v}");
+        }
+        assert!(!PartitionKey::from_value(&json!(123)).is_value(&json!("2")));
+        assert!(!PartitionKey::from_value(&json!("\n")).is_value(&json!("\\n")));
+        assert!(!a.is_value(&json!("drone-43")));
         assert!(PartitionKey::from_header(r#"["a","b"]"#).is_none());
     }
 }
