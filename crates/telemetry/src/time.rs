@@ -12,7 +12,7 @@
 //! (after normalisation to UTC) can be written back as RFC 3339, so other years are
 //! rejected.
 
-use chrono::{DateTime, Datelike, NaiveDate, SecondsFormat, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
 /// Why a string is not an acceptable RFC 3339 time.
@@ -28,12 +28,13 @@ pub enum TimeError {
 
 /// Parses an RFC 3339 date-time into UTC, truncated to whole milliseconds.
 pub fn parse_rfc3339(text: &str) -> Result<DateTime<Utc>, TimeError> {
-    let parsed = match parse_utc_fast(text.as_bytes()) {
-        Some(t) => t,
-        None => DateTime::parse_from_rfc3339(text)
-            .map_err(|_| TimeError::Syntax)?
-            .to_utc(),
-    };
+    if let Some(time) = parse_utc_fast(text.as_bytes()) {
+        // Whole milliseconds in a four-digit year: nothing to truncate or check.
+        return Ok(time);
+    }
+    let parsed = DateTime::parse_from_rfc3339(text)
+        .map_err(|_| TimeError::Syntax)?
+        .to_utc();
     let millis = truncate_to_millis(parsed);
     check_year(&millis)?;
     Ok(millis)
@@ -53,8 +54,9 @@ pub fn check_year(time: &DateTime<Utc>) -> Result<(), TimeError> {
     }
 }
 
-/// Fast path: `YYYY-MM-DDTHH:MM:SS[.f{1,}]Z`. Returns `None` for anything else, including
-/// impossible dates; the caller then falls back to the general parser.
+/// Fast path: `YYYY-MM-DDTHH:MM:SS[.f{1,}]Z`, giving whole milliseconds in a year of
+/// 0000-9999. Returns `None` for anything else, including impossible dates; the caller
+/// then falls back to the general parser.
 fn parse_utc_fast(b: &[u8]) -> Option<DateTime<Utc>> {
     if b.len() < 20
         || b[4] != b'-'
@@ -103,29 +105,73 @@ fn digits(b: &[u8]) -> Option<u32> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MillisTime(pub DateTime<Utc>);
 
+/// The first and last millisecond of the years 0000 to 9999 (UTC), the times RFC 3339
+/// can write.
+const MILLIS_RANGE: std::ops::RangeInclusive<i64> = -62_167_219_200_000..=253_402_300_799_999;
+
+const MILLIS_PER_DAY: i64 = 86_400_000;
+
 impl MillisTime {
     /// Formats into a stack buffer when the year has four digits.
     fn format(&self) -> Option<[u8; 24]> {
-        let t = truncate_to_millis(self.0);
-        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        // The same instant as `truncate_to_millis(self.0)`, computed from the count alone.
+        let ms = self.0.timestamp_millis();
+        if !MILLIS_RANGE.contains(&ms) {
+            return None;
+        }
+        let (year, month, day) = civil_from_days(ms.div_euclid(MILLIS_PER_DAY));
+        let ms_of_day = ms.rem_euclid(MILLIS_PER_DAY) as u32;
+        let (secs, millis) = (ms_of_day / 1000, ms_of_day % 1000);
         let mut out = *b"0000-00-00T00:00:00.000Z";
-        put(&mut out[0..4], year);
-        put(&mut out[5..7], t.month());
-        put(&mut out[8..10], t.day());
-        put(&mut out[11..13], t.hour());
-        put(&mut out[14..16], t.minute());
-        put(&mut out[17..19], t.second());
-        put(&mut out[20..23], t.timestamp_subsec_millis());
+        put2(&mut out[0..2], year / 100);
+        put2(&mut out[2..4], year % 100);
+        put2(&mut out[5..7], month);
+        put2(&mut out[8..10], day);
+        put2(&mut out[11..13], secs / 3600);
+        put2(&mut out[14..16], secs / 60 % 60);
+        put2(&mut out[17..19], secs % 60);
+        out[20] = b'0' + (millis / 100) as u8;
+        put2(&mut out[21..23], millis % 100);
         Some(out)
     }
 }
 
-/// Writes `value` as zero-padded decimal digits filling `slot`.
-fn put(slot: &mut [u8], mut value: u32) {
-    for d in slot.iter_mut().rev() {
-        *d = b'0' + (value % 10) as u8;
-        value /= 10;
+/// The proleptic Gregorian (year, month, day) of a day counted from 1970-01-01, for the
+/// years 0000 to 9999 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (u32, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year as u32, month as u32, day as u32)
+}
+
+/// `00` to `99`, two ASCII digits each.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0; 200];
+    let mut n = 0;
+    while n < 100 {
+        pairs[2 * n] = b'0' + (n / 10) as u8;
+        pairs[2 * n + 1] = b'0' + (n % 10) as u8;
+        n += 1;
     }
+    pairs
+};
+
+/// Writes `value` (below 100) as two decimal digits into `slot`.
+fn put2(slot: &mut [u8], value: u32) {
+    let i = value as usize * 2;
+    slot.copy_from_slice(&DIGIT_PAIRS[i..i + 2]);
 }
 
 impl MillisTime {
@@ -162,6 +208,8 @@ impl Serialize for MillisTime {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn utc(text: &str) -> DateTime<Utc> {
@@ -257,5 +305,32 @@ mod tests {
         );
         let early = utc("0007-01-02T03:04:05.006789Z");
         assert_eq!(MillisTime(early).to_string(), "0007-01-02T03:04:05.006Z");
+    }
+
+    proptest! {
+        #[test]
+        fn formats_as_chrono_does(ms in MILLIS_RANGE, sub_ms_nanos in 0u32..1_000_000) {
+            let t = DateTime::from_timestamp_millis(ms).unwrap()
+                + chrono::Duration::nanoseconds(i64::from(sub_ms_nanos));
+            prop_assert_eq!(
+                MillisTime(t).to_string(),
+                truncate_to_millis(t).to_rfc3339_opts(SecondsFormat::Millis, true)
+            );
+        }
+
+        #[test]
+        fn fast_path_agrees_with_chrono(ms in MILLIS_RANGE, digits in 0usize..=9) {
+            let t = DateTime::from_timestamp_millis(ms).unwrap();
+            let text = t.to_rfc3339_opts(SecondsFormat::Nanos, true);
+            // Keep `digits` fraction digits (none: no `.` either).
+            let (whole, fraction) = text.trim_end_matches('Z').split_once('.').unwrap();
+            let text = match digits {
+                0 => format!("{whole}Z"),
+                n => format!("{whole}.{}Z", &format!("{fraction:0<9}")[..n]),
+            };
+            let expected = truncate_to_millis(DateTime::parse_from_rfc3339(&text).unwrap().to_utc());
+            prop_assert_eq!(parse_utc_fast(text.as_bytes()), Some(expected));
+            prop_assert_eq!(parse_rfc3339(&text), Ok(expected));
+        }
     }
 }

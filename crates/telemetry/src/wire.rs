@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 use crate::order::PositionOrder;
 use crate::time::{self, MillisTime, TimeError};
 
+mod scan;
+
 /// The major version this crate reads and writes (the `v` field).
 pub const WIRE_VERSION: u64 = 1;
 
@@ -303,7 +305,7 @@ struct WireOut<'a> {
 
 /// The message as read: strings borrow from the input unless they hold escapes; every
 /// field is optional here so that absence gets its own typed reason.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireIn<'a> {
     v: Option<u64>,
@@ -327,7 +329,23 @@ struct VersionProbe {
 }
 
 /// Decodes and validates one message: size limit, JSON, version, required fields, rules.
+///
+/// Messages of the usual shape are read by a single-pass scanner; anything it does not
+/// handle (escapes, nested values, duplicate fields, syntax errors, ...) is read by
+/// [`decode_reference`]. The result is always exactly that of [`decode_reference`].
 pub fn decode(bytes: &[u8]) -> Result<Position, Invalid> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(Invalid::TooLarge { size: bytes.len() });
+    }
+    match scan::scan(bytes) {
+        Some(raw) => raw.into_position(),
+        None => decode_reference(bytes),
+    }
+}
+
+/// The reference decoder: the same result as [`decode`], read by serde_json. Slower; it
+/// is the specification the fast path of [`decode`] is tested against.
+pub fn decode_reference(bytes: &[u8]) -> Result<Position, Invalid> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(Invalid::TooLarge { size: bytes.len() });
     }
@@ -346,39 +364,46 @@ pub fn decode(bytes: &[u8]) -> Result<Position, Invalid> {
             },
         }
     })?;
-    match raw.v {
-        None => return Err(Invalid::MissingField { field: "v" }),
-        Some(WIRE_VERSION) => {}
-        Some(found) => return Err(Invalid::UnsupportedVersion { found }),
+    raw.into_position()
+}
+
+impl WireIn<'_> {
+    /// Checks the version and the required fields, then validates the position.
+    fn into_position(self) -> Result<Position, Invalid> {
+        match self.v {
+            None => return Err(Invalid::MissingField { field: "v" }),
+            Some(WIRE_VERSION) => {}
+            Some(found) => return Err(Invalid::UnsupportedVersion { found }),
+        }
+        let device_id = self
+            .device_id
+            .ok_or(Invalid::MissingField { field: "deviceId" })?;
+        let seq = self.seq.ok_or(Invalid::MissingField { field: "seq" })?;
+        let ts = self.ts.ok_or(Invalid::MissingField { field: "ts" })?;
+        let ts = time::parse_rfc3339(&ts)?;
+        let lat = self.lat.ok_or(Invalid::MissingField { field: "lat" })?;
+        let lon = self.lon.ok_or(Invalid::MissingField { field: "lon" })?;
+        let battery_pct = match self.battery_pct {
+            None => None,
+            Some(pct) => Some(
+                u8::try_from(pct)
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or(Invalid::Battery { value: pct })?,
+            ),
+        };
+        let position = Position {
+            device_id: device_id.into_owned(),
+            seq,
+            ts,
+            lat,
+            lon,
+            alt_m: self.alt_m,
+            heading_deg: self.heading_deg,
+            speed_mps: self.speed_mps,
+            battery_pct,
+        };
+        position.validate()?;
+        Ok(position)
     }
-    let device_id = raw
-        .device_id
-        .ok_or(Invalid::MissingField { field: "deviceId" })?;
-    let seq = raw.seq.ok_or(Invalid::MissingField { field: "seq" })?;
-    let ts = raw.ts.ok_or(Invalid::MissingField { field: "ts" })?;
-    let ts = time::parse_rfc3339(&ts)?;
-    let lat = raw.lat.ok_or(Invalid::MissingField { field: "lat" })?;
-    let lon = raw.lon.ok_or(Invalid::MissingField { field: "lon" })?;
-    let battery_pct = match raw.battery_pct {
-        None => None,
-        Some(pct) => Some(
-            u8::try_from(pct)
-                .ok()
-                .filter(|p| *p <= 100)
-                .ok_or(Invalid::Battery { value: pct })?,
-        ),
-    };
-    let position = Position {
-        device_id: device_id.into_owned(),
-        seq,
-        ts,
-        lat,
-        lon,
-        alt_m: raw.alt_m,
-        heading_deg: raw.heading_deg,
-        speed_mps: raw.speed_mps,
-        battery_pct,
-    };
-    position.validate()?;
-    Ok(position)
 }
