@@ -30,19 +30,52 @@ const FIELDS: [&str; 10] = [
     "batteryPct",
 ];
 
-/// Each of [`FIELDS`] as the encoder writes its key: quoted, with the colon.
-const KEYS: [&[u8]; 10] = [
-    br#""v":"#,
-    br#""deviceId":"#,
-    br#""seq":"#,
-    br#""ts":"#,
-    br#""lat":"#,
-    br#""lon":"#,
-    br#""altM":"#,
-    br#""headingDeg":"#,
-    br#""speedMps":"#,
-    br#""batteryPct":"#,
+/// Each of [`FIELDS`] as the encoder writes its key (quoted, with the colon), for one
+/// comparison with the next 16 bytes of a message.
+const KEYS: [Key; 10] = [
+    Key::new(br#""v":"#),
+    Key::new(br#""deviceId":"#),
+    Key::new(br#""seq":"#),
+    Key::new(br#""ts":"#),
+    Key::new(br#""lat":"#),
+    Key::new(br#""lon":"#),
+    Key::new(br#""altM":"#),
+    Key::new(br#""headingDeg":"#),
+    Key::new(br#""speedMps":"#),
+    Key::new(br#""batteryPct":"#),
 ];
+
+/// A key of at most 16 bytes as a little-endian number, and the mask of its bytes.
+struct Key {
+    word: u128,
+    mask: u128,
+    len: usize,
+}
+
+impl Key {
+    const fn new(text: &[u8]) -> Key {
+        assert!(text.len() < 16);
+        let mut word = 0;
+        let mut i = 0;
+        while i < text.len() {
+            word |= (text[i] as u128) << (8 * i);
+            i += 1;
+        }
+        Key {
+            word,
+            mask: (1 << (8 * text.len())) - 1,
+            len: text.len(),
+        }
+    }
+
+    /// Whether `bytes` starts with this key (`false` when fewer than 16 bytes are left:
+    /// the key is then read the general way).
+    fn starts(&self, bytes: &[u8]) -> bool {
+        bytes
+            .first_chunk::<16>()
+            .is_some_and(|chunk| u128::from_le_bytes(*chunk) & self.mask == self.word)
+    }
+}
 
 /// Reads `bytes` as a flat version 1 message, or gives up (see the module doc).
 pub(super) fn scan(bytes: &[u8]) -> Option<WireIn<'_>> {
@@ -62,14 +95,16 @@ pub(super) fn scan(bytes: &[u8]) -> Option<WireIn<'_>> {
     s.expect(b'{')?;
     s.skip_ws();
     if !s.consume(b'}') {
+        // Each member starts at its key, or at whitespace before it.
         loop {
             let field = match KEYS.get(next) {
                 // The key the encoder writes next, compared in one go.
-                Some(key) if bytes[s.pos..].starts_with(key) => {
-                    s.pos += key.len();
+                Some(key) if key.starts(&bytes[s.pos..]) => {
+                    s.pos += key.len;
                     Some(next)
                 }
                 _ => {
+                    s.skip_ws();
                     let key = s.string()?;
                     s.skip_ws();
                     s.expect(b':')?;
@@ -217,14 +252,14 @@ impl<'a> Scanner<'a> {
 
     /// After a member: `true` at the object's end, `false` after a comma.
     fn end_of_member(&mut self) -> Option<bool> {
-        self.skip_ws();
-        let end = match self.next()? {
-            b',' => false,
-            b'}' => true,
-            _ => return None,
-        };
-        self.skip_ws();
-        Some(end)
+        loop {
+            match self.next()? {
+                b',' => return Some(false),
+                b'}' => return Some(true),
+                b' ' | b'\n' | b'\t' | b'\r' => {}
+                _ => return None,
+            }
+        }
     }
 
     /// Consumes `literal` if it comes next.
