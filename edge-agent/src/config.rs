@@ -342,7 +342,7 @@ pub struct Settings {
     pub reconnect_cap: Option<f64>,
     /// MQTT keep-alive, seconds (default 60, at most 1177 for IoT Hub).
     #[arg(long, env = "MQTT_KEEP_ALIVE")]
-    pub keep_alive: Option<u64>,
+    pub mqtt_keep_alive: Option<u64>,
     /// Status file, rewritten as JSON after every interval.
     #[arg(long, env = "STATUS_FILE")]
     pub status_file: Option<PathBuf>,
@@ -389,7 +389,7 @@ impl Settings {
             sim_seed, sim_speed_mps, sim_speedup, report_interval, max_fix_age,
             connection_string, iothub_transport, sas_token_ttl, sas_renew_fraction,
             x509_cert_file, x509_key_file, mqtt_url, device_id, buffer_dir, buffer_max_bytes,
-            buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, keep_alive, status_file,
+            buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, mqtt_keep_alive, status_file,
         );
         self
     }
@@ -411,7 +411,7 @@ impl Settings {
             return Err(invalid("RECONNECT_CAP", "must be at least RECONNECT_BASE"));
         }
         transport.backoff = backoff;
-        if let Some(keep_alive) = self.keep_alive {
+        if let Some(keep_alive) = self.mqtt_keep_alive {
             if !(5..=1177).contains(&keep_alive) {
                 return Err(invalid(
                     "MQTT_KEEP_ALIVE",
@@ -781,6 +781,22 @@ mod tests {
         assert_eq!(config.report_interval, Duration::from_millis(2500));
         assert_eq!(config.buffer.dir, PathBuf::from("/tmp/buf"));
         assert!(matches!(config.source, SourceConfig::Gpsd { .. }));
+    }
+
+    #[test]
+    fn the_example_config_file_is_valid() {
+        let text = include_str!("../../deploy/edge-agent/edge-agent.toml");
+        let file: Settings = toml::from_str(text).unwrap();
+        let settings = Settings {
+            connection_string: Some(
+                "HostName=hub.azure-devices.net;DeviceId=drone-0042;SharedAccessKey=AAEC".into(),
+            ),
+            ..Settings::default()
+        };
+        let config = settings.or(file).resolve().unwrap();
+        assert_eq!(config.device_id, "drone-0042");
+        assert!(matches!(config.source, SourceConfig::Mavlink { .. }));
+        assert_eq!(config.report_interval, Duration::from_secs(5));
     }
 
     #[test]
