@@ -36,6 +36,6 @@ pub mod transport;
 
 pub use agent::{Agent, AgentError, AgentReport};
 pub use config::{AgentConfig, Auth, BufferConfig, Endpoint, SourceConfig, TransportConfig};
-pub use source::SimConfig;
+pub use source::{SimConfig, SimRoute};
 pub use status::{AgentHandle, AgentStatus, ConnectionState};
 pub use tokio_util::sync::CancellationToken;
