@@ -30,7 +30,9 @@ fn buffer(c: &mut Criterion) {
             "append_ack"
         };
         if fsync {
-            group.sample_size(20).measurement_time(Duration::from_secs(5));
+            group
+                .sample_size(20)
+                .measurement_time(Duration::from_secs(5));
         }
         group.bench_function(name, |b| {
             b.iter(|| {
