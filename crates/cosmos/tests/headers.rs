@@ -224,6 +224,7 @@ async fn bulk_batch_targets_a_range_without_a_partition_key_header() {
     assert_eq!(batch.headers["x-ms-cosmos-batch-continue-on-error"], "True");
     assert_eq!(batch.headers["x-ms-documentdb-partitionkeyrangeid"], "0");
     assert!(!batch.headers.contains_key("x-ms-documentdb-partitionkey"));
+    assert_eq!(batch.headers["prefer"], "return=minimal");
     let date = &batch.headers["x-ms-date"];
     assert_eq!(
         batch.headers["authorization"],

@@ -200,6 +200,8 @@ impl<T: Send + 'static> Shared<T> {
             .header(headers::BATCH_ATOMIC, "False")?
             .header(headers::BATCH_CONTINUE_ON_ERROR, "True")?
             .header(headers::PARTITION_KEY_RANGE_ID, range_id)?
+            // Outcomes carry status, RU and ETag, never the document: skip sending it back.
+            .header("prefer", "return=minimal")?
             .body(body)
             .timeout(self.config.request_timeout);
         self.container.client().send(&spec).await
