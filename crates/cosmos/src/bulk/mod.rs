@@ -236,7 +236,11 @@ impl StatsCell {
     }
 
     fn snapshot(&self) -> BulkStats {
-        let mut stats = self.stats.lock().expect("stats lock is never poisoned").clone();
+        let mut stats = self
+            .stats
+            .lock()
+            .expect("stats lock is never poisoned")
+            .clone();
         stats.submitted = self.submitted.load(Ordering::Relaxed);
         let mut total = RangeStats::default();
         for range in stats.ranges.values() {
