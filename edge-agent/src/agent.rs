@@ -297,6 +297,7 @@ impl Agent {
 
     fn write_status_file(&self) {
         if let Some(path) = &self.config.status_file {
+            self.refresh_status();
             if let Err(err) = write_status_file(path, &self.status.handle().status()) {
                 tracing::warn!(%err, path = %path.display(), "status file not written");
             }
