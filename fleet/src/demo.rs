@@ -309,9 +309,10 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         &shutdown,
     )
     .await;
-    let scrape = writer_scrape(&writer);
+    let metrics = writer.metrics().clone();
     writer.shutdown();
     writer.wait().await?;
+    let scrape = Scrape::parse(&metrics.render()).unwrap_or_default();
     observer.stop();
 
     sampler.finish(&mut report, &scrape, &sim.stats());

@@ -219,8 +219,11 @@ impl DemoReport {
             if !q.missing.is_empty() || !q.unexpected.is_empty() {
                 let _ = writeln!(
                     s,
-                    "  differences: not found {:?}; found but not expected {:?}",
-                    q.missing, q.unexpected
+                    "  differences (positions the writer dropped): {} not found ({}), {} found at an older position ({})",
+                    q.missing.len(),
+                    first_ids(&q.missing),
+                    q.unexpected.len(),
+                    first_ids(&q.unexpected)
                 );
             }
             let _ = writeln!(s, "  {}", q.sql);
@@ -233,6 +236,21 @@ impl DemoReport {
         }
         s
     }
+}
+
+/// The first few ids of a list, for one line of text.
+fn first_ids(ids: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = ids
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > SHOWN {
+        text.push_str(", ...");
+    }
+    text
 }
 
 #[cfg(test)]
