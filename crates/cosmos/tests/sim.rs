@@ -220,11 +220,12 @@ async fn queries_on_one_partition_and_fanned_out_to_all_ranges() {
 }
 
 /// Feeds `total` upserts with uniform keys from one task while the test reads outcomes;
-/// calls `midway` once when half of the outcomes have arrived.
+/// calls `midway` once when `at` outcomes have arrived.
 async fn run_bulk(
     c: &ContainerClient,
     config: BulkConfig,
     total: u64,
+    at: u64,
     midway: impl FnOnce(),
 ) -> cosmos::BulkStats {
     let (writer, mut outcomes) = c.bulk_writer::<u64>(config);
@@ -256,15 +257,17 @@ async fn run_bulk(
             "two outcomes for {}",
             outcome.context
         );
-        if seen.len() as u64 == total / 2 {
+        if seen.len() as u64 == at {
             if let Some(f) = midway.take() {
                 f();
             }
         }
     }
     feeder.await.unwrap();
-    let stats = writer.stats();
+    // Closing waits for every batch to be accounted for.
+    let handle = writer.clone();
     writer.close().await;
+    let stats = handle.stats();
     assert!(
         outcomes.next().await.is_none(),
         "no outcome beyond one per operation"
@@ -272,26 +275,44 @@ async fn run_bulk(
     stats
 }
 
+/// RU charged so far in the test container.
+fn ru_used(sim: &CosmosSim) -> f64 {
+    let stats = sim.stats();
+    let container = stats.container(DB, COLL).expect("container exists");
+    container.partitions.iter().map(|p| p.ru_total).sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_bulk_writes_everything_and_uses_the_budget() {
     const TOTAL: u64 = 100_000;
-    const RU_PER_SEC: f64 = 16_000.0;
+    /// Outcomes written unthrottled to measure what this machine offers.
+    const PROBE: u64 = 10_000;
     let sim = CosmosSim::builder()
         .partitions(4)
-        .ru_per_sec(RU_PER_SEC)
+        .ru_per_sec(f64::INFINITY)
         .start()
         .await
         .unwrap();
     let c = setup(&sim).await;
+    // The first documents measure the offered rate (it varies a lot with the build and the
+    // machine's load); the budget is then set to 60% of it, so that the rest is certainly
+    // throttled, and the run is judged from that moment on.
     let started = Instant::now();
-    let stats = run_bulk(&c, BulkConfig::default(), TOTAL, || {}).await;
-    let elapsed = started.elapsed().as_secs_f64();
+    let mut budget = None;
+    let stats = run_bulk(&c, BulkConfig::default(), TOTAL, PROBE, || {
+        let offered = ru_used(&sim) / started.elapsed().as_secs_f64();
+        let ru_per_sec = (0.6 * offered).round();
+        sim.set_ru_per_sec(DB, COLL, ru_per_sec).unwrap();
+        budget = Some((ru_per_sec, Instant::now(), ru_used(&sim)));
+    })
+    .await;
+    let (ru_per_sec, throttled_from, used_before) = budget.expect("the probe finished");
+    let elapsed = throttled_from.elapsed().as_secs_f64();
 
     assert_eq!(stored(&sim), TOTAL as usize, "every document is stored");
     let sim_stats = sim.stats();
-    let partitions = &sim_stats.container(DB, COLL).unwrap().partitions;
-    let used: f64 = partitions.iter().map(|p| p.ru_total).sum();
-    let utilisation = used / (RU_PER_SEC * elapsed);
+    let used = ru_used(&sim);
+    let utilisation = (used - used_before) / (ru_per_sec * elapsed);
     assert!(
         sim_stats.throttled_operations > 0,
         "the budget was exceeded"
@@ -306,7 +327,8 @@ async fn throttled_bulk_writes_everything_and_uses_the_budget() {
     assert_eq!(stats.ranges.len(), 4, "{stats:?}");
     assert!(
         utilisation >= 0.9,
-        "used {used:.0} RU in {elapsed:.1} s of {RU_PER_SEC} RU/s: {:.0}%",
+        "used {:.0} RU in {elapsed:.1} s of {ru_per_sec} RU/s: {:.0}%",
+        used - used_before,
         utilisation * 100.0
     );
     // The writer's heat map agrees with the server's.
@@ -323,14 +345,14 @@ async fn bulk_survives_a_split_503s_and_timeouts() {
     let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
     let c = setup(&sim).await;
     let config = BulkConfig {
-        request_timeout: Duration::from_millis(250),
+        request_timeout: Duration::from_secs(2),
         ..BulkConfig::default()
     };
     // 5% of requests fail: half with 503, half held past the client's timeout.
     sim.set_error_rate_503(0.025);
-    sim.set_timeout_rate(0.025, Duration::from_millis(400));
+    sim.set_timeout_rate(0.025, Duration::from_secs(3));
     let first = c.range_map().await.unwrap().ranges()[0].id.clone();
-    let stats = run_bulk(&c, config, TOTAL, || {
+    let stats = run_bulk(&c, config, TOTAL, TOTAL / 2, || {
         sim.split_range(DB, COLL, &first).unwrap();
     })
     .await;

@@ -3,7 +3,8 @@
 //!
 //! - Increase: after a window of `limit` batches completed without throttling (about one
 //!   round trip at the current concurrency), the limit grows by one, up to the cap.
-//! - Decrease: a throttled batch halves the limit (never below one). Only one decrease per
+//! - Decrease: a throttled batch (or one that failed transiently: timeout, 503, 449 — signs
+//!   of an overloaded server too) halves the limit (never below one). Only one decrease per
 //!   window: batches are stamped with the controller's generation when they leave, and a
 //!   throttle from a batch that left before the last decrease does not count again — a burst
 //!   of throttles from one overloaded moment halves the limit once, not down to one.

@@ -331,6 +331,8 @@ impl<T: Send + 'static> Dispatcher<T> {
                     }
                     state.pause(now + policy.delay(1, done.retry_after));
                 } else if done.transient {
+                    // Timeouts, 503s and 449s mean an overloaded server too: back off the same way.
+                    state.aimd.on_throttle(done.generation);
                     state.transient_failures += 1;
                     state.pause(now + policy.delay(state.transient_failures, None));
                 } else if done.moved.is_empty() {
