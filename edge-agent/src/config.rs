@@ -170,7 +170,8 @@ pub enum Endpoint {
         /// Port.
         port: u16,
     },
-    /// MQTT over WebSockets over TLS (IoT Hub: `wss://{host}:443/$iothub/websocket`).
+    /// MQTT over WebSockets over TLS (IoT Hub: `wss://{host}:443/$iothub/websocket`);
+    /// a `ws://` URL goes without TLS (local brokers).
     WebSocket {
         /// The WebSocket URL.
         url: String,

@@ -103,6 +103,8 @@ impl Dialer {
         let transport = match &config.endpoint {
             Endpoint::Tcp { .. } => Transport::Tcp,
             Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config.auth)?),
+            // `ws://` (no TLS) is for local brokers and tests; IoT Hub is always `wss://`.
+            Endpoint::WebSocket { url } if url.starts_with("ws://") => Transport::Ws,
             Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config.auth)?),
         };
         Ok(Dialer {
