@@ -319,6 +319,105 @@ mod tests {
         );
     }
 
+    fn iothub(endpoint: Endpoint, auth: Auth) -> Result<Dialer, TransportError> {
+        let config = TransportConfig {
+            endpoint,
+            auth,
+            ..TransportConfig::plain("hub.azure-devices.net", 8883)
+        };
+        Dialer::new(config, "drone-7".into())
+    }
+
+    #[test]
+    fn tls_and_websockets_load_the_system_roots() {
+        let sas = Auth::Sas(crate::config::SasConfig {
+            hub_host: "hub.azure-devices.net".into(),
+            key: crate::config::Secret::new(vec![1, 2, 3]),
+            token_ttl: Duration::from_secs(3600),
+            renew_fraction: 0.8,
+        });
+        let tls = iothub(
+            Endpoint::Tls {
+                host: "hub.azure-devices.net".into(),
+                port: 8883,
+            },
+            sas.clone(),
+        )
+        .unwrap();
+        assert!(matches!(tls.transport, Transport::Tls(_)));
+        let (options, renew_after) = tls.options();
+        let (username, password) = options.credentials().unwrap();
+        assert_eq!(
+            username,
+            "hub.azure-devices.net/drone-7/?api-version=2021-04-12"
+        );
+        assert!(password.starts_with(
+            "SharedAccessSignature sr=hub.azure-devices.net%2Fdevices%2Fdrone-7&sig="
+        ));
+        assert_eq!(renew_after, Some(Duration::from_secs(2880)));
+        assert_eq!(options.client_id(), "drone-7");
+        assert!(options.clean_session());
+
+        let wss = iothub(
+            Endpoint::WebSocket {
+                url: "wss://hub.azure-devices.net:443/$iothub/websocket".into(),
+            },
+            sas,
+        )
+        .unwrap();
+        assert!(matches!(wss.transport, Transport::Wss(_)));
+    }
+
+    #[test]
+    fn x509_names_the_unusable_file_and_sends_no_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(&cert, "not a certificate").unwrap();
+        let x509 = |cert_path: std::path::PathBuf| {
+            Auth::X509(crate::config::X509Config {
+                hub_host: "hub.azure-devices.net".into(),
+                cert_path,
+                key_path: dir.path().join("key.pem"),
+            })
+        };
+        let tls = Endpoint::Tls {
+            host: "hub.azure-devices.net".into(),
+            port: 8883,
+        };
+        let err = iothub(tls.clone(), x509(cert.clone()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("cert.pem") && err.contains("CERTIFICATE"),
+            "{err}"
+        );
+        let err = iothub(tls, x509(dir.path().join("missing.pem")))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("missing.pem"), "{err}");
+
+        // Over plain TCP (a test broker) the X.509 username goes without a password.
+        let plain = iothub(
+            Endpoint::Tcp {
+                host: "127.0.0.1".into(),
+                port: 1883,
+            },
+            x509(cert),
+        )
+        .unwrap();
+        let (options, renew_after) = plain.options();
+        assert_eq!(
+            options.credentials(),
+            Some((
+                "hub.azure-devices.net/drone-7/?api-version=2021-04-12".into(),
+                String::new()
+            ))
+        );
+        assert_eq!(renew_after, None);
+    }
+
     #[test]
     fn username_follows_the_iothub_form() {
         assert_eq!(
