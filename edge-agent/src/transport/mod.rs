@@ -1,7 +1,7 @@
 //! The MQTT connection in IoT Hub's device dialect (or plain MQTT for local brokers).
 //!
 //! One task per agent owns the connection: it connects, reports what happens as
-//! [`LinkEvent`]s, and reconnects with exponential backoff and full jitter
+//! link events, and reconnects with exponential backoff and full jitter
 //! ([`crate::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
 //! loop, so nothing queued for a dead link is ever sent on the next one: whatever was not
 //! acknowledged is sent again from the disk buffer by the agent.
