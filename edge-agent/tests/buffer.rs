@@ -164,3 +164,29 @@ fn garbage_files_and_a_torn_tail_do_not_stop_the_buffer() {
     // The garbage segment's name still moves the ids past it.
     assert_eq!(buffer.append(0, payload(0)).unwrap().id, 50);
 }
+
+#[test]
+fn segments_stay_small_and_go_when_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let unsynced = BufferConfig {
+        fsync: false,
+        ..config(dir.path(), 64 * 1024 * 1024)
+    };
+    let mut buffer = DiskBuffer::open(&unsynced).unwrap();
+    let ids = append(&mut buffer, 5000);
+    let files = segments(dir.path());
+    assert!(files.len() >= 3, "{} segments", files.len());
+    for file in &files {
+        let len = fs::metadata(file).unwrap().len();
+        assert!(
+            len <= 128 * 1024 + 200,
+            "{} has {len} bytes",
+            file.display()
+        );
+    }
+    for id in ids {
+        buffer.ack(id).unwrap();
+    }
+    assert_eq!(segments(dir.path()).len(), 1);
+    assert_eq!(buffer.stats().depth, 0);
+}

@@ -22,8 +22,8 @@
 //! # Bounds and damage
 //! - The segment files hold at most [`BufferConfig::max_bytes`] (plus one segment of
 //!   slack): when an append goes over, the oldest segments are deleted and their
-//!   unacknowledged records counted as dropped (`buffer_full`). Segments are about one
-//!   sixteenth of the bound, so a drop loses the oldest sixteenth.
+//!   unacknowledged records counted as dropped (`buffer_full`). Segments are a sixteenth
+//!   of the bound but at most 128 KiB, so a drop loses at most the oldest sixteenth.
 //! - A record with a wrong checksum is skipped, counted (`corrupt`) and logged with its
 //!   file and offset, on start and when it is read for sending; the rest of the segment
 //!   is still read.
@@ -45,6 +45,9 @@ const JOURNAL: &str = "acks.log";
 const JOURNAL_ENTRY: usize = 12;
 /// Journal entries kept beyond twice the live acknowledged ids before compacting.
 const JOURNAL_SLACK: u64 = 1024;
+/// The largest segment: about 500 messages, so that the acknowledged ids of live
+/// segments (kept in memory) stay few.
+const MAX_SEGMENT_BYTES: u64 = 128 * 1024;
 
 /// A failed buffer operation (the disk, not the data: damaged data is skipped).
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +136,7 @@ impl DiskBuffer {
             .open(&journal_path)
             .map_err(io_error("open", &journal_path))?;
         let mut buffer = DiskBuffer {
-            segment_target: (config.max_bytes / 16).max(1),
+            segment_target: (config.max_bytes / 16).clamp(1, MAX_SEGMENT_BYTES),
             max_bytes: config.max_bytes,
             fsync: config.fsync,
             segments: BTreeMap::new(),
