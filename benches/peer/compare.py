@@ -9,6 +9,7 @@ Run through compare.sh, which builds the release binaries first. Python 3 standa
 """
 
 import argparse
+import base64
 import datetime
 import json
 import os
@@ -25,8 +26,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-# The well-known key of the local emulator (public, local use only).
-KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU9DDJJDjLxBh0+3"
+# A fresh account key for this run's local endpoint.
+KEY = base64.b64encode(os.urandom(64)).decode()
 DATABASE = "telemetry"
 
 

@@ -1,6 +1,7 @@
-// Writes every document of a JSONL file to a Cosmos DB container with the official
-// JavaScript SDK's bulk API (`container.items.executeBulkOperations`, @azure/cosmos as
-// pinned in tools/node), as Upsert operations keyed by the document's partition key value.
+// Creates the container if needed (not timed), then writes every document of a JSONL file
+// to it with the official JavaScript SDK's bulk API (`container.items.executeBulkOperations`,
+// @azure/cosmos as pinned in tools/node), as Upsert operations keyed by the document's
+// partition key value.
 //
 // Usage: node sdk-bulk.mjs --endpoint URL --database DB --container COLL --pk-field FIELD FILE.jsonl
 // The account key comes from the environment variable COSMOS_KEY (never the command line).
@@ -50,7 +51,19 @@ const client = new CosmosClient({
   // The local endpoint advertises no other regions: do not look for them.
   connectionPolicy: { enableEndpointDiscovery: false },
 });
-const container = client.database(values.database).container(values.container);
+// The same container definition as the cloud-writer creates: hash v2 key, spatial index.
+const { database } = await client.databases.createIfNotExists({ id: values.database });
+const { container } = await database.containers.createIfNotExists({
+  id: values.container,
+  partitionKey: { paths: [`/${values["pk-field"]}`], kind: "Hash", version: 2 },
+  indexingPolicy: {
+    indexingMode: "consistent",
+    automatic: true,
+    includedPaths: [{ path: "/*" }],
+    excludedPaths: [{ path: '/"_etag"/?' }],
+    spatialIndexes: [{ path: "/location/*", types: ["Point", "Polygon"] }],
+  },
+});
 
 const started = process.hrtime.bigint();
 const results = await container.items.executeBulkOperations(operations);
