@@ -401,9 +401,11 @@ fn route(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap, body
                 (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {
                     batch(shared, &ctx, headers, body)
                 }
-                (&Method::POST, ["docs"]) if is_query(headers) => run_query(&ctx, headers, body),
+                (&Method::POST, ["docs"]) if is_query(headers) => {
+                    run_query(shared, &ctx, headers, body)
+                }
                 (&Method::GET, ["docs"]) => {
-                    run_query(&ctx, headers, br#"{"query":"SELECT * FROM c"}"#)
+                    run_query(shared, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)
                 }
                 (&Method::POST, ["docs"]) => {
                     let upsert = is_true(headers, h::IS_UPSERT);
@@ -952,7 +954,7 @@ impl std::fmt::Write for Buf<'_> {
     }
 }
 
-fn run_query(ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {
+fn run_query(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {
     let req: QueryRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
@@ -998,6 +1000,7 @@ fn run_query(ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {
         Some(_) => usize::MAX,
         None => 100,
     };
+    shared.counters.operations("query", 1);
     let mut part = range.part.lock();
     let page = match &pk {
         Some(pk) => {

@@ -397,3 +397,105 @@ async fn atomic_batch_is_all_or_nothing() {
         .await;
     assert_eq!(b.status, 404, "nothing of the failed batch applied");
 }
+
+#[tokio::test]
+async fn conditional_patch_inside_bulk_and_atomic_batches() {
+    let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    for d in ["drone-a", "drone-b"] {
+        let doc = json!({"id": d, "deviceId": d, "deviceTimeMs": 1000, "seq": 5});
+        assert_eq!(rest.upsert("db", "c", &doc).await.status, 201);
+    }
+    let patch = |time: i64| {
+        json!({
+            "operations": [{"op": "set", "path": "/deviceTimeMs", "value": time}],
+            "condition": format!("FROM c WHERE c.deviceTimeMs < {time}")
+        })
+        .to_string()
+    };
+    // Newer for drone-a, older for drone-b, and a device with no document yet.
+    let (newer, older) = (patch(2000), patch(500));
+    let ops = [
+        ("drone-a", &newer),
+        ("drone-b", &older),
+        ("drone-c", &newer),
+    ];
+    let mut body = BatchBody::new();
+    let keys: Vec<String> = ops.iter().map(|(d, _)| partition_key_json(d)).collect();
+    for ((d, p), pk) in ops.iter().zip(&keys) {
+        body.push(&OperationRef {
+            operation_type: OperationType::Patch,
+            partition_key: pk,
+            id: Some(d),
+            resource_body: Some(p.as_bytes()),
+            if_match: None,
+        });
+    }
+    let headers = [
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "False".to_string()),
+        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+        (h::PARTITION_KEY_RANGE_ID, "0".to_string()),
+    ];
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body.finish()),
+        )
+        .await;
+    assert_eq!(r.status, 207);
+    let codes: Vec<u64> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["statusCode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(codes, vec![200, 412, 404]);
+    assert_eq!(r.body[0]["resourceBody"]["deviceTimeMs"], 2000);
+    assert!(r.body[0]["requestCharge"].as_f64().unwrap() > 5.0);
+    assert!(r.body[1]["requestCharge"].as_f64().unwrap() >= 1.0);
+
+    // In a transactional batch a false condition fails the whole batch.
+    let mut body = BatchBody::new();
+    let pk = partition_key_json("drone-a");
+    let (first, second) = (patch(3000), patch(100));
+    for p in [&first, &second] {
+        body.push(&OperationRef {
+            operation_type: OperationType::Patch,
+            partition_key: &pk,
+            id: Some("drone-a"),
+            resource_body: Some(p.as_bytes()),
+            if_match: None,
+        });
+    }
+    let headers = [
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "True".to_string()),
+        (h::PARTITION_KEY, pk.clone()),
+    ];
+    let r = rest
+        .send(
+            Method::POST,
+            "/dbs/db/colls/c/docs",
+            &headers,
+            Some(body.finish()),
+        )
+        .await;
+    assert_eq!(r.status, 412);
+    let read = rest
+        .send(
+            Method::GET,
+            "/dbs/db/colls/c/docs/drone-a",
+            &[(h::PARTITION_KEY, pk)],
+            None,
+        )
+        .await;
+    assert_eq!(
+        read.body["deviceTimeMs"], 2000,
+        "the first patch of the failed batch did not apply"
+    );
+}
