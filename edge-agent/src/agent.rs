@@ -44,6 +44,9 @@ pub enum AgentError {
     /// The transport cannot be set up.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// A timing setting cannot work.
+    #[error("{0}")]
+    Timing(&'static str),
 }
 
 /// What an agent did, returned when it stops.
@@ -65,6 +68,14 @@ impl Agent {
     /// Checks the device id and opens the buffer (reporting damaged records it finds).
     pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
         telemetry::wire::check_device_id(&config.device_id)?;
+        if config.report_interval.is_zero() {
+            return Err(AgentError::Timing("the report interval must be above zero"));
+        }
+        if !(config.backlog_rate.is_finite() && config.backlog_rate >= 0.01) {
+            return Err(AgentError::Timing(
+                "the backlog rate must be at least 0.01 messages per second",
+            ));
+        }
         let buffer = DiskBuffer::open(&config.buffer)?;
         let status = StatusCell::new(&config.device_id);
         let agent = Agent {

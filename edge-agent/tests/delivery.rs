@@ -264,3 +264,25 @@ async fn mqtt_over_websockets_delivers_the_same_messages() {
     let status = agent.stop().await;
     assert_eq!(status.connections, 1, "{status:?}");
 }
+
+#[test]
+fn impossible_timings_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sim_config("drone-t1", 1883, dir.path());
+    config.report_interval = Duration::ZERO;
+    assert!(matches!(
+        edge_agent::Agent::new(config.clone()),
+        Err(edge_agent::AgentError::Timing(_))
+    ));
+    config.report_interval = INTERVAL;
+    config.backlog_rate = 0.0;
+    assert!(matches!(
+        edge_agent::Agent::new(config.clone()),
+        Err(edge_agent::AgentError::Timing(_))
+    ));
+    config.device_id = "no spaces allowed".into();
+    assert!(matches!(
+        edge_agent::Agent::new(config),
+        Err(edge_agent::AgentError::DeviceId(_))
+    ));
+}
