@@ -99,16 +99,20 @@ impl Subscriber {
         let (client, mut eventloop) = AsyncClient::new(options, 64);
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, mut ready_rx) = mpsc::channel(1);
+        let last_error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let task_error = last_error.clone();
         let task = tokio::spawn(async move {
+            let last_error = task_error;
             loop {
                 match eventloop.poll().await {
-                    Ok(Event::Incoming(Incoming::ConnAck(ack))) => {
-                        if !ack.session_present {
-                            client
-                                .subscribe("devices/+/messages/events/#", QoS::AtLeastOnce)
-                                .await
-                                .expect("subscribe");
-                        }
+                    // Subscribing again is harmless (it replaces the subscription and
+                    // keeps the session's queue) and covers a first connection that
+                    // failed before its SUBACK.
+                    Ok(Event::Incoming(Incoming::ConnAck(_))) => {
+                        client
+                            .subscribe("devices/+/messages/events/#", QoS::AtLeastOnce)
+                            .await
+                            .expect("subscribe");
                     }
                     Ok(Event::Incoming(Incoming::SubAck(_))) => {
                         let _ = ready_tx.try_send(());
@@ -123,13 +127,23 @@ impl Subscriber {
                     }
                     Ok(_) => {}
                     // The broker is down: retry until it is back.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(err) => {
+                        *last_error.lock().unwrap() = Some(err.to_string());
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
             }
         });
-        tokio::time::timeout(TIMEOUT, ready_rx.recv())
+        if tokio::time::timeout(TIMEOUT, ready_rx.recv())
             .await
-            .expect("subscribed in time");
+            .is_err()
+        {
+            panic!(
+                "not subscribed within {TIMEOUT:?}; last error {:?}; broker log:\n{}",
+                last_error.lock().unwrap(),
+                broker.log()
+            );
+        }
         Subscriber {
             rx,
             _task: tokio_util::task::AbortOnDropHandle::new(task),
