@@ -295,13 +295,13 @@ async fn throttled_bulk_writes_everything_and_uses_the_budget() {
         .unwrap();
     let c = setup(&sim).await;
     // The first documents measure the offered rate (it varies a lot with the build and the
-    // machine's load); the budget is then set to 60% of it, so that the rest is certainly
+    // machine's load); the budget is then set to 45% of it, so that the rest is certainly
     // throttled, and the run is judged from that moment on.
     let started = Instant::now();
     let mut budget = None;
     let stats = run_bulk(&c, BulkConfig::default(), TOTAL, PROBE, || {
         let offered = ru_used(&sim) / started.elapsed().as_secs_f64();
-        let ru_per_sec = (0.6 * offered).round();
+        let ru_per_sec = (0.45 * offered).round();
         sim.set_ru_per_sec(DB, COLL, ru_per_sec).unwrap();
         budget = Some((ru_per_sec, Instant::now(), ru_used(&sim)));
     })
