@@ -22,6 +22,8 @@ pub mod names {
     pub const DROPPED: &str = "cloud_writer_messages_dropped_total";
     /// Counter with label `range`: requests throttled by Cosmos DB (429).
     pub const THROTTLED: &str = "cloud_writer_cosmos_throttled_total";
+    /// Counter with label `range`: request units consumed (the heat map).
+    pub const REQUEST_UNITS: &str = "cloud_writer_cosmos_request_units_total";
     /// Gauge: 1 while the source is connected (for MQTT: subscribed).
     pub const SOURCE_CONNECTED: &str = "cloud_writer_source_connected";
     /// Histogram, seconds: from the device time to the write's outcome. (With an MQTT
@@ -41,6 +43,8 @@ pub struct WriterFigures {
     pub dropped: BTreeMap<String, u64>,
     /// Throttled requests (429).
     pub throttled: u64,
+    /// Request units consumed per partition key range (the heat map).
+    pub ru_per_range: BTreeMap<String, f64>,
     /// Lateness p50 in seconds.
     pub lateness_p50: Option<f64>,
     /// Lateness p99 in seconds.
@@ -60,6 +64,15 @@ impl WriterFigures {
                 (reason, (n - old).max(0.0) as u64)
             })
             .collect();
+        let old_ru = before.by_label(names::REQUEST_UNITS, "range");
+        let ru_per_range = after
+            .by_label(names::REQUEST_UNITS, "range")
+            .into_iter()
+            .map(|(range, ru)| {
+                let old = old_ru.get(&range).copied().unwrap_or(0.0);
+                (range, (ru - old).max(0.0))
+            })
+            .collect();
         let lateness = prom::bucket_delta(
             &after.buckets(names::LATENESS),
             &before.buckets(names::LATENESS),
@@ -69,6 +82,7 @@ impl WriterFigures {
             written: delta(names::WRITTEN),
             dropped,
             throttled: delta(names::THROTTLED),
+            ru_per_range,
             lateness_p50: prom::quantile(&lateness, 0.50),
             lateness_p99: prom::quantile(&lateness, 0.99),
         }
@@ -104,6 +118,18 @@ impl WriterFigures {
                 "writer lateness p50 {}   p99 {}",
                 secs(self.lateness_p50),
                 secs(self.lateness_p99)
+            ),
+            format!(
+                "writer RU by partition key range: {}",
+                if self.ru_per_range.is_empty() {
+                    "-".to_owned()
+                } else {
+                    self.ru_per_range
+                        .iter()
+                        .map(|(range, ru)| format!("{range}: {ru:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             ),
         ]
     }
@@ -217,6 +243,8 @@ mod tests {
              cloud_writer_messages_dropped_total{reason=\"stale\"} 45\n\
              cloud_writer_messages_dropped_total{reason=\"invalid\"} 2\n\
              cloud_writer_cosmos_throttled_total 7\n\
+             cloud_writer_cosmos_request_units_total{range=\"0\"} 700.5\n\
+             cloud_writer_cosmos_request_units_total{range=\"1\"} 300\n\
              cloud_writer_lateness_device_to_written_seconds_bucket{le=\"1\"} 100\n\
              cloud_writer_lateness_device_to_written_seconds_bucket{le=\"+Inf\"} 300\n",
         )
@@ -230,7 +258,9 @@ mod tests {
         assert_eq!(figures.settled(), 202);
         // Every position of the interval was over 1 s late: the quantile says so.
         assert_eq!(figures.lateness_p50, Some(1.0));
+        assert_eq!(figures.ru_per_range["0"], 700.5);
         let text = figures.lines().join("\n");
         assert!(text.contains("dropped invalid 2, stale 40"), "{text}");
+        assert!(text.contains("range: 0: 700, 1: 300"), "{text}");
     }
 }

@@ -50,6 +50,9 @@ async fn loadgen_reports_what_the_writer_received_and_wrote() {
     assert!(figures.written > 0);
     assert_eq!(figures.dropped.get("stale").copied().unwrap_or(0), 0);
     assert_eq!(figures.throttled, 0);
+    // The heat map from the writer's side: both ranges of the container were written.
+    assert_eq!(figures.ru_per_range.len(), 2, "{:?}", figures.ru_per_range);
+    assert!(figures.ru_per_range.values().all(|ru| *ru > 0.0));
     let p99 = figures.lateness_p99.expect("lateness recorded");
     assert!(p99 > 0.0 && p99 < 30.0, "{p99}");
     let text = report.lines().join("\n");
