@@ -221,9 +221,13 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
             )
         }
     };
+    let drones = match &target {
+        Target::Mqtt { .. } => args.drones,
+        Target::IotHub { connection_strings } => args.drones.min(connection_strings.len()),
+    };
     let config = LoadgenConfig {
         target,
-        drones: args.drones,
+        drones,
         rate: args.rate,
         count: args.count,
         duration: args.duration,
