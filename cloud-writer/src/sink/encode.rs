@@ -13,7 +13,6 @@
 //! every message, so this only shows when a drone stops reporting a field.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -101,14 +100,68 @@ impl Encoder {
     }
 }
 
+/// The top-level fields of a JSON object, in order, values unparsed. A document has
+/// about fifteen, so a linear search beats hashing.
+struct TopLevel<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for TopLevel<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = TopLevel<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut fields = Vec::with_capacity(16);
+                while let Some(entry) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    fields.push((entry.0.0, entry.1));
+                }
+                Ok(TopLevel(fields))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// An object key, borrowed from the input unless it holds escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Key<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
 /// The patch request that sets every changing field of `document` (a JSON object) under
 /// the SQL `condition`.
 pub fn patch_of_document(document: &[u8], condition: &str) -> Vec<u8> {
-    let fields: HashMap<Cow<'_, str>, &RawValue> =
-        serde_json::from_slice(document).expect("documents are JSON objects");
+    let TopLevel(fields) = serde_json::from_slice(document).expect("documents are JSON objects");
     let mut out = Vec::with_capacity(document.len() + condition.len() + 400);
     out.extend_from_slice(b"{\"operations\":[");
-    let present = patched_fields().filter_map(|field| Some((field, *fields.get(field)?)));
+    let value_of = |field: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| name == field)
+            .map(|(_, v)| *v)
+    };
+    let present = patched_fields().filter_map(|field| Some((field, value_of(field)?)));
     for (i, (field, value)) in present.enumerate() {
         if i > 0 {
             out.push(b',');
@@ -176,6 +229,16 @@ mod tests {
             serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
         assert_eq!(parsed.operations.len(), ops.len());
         assert!(encoded.history.is_none());
+    }
+
+    #[test]
+    fn patch_reads_escaped_keys_too() {
+        let patch = patch_of_document(br#"{"id":"a","se\u0071":4,"other":1}"#, "FROM c WHERE true");
+        let patch: Value = serde_json::from_slice(&patch).unwrap();
+        assert_eq!(
+            patch["operations"],
+            json!([{"op":"set","path":"/seq","value":4}])
+        );
     }
 
     #[test]
