@@ -59,12 +59,13 @@ fn segment_scan(c: &mut Criterion) {
     group.bench_function("scan_1000_records", |b| {
         b.iter(|| record::scan(black_box(&segment)))
     });
+    let record = Record {
+        id: 7,
+        created_ms: 0,
+        payload: PAYLOAD.to_vec(),
+    };
+    group.throughput(Throughput::Bytes(record.disk_len() as u64));
     group.bench_function("encode_record", |b| {
-        let record = Record {
-            id: 7,
-            created_ms: 0,
-            payload: PAYLOAD.to_vec(),
-        };
         let mut out = Vec::with_capacity(512);
         b.iter(|| {
             out.clear();
