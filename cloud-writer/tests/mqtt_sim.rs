@@ -5,7 +5,6 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use cloud_writer::Writer;
 use common::*;
 use cosmos_sim::CosmosSim;
 use test_harness::Mosquitto;
@@ -19,20 +18,7 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
         .start()
         .await
         .unwrap();
-    let writer = Writer::start(
-        settings(&sim.endpoint(), &broker.url(), "fifty")
-            .resolve()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "fifty")).await;
 
     let s = scenario(5_000, 10, Utc::now());
     assert_eq!(s.messages.len(), 50_000);
@@ -102,20 +88,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
         .start()
         .await
         .unwrap();
-    let writer = Writer::start(
-        settings(&sim.endpoint(), &broker.url(), "restart")
-            .resolve()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "restart")).await;
 
     let s = scenario(1_000, 6, Utc::now());
     let (first, second) = s.messages.split_at(s.messages.len() / 2);
@@ -160,20 +133,7 @@ async fn ru_budget_far_below_the_offered_rate_throttles_per_range_but_loses_noth
         .start()
         .await
         .unwrap();
-    let writer = Writer::start(
-        settings(&sim.endpoint(), &broker.url(), "budget")
-            .resolve()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "budget")).await;
 
     let now = Utc::now();
     let messages: Vec<Publish> = (0..1_500)
@@ -232,14 +192,7 @@ async fn history_mode_writes_every_fresh_position_with_its_ttl() {
     let mut settings = settings(&sim.endpoint(), &broker.url(), "history");
     settings.history = Some(true);
     settings.history_ttl = Some("1h".parse().unwrap());
-    let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    let writer = start_writer(settings).await;
 
     let s = scenario(50, 4, Utc::now());
     publish(broker.port(), "fleet-history", &s.messages).await;

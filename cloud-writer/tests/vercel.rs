@@ -6,7 +6,6 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use cloud_writer::Writer;
 use cloud_writer::config::NewestWins;
 use common::*;
 use test_harness::{CosmosDbServer, Mosquitto};
@@ -17,14 +16,7 @@ async fn mqtt_to_cosmosdb_server_keeps_the_newest_position_of_each_drone() {
     let server = CosmosDbServer::start().unwrap();
     let mut settings = settings(&server.endpoint(), &broker.url(), "vercel");
     settings.newest_wins = Some(NewestWins::Etag);
-    let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    let writer = start_writer(settings).await;
 
     let s = scenario(300, 6, Utc::now());
     publish(broker.port(), "fleet-vercel", &s.messages).await;

@@ -239,6 +239,21 @@ pub fn assert_newest(
     }
 }
 
+/// Starts a writer with these settings and waits until its MQTT subscription is acknowledged.
+pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
+    let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
+        .await
+        .unwrap();
+    wait_until(
+        "writer subscribed",
+        Duration::from_secs(10),
+        || writer.metrics().is_ready(),
+        |r| *r,
+    )
+    .await;
+    writer
+}
+
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
 /// with `what` and the last state otherwise.
 pub async fn wait_until<S: std::fmt::Debug>(
