@@ -96,9 +96,19 @@ pub struct PatchOperation {
     pub op: String,
     /// The JSON path it applies to.
     pub path: String,
-    /// The value, for all but `remove`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The value, for all but `remove`. A `"value": null` that is present reads as
+    /// `Some(Value::Null)` (a `set` to null), an absent one as `None`.
+    #[serde(
+        default,
+        deserialize_with = "present_value",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<Value>,
+}
+
+/// Reads a present `value`, `null` included, as `Some`.
+fn present_value<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// The body of a patch request: the operations and an optional SQL condition
@@ -164,6 +174,17 @@ mod tests {
         assert_eq!(parsed.ranges[1].id, "3");
         assert_eq!(parsed.ranges[1].parents, vec!["0".to_string()]);
         assert_eq!(parsed.count, 2);
+    }
+
+    #[test]
+    fn patch_value_null_is_a_value_and_absent_is_none() {
+        let body = br#"{"operations":[{"op":"set","path":"/a","value":null},{"op":"remove","path":"/b"}]}"#;
+        let parsed: PatchRequest = serde_json::from_slice(body).unwrap();
+        assert_eq!(parsed.operations[0].value, Some(Value::Null));
+        assert_eq!(parsed.operations[1].value, None);
+        let json = serde_json::to_value(&parsed).unwrap();
+        assert_eq!(json["operations"][0]["value"], Value::Null);
+        assert!(json["operations"][1].get("value").is_none());
     }
 
     #[test]
