@@ -316,6 +316,28 @@ impl DocumentLayout {
         self.write(pos, enqueued, Kind::History { ttl }, out);
     }
 
+    /// Appends the conditional patch of the latest document to `out`: the body of a Cosmos
+    /// DB Patch request that `set`s every field in [`PATCHED_FIELDS`] to this position's
+    /// value, under the condition that the stored position is older
+    /// ([`crate::PositionOrder::stored_is_older_condition`]). A field the position lacks is
+    /// set to `null`, so a newer position that omits an optional field does not leave an
+    /// older position's value behind. Written directly from the position, the same way as
+    /// [`DocumentLayout::write_latest`] writes the document.
+    pub fn write_patch(&self, pos: &Position, enqueued: Option<DateTime<Utc>>, out: &mut Vec<u8>) {
+        debug_assert!(pos.validate().is_ok(), "documents need a valid position");
+        out.reserve(PATCH_MAX);
+        out.extend_from_slice(b"{\"operations\":[");
+        let mut fields = Fields {
+            out,
+            style: Style::Patch { first: true },
+        };
+        write_changing(pos, enqueued, &mut fields);
+        let out = fields.out;
+        out.extend_from_slice(b"],\"condition\":\"");
+        pos.order().write_stored_is_older_condition(out);
+        out.extend_from_slice(b"\"}");
+    }
+
     /// Writes one document. Field names are literals; strings are copied as they are when
     /// they need no JSON escaping (always true of valid device ids) and escaped otherwise.
     fn write(
@@ -359,37 +381,12 @@ impl DocumentLayout {
             Kind::History { .. } => b",\"kind\":\"history\",\"schemaVersion\":",
         });
         write_int(out, DOCUMENT_SCHEMA_VERSION);
-        out.extend_from_slice(b",\"seq\":");
-        write_int(out, pos.seq);
-        out.extend_from_slice(b",\"deviceTime\":");
-        MillisTime(pos.ts).write_json(out);
-        out.extend_from_slice(b",\"deviceTimeMs\":");
-        write_int(out, pos.ts.timestamp_millis());
-        if let Some(enqueued) = enqueued {
-            out.extend_from_slice(b",\"enqueuedTime\":");
-            MillisTime(enqueued).write_json(out);
-            out.extend_from_slice(b",\"enqueuedTimeMs\":");
-            write_int(out, enqueued.timestamp_millis());
-        }
-        out.extend_from_slice(b",\"location\":{\"type\":\"Point\",\"coordinates\":[");
-        write_f64(out, pos.lon);
-        out.push(b',');
-        write_f64(out, pos.lat);
-        out.extend_from_slice(b"]}");
-        for (key, value) in [
-            (&b",\"altM\":"[..], pos.alt_m),
-            (b",\"headingDeg\":", pos.heading_deg),
-            (b",\"speedMps\":", pos.speed_mps),
-        ] {
-            if let Some(value) = value {
-                out.extend_from_slice(key);
-                write_f64(out, value);
-            }
-        }
-        if let Some(pct) = pos.battery_pct {
-            out.extend_from_slice(b",\"batteryPct\":");
-            write_int(out, pct);
-        }
+        let mut fields = Fields {
+            out,
+            style: Style::Document,
+        };
+        write_changing(pos, enqueued, &mut fields);
+        let out = fields.out;
         if let Kind::History { ttl: Some(ttl) } = kind {
             out.extend_from_slice(b",\"ttl\":");
             write_int(out, ttl);
@@ -397,6 +394,118 @@ impl DocumentLayout {
         out.push(b'}');
     }
 }
+
+/// The fields of the latest document that change from one position to the next, in
+/// document order: what a conditional patch sets. Cosmos DB allows at most 10 operations
+/// in one patch; these are exactly 10. Every other field of [`DOCUMENT_FIELDS`] is fixed
+/// for a drone (`id`, `deviceId`, `kind`, `schemaVersion`) or belongs to history
+/// documents only (`ttl`).
+pub const PATCHED_FIELDS: [&str; 10] = [
+    "seq",
+    "deviceTime",
+    "deviceTimeMs",
+    "enqueuedTime",
+    "enqueuedTimeMs",
+    "location",
+    "altM",
+    "headingDeg",
+    "speedMps",
+    "batteryPct",
+];
+
+/// How [`write_changing`] writes a field.
+#[derive(Clone, Copy)]
+enum Style {
+    /// `,"name":value` inside a document; absent fields are left out.
+    Document,
+    /// `{"op":"set","path":"/name","value":value}` in a patch's operations; absent fields
+    /// are set to `null`.
+    Patch {
+        /// No operation written yet (no comma before it).
+        first: bool,
+    },
+}
+
+/// The output of [`write_changing`] and its style.
+struct Fields<'a> {
+    out: &'a mut Vec<u8>,
+    style: Style,
+}
+
+impl Fields<'_> {
+    /// Writes field `name` (a literal that needs no escaping) with the value `write`
+    /// appends, or, for `None`, as absent.
+    fn field<T>(&mut self, name: &str, value: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
+        let out = &mut *self.out;
+        match (&mut self.style, value) {
+            (Style::Document, None) => {}
+            (Style::Document, Some(value)) => {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\":");
+                write(out, value);
+            }
+            (Style::Patch { first }, value) => {
+                if !std::mem::take(first) {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"op\":\"set\",\"path\":\"/");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\",\"value\":");
+                match value {
+                    Some(value) => write(out, value),
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.push(b'}');
+            }
+        }
+    }
+}
+
+/// Writes the fields of [`PATCHED_FIELDS`], in that order: the part of the latest
+/// document that a patch replaces, defined once for both.
+fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut Fields<'_>) {
+    let [
+        seq,
+        device_time,
+        device_time_ms,
+        enqueued_time,
+        enqueued_time_ms,
+        location,
+        alt,
+        heading,
+        speed,
+        battery,
+    ] = PATCHED_FIELDS;
+    fields.field(seq, Some(pos.seq), write_int);
+    fields.field(device_time, Some(pos.ts), |out, ts| {
+        MillisTime(ts).write_json(out)
+    });
+    fields.field(device_time_ms, Some(pos.ts), |out, ts| {
+        write_int(out, ts.timestamp_millis());
+    });
+    fields.field(enqueued_time, enqueued, |out, t| {
+        MillisTime(t).write_json(out)
+    });
+    fields.field(enqueued_time_ms, enqueued, |out, t| {
+        write_int(out, t.timestamp_millis());
+    });
+    fields.field(location, Some(pos), |out, pos| {
+        out.extend_from_slice(b"{\"type\":\"Point\",\"coordinates\":[");
+        write_f64(out, pos.lon);
+        out.push(b',');
+        write_f64(out, pos.lat);
+        out.extend_from_slice(b"]}");
+    });
+    fields.field(alt, pos.alt_m, write_f64);
+    fields.field(heading, pos.heading_deg, write_f64);
+    fields.field(speed, pos.speed_mps, write_f64);
+    fields.field(battery, pos.battery_pct, write_int);
+}
+
+/// An upper bound of a patch's length: ten operations of about 45 bytes of punctuation
+/// and path each, their values (as in [`DOCUMENT_FIXED_MAX`]) and the condition.
+const PATCH_MAX: usize = 10 * 45 + 2 * 26 + 5 * 24 + 5 * 20 + 160;
 
 /// Room for a typical document, so that building one allocates once.
 const DOCUMENT_CAPACITY: usize = 512;

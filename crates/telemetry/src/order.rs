@@ -35,11 +35,27 @@ impl PositionOrder {
     /// A Cosmos DB SQL filter, for the `condition` of a conditional patch or a query, that
     /// holds when the stored document `c` is older than this position.
     pub fn stored_is_older_condition(self) -> String {
+        let mut out = Vec::with_capacity(96);
+        self.write_stored_is_older_condition(&mut out);
+        String::from_utf8(out).expect("the condition is ASCII")
+    }
+
+    /// Appends [`PositionOrder::stored_is_older_condition`] to `out`. It holds no character
+    /// that JSON escapes, so it can be written between quotes as it is.
+    pub fn write_stored_is_older_condition(self, out: &mut Vec<u8>) {
         let PositionOrder {
             device_time_ms: t,
             seq,
         } = self;
-        format!("FROM c WHERE c.deviceTimeMs < {t} OR (c.deviceTimeMs = {t} AND c.seq < {seq})")
+        let mut t_buf = itoa::Buffer::new();
+        let t = t_buf.format(t).as_bytes();
+        out.extend_from_slice(b"FROM c WHERE c.deviceTimeMs < ");
+        out.extend_from_slice(t);
+        out.extend_from_slice(b" OR (c.deviceTimeMs = ");
+        out.extend_from_slice(t);
+        out.extend_from_slice(b" AND c.seq < ");
+        out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+        out.push(b')');
     }
 }
 

@@ -1,9 +1,10 @@
 //! Cosmos document layout: fields, GeoJSON order, partition key paths, history ids.
 
 use chrono::{DateTime, Utc};
+use proptest::prelude::*;
 use serde_json::{Value, json};
 use telemetry::document::{
-    DOCUMENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, PartitionKeyPath,
+    DOCUMENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, PATCHED_FIELDS, PartitionKeyPath,
     PartitionKeyPathError, document_id, history_id,
 };
 use telemetry::wire::{Position, decode};
@@ -272,4 +273,134 @@ fn path_segments_needing_escapes_are_written_escaped() {
     layout.write_latest(&example(), None, &mut bytes);
     let document: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(document["a\\b"]["c"], json!("drone-0042"));
+}
+
+/// The patch as (path, value) pairs, checking its shape on the way.
+fn patch_sets(patch: &[u8]) -> (Vec<(String, Value)>, String) {
+    let patch: Value = serde_json::from_slice(patch).expect("the patch is JSON");
+    let sets = patch["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .map(|op| {
+            assert_eq!(op["op"], "set", "{op}");
+            let value = op.get("value").expect("every set has a value").clone();
+            (op["path"].as_str().unwrap().to_owned(), value)
+        })
+        .collect();
+    (sets, patch["condition"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn patch_of_the_example_sets_each_changing_field_to_the_document_value() {
+    let layout = DocumentLayout::default();
+    let enqueued = utc("2026-11-22T09:15:03.1Z");
+    let mut bytes = b"prefix".to_vec();
+    layout.write_patch(&example(), Some(enqueued), &mut bytes);
+    assert_eq!(&bytes[..6], b"prefix", "write_patch appends");
+    let (sets, condition) = patch_sets(&bytes[6..]);
+    let document = layout.latest(&example(), Some(enqueued));
+    let paths: Vec<&str> = sets.iter().map(|(p, _)| p.as_str()).collect();
+    let expected: Vec<String> = PATCHED_FIELDS.iter().map(|f| format!("/{f}")).collect();
+    assert_eq!(paths, expected);
+    for (path, value) in &sets {
+        assert_eq!(value, &document[&path[1..]], "{path}");
+    }
+    assert_eq!(
+        condition,
+        example().order().stored_is_older_condition(),
+        "the patch applies only over an older stored position"
+    );
+}
+
+#[test]
+fn patch_sets_fields_the_position_lacks_to_null() {
+    let position = decode(
+        br#"{"v":1,"deviceId":"d1","seq":2,"ts":"2026-11-22T09:15:02.500Z","lat":1.0,"lon":2.0,"speedMps":3.5}"#,
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    DocumentLayout::default().write_patch(&position, None, &mut bytes);
+    let (sets, _) = patch_sets(&bytes);
+    let value_of = |path: &str| sets.iter().find(|(p, _)| p == path).unwrap().1.clone();
+    for absent in [
+        "/enqueuedTime",
+        "/enqueuedTimeMs",
+        "/altM",
+        "/headingDeg",
+        "/batteryPct",
+    ] {
+        assert_eq!(value_of(absent), Value::Null, "{absent}");
+    }
+    assert_eq!(value_of("/speedMps"), json!(3.5));
+}
+
+#[test]
+fn patched_fields_are_the_document_fields_that_change() {
+    let fixed = ["id", "deviceId", "kind", "schemaVersion", "ttl"];
+    for field in DOCUMENT_FIELDS {
+        assert_ne!(
+            fixed.contains(&field),
+            PATCHED_FIELDS.contains(&field),
+            "{field} is either fixed or patched"
+        );
+    }
+}
+
+prop_compose! {
+    fn position()(
+        seq in any::<u64>(),
+        ms in 1_600_000_000_000i64..2_000_000_000_000,
+        lat in -90.0f64..=90.0,
+        lon in -180.0f64..=180.0,
+        alt in proptest::option::of(-1e4f64..1e5),
+        heading in proptest::option::of(0.0f64..360.0),
+        speed in proptest::option::of(0.0f64..100.0),
+        battery in proptest::option::of(0u8..=100),
+    ) -> Position {
+        Position {
+            device_id: "drone-1".into(),
+            seq,
+            ts: DateTime::from_timestamp_millis(ms).unwrap(),
+            lat,
+            lon,
+            alt_m: alt,
+            heading_deg: heading,
+            speed_mps: speed,
+            battery_pct: battery,
+        }
+    }
+}
+
+fn some_time() -> impl Strategy<Value = Option<DateTime<Utc>>> {
+    proptest::option::of(
+        (1_600_000_000_000i64..2_000_000_000_000)
+            .prop_map(|ms| DateTime::from_timestamp_millis(ms).unwrap()),
+    )
+}
+
+proptest! {
+    /// A patch applied over any stored latest document of the drone leaves exactly the
+    /// new position's document (absent fields as null), whatever fields the old one had.
+    #[test]
+    fn patch_over_any_older_document_gives_the_new_document(
+        old in position(),
+        old_enqueued in some_time(),
+        new in position(),
+        new_enqueued in some_time(),
+        pk in prop_oneof![Just("/deviceId"), Just("/fleet/deviceId")],
+    ) {
+        let layout = DocumentLayout::new(path(pk));
+        let mut stored = layout.latest(&old, old_enqueued);
+        let mut bytes = Vec::new();
+        layout.write_patch(&new, new_enqueued, &mut bytes);
+        let (sets, _) = patch_sets(&bytes);
+        prop_assert_eq!(sets.len(), PATCHED_FIELDS.len());
+        let object = stored.as_object_mut().unwrap();
+        for (path, value) in sets {
+            object.insert(path[1..].to_owned(), value);
+        }
+        object.retain(|_, v| !v.is_null());
+        prop_assert_eq!(stored, layout.latest(&new, new_enqueued));
+    }
 }
