@@ -8,7 +8,7 @@
 use crate::patch;
 use crate::query::{self, parse::parse_condition};
 use crate::ru;
-use crate::store::{Container, Doc, Partition, PartitionKey, Store, key_of_document, unix_now};
+use crate::store::{Container, Doc, Partition, PartitionKey, Store, unix_now};
 use cosmos_wire::resources::PatchRequest;
 use cosmos_wire::status::SUB_RU_BUDGET_EXCEEDED;
 use rustc_hash::FxHashMap;
@@ -137,7 +137,8 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Checks a document body: an object with a string `id` whose key is `pk`.
+    /// Checks a document body: an object with a string `id` whose key is `pk` (no value at the
+    /// key path for the undefined key).
     pub fn check_body<'b>(&self, body: &'b Value, pk: &PartitionKey) -> Result<&'b str, Outcome> {
         let id = body
             .get("id")
@@ -153,14 +154,15 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        match key_of_document(body, &self.container.pk_path) {
-            Some(v) if pk.is_value(v) => Ok(id),
-            _ => Err(Outcome::error(
+        if pk.matches_document(body, &self.container.pk_path) {
+            Ok(id)
+        } else {
+            Err(Outcome::error(
                 400,
                 1001,
                 0.0,
                 "PartitionKey extracted from document doesn't match the one specified in the header.",
-            )),
+            ))
         }
     }
 

@@ -8,7 +8,7 @@ use crate::faults::Injected;
 use crate::query::{self, parse::parse_query};
 use crate::ru;
 use crate::sim::Shared;
-use crate::store::{Container, CreateError, PartitionKey, Range, key_of_document};
+use crate::store::{Container, CreateError, PartitionKey, Range};
 use bytes::Bytes;
 use cosmos_wire::auth::{AuthorizationHeader, resource_for_path, string_to_sign, url_decode};
 use cosmos_wire::batch::{BatchOperation, MAX_BODY_BYTES, MAX_OPERATIONS, OperationType};
@@ -537,7 +537,7 @@ fn header_pk(headers: &HeaderMap) -> Result<Option<PartitionKey>, Reply> {
     match header(headers, h::PARTITION_KEY) {
         None => Ok(None),
         Some(raw) => PartitionKey::from_header(raw).map(Some).ok_or_else(|| {
-            Reply::error(400, 0, format!("The partition key header {raw:?} is not a JSON array of one value, e.g. [\"drone-42\"]."))
+            Reply::error(400, 0, format!("The partition key header {raw:?} is not a JSON array of one value, e.g. [\"drone-42\"] (or [{{}}] for the undefined key)."))
         }),
     }
 }
@@ -602,11 +602,7 @@ fn address(
         Some(pk) => pk,
         None => match &op {
             DocOp::Create(b) | DocOp::Upsert(b) | DocOp::Replace(b) => {
-                key_of_document(b, &ctx.container.pk_path)
-                    .map(PartitionKey::from_value)
-                    .ok_or_else(|| {
-                        bad("The document has no value at the container's partition key path.")
-                    })?
+                PartitionKey::of_document(b, &ctx.container.pk_path)
             }
             _ => {
                 return Err(bad(

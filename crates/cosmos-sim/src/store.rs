@@ -5,7 +5,9 @@
 //! partitions never wait on each other and a batch takes its partition's lock once.
 
 use crate::ru::Bucket;
-use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, even_ranges, u128_to_boundary};
+use cosmos_wire::epk::{
+    boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined, even_ranges, u128_to_boundary,
+};
 use cosmos_wire::resources::{PartitionKeyDefinition, PartitionKeyRange};
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
@@ -473,13 +475,42 @@ fn rid_string(n: u64) -> String {
 /// A partition key value: its canonical JSON (the logical partition's name) and its EPK.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionKey {
-    /// The value as compact JSON, e.g. `"drone-42"` with its quotes.
+    /// The value as compact JSON, e.g. `"drone-42"` with its quotes; empty for the undefined
+    /// key (no JSON value is spelled that way).
     pub canonical: String,
     /// The effective partition key.
     pub epk: u128,
 }
 
 impl PartitionKey {
+    /// The undefined key (`[{}]` on the wire): the logical partition of documents without a
+    /// value at the container's partition key path.
+    pub fn undefined() -> Self {
+        Self {
+            canonical: String::new(),
+            epk: epk_u128_of_undefined(),
+        }
+    }
+
+    /// Whether this is the undefined key.
+    pub fn is_undefined(&self) -> bool {
+        self.canonical.is_empty()
+    }
+
+    /// The key of a document: its value at `path`, or the undefined key if it has none.
+    pub fn of_document(doc: &Value, path: &[String]) -> Self {
+        key_of_document(doc, path).map_or_else(Self::undefined, Self::from_value)
+    }
+
+    /// Whether a document belongs to this logical partition: its value at `path` is this key,
+    /// or it has none and this is the undefined key.
+    pub fn matches_document(&self, doc: &Value, path: &[String]) -> bool {
+        match key_of_document(doc, path) {
+            Some(v) => !self.is_undefined() && self.is_value(v),
+            None => self.is_undefined(),
+        }
+    }
+
     /// From the value of a document's key path.
     pub fn from_value(value: &Value) -> Self {
         let canonical = serde_json::to_string(value).expect("a JSON value serializes");
@@ -503,19 +534,25 @@ impl PartitionKey {
         }
     }
 
-    /// From the JSON array of a header or batch operation, e.g. `["drone-42"]`.
+    /// From the JSON array of a header or batch operation, e.g. `["drone-42"]`, or `[{}]` for
+    /// the undefined key.
     pub fn from_header(header: &str) -> Option<Self> {
         let values: Vec<Value> = serde_json::from_str(header).ok()?;
         match values.as_slice() {
+            [Value::Object(o)] if o.is_empty() => Some(Self::undefined()),
             [v] => Some(Self::from_value(v)),
             _ => None,
         }
     }
 }
 
-/// The EPK of a canonical key: hash v2 of the string for string keys; other values are hashed
-/// as their JSON text (the service hashes numbers and booleans differently).
+/// The EPK of a canonical key: hash v2 of the string for string keys, of the undefined key for
+/// the empty name; other values are hashed as their JSON text (the service hashes numbers and
+/// booleans differently).
 fn pk_epk_of_canonical(canonical: &str) -> u128 {
+    if canonical.is_empty() {
+        return epk_u128_of_undefined();
+    }
     match serde_json::from_str::<Value>(canonical) {
         Ok(Value::String(s)) => epk_u128_of_str(&s),
         _ => epk_u128_of_str(canonical),
@@ -605,5 +642,27 @@ mod tests {
         assert!(!PartitionKey::from_value(&json!("\n")).is_value(&json!("\\n")));
         assert!(!a.is_value(&json!("drone-43")));
         assert!(PartitionKey::from_header(r#"["a","b"]"#).is_none());
+    }
+
+    #[test]
+    fn undefined_key_is_its_own_logical_partition() {
+        let u =
+            PartitionKey::from_header(cosmos_wire::batch::UNDEFINED_PARTITION_KEY_JSON).unwrap();
+        assert_eq!(u, PartitionKey::undefined());
+        assert_eq!(u.epk, cosmos_wire::epk::epk_u128_of_undefined());
+        assert_eq!(pk_epk_of_canonical(&u.canonical), u.epk);
+        let path = vec!["deviceId".to_string()];
+        let without = json!({"id": "a"});
+        let with = json!({"id": "a", "deviceId": "d"});
+        assert_eq!(PartitionKey::of_document(&without, &path), u);
+        assert!(u.matches_document(&without, &path));
+        assert!(!u.matches_document(&with, &path));
+        let d = PartitionKey::from_value(&json!("d"));
+        assert_eq!(PartitionKey::of_document(&with, &path), d);
+        assert!(d.matches_document(&with, &path));
+        assert!(!d.matches_document(&without, &path));
+        for spelled in [json!(""), json!("{}"), json!({}), json!(null)] {
+            assert_ne!(PartitionKey::from_value(&spelled), u, "{spelled}");
+        }
     }
 }

@@ -1,13 +1,15 @@
-//! The REST surface over real HTTP: signatures, resources, documents, patch, batches.
+//! The REST surface over real HTTP: signatures, resources, documents, patch, batches, and the
+//! undefined partition key.
 
 mod common;
 
 use common::Rest;
 use cosmos_sim::CosmosSim;
 use cosmos_wire::batch::{
-    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
+    BatchBody, OperationRef, OperationType, UNDEFINED_PARTITION_KEY_JSON, parse_results,
+    partition_key_json,
 };
-use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str};
+use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -498,4 +500,187 @@ async fn conditional_patch_inside_bulk_and_atomic_batches() {
         read.body["deviceTimeMs"], 2000,
         "the first patch of the failed batch did not apply"
     );
+}
+
+#[tokio::test]
+async fn undefined_key_for_point_operations_batches_and_queries() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    let docs = "/dbs/db/colls/c/docs";
+    let undefined = || (h::PARTITION_KEY, UNDEFINED_PARTITION_KEY_JSON.to_string());
+    let body = |v: Value| Some(v.to_string().into_bytes());
+
+    let created = rest
+        .send(
+            Method::POST,
+            docs,
+            &[undefined()],
+            body(json!({"id": "u1", "t": 1})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert!(created.body.get("deviceId").is_none());
+    assert!(created.body["_etag"].is_string());
+    let read = rest
+        .send(Method::GET, &format!("{docs}/u1"), &[undefined()], None)
+        .await;
+    assert_eq!((read.status.as_u16(), &read.body["t"]), (200, &json!(1)));
+    // The undefined key is its own logical partition, not the string "{}" or "".
+    for other in ["{}", ""] {
+        let r = rest
+            .send(
+                Method::GET,
+                &format!("{docs}/u1"),
+                &[(h::PARTITION_KEY, partition_key_json(other))],
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 404, "{other:?}");
+    }
+    // A document whose key contradicts the header is rejected, both ways.
+    let keyed = rest
+        .send(
+            Method::POST,
+            docs,
+            &[undefined()],
+            body(json!({"id": "k", "deviceId": "drone-1"})),
+        )
+        .await;
+    assert_eq!(keyed.status, 400);
+    assert_eq!(keyed.header(h::SUBSTATUS), Some("1001"));
+    let keyless = rest
+        .send(
+            Method::POST,
+            docs,
+            &[(h::PARTITION_KEY, partition_key_json("drone-1"))],
+            body(json!({"id": "k"})),
+        )
+        .await;
+    assert_eq!(keyless.status, 400);
+    assert_eq!(keyless.header(h::SUBSTATUS), Some("1001"));
+    let patched = rest
+        .send(
+            Method::PATCH,
+            &format!("{docs}/u1"),
+            &[undefined()],
+            body(json!({"operations": [{"op": "set", "path": "/t", "value": 2}]})),
+        )
+        .await;
+    assert_eq!(
+        (patched.status.as_u16(), &patched.body["t"]),
+        (200, &json!(2))
+    );
+
+    // Atomic batch on the undefined key; one operation names it, one inherits the header.
+    let undefined_range = rest
+        .ranges("db", "c")
+        .await
+        .into_iter()
+        .find(|r| {
+            (boundary_to_u128(&r.min_inclusive).unwrap()
+                ..boundary_to_u128(&r.max_exclusive).unwrap())
+                .contains(&epk_u128_of_undefined())
+        })
+        .unwrap();
+    let mut atomic = BatchBody::new();
+    let (u2, u3) = (
+        json!({"id": "u2"}).to_string(),
+        json!({"id": "u3"}).to_string(),
+    );
+    for doc in [&u2, &u3] {
+        atomic.push(&OperationRef {
+            operation_type: OperationType::Create,
+            partition_key: UNDEFINED_PARTITION_KEY_JSON,
+            id: None,
+            resource_body: Some(doc.as_bytes()),
+            if_match: None,
+        });
+    }
+    let r = rest
+        .send(
+            Method::POST,
+            docs,
+            &[
+                (h::IS_BATCH_REQUEST, "True".to_string()),
+                (h::BATCH_ATOMIC, "True".to_string()),
+                undefined(),
+            ],
+            Some(atomic.finish()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // Bulk on the undefined key's range: a keyless document lands, a keyed one under [{}] does not.
+    let mut bulk = BatchBody::new();
+    let (u4, bad) = (
+        json!({"id": "u4"}).to_string(),
+        json!({"id": "u5", "deviceId": "drone-1"}).to_string(),
+    );
+    for doc in [&u4, &bad] {
+        bulk.push(&OperationRef {
+            operation_type: OperationType::Upsert,
+            partition_key: UNDEFINED_PARTITION_KEY_JSON,
+            id: None,
+            resource_body: Some(doc.as_bytes()),
+            if_match: None,
+        });
+    }
+    let r = rest
+        .send(
+            Method::POST,
+            docs,
+            &[
+                (h::IS_BATCH_REQUEST, "True".to_string()),
+                (h::BATCH_ATOMIC, "False".to_string()),
+                (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+                (h::PARTITION_KEY_RANGE_ID, undefined_range.id.clone()),
+            ],
+            Some(bulk.finish()),
+        )
+        .await;
+    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+    let codes: Vec<(u16, u32)> = results
+        .iter()
+        .map(|o| (o.status_code, o.sub_status_code))
+        .collect();
+    assert_eq!(codes, vec![(201, 0), (400, 1001)]);
+
+    // A keyed document in the same range stays out of the undefined partition's query.
+    let (lo, hi) = (
+        boundary_to_u128(&undefined_range.min_inclusive).unwrap(),
+        boundary_to_u128(&undefined_range.max_exclusive).unwrap(),
+    );
+    let neighbour = (0..)
+        .map(|i| format!("drone-{i}"))
+        .find(|d| (lo..hi).contains(&epk_u128_of_str(d)))
+        .unwrap();
+    let keyed = json!({"id": "n", "deviceId": neighbour});
+    assert_eq!(rest.upsert("db", "c", &keyed).await.status, 201);
+    let q = rest
+        .query("db", "c", "SELECT c.id FROM c", json!([]), undefined())
+        .await;
+    assert_eq!(q.status, 200);
+    let mut ids: Vec<&str> = q.body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["u1", "u2", "u3", "u4"]);
+    let on_range = rest
+        .query(
+            "db",
+            "c",
+            "SELECT c.id FROM c",
+            json!([]),
+            (h::PARTITION_KEY_RANGE_ID, undefined_range.id.clone()),
+        )
+        .await;
+    assert_eq!(on_range.body["_count"], 5, "{}", on_range.body);
+    let deleted = rest
+        .send(Method::DELETE, &format!("{docs}/u1"), &[undefined()], None)
+        .await;
+    assert_eq!(deleted.status, 204);
 }

@@ -1,14 +1,16 @@
-//! Request units and throttling over HTTP: a hot key is held to its partition's share while
-//! the other partitions stay idle; uniform keys use the provisioned RU/s; a bulk batch that
-//! outruns its budget answers 207 with per-operation 429s.
+//! Request units and throttling over HTTP: a hot key, or documents without the key property
+//! (the undefined key), are held to their partition's share while the other partitions stay
+//! idle; uniform keys use the provisioned RU/s; a bulk batch that outruns its budget answers
+//! 207 with per-operation 429s.
 
 mod common;
 
 use common::Rest;
-use cosmos_sim::CosmosSim;
+use cosmos_sim::{CosmosSim, PartitionStats};
 use cosmos_wire::batch::{
     BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
 };
+use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
 use reqwest::Method;
 use serde_json::json;
@@ -16,12 +18,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// RU charged to successful upserts, per second of `window`, by `workers` concurrent writers
-/// that each pick keys with `key(worker, n)`. Throttled answers are counted and retried at once.
+/// that each pick keys with `key(worker, n)` (`None`: the document has no key property).
+/// Throttled answers are counted and retried at once.
 async fn drive(
     rest: Arc<Rest>,
     workers: usize,
     window: Duration,
-    key: fn(usize, usize) -> String,
+    key: fn(usize, usize) -> Option<String>,
 ) -> (f64, u64) {
     let deadline = Instant::now() + window;
     let tasks: Vec<_> = (0..workers)
@@ -32,7 +35,10 @@ async fn drive(
                 while Instant::now() < deadline {
                     let device = key(w, n);
                     n += 1;
-                    let doc = json!({"id": format!("{w}-{n}"), "deviceId": device, "pad": "x".repeat(200)});
+                    let mut doc = json!({"id": format!("{w}-{n}"), "pad": "x".repeat(200)});
+                    if let Some(device) = device {
+                        doc["deviceId"] = json!(device);
+                    }
                     let r = rest.upsert("db", "c", &doc).await;
                     match r.status.as_u16() {
                         201 | 200 => ru += r.charge(),
@@ -59,8 +65,10 @@ async fn drive(
     (total.0 / window.as_secs_f64(), total.1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
+/// Writes every document under one logical partition (`key` gives the same answer for all)
+/// to a container of 4 ranges sharing 1,000 RU/s, and checks that its partition is held to its
+/// share with 429s while the other three stay idle. Returns the hot partition's stats.
+async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> PartitionStats {
     let sim = CosmosSim::builder()
         .partitions(4)
         .ru_per_sec(1_000.0)
@@ -72,16 +80,10 @@ async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
     // Spend the hot partition's initial full bucket first, then measure the steady rate.
     let throttled_once = |sim: &CosmosSim| sim.stats().throttled_operations > 0;
     while !throttled_once(&sim) {
-        drive(rest.clone(), 8, Duration::from_millis(200), |_, _| {
-            "hot-drone".into()
-        })
-        .await;
+        drive(rest.clone(), 8, Duration::from_millis(200), key).await;
     }
     let before = sim.stats();
-    let (rate, throttled) = drive(rest.clone(), 8, Duration::from_secs(2), |_, _| {
-        "hot-drone".into()
-    })
-    .await;
+    let (rate, throttled) = drive(rest.clone(), 8, Duration::from_secs(2), key).await;
     let share = 1_000.0 / 4.0;
     assert!(throttled > 0, "the hot partition must throttle");
     assert!(
@@ -96,6 +98,7 @@ async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
         1,
         "only the hot key's partition did any work: {parts:?}"
     );
+    assert!(parts.iter().all(|p| p.id == hot[0].id || p.documents == 0));
     assert!(hot[0].throttled > 0);
     assert_eq!(hot[0].ru_budget_per_sec, share);
     assert!(stats.throttled_operations > before.throttled_operations);
@@ -103,6 +106,28 @@ async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
         !hot[0].ru_per_second.is_empty(),
         "the heat map has a row for it"
     );
+    hot[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
+    let hot = one_hot_partition(|_, _| Some("hot-drone".into())).await;
+    assert!(contains(&hot, epk_u128_of_str("hot-drone")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_without_the_key_share_the_undefined_partition_and_its_budget() {
+    let hot = one_hot_partition(|_, _| None).await;
+    assert!(
+        contains(&hot, epk_u128_of_undefined()),
+        "the undefined key's range took them: {hot:?}"
+    );
+    assert!(hot.documents > 10, "{hot:?}");
+}
+
+fn contains(p: &PartitionStats, epk: u128) -> bool {
+    (boundary_to_u128(&p.min_inclusive).unwrap()..boundary_to_u128(&p.max_exclusive).unwrap())
+        .contains(&epk)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,7 +141,7 @@ async fn uniform_keys_reach_the_provisioned_throughput() {
         .unwrap();
     let rest = Arc::new(Rest::new(&sim.endpoint(), sim.key()));
     rest.setup("db", "c").await;
-    let key = |w: usize, n: usize| format!("drone-{}", (w * 7919 + n * 104_729) % 1000);
+    let key = |w: usize, n: usize| Some(format!("drone-{}", (w * 7919 + n * 104_729) % 1000));
     // Spend the initial full buckets: load until every partition has throttled.
     let all_throttled = |sim: &CosmosSim| {
         sim.stats()

@@ -126,6 +126,11 @@ pub fn parse_results(body: &[u8]) -> Result<Vec<OperationResult>, serde_json::Er
     serde_json::from_slice(body)
 }
 
+/// The undefined partition key as headers and batch operations carry it: the logical partition
+/// of documents without the container's partition key property (see
+/// [`crate::epk::epk_of_undefined`]).
+pub const UNDEFINED_PARTITION_KEY_JSON: &str = "[{}]";
+
 /// The partition key of a single string value as the JSON array that headers and batch
 /// operations carry, e.g. `["drone-42"]`. Non-ASCII characters are escaped as `\uXXXX`, as the
 /// SDKs do, so that the value is a valid header.

@@ -5,6 +5,9 @@
 //! `0x08 ++ utf8(value) ++ 0xFF`; the hash is MurmurHash3 x64 128-bit with seed 0, its bytes
 //! reversed, with the top two bits cleared. So every EPK lies in `[0, 2^126)`; ranges are written
 //! as `[minInclusive, maxExclusive)` with `""` for the start of the space and `"FF"` for its end.
+//!
+//! A document without the container's partition key property lives in the *undefined* logical
+//! partition (`[{}]` on the wire); its hashed bytes are the single type marker `0x00`.
 
 /// The EPK of a single string partition key (hash version 2).
 pub fn epk_of_str(value: &str) -> String {
@@ -12,13 +15,7 @@ pub fn epk_of_str(value: &str) -> String {
     bytes.push(0x08);
     bytes.extend_from_slice(value.as_bytes());
     bytes.push(0xFF);
-    let hash = epk_hash(&bytes);
-    let mut out = String::with_capacity(32);
-    for b in hash.to_be_bytes() {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xF) as usize] as char);
-    }
-    out
+    u128_to_hex(epk_hash(&bytes))
 }
 
 /// The EPK of a single string partition key as a number in `[0, 2^126)`: the same order as
@@ -29,6 +26,38 @@ pub fn epk_u128_of_str(value: &str) -> u128 {
     bytes.extend_from_slice(value.as_bytes());
     bytes.push(0xFF);
     epk_hash(&bytes)
+}
+
+/// The EPK of the undefined partition key (hash version 2): the logical partition of documents
+/// that lack the container's partition key property, addressed as `[{}]` in the
+/// `x-ms-documentdb-partitionkey` header and in batch operations.
+///
+/// Hash v2 writes an undefined component as its type marker alone, the byte `0x00`
+/// (`UndefinedPartitionKeyComponent.WriteForHashingV2` in azure-cosmos-dotnet-v3 and
+/// `writeForHashingV2` in the Java SDK's `UndefinedPartitionKeyComponent`); a string component
+/// is the marker `0x08`, the UTF-8 bytes and `0xFF`. The Java SDK's `PartitionKeyHashingTests`
+/// (`effectivePartitionKeyHashV2`, Azure/azure-sdk-for-java) gives `Undefined.Value()` the
+/// EPK `11622DAA78F835834610ABE56EFF5CB5`, which the unit test checks.
+pub fn epk_of_undefined() -> String {
+    u128_to_hex(epk_u128_of_undefined())
+}
+
+/// The EPK of the undefined partition key as a number; see [`epk_of_undefined`].
+pub fn epk_u128_of_undefined() -> u128 {
+    epk_hash(&[UNDEFINED_MARKER])
+}
+
+/// The hash v2 type marker of an undefined partition key component.
+const UNDEFINED_MARKER: u8 = 0x00;
+
+/// 32 uppercase hex digits.
+fn u128_to_hex(n: u128) -> String {
+    let mut out = String::with_capacity(32);
+    for b in n.to_be_bytes() {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xF) as usize] as char);
+    }
+    out
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -179,6 +208,20 @@ mod tests {
             epk_of_str(&"a".repeat(110)),
             "0BA3E9CA8EE4C14538828D1612A4B652"
         );
+    }
+
+    #[test]
+    fn undefined_key_vector() {
+        // Azure/azure-sdk-for-java PartitionKeyHashingTests.effectivePartitionKeyHashV2.
+        assert_eq!(epk_of_undefined(), "11622DAA78F835834610ABE56EFF5CB5");
+        assert_eq!(
+            boundary_to_u128(&epk_of_undefined()),
+            Some(epk_u128_of_undefined())
+        );
+        // Not the EPK of any string spelling of it.
+        for s in ["", "{}", "undefined", "null"] {
+            assert_ne!(epk_u128_of_str(s), epk_u128_of_undefined());
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use cosmos_wire::auth::{MasterKey, resource_for_path};
-use cosmos_wire::batch::partition_key_json;
+use cosmos_wire::batch::{UNDEFINED_PARTITION_KEY_JSON, partition_key_json};
 use cosmos_wire::headers as h;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -108,8 +108,12 @@ impl Rest {
         assert_eq!(r.status, 201, "{:?}", r.body);
     }
 
+    /// Upserts a document under its `deviceId`, or under the undefined key if it has none.
     pub async fn upsert(&self, db: &str, coll: &str, doc: &Value) -> Answer {
-        let pk = partition_key_json(doc["deviceId"].as_str().unwrap());
+        let pk = doc["deviceId"].as_str().map_or_else(
+            || UNDEFINED_PARTITION_KEY_JSON.to_string(),
+            partition_key_json,
+        );
         self.send(
             Method::POST,
             &format!("/dbs/{db}/colls/{coll}/docs"),
