@@ -345,7 +345,12 @@ impl Settings {
                     .unwrap_or_else(|| "$Default".into()),
                 start_position: self
                     .eventhubs_start_position
-                    .unwrap_or_else(|| "latest".into()),
+                    .as_deref()
+                    .map_or(Ok(StartAt::Latest), str::parse)
+                    .map_err(|message| ConfigError::Invalid {
+                        name: "EVENTHUBS_START_POSITION",
+                        message,
+                    })?,
                 checkpoint_container: self
                     .eventhubs_checkpoint_container
                     .unwrap_or_else(|| "checkpoints".into()),
@@ -392,15 +397,13 @@ impl fmt::Debug for MqttUrl {
     }
 }
 
-/// The parts of an Event Hubs connection string.
+/// The parts of an Event Hubs connection string the writer uses.
 #[derive(Clone, PartialEq)]
 pub struct EventHubsConnection {
-    /// `sb://{namespace}.servicebus.windows.net/`.
-    pub endpoint: String,
+    /// The fully qualified namespace, e.g. `myhub.servicebus.windows.net`.
+    pub namespace: String,
     /// `SharedAccessKeyName`.
     pub key_name: String,
-    /// `SharedAccessKey`.
-    pub key: Secret,
     /// `EntityPath`: the event hub.
     pub entity_path: String,
     /// The whole connection string (for the SDK).
@@ -410,19 +413,50 @@ pub struct EventHubsConnection {
 impl fmt::Debug for EventHubsConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventHubsConnection")
-            .field("endpoint", &self.endpoint)
+            .field("namespace", &self.namespace)
             .field("key_name", &self.key_name)
             .field("entity_path", &self.entity_path)
             .finish_non_exhaustive()
     }
 }
 
+/// The shape of an Event Hubs connection string, for messages.
+const CONNECTION_STRING_SHAPE: &str = "Endpoint=sb://{namespace}.servicebus.windows.net/;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=...";
+
 impl EventHubsConnection {
-    /// The fully qualified namespace, e.g. `myhub.servicebus.windows.net`.
-    pub fn namespace(&self) -> &str {
-        self.endpoint
-            .trim_start_matches("sb://")
-            .trim_end_matches('/')
+    /// Parses an Event Hubs connection string with the SDK's parser (so that what is
+    /// accepted here, the SDK accepts), requiring a key and an `EntityPath`.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            name: "WRITER_SOURCE",
+            message,
+        };
+        let parsed: azure_messaging_eventhubs::ConnectionString = text.parse().map_err(
+            |e: azure_core::Error| {
+                invalid(format!(
+                    "not a usable Event Hubs connection string ({e}); expected {CONNECTION_STRING_SHAPE}"
+                ))
+            },
+        )?;
+        let (Some(key_name), Some(_)) = (
+            parsed.shared_access_key_name.clone(),
+            parsed.shared_access_key.as_ref(),
+        ) else {
+            return Err(invalid(format!(
+                "the Event Hubs connection string needs SharedAccessKeyName and SharedAccessKey (a policy with the Service connect or Listen right); expected {CONNECTION_STRING_SHAPE}"
+            )));
+        };
+        let Some(entity_path) = parsed.entity_path.clone() else {
+            return Err(invalid(format!(
+                "the Event Hubs connection string has no EntityPath: use the IoT hub's built-in endpoint's Event Hub-compatible connection string, {CONNECTION_STRING_SHAPE}"
+            )));
+        };
+        Ok(EventHubsConnection {
+            namespace: parsed.fully_qualified_namespace.clone(),
+            key_name,
+            entity_path,
+            raw: Secret::new(text),
+        })
     }
 }
 
@@ -443,45 +477,12 @@ impl SourceSpec {
             }
             return Ok(SourceSpec::Mqtt(MqttUrl(url)));
         }
-        if text.contains("Endpoint=") {
-            let mut endpoint = None;
-            let mut key_name = None;
-            let mut key = None;
-            let mut entity_path = None;
-            for part in text.split(';').filter(|p| !p.is_empty()) {
-                let (name, value) = part.split_once('=').ok_or_else(|| ConfigError::Invalid {
-                    name: "WRITER_SOURCE",
-                    message: "a connection string is Name=value pairs separated by ';'".into(),
-                })?;
-                let value = value.to_string();
-                match name.trim() {
-                    "Endpoint" => endpoint = Some(value),
-                    "SharedAccessKeyName" => key_name = Some(value),
-                    "SharedAccessKey" => key = Some(Secret::new(value)),
-                    "EntityPath" => entity_path = Some(value),
-                    _ => {}
-                }
-            }
-            let need = |v: Option<String>, what: &str| {
-                v.filter(|v| !v.is_empty())
-                    .ok_or_else(|| ConfigError::Invalid {
-                        name: "WRITER_SOURCE",
-                        message: format!("the Event Hubs connection string has no {what}"),
-                    })
-            };
-            return Ok(SourceSpec::EventHubs(EventHubsConnection {
-                endpoint: need(endpoint, "Endpoint")?,
-                key_name: need(key_name, "SharedAccessKeyName")?,
-                key: key.ok_or_else(|| ConfigError::Invalid {
-                    name: "WRITER_SOURCE",
-                    message: "the Event Hubs connection string has no SharedAccessKey".into(),
-                })?,
-                entity_path: need(
-                    entity_path,
-                    "EntityPath (use the built-in endpoint's Event Hub-compatible connection string)",
-                )?,
-                raw: Secret::new(text),
-            }));
+        if text.split(';').any(|part| {
+            part.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("endpoint=")
+        }) {
+            return EventHubsConnection::parse(text).map(SourceSpec::EventHubs);
         }
         Err(ConfigError::Invalid {
             name: "WRITER_SOURCE",
@@ -511,13 +512,42 @@ pub struct CosmosSettings {
     pub throughput: Option<u32>,
 }
 
+/// Where an Event Hubs partition without checkpoint starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// The oldest event the hub retains.
+    Earliest,
+    /// Events enqueued from now on.
+    Latest,
+    /// Events enqueued after this time.
+    EnqueuedAfter(chrono::DateTime<chrono::Utc>),
+}
+
+impl FromStr for StartAt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "earliest" => Ok(StartAt::Earliest),
+            "latest" => Ok(StartAt::Latest),
+            time => time
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .map(StartAt::EnqueuedAfter)
+                .map_err(|e| {
+                    format!(
+                        "'{time}' is not earliest, latest or an RFC 3339 time such as 2026-11-22T09:00:00Z ({e})"
+                    )
+                }),
+        }
+    }
+}
+
 /// Event Hubs consumer settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventHubsSettings {
     /// Consumer group.
     pub consumer_group: String,
-    /// `earliest`, `latest` or an RFC 3339 time.
-    pub start_position: String,
+    /// Where a partition without checkpoint starts.
+    pub start_position: StartAt,
     /// Container of checkpoints and ownerships.
     pub checkpoint_container: String,
 }
@@ -654,7 +684,7 @@ mod tests {
         let Some(SourceSpec::EventHubs(hub)) = resolved.source else {
             panic!("not event hubs")
         };
-        assert_eq!(hub.namespace(), "hub.servicebus.windows.net");
+        assert_eq!(hub.namespace, "hub.servicebus.windows.net");
         assert_eq!(hub.entity_path, "hub");
         let mqtt = SourceSpec::parse("mqtt://u:hunter2@broker:1883").unwrap();
         assert!(!format!("{mqtt:?}").contains("hunter2"));

@@ -25,6 +25,7 @@ use crate::pipeline::reject::Rejects;
 use crate::pipeline::{self, PipelineSettings};
 use crate::sink::cosmos::{CosmosSink, SinkSettings};
 use crate::sink::encode::Encoder;
+use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
 use crate::source::mqtt::{MqttSettings, MqttSource};
 use crate::source::{Source, SourceControl, SourceError};
 
@@ -214,6 +215,8 @@ impl Writer {
         let spec = config.source.clone();
         let client_id = config.mqtt_client_id.clone();
         let share_group = config.mqtt_share_group.clone();
+        let eventhubs = config.eventhubs.clone();
+        let cosmos = config.cosmos.clone();
         Writer::start_inner(config, bulk, move |metrics| {
             let source: Box<dyn Source> = match spec {
                 None => {
@@ -226,11 +229,16 @@ impl Writer {
                         .map_err(|e| StartError::Config(e.to_string()))?;
                     Box::new(MqttSource::new(settings, metrics))
                 }
-                Some(SourceSpec::EventHubs(_)) => {
-                    return Err(StartError::Config(
-                        "WRITER_SOURCE is an Event Hubs connection string, but this build has no Event Hubs client (see the README, section Event Hubs); use an mqtt:// source".into(),
-                    ));
-                }
+                Some(SourceSpec::EventHubs(connection)) => Box::new(EventHubsSource::new(
+                    connection,
+                    eventhubs,
+                    CheckpointContainer {
+                        client: cosmos_client(&cosmos)?,
+                        database: cosmos.database.clone(),
+                        create_if_missing: cosmos.create_if_missing,
+                    },
+                    metrics,
+                )),
             };
             Ok(source)
         })

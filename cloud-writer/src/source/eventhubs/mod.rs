@@ -10,16 +10,20 @@
 //!   releases a checkpoint only up to the last event whose outcome is final and all of
 //!   whose predecessors are final, so a restart resumes after written events only.
 //!
-//! The adapter works on [`EventParts`], the fields the SDK's `ReceivedEventData`
+//! The adapter works on [`EventParts`], the fields the SDK's [`ReceivedEventData`]
 //! exposes (`system_properties()`, `enqueued_time()`, `sequence_number()`, `offset()`,
-//! `event_data().body()`); the checkpoint store is [`store::CosmosCheckpointStore`].
+//! `event_data().properties()`, `event_data().body()`), taken by
+//! [`EventParts::of_received`]; the checkpoint store is [`store::CosmosCheckpointStore`];
+//! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`].
 
+pub mod processor;
 pub mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
+use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
@@ -77,7 +81,49 @@ pub struct EventPosition {
     pub offset: Option<String>,
 }
 
+/// The text of a string-valued AMQP value (string or symbol).
+fn text_of_value(value: &AmqpValue) -> Option<String> {
+    match value {
+        AmqpValue::String(text) => Some(text.clone()),
+        AmqpValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
+/// The text of a string-valued AMQP application property (string or symbol).
+fn text_of_simple_value(value: &AmqpSimpleValue) -> Option<String> {
+    match value {
+        AmqpSimpleValue::String(text) => Some(text.clone()),
+        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
 impl EventParts {
+    /// The parts of an event the SDK received from partition `partition_id`: its
+    /// string-valued system properties (message annotations) and application properties.
+    pub fn of_received(partition_id: &str, event: &ReceivedEventData) -> Self {
+        let data = event.event_data();
+        EventParts {
+            partition_id: partition_id.to_owned(),
+            sequence_number: event.sequence_number(),
+            offset: event.offset().clone(),
+            enqueued_time: event.enqueued_time(),
+            system_properties: event
+                .system_properties()
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), text_of_value(value)?)))
+                .collect(),
+            application_properties: data
+                .properties()
+                .into_iter()
+                .flatten()
+                .filter_map(|(name, value)| Some((name.clone(), text_of_simple_value(value)?)))
+                .collect(),
+            body: data.body().map(Bytes::copy_from_slice),
+        }
+    }
+
     /// The device identity, if the hub set it.
     pub fn identity(&self) -> Option<&str> {
         self.system_properties
@@ -217,6 +263,17 @@ impl PartitionCheckpoints {
         state.checkpoint.clone()
     }
 
+    /// The partitions this replica has read since they were last released.
+    pub fn partitions(&self) -> Vec<String> {
+        self.inner
+            .partitions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Forgets a partition's pending events (ownership lost: another replica goes on
     /// from the last checkpoint).
     pub fn release(&self, partition_id: &str) {
@@ -240,6 +297,9 @@ impl PartitionCheckpoints {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use azure_core_amqp::message::{AmqpAnnotations, AmqpApplicationProperties, AmqpMessageBody};
+    use azure_core_amqp::{AmqpMessage, AmqpSymbol, AmqpTimestamp};
 
     use super::*;
 
@@ -283,6 +343,95 @@ mod tests {
         let (err, ack) = tracker.message_of(&event("0", 8, None)).unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }));
         ack.finish();
+    }
+
+    /// A message as IoT Hub's built-in endpoint delivers it over AMQP: the Event Hubs
+    /// annotations (`x-opt-*`), IoT Hub's system properties as message annotations, the
+    /// device's `iothub-creation-time-utc` as an application property, a binary body.
+    fn amqp_message(seq: i64, device: Option<&str>, enqueued_ms: u64) -> AmqpMessage {
+        let mut annotations = AmqpAnnotations::new();
+        let symbol = |name: &str| AmqpSymbol(name.into());
+        annotations.insert(symbol("x-opt-sequence-number"), AmqpValue::Long(seq));
+        annotations.insert(
+            symbol("x-opt-offset"),
+            AmqpValue::String(format!("{}", seq * 320)),
+        );
+        let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(enqueued_ms);
+        annotations.insert(
+            symbol("x-opt-enqueued-time"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        annotations.insert(
+            symbol("iothub-enqueuedtime"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        if let Some(device) = device {
+            annotations.insert(symbol(DEVICE_ID_PROPERTY), AmqpValue::String(device.into()));
+            annotations.insert(
+                symbol("iothub-connection-auth-method"),
+                AmqpValue::String("{\"scope\":\"device\",\"type\":\"sas\"}".into()),
+            );
+        }
+        annotations.insert(
+            symbol("iothub-message-source"),
+            AmqpValue::String("Telemetry".into()),
+        );
+        let mut properties = AmqpApplicationProperties::new();
+        properties.insert(
+            CREATION_TIME_PROPERTY.into(),
+            AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
+        );
+        AmqpMessage::builder()
+            .with_message_annotations(annotations)
+            .with_application_properties(properties)
+            .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
+            .build()
+    }
+
+    #[test]
+    fn received_events_become_messages_with_the_hub_identity_and_times() {
+        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
+        let received =
+            ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
+        let parts = EventParts::of_received("3", &received);
+        assert_eq!(parts.sequence_number, Some(41));
+        assert_eq!(parts.offset.as_deref(), Some("13120"));
+        assert_eq!(parts.identity(), Some("drone-7"));
+        assert_eq!(
+            parts.creation_time(),
+            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
+        );
+        let message = tracker.message_of(&parts).unwrap();
+        assert_eq!(message.identity, "drone-7");
+        assert_eq!(
+            message.enqueued_time,
+            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
+        );
+        assert_eq!(&message.payload[..], b"{\"v\":1}");
+        message.ack.finish();
+        assert_eq!(
+            tracker.checkpoint("3"),
+            Some(EventPosition {
+                sequence_number: 41,
+                offset: Some("13120".into())
+            })
+        );
+
+        // A message without the device identity (not a device-to-cloud message) is not
+        // turned into a message, but once counted it lets the checkpoint move past it.
+        let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
+        let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
+        let (err, ack) = tracker
+            .message_of(&EventParts::of_received("3", &anonymous))
+            .unwrap_err();
+        assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
+        let next = tracker
+            .message_of(&EventParts::of_received("3", &next))
+            .unwrap();
+        next.ack.finish();
+        assert_eq!(tracker.checkpoint("3").unwrap().sequence_number, 41);
+        ack.finish();
+        assert_eq!(tracker.checkpoint("3").unwrap().sequence_number, 43);
     }
 
     #[test]

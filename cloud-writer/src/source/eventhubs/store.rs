@@ -2,13 +2,22 @@
 //! (partition key `/scope`), because the blob checkpoint store crate does not resolve
 //! with the Event Hubs crate version that accepts connection strings.
 //!
-//! One logical partition per consumer scope (`{namespace}/{event hub}/{consumer group}`),
-//! holding one `checkpoint-{partition}` and one `ownership-{partition}` document per
-//! Event Hubs partition. Ownership claims are optimistic: a claim that names the ETag it
-//! last saw is a Replace with `ifMatch`, a first claim a Create; a 412 or 409 means
-//! another replica won, and the claim is left out of the result (the SDK's contract).
+//! [`CosmosCheckpointStore`] implements the SDK's [`CheckpointStore`], so the SDK's
+//! `EventProcessor` balances partitions between replicas through it. One logical
+//! partition per consumer scope (`{namespace}/{event hub}/{consumer group}`), holding one
+//! `checkpoint-{partition}` and one `ownership-{partition}` document per Event Hubs
+//! partition. Ownership claims are optimistic: a claim that names the ETag it last saw
+//! is a Replace with `ifMatch`, a first claim a Create; a 412 or 409 means another
+//! replica won, and the claim is left out of the result (the SDK's contract).
 
-use cosmos::{ContainerClient, CosmosError, QueryRequest, QueryScope};
+use azure_core::error::ErrorKind as AzureErrorKind;
+use azure_core::http::Etag;
+use azure_core::time::OffsetDateTime;
+use azure_messaging_eventhubs::CheckpointStore;
+use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
+use cosmos::{
+    ContainerClient, ContainerSetup, CosmosClient, CosmosError, QueryRequest, QueryScope,
+};
 use serde::{Deserialize, Serialize};
 
 /// The partition key path of the checkpoint container.
@@ -26,7 +35,16 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The partition key value of this scope.
+    /// A scope from its three names.
+    pub fn new(namespace: &str, event_hub: &str, consumer_group: &str) -> Self {
+        Scope {
+            namespace: namespace.to_owned(),
+            event_hub: event_hub.to_owned(),
+            consumer_group: consumer_group.to_owned(),
+        }
+    }
+
+    /// The partition key value of this scope (case-insensitive names, as the service's).
     pub fn key(&self) -> String {
         format!(
             "{}/{}/{}",
@@ -35,30 +53,51 @@ impl Scope {
             self.consumer_group.to_lowercase()
         )
     }
+
+    /// A checkpoint of `partition_id` in this scope.
+    pub fn checkpoint(
+        &self,
+        partition_id: &str,
+        sequence_number: Option<i64>,
+        offset: Option<String>,
+    ) -> Checkpoint {
+        Checkpoint {
+            fully_qualified_namespace: self.namespace.clone(),
+            event_hub_name: self.event_hub.clone(),
+            consumer_group: self.consumer_group.clone(),
+            partition_id: partition_id.to_owned(),
+            offset,
+            sequence_number,
+        }
+    }
 }
 
-/// A checkpoint: where a partition's processing resumes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// The Event Hubs partition.
-    pub partition_id: String,
-    /// Sequence number of the last processed event.
-    pub sequence_number: Option<i64>,
-    /// Offset of the last processed event.
-    pub offset: Option<String>,
-}
-
-/// Who owns a partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ownership {
-    /// The Event Hubs partition.
-    pub partition_id: String,
-    /// The owning processor.
-    pub owner_id: Option<String>,
-    /// The document's ETag when read; a claim with it succeeds only if nobody claimed since.
-    pub etag: Option<String>,
-    /// Last change, Unix seconds (the server's `_ts`).
-    pub last_modified: Option<i64>,
+/// Why the checkpoint container cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The container does not exist and may not be created.
+    #[error(
+        "the checkpoint container {database}/{container} does not exist: create it with partition key {SCOPE_PATH}, set EVENTHUBS_CHECKPOINT_CONTAINER to an existing one, or set COSMOS_CREATE_IF_MISSING=true"
+    )]
+    Missing {
+        /// Database.
+        database: String,
+        /// Container.
+        container: String,
+    },
+    /// The container is partitioned on another path.
+    #[error(
+        "the checkpoint container {container} is partitioned on {path}, not {SCOPE_PATH}: set EVENTHUBS_CHECKPOINT_CONTAINER to a container partitioned on {SCOPE_PATH} (or a new name, with COSMOS_CREATE_IF_MISSING=true)"
+    )]
+    WrongPartitionKey {
+        /// Container.
+        container: String,
+        /// Its partition key path(s).
+        path: String,
+    },
+    /// Cosmos DB failed.
+    #[error(transparent)]
+    Cosmos(#[from] CosmosError),
 }
 
 /// The stored document.
@@ -81,16 +120,67 @@ struct Doc {
     ts: Option<i64>,
 }
 
+const CHECKPOINT: &str = "checkpoint";
+const OWNERSHIP: &str = "ownership";
+
 /// Checkpoints and ownerships in a Cosmos DB container partitioned on [`SCOPE_PATH`].
 #[derive(Debug, Clone)]
 pub struct CosmosCheckpointStore {
     container: ContainerClient,
 }
 
+fn azure_error(err: CosmosError) -> azure_core::Error {
+    azure_core::Error::new(AzureErrorKind::Io, err)
+}
+
+fn timestamp(ts: Option<i64>) -> Option<OffsetDateTime> {
+    ts.and_then(|ts| OffsetDateTime::from_unix_timestamp(ts).ok())
+}
+
 impl CosmosCheckpointStore {
-    /// A store in `container`.
+    /// A store in `container` (partitioned on [`SCOPE_PATH`]).
     pub fn new(container: ContainerClient) -> Self {
         CosmosCheckpointStore { container }
+    }
+
+    /// Opens the store in `database`/`container`, creating the container when missing
+    /// and `create` is set; checks its partition key path.
+    pub async fn open(
+        client: &CosmosClient,
+        database: &str,
+        container: &str,
+        create: bool,
+    ) -> Result<Self, StoreError> {
+        let client_container = client.container(database, container);
+        let properties = match client_container.properties().await {
+            Ok(properties) => properties,
+            Err(err) if err.is_not_found() && create => {
+                client.create_database_if_missing(database).await?;
+                tracing::info!(%database, %container, "creating the checkpoint container");
+                client_container
+                    .create_if_missing(&ContainerSetup {
+                        partition_key_path: SCOPE_PATH.into(),
+                        location_path: None,
+                        default_ttl: None,
+                        throughput: None,
+                    })
+                    .await?
+            }
+            Err(err) if err.is_not_found() => {
+                return Err(StoreError::Missing {
+                    database: database.into(),
+                    container: container.into(),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if properties.partition_key.paths != [SCOPE_PATH] {
+            return Err(StoreError::WrongPartitionKey {
+                container: container.into(),
+                path: properties.partition_key.paths.join(","),
+            });
+        }
+        Ok(CosmosCheckpointStore::new(client_container))
     }
 
     async fn list(&self, scope: &Scope, kind: &str) -> Result<Vec<Doc>, CosmosError> {
@@ -117,103 +207,132 @@ impl CosmosCheckpointStore {
             .collect()
     }
 
-    /// The checkpoints of every partition of the scope.
-    pub async fn list_checkpoints(&self, scope: &Scope) -> Result<Vec<Checkpoint>, CosmosError> {
-        Ok(self
-            .list(scope, "checkpoint")
-            .await?
+    /// Claims one partition; `None` when another processor claimed it first.
+    async fn claim(&self, claim: &Ownership) -> Result<Option<Ownership>, CosmosError> {
+        let key = Scope::new(
+            &claim.fully_qualified_namespace,
+            &claim.event_hub_name,
+            &claim.consumer_group,
+        )
+        .key();
+        let doc = Doc {
+            id: format!("{OWNERSHIP}-{}", claim.partition_id),
+            scope: key.clone(),
+            kind: OWNERSHIP.into(),
+            partition_id: claim.partition_id.clone(),
+            sequence_number: None,
+            offset: None,
+            owner_id: claim.owner_id.clone(),
+            etag: None,
+            ts: None,
+        };
+        let body = serde_json::to_vec(&doc).expect("an ownership serializes");
+        let result = match &claim.etag {
+            Some(etag) => {
+                self.container
+                    .replace(key.as_str(), &doc.id, &body, Some(etag.as_ref()))
+                    .await
+            }
+            None => self.container.create(key.as_str(), &body).await,
+        };
+        match result {
+            Ok(written) => {
+                let stored: Option<Doc> = serde_json::from_slice(&written.body).ok();
+                let etag = written
+                    .etag
+                    .or_else(|| stored.as_ref().and_then(|d| d.etag.clone()));
+                Ok(Some(Ownership {
+                    etag: etag.map(Etag::from),
+                    last_modified_time: timestamp(stored.and_then(|d| d.ts))
+                        .or_else(|| Some(OffsetDateTime::now_utc())),
+                    ..claim.clone()
+                }))
+            }
+            // 412: the ETag moved on; 409: a first claim lost the race to create;
+            // 404: the ownership named by the ETag is gone.
+            Err(err) if err.is_precondition_failed() || err.is_conflict() || err.is_not_found() => {
+                tracing::debug!(partition = %claim.partition_id, "ownership claimed by another processor");
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CheckpointStore for CosmosCheckpointStore {
+    async fn claim_ownership(
+        &self,
+        ownerships: &[Ownership],
+    ) -> azure_core::Result<Vec<Ownership>> {
+        let mut claimed = Vec::with_capacity(ownerships.len());
+        for claim in ownerships {
+            if let Some(ownership) = self.claim(claim).await.map_err(azure_error)? {
+                claimed.push(ownership);
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn list_checkpoints(
+        &self,
+        namespace: &str,
+        event_hub_name: &str,
+        consumer_group: &str,
+    ) -> azure_core::Result<Vec<Checkpoint>> {
+        let scope = Scope::new(namespace, event_hub_name, consumer_group);
+        let docs = self.list(&scope, CHECKPOINT).await.map_err(azure_error)?;
+        Ok(docs
             .into_iter()
-            .map(|d| Checkpoint {
-                partition_id: d.partition_id,
-                sequence_number: d.sequence_number,
-                offset: d.offset,
-            })
+            .map(|d| scope.checkpoint(&d.partition_id, d.sequence_number, d.offset))
             .collect())
     }
 
-    /// The ownerships of every partition of the scope.
-    pub async fn list_ownerships(&self, scope: &Scope) -> Result<Vec<Ownership>, CosmosError> {
-        Ok(self
-            .list(scope, "ownership")
-            .await?
+    async fn list_ownerships(
+        &self,
+        namespace: &str,
+        event_hub_name: &str,
+        consumer_group: &str,
+    ) -> azure_core::Result<Vec<Ownership>> {
+        let scope = Scope::new(namespace, event_hub_name, consumer_group);
+        let docs = self.list(&scope, OWNERSHIP).await.map_err(azure_error)?;
+        Ok(docs
             .into_iter()
             .map(|d| Ownership {
+                fully_qualified_namespace: scope.namespace.clone(),
+                event_hub_name: scope.event_hub.clone(),
+                consumer_group: scope.consumer_group.clone(),
                 partition_id: d.partition_id,
                 owner_id: d.owner_id,
-                etag: d.etag,
-                last_modified: d.ts,
+                etag: d.etag.map(Etag::from),
+                last_modified_time: timestamp(d.ts),
             })
             .collect())
     }
 
-    /// Records a partition's checkpoint.
-    pub async fn update_checkpoint(
-        &self,
-        scope: &Scope,
-        checkpoint: &Checkpoint,
-    ) -> Result<(), CosmosError> {
+    async fn update_checkpoint(&self, checkpoint: Checkpoint) -> azure_core::Result<()> {
+        let key = Scope::new(
+            &checkpoint.fully_qualified_namespace,
+            &checkpoint.event_hub_name,
+            &checkpoint.consumer_group,
+        )
+        .key();
         let doc = Doc {
-            id: format!("checkpoint-{}", checkpoint.partition_id),
-            scope: scope.key(),
-            kind: "checkpoint".into(),
-            partition_id: checkpoint.partition_id.clone(),
+            id: format!("{CHECKPOINT}-{}", checkpoint.partition_id),
+            scope: key.clone(),
+            kind: CHECKPOINT.into(),
+            partition_id: checkpoint.partition_id,
             sequence_number: checkpoint.sequence_number,
-            offset: checkpoint.offset.clone(),
+            offset: checkpoint.offset,
             owner_id: None,
             etag: None,
             ts: None,
         };
         let body = serde_json::to_vec(&doc).expect("a checkpoint serializes");
-        self.container.upsert(&scope.key(), &body).await?;
+        self.container
+            .upsert(key.as_str(), &body)
+            .await
+            .map_err(azure_error)?;
         Ok(())
-    }
-
-    /// Claims partitions; returns the claims that succeeded, with their new ETags.
-    pub async fn claim_ownership(
-        &self,
-        scope: &Scope,
-        claims: &[Ownership],
-    ) -> Result<Vec<Ownership>, CosmosError> {
-        let key = scope.key();
-        let mut claimed = Vec::new();
-        for claim in claims {
-            let doc = Doc {
-                id: format!("ownership-{}", claim.partition_id),
-                scope: key.clone(),
-                kind: "ownership".into(),
-                partition_id: claim.partition_id.clone(),
-                sequence_number: None,
-                offset: None,
-                owner_id: claim.owner_id.clone(),
-                etag: None,
-                ts: None,
-            };
-            let body = serde_json::to_vec(&doc).expect("an ownership serializes");
-            let result = match &claim.etag {
-                Some(etag) => {
-                    self.container
-                        .replace(&key, &doc.id, &body, Some(etag))
-                        .await
-                }
-                None => self.container.create(&key, &body).await,
-            };
-            match result {
-                Ok(written) => {
-                    let stored: Option<Doc> = serde_json::from_slice(&written.body).ok();
-                    claimed.push(Ownership {
-                        etag: written
-                            .etag
-                            .or_else(|| stored.as_ref().and_then(|d| d.etag.clone())),
-                        last_modified: stored.and_then(|d| d.ts),
-                        ..claim.clone()
-                    });
-                }
-                Err(err) if err.is_precondition_failed() || err.is_conflict() => {
-                    tracing::debug!(partition = %claim.partition_id, "ownership claimed by another processor");
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(claimed)
     }
 }

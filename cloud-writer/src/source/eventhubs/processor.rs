@@ -1,0 +1,397 @@
+//! The Event Hubs source: runs the SDK's `EventProcessor` on IoT Hub's built-in endpoint
+//! (a connection string), with the checkpoint store in Cosmos DB, so that several writer
+//! replicas share the partitions.
+//!
+//! Each partition the processor hands this replica is read by its own task (on a thread
+//! of its own with a single-threaded runtime, because the SDK's partition event stream
+//! is not `Send`), which turns
+//! events into [`Message`]s ([`PartitionCheckpoints::message_of`]) and writes the
+//! partition's checkpoint every [`CHECKPOINT_INTERVAL`], only up to the last event whose
+//! outcome and whose predecessors' outcomes are final. A partition that is lost (another
+//! replica claimed it, or the receiver failed) is checkpointed as far as it is final and
+//! forgotten: its pending events come again to whoever reads it next. On stop, the tasks
+//! stop taking events, and once the pipeline has drained, every partition is
+//! checkpointed a last time.
+//!
+//! A failure of the processor itself (its checkpoint store unreachable, the hub refusing
+//! the connection) ends the source with an error, so the writer exits non-zero and is
+//! restarted; nothing is lost, since checkpoints only cover written events.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use azure_messaging_eventhubs::models::{ReceivedEventData, StartPositions};
+use azure_messaging_eventhubs::processor::PartitionClient;
+use azure_messaging_eventhubs::{
+    CheckpointStore, ConsumerClient, EventProcessor, StartLocation, StartPosition,
+};
+use cosmos::CosmosClient;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinSet, LocalSet};
+use tokio_util::sync::CancellationToken;
+
+use super::store::{CosmosCheckpointStore, Scope};
+use super::{EventParts, PartitionCheckpoints};
+use crate::config::{EventHubsConnection, EventHubsSettings, StartAt};
+use crate::metrics::Metrics;
+use crate::source::{Message, Source, SourceControl, SourceError};
+
+/// How often each partition's final position is written to the checkpoint store.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Where the checkpoint container lives.
+#[derive(Debug, Clone)]
+pub struct CheckpointContainer {
+    /// The Cosmos DB account.
+    pub client: CosmosClient,
+    /// Database.
+    pub database: String,
+    /// Create the container when missing.
+    pub create_if_missing: bool,
+}
+
+/// The Event Hubs source.
+#[derive(Debug)]
+pub struct EventHubsSource {
+    connection: EventHubsConnection,
+    settings: EventHubsSettings,
+    checkpoints: CheckpointContainer,
+    metrics: Arc<Metrics>,
+}
+
+impl EventHubsSource {
+    /// A source reading the hub of `connection` with `settings`, keeping checkpoints in
+    /// `checkpoints`.
+    pub fn new(
+        connection: EventHubsConnection,
+        settings: EventHubsSettings,
+        checkpoints: CheckpointContainer,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        EventHubsSource {
+            connection,
+            settings,
+            checkpoints,
+            metrics,
+        }
+    }
+}
+
+impl Source for EventHubsSource {
+    fn kind(&self) -> &'static str {
+        "eventhubs"
+    }
+
+    fn run(
+        self: Box<Self>,
+        tx: mpsc::Sender<Message>,
+        control: SourceControl,
+    ) -> BoxFuture<'static, Result<(), SourceError>> {
+        run(*self, tx, control).boxed()
+    }
+}
+
+/// The SDK's start position of a partition without checkpoint. Exclusive, because the
+/// SDK carries `inclusive` over to the position it takes from a checkpoint, which names
+/// the last event already written.
+pub fn start_position(start: StartAt) -> StartPosition {
+    StartPosition {
+        location: match start {
+            StartAt::Earliest => StartLocation::Earliest,
+            StartAt::Latest => StartLocation::Latest,
+            StartAt::EnqueuedAfter(time) => StartLocation::EnqueuedTime(time.into()),
+        },
+        inclusive: false,
+    }
+}
+
+/// The TLS stack of the AMQP connection builds its configuration from the process-wide
+/// rustls provider; with two providers compiled in (ring for HTTPS, aws-lc-rs for the
+/// AMQP crates), rustls cannot pick one, so this process names it.
+pub fn install_tls_provider() {
+    // Err: one is installed already, which is all that is needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// What every partition task shares.
+struct Shared {
+    store: CosmosCheckpointStore,
+    scope: Scope,
+    tracker: PartitionCheckpoints,
+    /// The sequence number last written as each partition's checkpoint.
+    written: Mutex<HashMap<String, i64>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    /// Writes the partition's checkpoint if its final position moved since the last write.
+    async fn flush(&self, partition: &str) {
+        let Some(position) = self.tracker.checkpoint(partition) else {
+            return;
+        };
+        let already = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(partition)
+            .copied();
+        if already.is_some_and(|seq| seq >= position.sequence_number) {
+            return;
+        }
+        let checkpoint = self.scope.checkpoint(
+            partition,
+            Some(position.sequence_number),
+            position.offset.clone(),
+        );
+        match CheckpointStore::update_checkpoint(&self.store, checkpoint).await {
+            Ok(()) => {
+                tracing::debug!(%partition, sequence_number = position.sequence_number, "checkpoint written");
+                self.written
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(partition.to_owned(), position.sequence_number);
+            }
+            Err(err) => {
+                tracing::warn!(%partition, error = %err, "checkpoint not written; trying again at the next interval");
+            }
+        }
+    }
+
+    /// Forgets a lost partition.
+    fn release(&self, partition: &str) {
+        self.tracker.release(partition);
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(partition);
+        self.metrics.set_ack_lag(partition, 0);
+    }
+
+    /// Sends one event on as a message; false when the pipeline no longer takes any.
+    async fn forward(
+        &self,
+        partition: &str,
+        event: &ReceivedEventData,
+        tx: &mpsc::Sender<Message>,
+        reading: &CancellationToken,
+    ) -> bool {
+        let parts = EventParts::of_received(partition, event);
+        match self.tracker.message_of(&parts) {
+            Ok(message) => {
+                self.metrics.received();
+                tokio::select! {
+                    sent = tx.send(message) => sent.is_ok(),
+                    // Not sent: its acknowledgement is abandoned, the event comes again.
+                    () = reading.cancelled() => false,
+                }
+            }
+            Err((err, ack)) => {
+                // Not a device message: dropped and counted, so it does not hold the
+                // checkpoint back.
+                self.metrics.dropped("unroutable");
+                tracing::warn!(error = %err, "event dropped");
+                ack.finish();
+                true
+            }
+        }
+    }
+}
+
+async fn run(
+    source: EventHubsSource,
+    tx: mpsc::Sender<Message>,
+    control: SourceControl,
+) -> Result<(), SourceError> {
+    let EventHubsSource {
+        connection,
+        settings,
+        checkpoints,
+        metrics,
+    } = source;
+    let store = CosmosCheckpointStore::open(
+        &checkpoints.client,
+        &checkpoints.database,
+        &settings.checkpoint_container,
+        checkpoints.create_if_missing,
+    )
+    .await
+    .map_err(|e| SourceError::Config(e.to_string()))?;
+    install_tls_provider();
+    let hub = format!("{}/{}", connection.namespace, connection.entity_path);
+    tracing::info!(%hub, consumer_group = %settings.consumer_group, "connecting to Event Hubs");
+    let consumer = ConsumerClient::builder()
+        .with_consumer_group(settings.consumer_group.clone())
+        .with_application_id("cloud-writer".into())
+        .open_with_connection_string(connection.raw.expose(), None)
+        .await
+        .map_err(|e| {
+            SourceError::Failed(format!(
+                "cannot connect to Event Hubs {hub}: {e} (check WRITER_SOURCE: the built-in endpoint's Event Hub-compatible connection string, and EVENTHUBS_CONSUMER_GROUP)"
+            ))
+        })?;
+    let processor = EventProcessor::builder()
+        .with_start_positions(StartPositions {
+            per_partition: HashMap::new(),
+            default: start_position(settings.start_position),
+        })
+        .build(consumer, Arc::new(store.clone()))
+        .await
+        .map_err(|e| {
+            SourceError::Failed(format!(
+                "cannot start the Event Hubs processor on {hub}: {e}"
+            ))
+        })?;
+    let shared = Arc::new(Shared {
+        store,
+        scope: Scope::new(
+            &connection.namespace,
+            &connection.entity_path,
+            &settings.consumer_group,
+        ),
+        tracker: PartitionCheckpoints::new(metrics.clone()),
+        written: Mutex::default(),
+        metrics: metrics.clone(),
+    });
+    let reading = control.stop.child_token();
+    let (clients, readers_done) = spawn_readers(shared.clone(), tx, reading.clone())?;
+    let mut processor_task = tokio::spawn({
+        let processor = processor.clone();
+        async move { processor.run().await }
+    });
+    metrics.set_source_connected(true);
+    tracing::info!(%hub, "Event Hubs processor running");
+    let result = loop {
+        tokio::select! {
+            biased;
+            () = reading.cancelled() => break Ok(()),
+            joined = &mut processor_task => {
+                let why = match joined {
+                    Ok(Ok(())) => "it stopped".to_owned(),
+                    Ok(Err(err)) => err.to_string(),
+                    Err(err) => err.to_string(),
+                };
+                break Err(SourceError::Failed(format!("the Event Hubs processor failed: {why}")));
+            }
+            client = processor.next_partition_client() => match client {
+                Ok(client) => {
+                    if clients.send(client).is_err() {
+                        break Err(SourceError::Failed("the partition readers stopped".into()));
+                    }
+                }
+                Err(err) => break Err(SourceError::Failed(format!("the Event Hubs processor failed: {err}"))),
+            },
+        }
+    };
+    tracing::info!("Event Hubs source: no longer taking events");
+    reading.cancel();
+    let _ = processor.shutdown().await;
+    // The readers end, dropping the last senders of the pipeline's input.
+    drop(clients);
+    let _ = readers_done.await;
+    // Every taken event's outcome is final (or abandoned): checkpoint what was written.
+    control.drained.cancelled().await;
+    for partition in shared.tracker.partitions() {
+        shared.flush(&partition).await;
+    }
+    processor_task.abort();
+    metrics.set_source_connected(false);
+    result
+}
+
+/// Starts the thread that reads the partitions sent to the returned channel, each in a
+/// task of its own, until the channel closes and every task has ended (then the
+/// returned receiver resolves).
+fn spawn_readers(
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Message>,
+    reading: CancellationToken,
+) -> Result<
+    (
+        mpsc::UnboundedSender<Arc<PartitionClient>>,
+        oneshot::Receiver<()>,
+    ),
+    SourceError,
+> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
+    let (clients_tx, mut clients) = mpsc::unbounded_channel::<Arc<PartitionClient>>();
+    let (done_tx, done) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("eventhubs-partitions".into())
+        .spawn(move || {
+            LocalSet::new().block_on(&runtime, async move {
+                let mut tasks = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        client = clients.recv() => match client {
+                            Some(client) => {
+                                tasks.spawn_local(read_partition(client, shared.clone(), tx.clone(), reading.clone()));
+                            }
+                            None => break,
+                        },
+                        Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                    }
+                }
+                drop(tx);
+                while tasks.join_next().await.is_some() {}
+            });
+            let _ = done_tx.send(());
+        })
+        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
+    Ok((clients_tx, done))
+}
+
+/// Reads one partition until it is lost or the source stops.
+async fn read_partition(
+    client: Arc<PartitionClient>,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Message>,
+    reading: CancellationToken,
+) {
+    let partition = client.get_partition_id().to_owned();
+    tracing::info!(%partition, "reading partition");
+    {
+        let events = client.stream_events();
+        futures::pin_mut!(events);
+        let mut ticker = tokio::time::interval(CHECKPOINT_INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = reading.cancelled() => break,
+                _ = ticker.tick() => shared.flush(&partition).await,
+                event = events.next() => match event {
+                    Some(Ok(event)) => {
+                        if !shared.forward(&partition, &event, &tx, &reading).await {
+                            break;
+                        }
+                    }
+                    Some(Err(err)) => {
+                        tracing::info!(%partition, error = %err, "partition lost");
+                        break;
+                    }
+                    None => {
+                        tracing::info!(%partition, "partition closed");
+                        break;
+                    }
+                },
+            }
+        }
+    }
+    if !reading.is_cancelled() {
+        // Lost: checkpoint what is final, forget the rest (it comes again to the next reader).
+        shared.flush(&partition).await;
+        shared.release(&partition);
+    }
+    // Closing removes it from the processor, which may hand it out again later.
+    if let Ok(client) = Arc::try_unwrap(client) {
+        if let Err(err) = client.close().await {
+            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+        }
+    }
+}
