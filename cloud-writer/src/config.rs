@@ -689,4 +689,110 @@ mod tests {
         let mqtt = SourceSpec::parse("mqtt://u:hunter2@broker:1883").unwrap();
         assert!(!format!("{mqtt:?}").contains("hunter2"));
     }
+
+    #[test]
+    fn start_position_is_earliest_latest_or_a_time() {
+        let start = |text: &str| {
+            Settings {
+                eventhubs_start_position: Some(text.into()),
+                ..base()
+            }
+            .resolve()
+            .map(|c| c.eventhubs.start_position)
+        };
+        assert_eq!(
+            base().resolve().unwrap().eventhubs.start_position,
+            StartAt::Latest
+        );
+        assert_eq!(start("earliest").unwrap(), StartAt::Earliest);
+        assert_eq!(
+            start("2026-11-22T09:00:00Z").unwrap(),
+            StartAt::EnqueuedAfter("2026-11-22T09:00:00Z".parse().unwrap())
+        );
+        let err = start("yesterday").unwrap_err().to_string();
+        assert!(err.contains("EVENTHUBS_START_POSITION"), "{err}");
+    }
+
+    mod connection_strings {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        const PARTS: [&str; 4] = [
+            "Endpoint",
+            "SharedAccessKeyName",
+            "SharedAccessKey",
+            "EntityPath",
+        ];
+
+        fn parts() -> impl Strategy<Value = (String, String, String, String)> {
+            (
+                "[a-z][a-z0-9-]{2,20}",
+                "[A-Za-z][A-Za-z0-9]{0,11}",
+                "[A-Za-z0-9+/]{8,43}=?",
+                "[a-z0-9][a-z0-9-]{0,19}",
+            )
+        }
+
+        fn text(fields: &[(&str, String)], trailing: bool) -> String {
+            let mut text = fields
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+                .join(";");
+            if trailing {
+                text.push(';');
+            }
+            text
+        }
+
+        proptest! {
+            /// Any order, a trailing ';', unknown keys: the parts come out, the key never
+            /// shows in Debug output.
+            #[test]
+            fn parses_the_parts_in_any_order(
+                (ns, key_name, key, hub) in parts(),
+                order in Just(vec![0usize, 1, 2, 3, 4]).prop_shuffle(),
+                trailing in any::<bool>(),
+            ) {
+                let values = [
+                    format!("sb://{ns}.servicebus.windows.net/"),
+                    key_name.clone(),
+                    key.clone(),
+                    hub.clone(),
+                    "x".to_string(),
+                ];
+                let names = ["Endpoint", "SharedAccessKeyName", "SharedAccessKey", "EntityPath", "Unknown"];
+                let fields: Vec<(&str, String)> = order.iter().map(|&i| (names[i], values[i].clone())).collect();
+                let text = text(&fields, trailing);
+                let SourceSpec::EventHubs(hub_connection) = SourceSpec::parse(&text).unwrap() else {
+                    panic!("not Event Hubs: {text}");
+                };
+                prop_assert_eq!(&hub_connection.namespace, &format!("{ns}.servicebus.windows.net"));
+                prop_assert_eq!(&hub_connection.key_name, &key_name);
+                prop_assert_eq!(&hub_connection.entity_path, &hub);
+                prop_assert_eq!(hub_connection.raw.expose(), text.trim());
+                let shown = format!("{hub_connection:?}");
+                prop_assert!(!shown.contains(&key), "{}", shown);
+            }
+
+            /// Without one of its four parts, the string is refused, the message names
+            /// WRITER_SOURCE and the part, and never shows the key.
+            #[test]
+            fn refuses_a_string_missing_a_part(
+                (ns, key_name, key, hub) in parts(),
+                missing in 0usize..4,
+            ) {
+                let values = [format!("sb://{ns}.servicebus.windows.net/"), key_name, key.clone(), hub];
+                let fields: Vec<(&str, String)> = (0..4)
+                    .filter(|&i| i != missing)
+                    .map(|i| (PARTS[i], values[i].clone()))
+                    .collect();
+                let err = SourceSpec::parse(&text(&fields, false)).unwrap_err().to_string();
+                prop_assert!(err.contains("WRITER_SOURCE"), "{}", err);
+                prop_assert!(err.contains(PARTS[missing]), "{}", err);
+                prop_assert!(!err.contains(&key), "{}", err);
+            }
+        }
+    }
 }
