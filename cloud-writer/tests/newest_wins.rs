@@ -1,7 +1,9 @@
 //! Newest wins, whatever the order positions reach the sink in: in flight together
 //! (ascending, descending, shuffled), replayed after a restart (a new sink without
-//! memory), and written by two replicas at once. Both mechanisms (conditional patch,
-//! ETag) against the local endpoint.
+//! memory), an offline buffer replayed newest first, and written by two replicas at once.
+//! Both mechanisms (conditional patch, ETag) against the local endpoint. Also: a newer
+//! position without an optional field leaves no older value of it behind, and a drone's
+//! first document costs one Create.
 
 mod common;
 
@@ -180,6 +182,119 @@ async fn two_replicas(mode: NewestWins) {
     for d in 0..5 {
         assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 30);
     }
+}
+
+async fn stored(container: &ContainerClient, device: &str) -> serde_json::Value {
+    container
+        .read(device, device)
+        .await
+        .unwrap()
+        .expect("document exists")
+        .json()
+        .unwrap()
+}
+
+/// An agent back online replays its buffer newest first, each position reaching the
+/// writer after the previous one is stored (separate batches): only the first is written.
+async fn offline_buffer_newest_first(mode: NewestWins) {
+    let fixture = fixture(&format!("offline-{mode:?}")).await;
+    let base = Utc::now() - TimeDelta::seconds(60);
+    let (sink, metrics) = sink(&fixture, mode);
+    // The live position, then the buffer from newest to oldest.
+    for seq in [40, 30, 29, 28, 20, 10, 1] {
+        sink.write(position("buffered", seq, base)).await;
+        sink.wait_idle().await;
+        assert_eq!(stored_seq(&fixture.container, "buffered").await, 40);
+    }
+    // A restarted writer (no high-water mark) gets the same replay again.
+    let (restarted, restarted_metrics) = self::sink(&fixture, mode);
+    for seq in [39, 30, 2] {
+        restarted.write(position("buffered", seq, base)).await;
+        restarted.wait_idle().await;
+    }
+    restarted.close().await;
+    sink.close().await;
+    let counts = metrics.counts();
+    assert_eq!(counts.written, 1, "{counts:?}");
+    assert_eq!(counts.dropped("superseded"), 6);
+    let counts = restarted_metrics.counts();
+    assert_eq!(counts.written, 0, "{counts:?}");
+    assert_eq!(counts.dropped("superseded"), 3);
+    assert_eq!(stored_seq(&fixture.container, "buffered").await, 40);
+}
+
+/// A newer position that lacks optional fields the stored one has: the stored document
+/// ends without them (absent or null), whichever write path applies it.
+async fn omitted_optional_fields_do_not_survive(mode: NewestWins) {
+    let fixture = fixture(&format!("optional-{mode:?}")).await;
+    let base = Utc::now() - TimeDelta::seconds(60);
+    let (sink, _) = sink(&fixture, mode);
+    let mut full = position("opt", 1, base);
+    full.position.alt_m = Some(120.5);
+    full.position.speed_mps = Some(9.0);
+    full.enqueued = Some(base + TimeDelta::seconds(2));
+    sink.write(full).await;
+    sink.wait_idle().await;
+    let doc = stored(&fixture.container, "opt").await;
+    assert_eq!(doc["altM"], 120.5);
+    assert!(doc["enqueuedTimeMs"].is_i64());
+    // Newer, with the battery only.
+    sink.write(position("opt", 2, base)).await;
+    sink.close().await;
+    let doc = stored(&fixture.container, "opt").await;
+    assert_eq!(doc["seq"], 2);
+    for field in ["altM", "speedMps", "enqueuedTime", "enqueuedTimeMs"] {
+        assert!(
+            doc.get(field).is_none_or(serde_json::Value::is_null),
+            "{field} kept from the older position: {doc}"
+        );
+    }
+    assert_eq!(doc["batteryPct"], 50);
+}
+
+/// A drone this writer has not written yet starts with a Create: a new document costs
+/// one operation; once written, the drone's next position is one conditional Patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_new_drones_cost_one_create_each() {
+    let fixture = fixture("create-first").await;
+    let base = Utc::now() - TimeDelta::seconds(60);
+    let (sink, metrics) = sink(&fixture, NewestWins::Patch);
+    for d in 0..50 {
+        sink.write(position(&format!("new{d}"), 1, base)).await;
+    }
+    sink.wait_idle().await;
+    let ops = fixture.sim.stats().operations;
+    assert_eq!(ops.get("create"), Some(&50), "{ops:?}");
+    assert_eq!(ops.get("patch"), None, "{ops:?}");
+    for d in 0..50 {
+        sink.write(position(&format!("new{d}"), 2, base)).await;
+    }
+    sink.close().await;
+    let ops = fixture.sim.stats().operations;
+    assert_eq!(ops.get("create"), Some(&50), "{ops:?}");
+    assert_eq!(ops.get("patch"), Some(&50), "{ops:?}");
+    assert_eq!(metrics.counts().written, 100);
+    assert_eq!(stored_seq(&fixture.container, "new7").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_offline_buffer_replayed_newest_first_moves_nothing_back() {
+    offline_buffer_newest_first(NewestWins::Patch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_offline_buffer_replayed_newest_first_moves_nothing_back() {
+    offline_buffer_newest_first(NewestWins::Etag).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_newer_position_without_optional_fields_clears_them() {
+    omitted_optional_fields_do_not_survive(NewestWins::Patch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_newer_position_without_optional_fields_clears_them() {
+    omitted_optional_fields_do_not_survive(NewestWins::Etag).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,12 @@
 //!   this writer last wrote), compare orders in memory, Replace with `ifMatch` (Create
 //!   when absent); 412 or 409 read again. For servers without Patch in batches.
 //!
+//! A drone this process has not written yet (no high-water mark) starts with the Create:
+//! a new document then costs one operation instead of a Patch answered 404 and a Create
+//! (an import or the first minute of a fleet), and an existing one answers 409, after
+//! which the position goes on as above. A Create never replaces anything, so the order
+//! of the attempts does not weaken the rule.
+//!
 //! A per-drone high-water mark ([`HighWater`]) skips positions already known superseded.
 //! Operations that ran out of retries (throttling, transient failures) are submitted
 //! again while the position is not stale; a position that turns stale meanwhile is
@@ -56,6 +62,20 @@ pub struct SinkSettings {
     pub high_water_capacity: usize,
     /// The bulk writer's settings.
     pub bulk: BulkConfig,
+}
+
+/// How the write of a position not known superseded starts, from what the high-water
+/// mark knows of its drone.
+enum First {
+    /// A drone this process has not written: Create (409, the document exists: go on as
+    /// for a known drone), which saves the Patch answered 404 of a new document.
+    Create,
+    /// Patch mode, a known drone: the conditional Patch.
+    Patch,
+    /// ETag mode with the ETag this writer last wrote: Replace with `ifMatch`.
+    Replace(String),
+    /// ETag mode without an ETag: read the stored document first.
+    Read,
 }
 
 /// Which operation of a position's write an outcome belongs to.
@@ -170,18 +190,20 @@ impl CosmosSink {
     pub async fn write(&self, item: PositionWrite) {
         let shared = &self.shared;
         let order = item.position.order();
-        let known = {
+        let first = {
             let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
-            if hw.is_superseded(&item.position.device_id, order) {
-                None
-            } else {
-                Some(
-                    hw.get(&item.position.device_id)
-                        .and_then(|m| m.etag.clone()),
-                )
+            match hw.get(&item.position.device_id) {
+                // Not written by this process (or forgotten): most likely a new document.
+                None => Some(First::Create),
+                Some(mark) if order <= mark.order => None,
+                Some(mark) => Some(match (shared.settings.newest_wins, &mark.etag) {
+                    (NewestWins::Patch, _) => First::Patch,
+                    (NewestWins::Etag, Some(etag)) => First::Replace(etag.clone()),
+                    (NewestWins::Etag, None) => First::Read,
+                }),
             }
         };
-        let Some(cached_etag) = known else {
+        let Some(first) = first else {
             return self.superseded(item).await;
         };
         let PositionWrite {
@@ -207,14 +229,15 @@ impl CosmosSink {
             rounds: 0,
         });
         shared.enter();
-        match (shared.settings.newest_wins, cached_etag) {
-            (NewestWins::Patch, _) => shared.submit(shared.op(pending, Step::Patch, None)).await,
-            (NewestWins::Etag, Some(etag)) => {
+        match first {
+            First::Create => shared.submit(shared.op(pending, Step::Create, None)).await,
+            First::Patch => shared.submit(shared.op(pending, Step::Patch, None)).await,
+            First::Replace(etag) => {
                 shared
                     .submit(shared.op(pending, Step::Replace, Some(etag)))
                     .await;
             }
-            (NewestWins::Etag, None) => shared.clone().read_then_write(pending),
+            First::Read => shared.clone().read_then_write(pending),
         }
     }
 
@@ -238,7 +261,7 @@ impl CosmosSink {
         shared.enter();
         let op = BulkOperation {
             kind: OperationType::Create,
-            partition_key: position.device_id.clone(),
+            partition_key: position.device_id.clone().into(),
             id: None,
             body: body.clone(),
             if_match: None,
@@ -306,7 +329,7 @@ impl Shared {
         };
         BulkOperation {
             kind,
-            partition_key: pending.device_id.clone(),
+            partition_key: pending.device_id.clone().into(),
             id,
             body,
             if_match: etag,
@@ -626,7 +649,7 @@ async fn on_history(
         {
             let op = BulkOperation {
                 kind: OperationType::Create,
-                partition_key: device_id.clone(),
+                partition_key: device_id.clone().into(),
                 id: None,
                 body: body.clone(),
                 if_match: None,

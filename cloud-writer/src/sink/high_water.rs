@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use telemetry::PositionOrder;
 
+use crate::pipeline::coalesce::BuildDeviceHasher;
+
 /// What is known of a drone's stored document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
@@ -24,8 +26,8 @@ pub struct Mark {
 #[derive(Debug)]
 pub struct HighWater {
     generation: usize,
-    young: HashMap<String, Mark>,
-    old: HashMap<String, Mark>,
+    young: HashMap<String, Mark, BuildDeviceHasher>,
+    old: HashMap<String, Mark, BuildDeviceHasher>,
 }
 
 impl HighWater {
@@ -33,8 +35,8 @@ impl HighWater {
     pub fn new(capacity: usize) -> Self {
         HighWater {
             generation: (capacity / 2).max(1),
-            young: HashMap::new(),
-            old: HashMap::new(),
+            young: HashMap::default(),
+            old: HashMap::default(),
         }
     }
 
