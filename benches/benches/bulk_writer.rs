@@ -100,7 +100,7 @@ impl Bench {
             for (key, body) in docs {
                 let op = BulkOperation {
                     kind: OperationType::Upsert,
-                    partition_key: key,
+                    partition_key: key.into(),
                     id: None,
                     body,
                     if_match: None,

@@ -1,11 +1,11 @@
 //! One container: setting it up, reading its definition and partition key ranges, and the
 //! point operations on its documents (create, upsert, read, replace, patch, delete) with ETag
-//! preconditions.
+//! preconditions. Point operations take any [`PartitionKey`]: a string (`&str` converts) or
+//! the undefined key of documents that lack the container's key path.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cosmos_wire::batch::partition_key_json;
 use cosmos_wire::headers;
 use cosmos_wire::resources::{
     ContainerProperties, PartitionKeyDefinition, PartitionKeyRange, PartitionKeyRanges,
@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::client::{RawResponse, RequestSpec, path_segment};
 use crate::ranges::RangeMap;
-use crate::{CosmosClient, CosmosError};
+use crate::{CosmosClient, CosmosError, PartitionKey};
 
 /// How to create a container.
 #[derive(Debug, Clone, PartialEq)]
@@ -233,11 +233,11 @@ impl ContainerClient {
         &self,
         method: Method,
         path: String,
-        partition_key: &str,
+        partition_key: PartitionKey,
         if_match: Option<&str>,
     ) -> Result<RequestSpec, CosmosError> {
         let mut spec = RequestSpec::new(method, path)
-            .header(headers::PARTITION_KEY, &partition_key_json(partition_key))?;
+            .header(headers::PARTITION_KEY, &partition_key.to_json())?;
         if let Some(etag) = if_match {
             spec = spec.header(headers::IF_MATCH, etag)?;
         }
@@ -248,14 +248,15 @@ impl ContainerClient {
         Ok(self.client.execute(&spec).await?.into_result()?.into())
     }
 
-    /// Creates or replaces a document (`doc` is its JSON, with `id` and the partition key).
+    /// Creates or replaces a document (`doc` is its JSON, with `id` and the partition key;
+    /// without the key for [`PartitionKey::Undefined`]).
     pub async fn upsert(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         doc: &[u8],
     ) -> Result<WriteResponse, CosmosError> {
         let spec = self
-            .document_request(Method::POST, self.docs_path(), partition_key, None)?
+            .document_request(Method::POST, self.docs_path(), partition_key.into(), None)?
             .header(headers::IS_UPSERT, "True")?
             .body(Bytes::copy_from_slice(doc))
             .idempotent(true);
@@ -265,11 +266,11 @@ impl ContainerClient {
     /// Creates a document; 409 if one with its id exists.
     pub async fn create(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         doc: &[u8],
     ) -> Result<WriteResponse, CosmosError> {
         let spec = self
-            .document_request(Method::POST, self.docs_path(), partition_key, None)?
+            .document_request(Method::POST, self.docs_path(), partition_key.into(), None)?
             .body(Bytes::copy_from_slice(doc));
         self.write(spec).await
     }
@@ -278,13 +279,18 @@ impl ContainerClient {
     /// match its ETag.
     pub async fn replace(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         id: &str,
         doc: &[u8],
         if_match: Option<&str>,
     ) -> Result<WriteResponse, CosmosError> {
         let spec = self
-            .document_request(Method::PUT, self.doc_path(id), partition_key, if_match)?
+            .document_request(
+                Method::PUT,
+                self.doc_path(id),
+                partition_key.into(),
+                if_match,
+            )?
             .body(Bytes::copy_from_slice(doc));
         self.write(spec).await
     }
@@ -293,14 +299,19 @@ impl ContainerClient {
     /// the request's condition does not hold.
     pub async fn patch(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         id: &str,
         patch: &PatchRequest,
         if_match: Option<&str>,
     ) -> Result<WriteResponse, CosmosError> {
         let body = serde_json::to_vec(patch).expect("a patch request serializes");
         let spec = self
-            .document_request(Method::PATCH, self.doc_path(id), partition_key, if_match)?
+            .document_request(
+                Method::PATCH,
+                self.doc_path(id),
+                partition_key.into(),
+                if_match,
+            )?
             .header("content-type", "application/json_patch+json")?
             .body(body);
         self.write(spec).await
@@ -309,22 +320,27 @@ impl ContainerClient {
     /// Deletes a document; 404 if it does not exist.
     pub async fn delete(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         id: &str,
         if_match: Option<&str>,
     ) -> Result<WriteResponse, CosmosError> {
-        let spec =
-            self.document_request(Method::DELETE, self.doc_path(id), partition_key, if_match)?;
+        let spec = self.document_request(
+            Method::DELETE,
+            self.doc_path(id),
+            partition_key.into(),
+            if_match,
+        )?;
         self.write(spec).await
     }
 
     /// Reads a document; `None` if it does not exist.
     pub async fn read(
         &self,
-        partition_key: &str,
+        partition_key: impl Into<PartitionKey>,
         id: &str,
     ) -> Result<Option<ReadResponse>, CosmosError> {
-        let spec = self.document_request(Method::GET, self.doc_path(id), partition_key, None)?;
+        let spec =
+            self.document_request(Method::GET, self.doc_path(id), partition_key.into(), None)?;
         let response = self.client.execute(&spec).await?;
         if response.status == 404 {
             return Ok(None);

@@ -4,6 +4,7 @@
 //!   connection pool, the retry loop of point operations ([`retry`]);
 //! - [`container`]: container setup (hash v2 partition key, spatial index, TTL), its definition
 //!   and partition key ranges ([`ranges`]), and point operations with ETag preconditions;
+//! - [`partition_key`]: partition key values, a string or the undefined key;
 //! - [`bulk`]: the partition-aware bulk writer with per-range AIMD concurrency, retries of
 //!   every transient per-operation failure, and one final outcome per operation;
 //! - [`query`]: single-partition and fanned-out cross-partition queries.
@@ -16,6 +17,7 @@ pub mod client;
 pub mod container;
 pub mod credential;
 mod error;
+pub mod partition_key;
 pub mod query;
 pub mod ranges;
 pub mod retry;
@@ -34,6 +36,7 @@ pub use cosmos_wire::resources::{
 };
 pub use credential::{Credential, TokenCredential};
 pub use error::{CosmosError, ServiceError};
+pub use partition_key::PartitionKey;
 pub use query::{QueryResponse, QueryScope};
 pub use ranges::RangeMap;
 pub use retry::RetryPolicy;

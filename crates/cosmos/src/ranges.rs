@@ -1,10 +1,10 @@
 //! The partition key range map of a container: which physical range owns a key, found by a
 //! binary search over the ranges' lower EPK boundaries.
 
-use cosmos_wire::epk::{EPK_SPACE_END, boundary_to_u128, epk_u128_of_str};
+use cosmos_wire::epk::{EPK_SPACE_END, boundary_to_u128};
 use cosmos_wire::resources::PartitionKeyRange;
 
-use crate::CosmosError;
+use crate::{CosmosError, PartitionKey};
 
 /// The current partition key ranges of a container, sorted by their lower boundary and
 /// covering the whole EPK space without gaps or overlaps.
@@ -84,16 +84,16 @@ impl RangeMap {
         self.starts.partition_point(|start| *start <= epk) - 1
     }
 
-    /// The range that holds a string partition key.
-    pub fn range_of_key(&self, key: &str) -> &PartitionKeyRange {
-        &self.ranges[self.index_of_epk(epk_u128_of_str(key))]
+    /// The range that holds a partition key (every undefined key is in the same one).
+    pub fn range_of_key(&self, key: &PartitionKey) -> &PartitionKeyRange {
+        &self.ranges[self.index_of_epk(key.epk())]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosmos_wire::epk::{epk_of_str, even_ranges, in_range, split_point};
+    use cosmos_wire::epk::{epk_of_str, epk_of_undefined, even_ranges, in_range, split_point};
     use proptest::prelude::*;
 
     fn range(id: &str, min: &str, max: &str, parents: &[&str]) -> PartitionKeyRange {
@@ -124,8 +124,22 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(map.ranges()[0].id, "3", "sorted by lower boundary");
-        assert_eq!(map.range_of_key("redmond").id, "7");
-        assert_eq!(map.range_of_key("aa").id, "3");
+        assert_eq!(map.range_of_key(&"redmond".into()).id, "7");
+        assert_eq!(map.range_of_key(&"aa".into()).id, "3");
+    }
+
+    #[test]
+    fn undefined_keys_all_map_to_the_range_of_the_undefined_epk() {
+        // The undefined key hashes to 1162...: with 10 even ranges of width 0666... that is
+        // the third one, [0CCC..., 1333...), whatever document lacks the key.
+        let map = even_map(10);
+        let found = map.range_of_key(&PartitionKey::Undefined);
+        assert_eq!(found.id, "2");
+        assert!(in_range(
+            &epk_of_undefined(),
+            &found.min_inclusive,
+            &found.max_exclusive
+        ));
     }
 
     #[test]
@@ -157,7 +171,7 @@ mod tests {
         #[test]
         fn lookup_agrees_with_string_comparison(key in ".{0,40}", n in 1usize..40) {
             let map = even_map(n);
-            let found = map.range_of_key(&key);
+            let found = map.range_of_key(&key.as_str().into());
             let epk = epk_of_str(&key);
             prop_assert!(in_range(&epk, &found.min_inclusive, &found.max_exclusive));
         }

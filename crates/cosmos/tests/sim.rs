@@ -1,6 +1,6 @@
 //! The client against the local endpoint (`cosmos-sim`, in process): signatures, point
-//! operations and conditional patch, single- and cross-partition queries, and the bulk writer
-//! under throttling, a split and injected 503s and timeouts.
+//! operations and conditional patch, single- and cross-partition queries, the bulk writer
+//! under throttling, a split and injected 503s and timeouts, and the undefined partition key.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cosmos::{
     BulkConfig, BulkOperation, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig,
-    Credential, FinalError, MasterKey, OperationType, PatchOperation, PatchRequest, QueryRequest,
-    QueryScope,
+    Credential, FinalError, MasterKey, OperationType, PartitionKey, PatchOperation, PatchRequest,
+    QueryRequest, QueryScope,
 };
 use cosmos_sim::CosmosSim;
 use serde_json::json;
@@ -58,7 +58,7 @@ fn upsert(device: String, id: String, context: u64) -> BulkOperation<u64> {
     BulkOperation {
         kind: OperationType::Upsert,
         body: Bytes::from(doc(&device, &id, 1_000, context)),
-        partition_key: device,
+        partition_key: device.into(),
         id: None,
         if_match: None,
         context,
@@ -149,7 +149,7 @@ async fn conditional_patch_gives_written_superseded_and_missing() {
     let (writer, mut outcomes) = c.bulk_writer::<&'static str>(BulkConfig::default());
     let patch_op = |device: &str, patch: PatchRequest, context| BulkOperation {
         kind: OperationType::Patch,
-        partition_key: device.to_string(),
+        partition_key: device.into(),
         id: Some(device.to_string()),
         body: Bytes::from(serde_json::to_vec(&patch).unwrap()),
         if_match: None,
@@ -445,4 +445,101 @@ async fn a_full_writer_makes_its_caller_wait() {
         n += 1;
     }
     assert_eq!(n, 101);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undefined_keys_land_in_one_range_and_are_read_back_with_the_empty_object() {
+    const TOTAL: u64 = 400;
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = setup(&sim).await;
+    let expected = c
+        .range_map()
+        .await
+        .unwrap()
+        .range_of_key(&PartitionKey::Undefined)
+        .clone();
+    // Documents without /deviceId, as a writer that never puts the container's key in.
+    let body = |i: u64| {
+        Bytes::from(serde_json::to_vec(&json!({"id": format!("u-{i}"), "seq": i})).unwrap())
+    };
+    let (writer, mut outcomes) = c.bulk_writer::<u64>(BulkConfig::default());
+    let feeder = {
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            for i in 0..TOTAL {
+                let op = BulkOperation {
+                    kind: OperationType::Upsert,
+                    partition_key: PartitionKey::Undefined,
+                    id: None,
+                    body: body(i),
+                    if_match: None,
+                    context: i,
+                };
+                writer.submit(op).await.unwrap();
+            }
+        })
+    };
+    for _ in 0..TOTAL {
+        let outcome = outcomes.next().await.expect("an outcome per operation");
+        assert!(outcome.is_success(), "{outcome:?}");
+        assert_eq!(outcome.range_id, expected.id);
+    }
+    feeder.await.unwrap();
+    // Closing waits for every batch to be accounted for.
+    let handle = writer.clone();
+    writer.close().await;
+    let stats = handle.stats();
+    assert_eq!(
+        stats
+            .ranges
+            .iter()
+            .filter(|(_, r)| r.batches > 0)
+            .map(|(id, r)| (id, r.operations))
+            .collect::<Vec<_>>(),
+        vec![(&expected.id, TOTAL)],
+        "one range took every batch"
+    );
+
+    // The server agrees: one physical partition holds them all.
+    let sim_stats = sim.stats();
+    let partitions = &sim_stats.container(DB, COLL).unwrap().partitions;
+    let held: Vec<(&str, usize)> = partitions
+        .iter()
+        .filter(|p| p.live && p.documents > 0)
+        .map(|p| (p.id.as_str(), p.documents))
+        .collect();
+    assert_eq!(held, vec![(expected.id.as_str(), TOTAL as usize)]);
+
+    // Point operations address the undefined key as [{}]; a string key is another partition.
+    let read = c.read(PartitionKey::Undefined, "u-7").await.unwrap();
+    let doc: serde_json::Value = read.expect("found under the undefined key").json().unwrap();
+    assert_eq!(doc["seq"], 7);
+    assert!(doc.get("deviceId").is_none());
+    assert!(c.read("", "u-7").await.unwrap().is_none());
+    assert!(c.read("undefined", "u-7").await.unwrap().is_none());
+    c.delete(PartitionKey::Undefined, "u-7", None)
+        .await
+        .unwrap();
+    assert!(
+        c.read(PartitionKey::Undefined, "u-7")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let written = c
+        .upsert(
+            PartitionKey::Undefined,
+            &serde_json::to_vec(&json!({"id": "u-7", "seq": 70})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(written.status, 200 | 201), "{written:?}");
+    let doc: serde_json::Value = c
+        .read(PartitionKey::Undefined, "u-7")
+        .await
+        .unwrap()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(doc["seq"], 70);
 }

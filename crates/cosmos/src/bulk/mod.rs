@@ -24,14 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cosmos_wire::batch::{
-    BatchBody, OperationRef, OperationType, TARGET_BODY_BYTES, partition_key_json,
-};
-use cosmos_wire::epk::epk_u128_of_str;
+use cosmos_wire::batch::{BatchBody, OperationRef, OperationType, TARGET_BODY_BYTES};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::retry::RetryPolicy;
-use crate::{ContainerClient, CosmosError};
+use crate::{ContainerClient, CosmosError, PartitionKey};
 
 /// Settings of a bulk writer.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,8 +97,8 @@ impl BulkConfig {
 pub struct BulkOperation<T> {
     /// Create, Upsert, Replace, Patch, Delete (or Read).
     pub kind: OperationType,
-    /// The partition key value.
-    pub partition_key: String,
+    /// The partition key value (a string converts with `.into()`).
+    pub partition_key: PartitionKey,
     /// The document id: required for Replace, Patch, Delete and Read.
     pub id: Option<String>,
     /// The serialized document (Create, Upsert, Replace) or patch request (Patch,
@@ -254,7 +251,7 @@ impl StatsCell {
 /// An operation inside the writer.
 struct PendingOp<T> {
     kind: OperationType,
-    partition_key: String,
+    partition_key: PartitionKey,
     /// The partition key as the JSON array batches carry.
     pk_json: String,
     id: Option<String>,
@@ -424,11 +421,11 @@ impl<T: Send + 'static> BulkWriter<T> {
             Ok(permit) => permit,
             Err(_) => return Err(BulkClosed(op)),
         };
-        let pk_json = partition_key_json(&op.partition_key);
+        let pk_json = op.partition_key.to_json();
         let has_body = !matches!(op.kind, OperationType::Delete | OperationType::Read);
         let mut pending = PendingOp {
             kind: op.kind,
-            epk: epk_u128_of_str(&op.partition_key),
+            epk: op.partition_key.epk(),
             partition_key: op.partition_key,
             pk_json,
             id: op.id,
