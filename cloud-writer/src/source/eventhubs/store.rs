@@ -184,12 +184,20 @@ impl CosmosCheckpointStore {
     }
 
     async fn list(&self, scope: &Scope, kind: &str) -> Result<Vec<Doc>, CosmosError> {
+        // The scope filter repeats the partition key the query is sent to: servers that
+        // route by the query text (`@vercel/cosmosdb-server`) need it.
         let query = QueryRequest {
-            query: "SELECT * FROM c WHERE c.kind = @kind".into(),
-            parameters: vec![cosmos::QueryParameter {
-                name: "@kind".into(),
-                value: kind.into(),
-            }],
+            query: "SELECT * FROM c WHERE c.scope = @scope AND c.kind = @kind".into(),
+            parameters: vec![
+                cosmos::QueryParameter {
+                    name: "@scope".into(),
+                    value: scope.key().into(),
+                },
+                cosmos::QueryParameter {
+                    name: "@kind".into(),
+                    value: kind.into(),
+                },
+            ],
         };
         let response = self
             .container
