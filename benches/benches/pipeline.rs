@@ -2,14 +2,18 @@
 //!
 //! - `pipeline/bytes_to_batched_document`: CPU per message from the received bytes to
 //!   the operation appended to a bulk batch body: decode and validate, identity check,
-//!   staleness, coalescing per drone, the latest document and its conditional patch,
-//!   the partition key's EPK hash (hash v2), the batch body. One thread, no I/O.
+//!   staleness, coalescing per drone, the conditional patch (what a known drone's
+//!   position is written as), the partition key's EPK hash (hash v2), the batch body.
+//!   One thread, no I/O.
 //! - `pipeline/mosquitto_to_cosmos`: end to end through a harness-started Mosquitto
 //!   (QoS 1, persistent session, in-order PUBACKs) to the unthrottled local Cosmos
 //!   endpoint, the writer in-process; positions per second from the first PUBLISH to the
 //!   last final outcome. Each payload's device time is its publish time, so the writer's
 //!   device-to-written lateness histogram is the end-to-end lateness; its 99th and 50th
 //!   percentiles' bucket bounds are printed after the run.
+//! - `pipeline/mosquitto_to_cosmos_paced`: the same path at a fixed offered rate (20,000
+//!   positions/s for 15 s), the lateness figure of the issue; see
+//!   [`mosquitto_to_cosmos_paced`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,11 +71,14 @@ fn to_batches(
     let mut bodies = Vec::new();
     let mut body = BatchBody::new();
     for write in coalescer.drain() {
-        let encoded = encoder.encode(&write.position, write.enqueued);
+        // A drone the writer knows: its conditional patch (a new drone's first write is its
+        // document instead, about as long).
+        let patch = encoder
+            .patch(&write.position, write.enqueued)
+            .expect("patch mode");
         let id = &write.position.device_id;
         let epk = epk_u128_of_str(id);
         let pk = partition_key_json(id);
-        let patch = encoded.patch.expect("patch mode");
         let op = OperationRef {
             operation_type: OperationType::Patch,
             partition_key: &pk,
@@ -83,7 +90,7 @@ fn to_batches(
             bodies.push(std::mem::take(&mut body).finish());
         }
         body.push(&op);
-        std::hint::black_box((epk, encoded.latest));
+        std::hint::black_box(epk);
         write.ack.finish();
     }
     bodies.push(body.finish());
@@ -183,35 +190,95 @@ async fn publishers(port: u16, n: usize) -> Vec<AsyncClient> {
     clients
 }
 
-fn mosquitto_to_cosmos(c: &mut Criterion) {
-    const DRONES: usize = 5_000;
-    const PER_ITER: usize = 20_000;
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let broker = Mosquitto::start().expect("mosquitto");
-    let (sim, writer, clients) = rt.block_on(async {
-        let sim = CosmosSim::builder()
-            .partitions(4)
-            .ru_per_sec(f64::INFINITY)
-            .start()
+/// A harness-started Mosquitto, the unthrottled local endpoint (4 ranges) and the writer
+/// in-process, subscribed; `connections` publishing connections.
+struct Stack {
+    broker: Mosquitto,
+    sim: CosmosSim,
+    writer: Writer,
+    clients: Vec<AsyncClient>,
+}
+
+impl Stack {
+    fn start(rt: &tokio::runtime::Runtime, connections: usize) -> Stack {
+        let broker = Mosquitto::start().expect("mosquitto");
+        let (sim, writer, clients) = rt.block_on(async {
+            let sim = CosmosSim::builder()
+                .partitions(4)
+                .ru_per_sec(f64::INFINITY)
+                .start()
+                .await
+                .unwrap();
+            let settings = Settings {
+                cosmos_endpoint: Some(sim.endpoint().parse().unwrap()),
+                cosmos_key: Some(Secret::new(sim.key())),
+                cosmos_container: Some("bench".into()),
+                cosmos_create_if_missing: Some(true),
+                writer_source: Some(Secret::new(broker.url())),
+                mqtt_client_id: Some("bench-writer".into()),
+                metrics_addr: Some("off".into()),
+                ..Settings::default()
+            };
+            let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !writer.metrics().is_ready() {
+                assert!(Instant::now() < deadline, "the writer did not get ready");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let clients = publishers(broker.port(), connections).await;
+            (sim, writer, clients)
+        });
+        Stack {
+            broker,
+            sim,
+            writer,
+            clients,
+        }
+    }
+
+    /// Waits until the writer has a final outcome for `target` messages in all.
+    async fn settle(&self, target: u64) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.writer.counts().finished() < target {
+            assert!(
+                Instant::now() < deadline,
+                "the writer did not settle: {:?}",
+                self.writer.counts()
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn stop(self, rt: &tokio::runtime::Runtime) {
+        rt.block_on(async {
+            self.writer.shutdown();
+            let _ = self.writer.wait().await;
+            self.sim.shutdown().await;
+        });
+        drop(self.broker);
+    }
+}
+
+/// Drones whose positions the end-to-end runs publish.
+const E2E_DRONES: usize = 5_000;
+
+fn e2e_publish(client: &AsyncClient, n: usize, seq: u64) -> impl Future<Output = ()> + use<> {
+    let client = client.clone();
+    let device = format!("drone-{:05}", n % E2E_DRONES);
+    async move {
+        let topic = format!("devices/{device}/messages/events/");
+        let body = payload(&device, seq);
+        client
+            .publish(topic, QoS::AtLeastOnce, false, body)
             .await
             .unwrap();
-        let settings = Settings {
-            cosmos_endpoint: Some(sim.endpoint().parse().unwrap()),
-            cosmos_key: Some(Secret::new(sim.key())),
-            cosmos_container: Some("bench".into()),
-            cosmos_create_if_missing: Some(true),
-            writer_source: Some(Secret::new(broker.url())),
-            mqtt_client_id: Some("bench-writer".into()),
-            metrics_addr: Some("off".into()),
-            ..Settings::default()
-        };
-        let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();
-        while !writer.metrics().is_ready() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let clients = publishers(broker.port(), 4).await;
-        (sim, writer, clients)
-    });
+    }
+}
+
+fn mosquitto_to_cosmos(c: &mut Criterion) {
+    const PER_ITER: usize = 20_000;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stack = Stack::start(&rt, 4);
     let mut seq = 0u64;
     let mut group = c.benchmark_group("pipeline");
     group
@@ -223,30 +290,22 @@ fn mosquitto_to_cosmos(c: &mut Criterion) {
                 let mut elapsed = Duration::ZERO;
                 for _ in 0..iters {
                     seq += 1;
-                    let target = writer.counts().finished() + PER_ITER as u64;
+                    let target = stack.writer.counts().finished() + PER_ITER as u64;
                     let start = Instant::now();
                     let mut sends = Vec::new();
-                    for (i, client) in clients.iter().enumerate() {
+                    for (i, client) in stack.clients.iter().enumerate() {
                         let client = client.clone();
                         let seq = seq;
                         sends.push(tokio::spawn(async move {
                             for n in (i..PER_ITER).step_by(4) {
-                                let device = format!("drone-{:05}", n % DRONES);
-                                let topic = format!("devices/{device}/messages/events/");
-                                let body = payload(&device, seq * 10 + (n / DRONES) as u64);
-                                client
-                                    .publish(topic, QoS::AtLeastOnce, false, body)
-                                    .await
-                                    .unwrap();
+                                e2e_publish(&client, n, seq * 10 + (n / E2E_DRONES) as u64).await;
                             }
                         }));
                     }
                     for send in sends {
                         send.await.unwrap();
                     }
-                    while writer.counts().finished() < target {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    }
+                    stack.settle(target).await;
                     elapsed += start.elapsed();
                 }
                 elapsed
@@ -256,17 +315,119 @@ fn mosquitto_to_cosmos(c: &mut Criterion) {
     group.finish();
     eprintln!(
         "pipeline/mosquitto_to_cosmos: lateness (published to written) p99 <= {:?} s, p50 <= {:?} s; counts {:?}",
-        percentile_bound(writer.metrics(), 0.99),
-        percentile_bound(writer.metrics(), 0.50),
-        writer.counts()
+        percentile_bound(stack.writer.metrics(), 0.99),
+        percentile_bound(stack.writer.metrics(), 0.50),
+        stack.writer.counts()
     );
-    rt.block_on(async {
-        writer.shutdown();
-        let _ = writer.wait().await;
-        sim.shutdown().await;
-    });
-    drop(broker);
+    stack.stop(&rt);
 }
 
-criterion_group!(benches, bytes_to_batched_document, mosquitto_to_cosmos);
+/// Whether a bench named `name` is selected: `cargo bench` passes `--bench` and the
+/// filter, if any; CI's quick mode (`cargo test --benches`) passes neither.
+fn selected(name: &str) -> (bool, bool) {
+    /// Criterion's options that take a value as the next argument.
+    const WITH_VALUE: [&str; 12] = [
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--profile-time",
+        "--save-baseline",
+        "--baseline",
+        "--load-baseline",
+        "--output-format",
+        "--color",
+        "--nresamples",
+        "--noise-threshold",
+        "--plotting-backend",
+    ];
+    let mut args = std::env::args().skip(1);
+    let (mut full, mut filters) = (false, Vec::new());
+    while let Some(arg) = args.next() {
+        if arg == "--bench" {
+            full = true;
+        } else if WITH_VALUE.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg);
+        }
+    }
+    let chosen = filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
+    (chosen, full)
+}
+
+/// `pipeline/mosquitto_to_cosmos_paced`: positions published at a fixed rate
+/// ([`PACED_RATE`] per second for [`PACED_SECONDS`], evenly every 2 ms over 4
+/// connections), not as a burst, so that lateness is the writer's, not the queue of a
+/// burst. Lateness from publish (the payload's device time) to written, from the
+/// writer's histogram: its 50th and 99th percentiles' bucket bounds. One measured run,
+/// not a criterion sample (it is a latency figure at a given load). CI's quick mode runs
+/// it at a tenth of the rate for one second.
+fn mosquitto_to_cosmos_paced(_: &mut Criterion) {
+    const PACED_RATE: usize = 20_000;
+    const PACED_SECONDS: u64 = 15;
+    const TICK: Duration = Duration::from_millis(2);
+    const PUBLISHERS: usize = 4;
+    let name = "pipeline/mosquitto_to_cosmos_paced";
+    let (chosen, full) = selected(name);
+    if !chosen {
+        return;
+    }
+    let (rate, seconds) = if full {
+        (PACED_RATE, PACED_SECONDS)
+    } else {
+        (PACED_RATE / 10, 1)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stack = Stack::start(&rt, PUBLISHERS);
+    let ticks = seconds * 1000 / TICK.as_millis() as u64;
+    let per_tick = rate * TICK.as_millis() as usize / 1000;
+    let total = ticks as usize * per_tick;
+    let (published, elapsed) = rt.block_on(async {
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for (i, client) in stack.clients.iter().enumerate() {
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut interval = tokio::time::interval(TICK);
+                let mut sent = 0usize;
+                for tick in 0..ticks {
+                    interval.tick().await;
+                    for k in (i..per_tick).step_by(PUBLISHERS) {
+                        let n = tick as usize * per_tick + k;
+                        e2e_publish(&client, n, (n / E2E_DRONES) as u64 + 1).await;
+                        sent += 1;
+                    }
+                }
+                sent
+            }));
+        }
+        let mut published = 0;
+        for task in tasks {
+            published += task.await.unwrap();
+        }
+        let publishing = start.elapsed();
+        stack.settle(total as u64).await;
+        (published, (publishing, start.elapsed()))
+    });
+    let counts = stack.writer.counts();
+    eprintln!(
+        "{name}: offered {rate}/s for {seconds} s: {published} published in {:.2} s ({:.0}/s), all final after {:.2} s; \
+         lateness (published to written) p50 <= {:?} s, p99 <= {:?} s; counts {counts:?}",
+        elapsed.0.as_secs_f64(),
+        published as f64 / elapsed.0.as_secs_f64(),
+        elapsed.1.as_secs_f64(),
+        percentile_bound(stack.writer.metrics(), 0.50),
+        percentile_bound(stack.writer.metrics(), 0.99),
+    );
+    assert_eq!(published, total);
+    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    stack.stop(&rt);
+}
+
+criterion_group!(
+    benches,
+    bytes_to_batched_document,
+    mosquitto_to_cosmos,
+    mosquitto_to_cosmos_paced
+);
 criterion_main!(benches);

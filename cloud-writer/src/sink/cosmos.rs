@@ -35,7 +35,7 @@ use cosmos::{
     OperationType, Outcome, QueryParameter, QueryRequest, QueryScope,
 };
 use telemetry::document::{document_id, history_id};
-use telemetry::{PositionOrder, StalenessPolicy};
+use telemetry::{Position, PositionOrder, StalenessPolicy};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -86,16 +86,16 @@ enum Step {
     Replace,
 }
 
-/// A position being written.
+/// A position being written. Its document and patch are encoded when a step first
+/// needs them, and kept for retries.
 #[derive(Debug)]
 struct Pending {
-    device_id: String,
+    position: Position,
     doc_id: String,
     order: PositionOrder,
-    device_time: DateTime<Utc>,
     enqueued: Option<DateTime<Utc>>,
     received_at: Instant,
-    latest: Bytes,
+    latest: Option<Bytes>,
     patch: Option<Bytes>,
     ack: crate::source::Ack,
     rounds: u32,
@@ -127,6 +127,7 @@ enum Final {
 struct Shared {
     writer: BulkWriter<Ctx>,
     container: ContainerClient,
+    encoder: Encoder,
     settings: SinkSettings,
     metrics: Arc<Metrics>,
     high_water: Mutex<HighWater>,
@@ -141,7 +142,6 @@ struct Shared {
 /// position's final outcome.
 pub struct CosmosSink {
     shared: Arc<Shared>,
-    encoder: Encoder,
     outcomes: JoinHandle<()>,
 }
 
@@ -166,19 +166,16 @@ impl CosmosSink {
             writer,
             container,
             high_water: Mutex::new(HighWater::new(settings.high_water_capacity)),
+            read_query: read_query(encoder.layout().partition_key_path()),
+            encoder,
             settings,
             metrics,
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             reads: Semaphore::new(MAX_READS),
-            read_query: read_query(encoder.layout().partition_key_path()),
         });
         let outcomes = tokio::spawn(outcome_loop(shared.clone(), outcomes));
-        CosmosSink {
-            shared,
-            encoder,
-            outcomes,
-        }
+        CosmosSink { shared, outcomes }
     }
 
     /// Positions (and history documents) not yet final.
@@ -212,19 +209,17 @@ impl CosmosSink {
             received_at,
             ack,
         } = item;
-        let encoded = self.encoder.encode(&position, enqueued);
-        if let Some(body) = encoded.history {
+        if let Some(body) = shared.encoder.history_document(&position, enqueued) {
             self.write_history(&position, body, ack.clone()).await;
         }
         let pending = Box::new(Pending {
             doc_id: document_id(&position.device_id).into_owned(),
-            device_id: position.device_id,
+            position,
             order,
-            device_time: position.ts,
             enqueued,
             received_at,
-            latest: encoded.latest,
-            patch: encoded.patch,
+            latest: None,
+            patch: None,
             ack,
             rounds: 0,
         });
@@ -245,7 +240,11 @@ impl CosmosSink {
     /// high-water mark): counted; in history mode its history document is still written.
     pub async fn superseded(&self, item: PositionWrite) {
         self.shared.metrics.dropped("superseded");
-        match self.encoder.history_document(&item.position, item.enqueued) {
+        match self
+            .shared
+            .encoder
+            .history_document(&item.position, item.enqueued)
+        {
             Some(body) => self.write_history(&item.position, body, item.ack).await,
             None => item.ack.finish(),
         }
@@ -261,7 +260,7 @@ impl CosmosSink {
         shared.enter();
         let op = BulkOperation {
             kind: OperationType::Create,
-            partition_key: position.device_id.clone().into(),
+            partition_key: shared.encoder.partition_key(&position.device_id),
             id: None,
             body: body.clone(),
             if_match: None,
@@ -313,23 +312,40 @@ impl Shared {
         }
     }
 
-    fn op(&self, pending: Box<Pending>, step: Step, etag: Option<String>) -> BulkOperation<Ctx> {
+    fn op(
+        &self,
+        mut pending: Box<Pending>,
+        step: Step,
+        etag: Option<String>,
+    ) -> BulkOperation<Ctx> {
+        let encoder = &self.encoder;
+        let p = &mut *pending;
         let (kind, id, body) = match step {
             Step::Patch => (
                 OperationType::Patch,
-                Some(pending.doc_id.clone()),
-                pending.patch.clone().unwrap_or_default(),
+                Some(p.doc_id.clone()),
+                p.patch
+                    .get_or_insert_with(|| {
+                        encoder
+                            .patch(&p.position, p.enqueued)
+                            .expect("patch steps are taken in patch mode")
+                    })
+                    .clone(),
             ),
-            Step::Create => (OperationType::Create, None, pending.latest.clone()),
-            Step::Replace => (
-                OperationType::Replace,
-                Some(pending.doc_id.clone()),
-                pending.latest.clone(),
-            ),
+            Step::Create | Step::Replace => {
+                let latest = p
+                    .latest
+                    .get_or_insert_with(|| encoder.latest(&p.position, p.enqueued))
+                    .clone();
+                match step {
+                    Step::Create => (OperationType::Create, None, latest),
+                    _ => (OperationType::Replace, Some(p.doc_id.clone()), latest),
+                }
+            }
         };
         BulkOperation {
             kind,
-            partition_key: pending.device_id.clone().into(),
+            partition_key: encoder.partition_key(&pending.position.device_id),
             id,
             body,
             if_match: etag,
@@ -357,7 +373,8 @@ impl Shared {
             }
             let read = {
                 let _permit = self.reads.acquire().await;
-                self.read_stored(&pending.device_id, &pending.doc_id).await
+                self.read_stored(&pending.position.device_id, &pending.doc_id)
+                    .await
             };
             match read {
                 Ok(None) => {
@@ -368,7 +385,7 @@ impl Shared {
                     self.high_water
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .raise(&pending.device_id, stored.order, stored.etag);
+                        .raise(&pending.position.device_id, stored.order, stored.etag);
                     self.finish(*pending, Final::Superseded, None);
                 }
                 Ok(Some(stored)) => {
@@ -376,7 +393,7 @@ impl Shared {
                     self.submit(op).await;
                 }
                 Err(err) => {
-                    tracing::warn!(device = %pending.device_id, error = %err, "reading the stored document failed; retrying");
+                    tracing::warn!(device = %pending.position.device_id, error = %err, "reading the stored document failed; retrying");
                     self.retry_or_stale(pending, None).await;
                 }
             }
@@ -430,7 +447,7 @@ impl Shared {
         let verdict = self
             .settings
             .staleness
-            .judge(now, pending.device_time, pending.enqueued);
+            .judge(now, pending.position.ts, pending.enqueued);
         if !verdict.is_fresh() {
             self.finish(*pending, Final::Stale, None);
             return;
@@ -458,14 +475,14 @@ impl Shared {
                     Some(enqueued) => (now - enqueued).to_std().unwrap_or(Duration::ZERO),
                     None => pending.received_at.elapsed(),
                 };
-                let since_device = (now - pending.device_time)
+                let since_device = (now - pending.position.ts)
                     .to_std()
                     .unwrap_or(Duration::ZERO);
                 self.metrics.lateness(since_enqueued, since_device);
                 self.high_water
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .raise(&pending.device_id, pending.order, etag);
+                    .raise(&pending.position.device_id, pending.order, etag);
             }
             Final::Superseded => self.metrics.dropped("superseded"),
             Final::Stale => self.metrics.dropped("stale"),
@@ -495,7 +512,7 @@ impl Shared {
                     | FinalError::Ranges(_)
             )
         ) {
-            tracing::warn!(device = %pending.device_id, status, error = ?error, "write not done within its retry budget; submitting again");
+            tracing::warn!(device = %pending.position.device_id, status, error = ?error, "write not done within its retry budget; submitting again");
             self.retry_or_stale(pending, Some(step)).await;
             return;
         }
@@ -517,7 +534,7 @@ impl Shared {
                     self.high_water
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .forget_etag(&pending.device_id);
+                        .forget_etag(&pending.position.device_id);
                     self.clone().read_then_write(pending);
                 } else {
                     let op = self.op(pending, Step::Patch, None);
@@ -525,7 +542,7 @@ impl Shared {
                 }
             }
             (step, status) => {
-                tracing::error!(device = %pending.device_id, ?step, status, error = ?error, "write rejected by Cosmos DB; dropped");
+                tracing::error!(device = %pending.position.device_id, ?step, status, error = ?error, "write rejected by Cosmos DB; dropped");
                 self.finish(*pending, Final::Failed, None);
             }
         }
@@ -649,7 +666,7 @@ async fn on_history(
         {
             let op = BulkOperation {
                 kind: OperationType::Create,
-                partition_key: device_id.clone().into(),
+                partition_key: shared.encoder.partition_key(&device_id),
                 id: None,
                 body: body.clone(),
                 if_match: None,

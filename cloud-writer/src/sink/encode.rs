@@ -9,25 +9,16 @@
 //! newer position never leaves an older position's value behind. (`remove` is not used:
 //! Cosmos DB answers 400 when the path is absent.)
 //!
-//! The latest document and its patch share one allocation.
+//! Each is encoded when an operation needs it: a known drone's write needs only the
+//! patch, a new drone's only the document.
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use cosmos::PartitionKey;
 use telemetry::{DocumentLayout, Position};
 
 /// Cosmos DB's limit of operations in one patch request.
 pub const MAX_PATCH_OPERATIONS: usize = 10;
-
-/// The encoded forms of one position.
-#[derive(Debug, Clone)]
-pub struct Encoded {
-    /// The latest-position document.
-    pub latest: Bytes,
-    /// The conditional patch (patch mode).
-    pub patch: Option<Bytes>,
-    /// The history document (history mode).
-    pub history: Option<Bytes>,
-}
 
 /// Encodes positions for one container layout.
 #[derive(Debug, Clone)]
@@ -35,6 +26,8 @@ pub struct Encoder {
     layout: DocumentLayout,
     with_patch: bool,
     history: Option<Option<u32>>,
+    /// Every document goes under the undefined partition key.
+    undefined_key: bool,
 }
 
 impl Encoder {
@@ -45,6 +38,24 @@ impl Encoder {
             layout,
             with_patch,
             history,
+            undefined_key: false,
+        }
+    }
+
+    /// Sends every document under the undefined partition key (`[{}]`) instead of its
+    /// device id: for a container partitioned on a path the documents lack (a writer forced
+    /// past its startup guard), which is where Cosmos DB files such documents.
+    pub fn with_undefined_partition_key(mut self) -> Self {
+        self.undefined_key = true;
+        self
+    }
+
+    /// The partition key of a drone's documents: its device id, or the undefined key.
+    pub fn partition_key(&self, device_id: &str) -> PartitionKey {
+        if self.undefined_key {
+            PartitionKey::Undefined
+        } else {
+            PartitionKey::from(device_id)
         }
     }
 
@@ -66,22 +77,20 @@ impl Encoder {
         })
     }
 
-    /// Encodes one valid position.
-    pub fn encode(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Encoded {
-        let mut buf = Vec::with_capacity(if self.with_patch { 1024 } else { 384 });
-        self.layout.write_latest(pos, enqueued, &mut buf);
-        let latest_len = buf.len();
-        if self.with_patch {
-            self.layout.write_patch(pos, enqueued, &mut buf);
-        }
-        let mut latest = Bytes::from(buf);
-        let patch = self.with_patch.then(|| latest.split_off(latest_len));
-        let history = self.history_document(pos, enqueued);
-        Encoded {
-            latest,
-            patch,
-            history,
-        }
+    /// The latest-position document of a valid position.
+    pub fn latest(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Bytes {
+        let mut out = Vec::with_capacity(384);
+        self.layout.write_latest(pos, enqueued, &mut out);
+        Bytes::from(out)
+    }
+
+    /// The conditional patch of a valid position, in patch mode.
+    pub fn patch(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Option<Bytes> {
+        self.with_patch.then(|| {
+            let mut out = Vec::with_capacity(768);
+            self.layout.write_patch(pos, enqueued, &mut out);
+            Bytes::from(out)
+        })
     }
 }
 
@@ -110,8 +119,8 @@ mod tests {
     #[test]
     fn patch_sets_every_changing_field_absent_ones_to_null() {
         let encoder = Encoder::new(DocumentLayout::default(), true, None);
-        let encoded = encoder.encode(&position(), None);
-        let patch: Value = serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
+        let bytes = encoder.patch(&position(), None).unwrap();
+        let patch: Value = serde_json::from_slice(&bytes).unwrap();
         let ops = patch["operations"].as_array().unwrap();
         let value_of = |path: &str| {
             ops.iter()
@@ -133,25 +142,21 @@ mod tests {
             "FROM c WHERE c.deviceTimeMs < 1795338902500 OR (c.deviceTimeMs = 1795338902500 AND c.seq < 9)"
         );
         // The patch parses as the wire type the local endpoint reads, nulls kept.
-        let parsed: cosmos::PatchRequest =
-            serde_json::from_slice(encoded.patch.as_ref().unwrap()).unwrap();
+        let parsed: cosmos::PatchRequest = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(parsed.operations.len(), ops.len());
         assert!(parsed.operations.iter().all(|op| op.value.is_some()));
-        // The latest document is intact beside it.
-        let latest: Value = serde_json::from_slice(&encoded.latest).unwrap();
-        assert_eq!(latest, DocumentLayout::default().latest(&position(), None));
-        assert!(encoded.history.is_none());
+        assert!(encoder.history_document(&position(), None).is_none());
     }
 
     #[test]
     fn history_document_has_its_own_id_and_ttl() {
         let encoder = Encoder::new(DocumentLayout::default(), false, Some(Some(3600)));
-        let encoded = encoder.encode(&position(), None);
-        assert!(encoded.patch.is_none());
-        let history: Value = serde_json::from_slice(encoded.history.as_ref().unwrap()).unwrap();
+        assert!(encoder.patch(&position(), None).is_none());
+        let history = encoder.history_document(&position(), None).unwrap();
+        let history: Value = serde_json::from_slice(&history).unwrap();
         assert_eq!(history["id"], "drone-7:9");
         assert_eq!(history["ttl"], 3600);
-        let latest: Value = serde_json::from_slice(&encoded.latest).unwrap();
-        assert_eq!(latest["id"], "drone-7");
+        let latest: Value = serde_json::from_slice(&encoder.latest(&position(), None)).unwrap();
+        assert_eq!(latest, DocumentLayout::default().latest(&position(), None));
     }
 }
