@@ -119,6 +119,16 @@ pub struct Settings {
     /// Throughput (RU/s) of a container this writer creates.
     #[arg(long, env = "COSMOS_THROUGHPUT")]
     pub cosmos_throughput: Option<u32>,
+    /// Write even when the documents lack the container's partition key: all of them land in
+    /// one (undefined) logical partition, so one physical partition takes every write and
+    /// throttles. For demonstrating the hot partition only [default: false]
+    #[arg(
+        long = "force-missing-partition-key",
+        env = "WRITER_FORCE_MISSING_PARTITION_KEY",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub writer_force_missing_partition_key: Option<bool>,
     /// Source: mqtt://host:port, or an Event Hubs connection string (environment or file).
     #[arg(long = "source", env = "WRITER_SOURCE", hide_env_values = true)]
     pub writer_source: Option<Secret>,
@@ -224,6 +234,7 @@ impl Settings {
             cosmos_accept_invalid_certs,
             cosmos_create_if_missing,
             cosmos_throughput,
+            writer_force_missing_partition_key,
             writer_source,
             mqtt_share_group,
             mqtt_client_id,
@@ -333,6 +344,9 @@ impl Settings {
                 accept_invalid_certs: self.cosmos_accept_invalid_certs.unwrap_or(false),
                 create_if_missing: self.cosmos_create_if_missing.unwrap_or(false),
                 throughput: self.cosmos_throughput,
+                force_missing_partition_key: self
+                    .writer_force_missing_partition_key
+                    .unwrap_or(false),
             },
             source,
             mqtt_share_group: self.mqtt_share_group.filter(|g| !g.is_empty()),
@@ -510,6 +524,9 @@ pub struct CosmosSettings {
     pub create_if_missing: bool,
     /// RU/s of a container created here.
     pub throughput: Option<u32>,
+    /// Write into the undefined partition key when the documents lack the container's key,
+    /// instead of refusing to start (WRITER_FORCE_MISSING_PARTITION_KEY).
+    pub force_missing_partition_key: bool,
 }
 
 /// Where an Event Hubs partition without checkpoint starts.
@@ -633,6 +650,32 @@ mod tests {
         assert_eq!(config.cosmos.database, "fromflag");
         assert_eq!(config.cosmos.container, "c");
         assert_eq!(config.staleness.stale_after, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn force_missing_partition_key_is_off_unless_asked() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            settings: Settings,
+        }
+        let parse = |args: &[&str]| {
+            let cli = <Cli as clap::Parser>::try_parse_from(args).unwrap();
+            cli.settings.or(base()).resolve().unwrap()
+        };
+        assert!(!parse(&["w"]).cosmos.force_missing_partition_key);
+        let flag = parse(&["w", "--force-missing-partition-key"]);
+        assert!(flag.cosmos.force_missing_partition_key);
+        let off = parse(&["w", "--force-missing-partition-key", "false"]);
+        assert!(!off.cosmos.force_missing_partition_key);
+        let file: Settings = toml::from_str("writer_force_missing_partition_key = true").unwrap();
+        assert!(
+            file.or(base())
+                .resolve()
+                .unwrap()
+                .cosmos
+                .force_missing_partition_key
+        );
     }
 
     #[test]

@@ -166,10 +166,17 @@ fn print_report(counts: &Counts) {
 async fn check(config: WriterConfig) -> anyhow::Result<()> {
     let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
     let client = cosmos_client(&config.cosmos)?;
-    open_container(&client, &config.cosmos, &layout, None).await?;
-    println!(
-        "ok: container '{}' of database '{}' is partitioned on a path the documents carry",
-        config.cosmos.container, config.cosmos.database
-    );
+    let opened = open_container(&client, &config.cosmos, &layout, None).await?;
+    if opened.missing_partition_key {
+        println!(
+            "forced: container '{}' of database '{}' is partitioned on a path the documents lack; they would all go to one partition",
+            config.cosmos.container, config.cosmos.database
+        );
+    } else {
+        println!(
+            "ok: container '{}' of database '{}' is partitioned on a path the documents carry",
+            config.cosmos.container, config.cosmos.database
+        );
+    }
     Ok(())
 }

@@ -1,6 +1,11 @@
 //! The running writer: the startup guard, the wiring of source, pipeline, sink and
 //! metrics, and the orderly shutdown.
 //!
+//! The guard refuses a container partitioned on a path the documents do not carry. With
+//! `WRITER_FORCE_MISSING_PARTITION_KEY` it writes anyway, as a misconfigured writer would:
+//! every document goes under the undefined partition key, so one physical partition takes
+//! every write (the field's hot partition).
+//!
 //! Shutdown (SIGTERM, or [`Writer::shutdown`]): the source stops taking messages, the
 //! pipeline finishes its batch, the sink drives every in-flight write to its final
 //! outcome, the source acknowledges (PUBACK, checkpoint) what became final, and the
@@ -41,7 +46,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum StartError {
     /// The container is partitioned on a path the documents do not carry.
     #[error(
-        "container '{container}' is partitioned on '{container_path}', but this writer puts the device id at '{configured}' (and /deviceId): every document would land in one logical partition. Set COSMOS_PARTITION_KEY_PATH={container_path} so that documents carry the device id there, or use a container partitioned on /deviceId"
+        "container '{container}' is partitioned on '{container_path}', but this writer puts the device id at '{configured}' (and /deviceId): every document would land in one logical partition. Set COSMOS_PARTITION_KEY_PATH={container_path} so that documents carry the device id there, or use a container partitioned on /deviceId (WRITER_FORCE_MISSING_PARTITION_KEY=true writes anyway, into that one partition)"
     )]
     PartitionKeyMismatch {
         /// The container.
@@ -119,14 +124,26 @@ pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartErr
     Ok(CosmosClient::new(config)?)
 }
 
+/// A container that passed the startup guard, or was forced past it.
+#[derive(Debug, Clone)]
+pub struct OpenedContainer {
+    /// The container.
+    pub container: ContainerClient,
+    /// The documents lack the container's partition key (forced past the guard): they go
+    /// under the undefined key, all into one logical partition.
+    pub missing_partition_key: bool,
+}
+
 /// The startup guard: opens the container (creating database and container when told
-/// to), and checks that the documents of `layout` carry its partition key.
+/// to), and checks that the documents of `layout` carry its partition key. When they do
+/// not, it refuses, unless `settings.force_missing_partition_key` says to write anyway
+/// (with a loud warning).
 pub async fn open_container(
     client: &CosmosClient,
     settings: &CosmosSettings,
     layout: &DocumentLayout,
     default_ttl: Option<i64>,
-) -> Result<ContainerClient, StartError> {
+) -> Result<OpenedContainer, StartError> {
     let container = client.container(&settings.database, &settings.container);
     let properties = match container.properties().await {
         Ok(properties) => properties,
@@ -168,14 +185,33 @@ pub async fn open_container(
                     reason: e.to_string(),
                 }
             })?;
-    if properties.partition_key.paths.len() != 1 || !layout.carries(&container_path) {
-        return Err(StartError::PartitionKeyMismatch {
-            container: settings.container.clone(),
-            container_path: properties.partition_key.paths.join(","),
-            configured: layout.partition_key_path().to_string(),
+    let single = properties.partition_key.paths.len() == 1;
+    if single && layout.carries(&container_path) {
+        return Ok(OpenedContainer {
+            container,
+            missing_partition_key: false,
         });
     }
-    Ok(container)
+    let refusal = StartError::PartitionKeyMismatch {
+        container: settings.container.clone(),
+        container_path: properties.partition_key.paths.join(","),
+        configured: layout.partition_key_path().to_string(),
+    };
+    // The undefined key has one component: a hierarchical key is not forced.
+    if !(single && settings.force_missing_partition_key) {
+        return Err(refusal);
+    }
+    tracing::warn!(
+        container = %settings.container,
+        container_path = %container_path,
+        "WRITER_FORCE_MISSING_PARTITION_KEY is set, so the startup guard is overridden: {refusal}. \
+         Every document goes under the undefined partition key: ONE physical partition takes \
+         every write and throttles (HTTP 429) while the others idle, and adding RU/s does not help"
+    );
+    Ok(OpenedContainer {
+        container,
+        missing_partition_key: true,
+    })
 }
 
 /// The bulk writer settings the writer uses.
@@ -265,7 +301,12 @@ impl Writer {
         let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
         let client = cosmos_client(&config.cosmos)?;
         let default_ttl = config.history.and_then(|h| h.ttl).map(|_| -1);
-        let container = open_container(&client, &config.cosmos, &layout, default_ttl).await?;
+        if config.cosmos.force_missing_partition_key && config.newest_wins == NewestWins::Etag {
+            return Err(StartError::Config(
+                "WRITER_FORCE_MISSING_PARTITION_KEY needs NEWEST_WINS=patch: the etag mode reads a drone's document by a query on its device id's partition".into(),
+            ));
+        }
+        let opened = open_container(&client, &config.cosmos, &layout, default_ttl).await?;
         let source = make_source(metrics.clone())?;
         let rejects = Rejects::new(metrics.clone(), config.dead_letter_file.as_deref())
             .map_err(StartError::DeadLetter)?;
@@ -284,13 +325,16 @@ impl Writer {
             }
             None => None,
         };
-        let encoder = Encoder::new(
+        let mut encoder = Encoder::new(
             layout,
             config.newest_wins == NewestWins::Patch,
             config.history.map(|h| h.ttl),
         );
+        if opened.missing_partition_key {
+            encoder = encoder.with_undefined_partition_key();
+        }
         let sink = CosmosSink::start(
-            container,
+            opened.container,
             encoder,
             SinkSettings {
                 newest_wins: config.newest_wins,

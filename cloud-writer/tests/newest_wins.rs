@@ -43,7 +43,8 @@ async fn fixture(name: &str) -> Fixture {
     let client = cosmos_client(&config.cosmos).unwrap();
     let container = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
         .await
-        .unwrap();
+        .unwrap()
+        .container;
     Fixture { sim, container }
 }
 
