@@ -222,28 +222,36 @@ async fn run(
     install_tls_provider();
     let hub = format!("{}/{}", connection.namespace, connection.entity_path);
     tracing::info!(%hub, consumer_group = %settings.consumer_group, "connecting to Event Hubs");
-    let consumer = ConsumerClient::builder()
+    // Connecting retries for up to a minute: a stop meanwhile ends the source at once.
+    let open = ConsumerClient::builder()
         .with_consumer_group(settings.consumer_group.clone())
         .with_application_id("cloud-writer".into())
-        .open_with_connection_string(connection.raw.expose(), None)
-        .await
+        .open_with_connection_string(connection.raw.expose(), None);
+    let opened = tokio::select! {
+        opened = open => opened,
+        () = control.stop.cancelled() => return Ok(()),
+    };
+    let consumer = opened
         .map_err(|e| {
             SourceError::Failed(format!(
                 "cannot connect to Event Hubs {hub}: {e} (check WRITER_SOURCE: the built-in endpoint's Event Hub-compatible connection string, and EVENTHUBS_CONSUMER_GROUP)"
             ))
         })?;
-    let processor = EventProcessor::builder()
+    let build = EventProcessor::builder()
         .with_start_positions(StartPositions {
             per_partition: HashMap::new(),
             default: start_position(settings.start_position),
         })
-        .build(consumer, Arc::new(store.clone()))
-        .await
-        .map_err(|e| {
-            SourceError::Failed(format!(
-                "cannot start the Event Hubs processor on {hub}: {e}"
-            ))
-        })?;
+        .build(consumer, Arc::new(store.clone()));
+    let built = tokio::select! {
+        built = build => built,
+        () = control.stop.cancelled() => return Ok(()),
+    };
+    let processor = built.map_err(|e| {
+        SourceError::Failed(format!(
+            "cannot start the Event Hubs processor on {hub}: {e}"
+        ))
+    })?;
     let shared = Arc::new(Shared {
         store,
         scope: Scope::new(
