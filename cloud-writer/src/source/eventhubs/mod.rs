@@ -294,13 +294,66 @@ impl PartitionCheckpoints {
     }
 }
 
+/// Received events shaped as the SDK presents them, for tests.
+#[cfg(test)]
+pub(crate) mod test_events {
+    use std::time::{Duration, SystemTime};
+
+    use azure_core_amqp::message::{AmqpAnnotations, AmqpApplicationProperties, AmqpMessageBody};
+    use azure_core_amqp::{AmqpMessage, AmqpSymbol, AmqpTimestamp};
+    use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue};
+
+    use super::{CREATION_TIME_PROPERTY, DEVICE_ID_PROPERTY};
+
+    /// A message as IoT Hub's built-in endpoint delivers it over AMQP: the Event Hubs
+    /// annotations (`x-opt-*`), IoT Hub's system properties as message annotations, the
+    /// device's `iothub-creation-time-utc` as an application property, a binary body.
+    pub(crate) fn amqp_message(seq: i64, device: Option<&str>, enqueued_ms: u64) -> AmqpMessage {
+        let mut annotations = AmqpAnnotations::new();
+        let symbol = |name: &str| AmqpSymbol(name.into());
+        annotations.insert(symbol("x-opt-sequence-number"), AmqpValue::Long(seq));
+        annotations.insert(
+            symbol("x-opt-offset"),
+            AmqpValue::String(format!("{}", seq * 320)),
+        );
+        let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(enqueued_ms);
+        annotations.insert(
+            symbol("x-opt-enqueued-time"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        annotations.insert(
+            symbol("iothub-enqueuedtime"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        if let Some(device) = device {
+            annotations.insert(symbol(DEVICE_ID_PROPERTY), AmqpValue::String(device.into()));
+            annotations.insert(
+                symbol("iothub-connection-auth-method"),
+                AmqpValue::String("{\"scope\":\"device\",\"type\":\"sas\"}".into()),
+            );
+        }
+        annotations.insert(
+            symbol("iothub-message-source"),
+            AmqpValue::String("Telemetry".into()),
+        );
+        let mut properties = AmqpApplicationProperties::new();
+        properties.insert(
+            CREATION_TIME_PROPERTY.into(),
+            AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
+        );
+        AmqpMessage::builder()
+            .with_message_annotations(annotations)
+            .with_application_properties(properties)
+            .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
+            .build()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use azure_core_amqp::message::{AmqpAnnotations, AmqpApplicationProperties, AmqpMessageBody};
-    use azure_core_amqp::{AmqpMessage, AmqpSymbol, AmqpTimestamp};
-
+    use super::test_events::amqp_message;
     use super::*;
 
     /// An event shaped as IoT Hub delivers it on the built-in endpoint.
@@ -343,49 +396,6 @@ mod tests {
         let (err, ack) = tracker.message_of(&event("0", 8, None)).unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }));
         ack.finish();
-    }
-
-    /// A message as IoT Hub's built-in endpoint delivers it over AMQP: the Event Hubs
-    /// annotations (`x-opt-*`), IoT Hub's system properties as message annotations, the
-    /// device's `iothub-creation-time-utc` as an application property, a binary body.
-    fn amqp_message(seq: i64, device: Option<&str>, enqueued_ms: u64) -> AmqpMessage {
-        let mut annotations = AmqpAnnotations::new();
-        let symbol = |name: &str| AmqpSymbol(name.into());
-        annotations.insert(symbol("x-opt-sequence-number"), AmqpValue::Long(seq));
-        annotations.insert(
-            symbol("x-opt-offset"),
-            AmqpValue::String(format!("{}", seq * 320)),
-        );
-        let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(enqueued_ms);
-        annotations.insert(
-            symbol("x-opt-enqueued-time"),
-            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
-        );
-        annotations.insert(
-            symbol("iothub-enqueuedtime"),
-            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
-        );
-        if let Some(device) = device {
-            annotations.insert(symbol(DEVICE_ID_PROPERTY), AmqpValue::String(device.into()));
-            annotations.insert(
-                symbol("iothub-connection-auth-method"),
-                AmqpValue::String("{\"scope\":\"device\",\"type\":\"sas\"}".into()),
-            );
-        }
-        annotations.insert(
-            symbol("iothub-message-source"),
-            AmqpValue::String("Telemetry".into()),
-        );
-        let mut properties = AmqpApplicationProperties::new();
-        properties.insert(
-            CREATION_TIME_PROPERTY.into(),
-            AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
-        );
-        AmqpMessage::builder()
-            .with_message_annotations(annotations)
-            .with_application_properties(properties)
-            .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
-            .build()
     }
 
     #[test]

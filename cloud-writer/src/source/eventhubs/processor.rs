@@ -24,11 +24,11 @@ use std::time::Duration;
 use azure_messaging_eventhubs::models::{ReceivedEventData, StartPositions};
 use azure_messaging_eventhubs::processor::PartitionClient;
 use azure_messaging_eventhubs::{
-    CheckpointStore, ConsumerClient, EventProcessor, StartLocation, StartPosition,
+    CheckpointStore, ConsumerClient, EventHubsError, EventProcessor, StartLocation, StartPosition,
 };
 use cosmos::CosmosClient;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinSet, LocalSet};
 use tokio_util::sync::CancellationToken;
@@ -124,6 +124,8 @@ struct Shared {
     /// The sequence number last written as each partition's checkpoint.
     written: Mutex<HashMap<String, i64>>,
     metrics: Arc<Metrics>,
+    /// How often a partition's checkpoint is written ([`CHECKPOINT_INTERVAL`]).
+    checkpoint_interval: Duration,
 }
 
 impl Shared {
@@ -262,6 +264,7 @@ async fn run(
         tracker: PartitionCheckpoints::new(metrics.clone()),
         written: Mutex::default(),
         metrics: metrics.clone(),
+        checkpoint_interval: CHECKPOINT_INTERVAL,
     });
     let reading = control.stop.child_token();
     let (clients, readers_done) = spawn_readers(shared.clone(), tx, reading.clone())?;
@@ -363,20 +366,41 @@ async fn read_partition(
 ) {
     let partition = client.get_partition_id().to_owned();
     tracing::info!(%partition, "reading partition");
-    {
-        let events = client.stream_events();
+    shared
+        .read(&partition, client.stream_events(), &tx, &reading)
+        .await;
+    // Closing removes it from the processor, which may hand it out again later.
+    if let Ok(client) = Arc::try_unwrap(client) {
+        if let Err(err) = client.close().await {
+            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+        }
+    }
+}
+
+impl Shared {
+    /// Reads a partition's events until the stream ends (the partition is lost) or
+    /// `reading` is cancelled, checkpointing every [`Shared::checkpoint_interval`]. A lost
+    /// partition is checkpointed as far as it is final, then forgotten (its other events
+    /// come again to the next reader).
+    async fn read(
+        &self,
+        partition: &str,
+        events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
+        tx: &mpsc::Sender<Message>,
+        reading: &CancellationToken,
+    ) {
         futures::pin_mut!(events);
-        let mut ticker = tokio::time::interval(CHECKPOINT_INTERVAL);
+        let mut ticker = tokio::time::interval(self.checkpoint_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
-                () = reading.cancelled() => break,
-                _ = ticker.tick() => shared.flush(&partition).await,
+                () = reading.cancelled() => return,
+                _ = ticker.tick() => self.flush(partition).await,
                 event = events.next() => match event {
                     Some(Ok(event)) => {
-                        if !shared.forward(&partition, &event, &tx, &reading).await {
-                            break;
+                        if !self.forward(partition, &event, tx, reading).await {
+                            return;
                         }
                     }
                     Some(Err(err)) => {
@@ -390,16 +414,130 @@ async fn read_partition(
                 },
             }
         }
+        self.flush(partition).await;
+        self.release(partition);
     }
-    if !reading.is_cancelled() {
-        // Lost: checkpoint what is final, forget the rest (it comes again to the next reader).
-        shared.flush(&partition).await;
-        shared.release(&partition);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use cosmos::{CosmosConfig, Credential, MasterKey};
+    use cosmos_sim::CosmosSim;
+
+    use super::*;
+    use crate::source::eventhubs::test_events::amqp_message;
+
+    async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
+        store
+            .list_checkpoints("hub.servicebus.windows.net", "hub", "$Default")
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|c| c.partition_id == partition)
+            .and_then(|c| c.sequence_number)
     }
-    // Closing removes it from the processor, which may hand it out again later.
-    if let Ok(client) = Arc::try_unwrap(client) {
-        if let Err(err) = client.close().await {
-            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+
+    async fn wait_for_checkpoint(store: &CosmosCheckpointStore, partition: &str, seq: i64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = checkpoint_of(store, partition).await;
+            if now == Some(seq) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "checkpoint {now:?}, expected {seq}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    #[test]
+    fn start_positions_are_exclusive() {
+        assert_eq!(
+            start_position(StartAt::Earliest),
+            StartPosition {
+                location: StartLocation::Earliest,
+                inclusive: false
+            }
+        );
+        let at = "2026-11-22T09:00:00Z".parse().unwrap();
+        assert_eq!(
+            start_position(StartAt::EnqueuedAfter(at)).location,
+            StartLocation::EnqueuedTime(at.into())
+        );
+    }
+
+    /// A partition read from SDK events: its checkpoint in the Cosmos store follows the
+    /// final outcomes in order, and a lost partition is checkpointed and forgotten.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn partition_checkpoints_follow_final_outcomes_in_order() {
+        let sim = CosmosSim::builder().start().await.unwrap();
+        let key = MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
+        let client = CosmosClient::new(CosmosConfig::new(
+            sim.endpoint().parse().unwrap(),
+            Credential::MasterKey(key),
+        ))
+        .unwrap();
+        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", true)
+            .await
+            .unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let shared = Shared {
+            store: store.clone(),
+            scope: Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
+            tracker: PartitionCheckpoints::new(metrics.clone()),
+            written: Mutex::default(),
+            metrics: metrics.clone(),
+            checkpoint_interval: Duration::from_millis(20),
+        };
+        // Events 10..=13 of partition 4 (11 without a device identity), then the
+        // partition stays open until `lose` fires.
+        let events: Vec<Result<ReceivedEventData, EventHubsError>> = [
+            (10, Some("a")),
+            (11, None),
+            (12, Some("b")),
+            (13, Some("c")),
+        ]
+        .into_iter()
+        .map(|(seq, device)| Ok(amqp_message(seq, device, 1_795_338_903_000).into()))
+        .collect();
+        let (lose, lost) = oneshot::channel::<()>();
+        let stream = futures::stream::iter(events).chain(
+            futures::stream::once(async move {
+                let _ = lost.await;
+            })
+            .filter_map(|()| async { None }),
+        );
+        let (tx, mut rx) = mpsc::channel(16);
+        let reading = CancellationToken::new();
+        let pipeline = async {
+            let mut messages: Vec<Message> = Vec::new();
+            for _ in 0..3 {
+                messages.push(rx.recv().await.unwrap());
+            }
+            let identities: Vec<&str> = messages.iter().map(|m| m.identity.as_str()).collect();
+            assert_eq!(identities, ["a", "b", "c"]);
+            let c = messages.pop().unwrap();
+            let b = messages.pop().unwrap();
+            let a = messages.pop().unwrap();
+            // 13 final before 10: nothing to checkpoint yet.
+            c.ack.finish();
+            shared.flush("4").await;
+            assert_eq!(checkpoint_of(&store, "4").await, None);
+            // 10 final, 11 dropped and counted, 12 pending: checkpoint 11.
+            a.ack.finish();
+            wait_for_checkpoint(&store, "4", 11).await;
+            b.ack.finish();
+            wait_for_checkpoint(&store, "4", 13).await;
+            assert_eq!(metrics.counts().dropped("unroutable"), 1);
+            let _ = lose.send(());
+        };
+        tokio::join!(shared.read("4", stream, &tx, &reading), pipeline);
+        // Lost: forgotten, with its checkpoint kept.
+        assert!(shared.tracker.partitions().is_empty());
+        assert_eq!(checkpoint_of(&store, "4").await, Some(13));
     }
 }
