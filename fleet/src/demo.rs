@@ -11,7 +11,10 @@
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
 //! - [`Scenario::Serial`]: one write at a time: lateness climbs to the cutoff, stale drops.
 //! - [`Scenario::HotPartition`]: the container is partitioned on a path the documents do
-//!   not carry; the writer's guard refuses to start.
+//!   not carry; the writer's guard refuses to start. Forced past the guard
+//!   ([`DemoConfig::force`], the writer's `WRITER_FORCE_MISSING_PARTITION_KEY`), the writer
+//!   sends every document under the undefined partition key, so the heat map shows one hot
+//!   range taking every write and throttling (429s) while the others idle.
 //!
 //! Time: drones fly `speedup` times faster than real time and report every
 //! `5 s / speedup`, so a minute shows minutes of flight. The staleness cutoff (5 minutes of
@@ -128,6 +131,9 @@ pub struct DemoConfig {
     pub home: (f64, f64),
     /// Radius within which drones' routes are centred, metres.
     pub area_radius_m: f64,
+    /// With [`Scenario::HotPartition`]: override the writer's partition key guard, so that
+    /// it writes every document into the one undefined partition.
+    pub force: bool,
 }
 
 impl Default for DemoConfig {
@@ -148,6 +154,7 @@ impl Default for DemoConfig {
             output: Output::Lines,
             home: (sim.home_lat, sim.home_lon),
             area_radius_m: sim.area_radius_m,
+            force: false,
         }
     }
 }
@@ -161,6 +168,29 @@ impl DemoConfig {
     /// The staleness cutoff, wall time.
     pub fn cutoff(&self) -> Duration {
         CUTOFF.div_f64(self.speedup)
+    }
+
+    /// Whether the writer is forced past its guard (the forced hot-partition run).
+    fn forced(&self) -> bool {
+        self.force && self.scenario == Scenario::HotPartition
+    }
+
+    /// The run's name: the scenario's, with `--force` when forced.
+    pub fn label(&self) -> String {
+        if self.forced() {
+            format!("{} --force", self.scenario.name())
+        } else {
+            self.scenario.name().to_owned()
+        }
+    }
+
+    /// What the run shows.
+    pub fn claim(&self) -> &'static str {
+        if self.forced() {
+            "forced past the guard, the writer sends every document under the undefined partition key: one range takes every write and throttles (429s) while the others idle"
+        } else {
+            self.scenario.claim()
+        }
     }
 
     fn check(&self) -> Result<(), DemoError> {
@@ -179,6 +209,9 @@ impl DemoConfig {
         }
         if self.duration.is_zero() {
             return bad("--duration must be positive");
+        }
+        if self.force && self.scenario != Scenario::HotPartition {
+            return bad("--force only applies to --scenario hot-partition");
         }
         Ok(())
     }
@@ -236,15 +269,15 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     sim.create_container(DATABASE, CONTAINER, container_key)?;
 
     let mut report = DemoReport {
-        scenario: config.scenario.name().to_owned(),
-        claim: config.scenario.claim().to_owned(),
+        scenario: config.label(),
+        claim: config.claim().to_owned(),
         drones: config.drones,
         speedup: config.speedup,
         broker: broker.kind().name().to_owned(),
         partitions: config.partitions,
         provisioned_ru_per_sec: config.ru_per_sec,
         endpoint_latency_ms: config.latency.as_millis() as u64,
-        write_mode: write_mode(config.scenario).to_owned(),
+        write_mode: write_mode(&config).to_owned(),
         cutoff_secs: config.cutoff().as_secs_f64(),
         ..DemoReport::default()
     };
@@ -336,8 +369,11 @@ fn serial_bulk_config() -> cosmos::BulkConfig {
 }
 
 /// How the scenario's writer writes.
-fn write_mode(scenario: Scenario) -> &'static str {
-    match scenario {
+fn write_mode(config: &DemoConfig) -> &'static str {
+    if config.forced() {
+        return "bulk, forced past the guard: every document under the undefined partition key [{}]";
+    }
+    match config.scenario {
         Scenario::Bulk | Scenario::HotPartition => "bulk (batches per partition key range)",
         Scenario::Serial => "serial (one operation per request, one request at a time)",
     }
@@ -345,7 +381,8 @@ fn write_mode(scenario: Scenario) -> &'static str {
 
 /// The writer's configuration for the scenario: the MQTT source on the broker, the
 /// endpoint's container ([`DATABASE`]/[`CONTAINER`]), the scaled cutoff, no metrics
-/// listener (the demo reads the metrics in-process).
+/// listener (the demo reads the metrics in-process); forced past the partition key guard
+/// in the forced hot-partition run.
 pub fn writer_config(
     config: &DemoConfig,
     broker: &Broker,
@@ -359,6 +396,7 @@ pub fn writer_config(
         writer_source: Some(cloud_writer::config::Secret::new(broker.url())),
         mqtt_client_id: Some("cloud-writer-demo".to_owned()),
         metrics_addr: Some("off".to_owned()),
+        writer_force_missing_partition_key: Some(config.forced()),
         summary_interval: Some(cloud_writer::config::HumanDuration(Duration::from_secs(
             3600,
         ))),
@@ -489,7 +527,7 @@ fn start_fleet(
 /// Turns the writer's metrics and the endpoint's statistics into view snapshots and the
 /// report's timeline.
 struct Sampler {
-    scenario: Scenario,
+    label: String,
     speedup: f64,
     cutoff_secs: f64,
     last_at: Duration,
@@ -504,7 +542,7 @@ struct Sampler {
 impl Sampler {
     fn new(config: &DemoConfig) -> Sampler {
         Sampler {
-            scenario: config.scenario,
+            label: config.label(),
             speedup: config.speedup,
             cutoff_secs: config.cutoff().as_secs_f64(),
             last_at: Duration::ZERO,
@@ -553,7 +591,7 @@ impl Sampler {
             }
         }
         let snap = Snapshot {
-            scenario: self.scenario.name().to_owned(),
+            scenario: self.label.clone(),
             elapsed,
             speedup: self.speedup,
             msgs_per_sec: (received - self.last_received).max(0.0) / dt,

@@ -56,6 +56,10 @@ struct DemoArgs {
     /// Latency the local endpoint adds to every request, milliseconds.
     #[arg(long, default_value_t = 5)]
     latency_ms: u64,
+    /// With `--scenario hot-partition`: override the writer's partition key guard
+    /// (WRITER_FORCE_MISSING_PARTITION_KEY), so that every document goes into one partition.
+    #[arg(long)]
+    force: bool,
     /// Print one summary line per second instead of redrawing the view.
     #[arg(long)]
     lines: bool,
@@ -139,6 +143,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),
+        force: args.force,
         output: if terminal {
             Output::Terminal
         } else {
@@ -148,8 +153,8 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
     };
     println!(
         "demo: scenario {} - {}\n{} drones at {}x for {:?} ({} broker), {} partitions, {} RU/s, {} ms per request; Ctrl-C stops",
-        config.scenario.name(),
-        config.scenario.claim(),
+        config.label(),
+        config.claim(),
         config.drones,
         config.speedup,
         config.duration,

@@ -129,6 +129,41 @@ pub struct SpatialAnswer {
 }
 
 impl DemoReport {
+    /// The busiest range (most RU over the run) against the others: a hot partition shows
+    /// as one range with every write and every 429 while the rest idle. `None` with fewer
+    /// than two ranges or no RU.
+    pub fn busiest_range_line(&self) -> Option<String> {
+        let total_ru: f64 = self.partitions_detail.iter().map(|p| p.ru_total).sum();
+        if self.partitions_detail.len() < 2 || total_ru <= 0.0 {
+            return None;
+        }
+        let busiest = self
+            .partitions_detail
+            .iter()
+            .max_by(|a, b| a.ru_total.total_cmp(&b.ru_total))?;
+        let others = self
+            .partitions_detail
+            .iter()
+            .filter(|p| p.range != busiest.range);
+        let (mut peak, mut docs, mut throttled) = (0.0f64, 0, 0);
+        for p in others {
+            peak = peak.max(p.peak_ru_per_sec);
+            docs += p.documents;
+            throttled += p.throttled;
+        }
+        Some(format!(
+            "busiest range {}: {:.0}% of the RU, {} docs, {} 429s; the other {} ranges: peak {:.0} RU/s, {} docs, {} 429s",
+            busiest.range,
+            100.0 * busiest.ru_total / total_ru,
+            busiest.documents,
+            busiest.throttled,
+            self.partitions_detail.len() - 1,
+            peak,
+            docs,
+            throttled
+        ))
+    }
+
     /// The report as text.
     pub fn render(&self) -> String {
         let mut s = String::new();
@@ -204,6 +239,9 @@ impl DemoReport {
                 p.throttled
             );
         }
+        if let Some(line) = self.busiest_range_line() {
+            let _ = writeln!(s, "{line}");
+        }
         if let Some(q) = &self.query {
             let _ = writeln!(
                 s,
@@ -268,6 +306,36 @@ mod tests {
         let text = report.render();
         assert!(text.contains("refused to start (the guard):\n  documents lack /droneId"));
         assert!(!text.contains("written"), "{text}");
+    }
+
+    #[test]
+    fn a_hot_partition_shows_as_one_busy_range_against_idle_ones() {
+        let range = |id: &str, ru_total, peak, documents, throttled| PartitionTotals {
+            range: id.to_owned(),
+            ru_total,
+            peak_ru_per_sec: peak,
+            capacity: 100.0,
+            documents,
+            throttled,
+        };
+        let report = DemoReport {
+            partitions_detail: vec![
+                range("0", 10.0, 0.0, 0, 0),
+                range("1", 990.0, 100.0, 40, 37),
+                range("2", 0.0, 0.0, 0, 0),
+            ],
+            ..DemoReport::default()
+        };
+        assert_eq!(
+            report.busiest_range_line().unwrap(),
+            "busiest range 1: 99% of the RU, 40 docs, 37 429s; the other 2 ranges: peak 0 RU/s, 0 docs, 0 429s"
+        );
+        assert!(report.render().contains("busiest range 1: 99%"));
+        let single = DemoReport {
+            partitions_detail: vec![range("0", 10.0, 1.0, 1, 0)],
+            ..DemoReport::default()
+        };
+        assert_eq!(single.busiest_range_line(), None);
     }
 
     #[test]

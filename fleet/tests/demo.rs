@@ -75,3 +75,36 @@ async fn hot_partition_demo_is_refused_by_the_writer_guard() {
     assert_eq!(report.written, 0);
     assert!(report.render().contains("refused to start"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_hot_partition_demo_shows_one_hot_range_with_429s() {
+    // 300 RU/s per range against about 80 positions/s of 40 drones, all on one range.
+    let config = DemoConfig {
+        force: true,
+        ru_per_sec: 1_200.0,
+        ..small(Scenario::HotPartition)
+    };
+    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+    assert!(report.guard_refusal.is_none(), "{:?}", report.guard_refusal);
+    assert_eq!(report.scenario, "hot-partition --force");
+    assert!(report.written > 0);
+    assert_eq!(report.partitions_detail.len(), 4);
+    let (hot, idle): (Vec<_>, Vec<_>) = report
+        .partitions_detail
+        .iter()
+        .partition(|p| p.documents > 0);
+    assert_eq!(hot.len(), 1, "one range holds the documents: {hot:?}");
+    let hot = hot[0];
+    assert_eq!(hot.documents, 40, "every drone's document in it: {hot:?}");
+    assert!(hot.throttled > 0, "the hot range answered 429s: {hot:?}");
+    assert_eq!(report.endpoint_throttled, hot.throttled);
+    for p in &idle {
+        assert_eq!((p.throttled, p.peak_ru_per_sec), (0, 0.0), "idle: {p:?}");
+    }
+    let line = report.busiest_range_line().expect("several ranges");
+    assert!(
+        line.starts_with(&format!("busiest range {}:", hot.range)),
+        "{line}"
+    );
+    assert!(report.render().contains(&line));
+}
