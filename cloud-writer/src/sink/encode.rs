@@ -70,8 +70,9 @@ impl Encoder {
         pos: &Position,
         enqueued: Option<DateTime<Utc>>,
     ) -> Option<Bytes> {
+        // The writers reserve their bound at once: one allocation, no growth.
         self.history.map(|ttl| {
-            let mut out = Vec::with_capacity(384);
+            let mut out = Vec::new();
             self.layout.write_history(pos, enqueued, ttl, &mut out);
             Bytes::from(out)
         })
@@ -79,7 +80,7 @@ impl Encoder {
 
     /// The latest-position document of a valid position.
     pub fn latest(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Bytes {
-        let mut out = Vec::with_capacity(384);
+        let mut out = Vec::new();
         self.layout.write_latest(pos, enqueued, &mut out);
         Bytes::from(out)
     }
@@ -87,7 +88,7 @@ impl Encoder {
     /// The conditional patch of a valid position, in patch mode.
     pub fn patch(&self, pos: &Position, enqueued: Option<DateTime<Utc>>) -> Option<Bytes> {
         self.with_patch.then(|| {
-            let mut out = Vec::with_capacity(768);
+            let mut out = Vec::new();
             self.layout.write_patch(pos, enqueued, &mut out);
             Bytes::from(out)
         })

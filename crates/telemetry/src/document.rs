@@ -503,9 +503,10 @@ fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut 
     fields.field(battery, pos.battery_pct, write_int);
 }
 
-/// An upper bound of a patch's length: ten operations of about 45 bytes of punctuation
-/// and path each, their values (as in [`DOCUMENT_FIXED_MAX`]) and the condition.
-const PATCH_MAX: usize = 10 * 45 + 2 * 26 + 5 * 24 + 5 * 20 + 160;
+/// An upper bound of a patch's length: ten operations of at most 45 bytes of punctuation
+/// and path each, their values (as in [`DOCUMENT_FIXED_MAX`]), the GeoJSON wrapper, the
+/// request's own punctuation and the condition (at most 130 bytes).
+const PATCH_MAX: usize = 10 * 45 + 2 * 26 + 5 * 24 + 5 * 20 + 40 + 30 + 130;
 
 /// Room for a typical document, so that building one allocates once.
 const DOCUMENT_CAPACITY: usize = 512;
@@ -556,6 +557,27 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn the_longest_patch_fits_its_reservation() {
+        let t = DateTime::from_timestamp_millis(253_402_300_799_999).unwrap();
+        let long = -0.123_456_789_012_345_67;
+        let pos = Position {
+            device_id: "d".into(),
+            seq: u64::MAX,
+            ts: t,
+            lat: long,
+            lon: long,
+            alt_m: Some(long),
+            heading_deg: Some(long),
+            speed_mps: Some(long),
+            battery_pct: Some(100),
+        };
+        let mut out = Vec::new();
+        DocumentLayout::default().write_patch(&pos, Some(t), &mut out);
+        assert!(out.len() <= PATCH_MAX, "{} > {PATCH_MAX}", out.len());
+        assert_eq!(out.capacity(), PATCH_MAX, "one allocation, no growth");
+    }
 
     proptest! {
         #[test]
