@@ -7,6 +7,7 @@
 
 use crate::patch;
 use crate::query::{self, parse::parse_condition};
+use crate::raw::{self, EtagText};
 use crate::ru;
 use crate::store::{Container, Doc, Partition, PartitionKey, Store, unix_now};
 use cosmos_wire::resources::PatchRequest;
@@ -18,13 +19,13 @@ use std::time::Duration;
 
 /// What an operation does.
 #[derive(Debug, Clone)]
-pub enum DocOp {
+pub enum DocOp<'a> {
     /// Create; 409 if the id exists.
-    Create(Value),
+    Create(NewDoc<'a>),
     /// Create or overwrite.
-    Upsert(Value),
+    Upsert(NewDoc<'a>),
     /// Overwrite; 404 if absent.
-    Replace(Value),
+    Replace(NewDoc<'a>),
     /// Read.
     Read,
     /// Delete.
@@ -33,11 +34,21 @@ pub enum DocOp {
     Patch(PatchRequest),
 }
 
-impl DocOp {
+impl DocOp<'_> {
     /// Whether it changes the document.
     pub fn is_write(&self) -> bool {
         !matches!(self, Self::Read)
     }
+}
+
+/// A document to store, as it came in.
+#[derive(Debug, Clone)]
+pub enum NewDoc<'a> {
+    /// The JSON text of an object without system properties (checked by [`raw::scan`]): stored
+    /// with them appended, never parsed.
+    Raw(&'a [u8]),
+    /// A parsed object; system properties it carries are replaced.
+    Value(Value),
 }
 
 /// ETag preconditions.
@@ -51,13 +62,13 @@ pub struct Preconditions {
 
 /// One operation, addressed.
 #[derive(Debug, Clone)]
-pub struct Addressed {
+pub struct Addressed<'a> {
     /// Document id.
     pub id: String,
     /// Logical partition.
     pub pk: PartitionKey,
     /// What to do.
-    pub op: DocOp,
+    pub op: DocOp<'a>,
     /// Preconditions.
     pub pre: Preconditions,
 }
@@ -134,69 +145,191 @@ pub struct Ctx<'a> {
     pub store: &'a Store,
     /// The container (`_rid`, `_self`, key path).
     pub container: &'a Container,
+    /// The `_ts` of documents written by this request.
+    pub ts: u64,
 }
 
-impl Ctx<'_> {
-    /// Checks a document body: an object with a string `id` whose key is `pk` (no value at the
-    /// key path for the undefined key).
-    pub fn check_body<'b>(&self, body: &'b Value, pk: &PartitionKey) -> Result<&'b str, Outcome> {
-        let id = body
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Outcome::error(400, 0, 0.0, "The input content is invalid because the required property, id, is missing or not a string."))?;
-        if id.is_empty() || id.contains(['/', '\\', '?', '#']) {
-            return Err(Outcome::error(
-                400,
-                0,
-                0.0,
-                format!(
-                    "The id {id:?} is invalid: it must be 1 to 255 characters without '/', '\\\\', '?', '#'."
-                ),
-            ));
-        }
-        if pk.matches_document(body, &self.container.pk_path) {
-            Ok(id)
-        } else {
-            Err(Outcome::error(
-                400,
-                1001,
-                0.0,
-                "PartitionKey extracted from document doesn't match the one specified in the header.",
-            ))
+/// The 400 of a document whose key is not the one the request names.
+fn key_mismatch() -> Outcome {
+    Outcome::error(
+        400,
+        1001,
+        0.0,
+        "PartitionKey extracted from document doesn't match the one specified in the header.",
+    )
+}
+
+/// The 400 of a document without a string id.
+fn missing_id() -> Outcome {
+    Outcome::error(
+        400,
+        0,
+        0.0,
+        "The input content is invalid because the required property, id, is missing or not a string.",
+    )
+}
+
+/// Checks that a document id is one the service accepts.
+fn check_id(id: &str) -> Result<(), Outcome> {
+    if id.is_empty() || id.contains(['/', '\\', '?', '#']) {
+        return Err(Outcome::error(
+            400,
+            0,
+            0.0,
+            format!(
+                "The id {id:?} is invalid: it must be 1 to 255 characters without '/', '\\\\', '?', '#'."
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A document checked for writing: what to store, its id and its partition key.
+#[derive(Debug)]
+pub struct Checked<'a> {
+    /// The document.
+    pub doc: NewDoc<'a>,
+    /// Its id.
+    pub id: String,
+    /// Its logical partition.
+    pub pk: PartitionKey,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context for one request on a container, its writes stamped now.
+    pub fn new(store: &'a Store, container: &'a Container) -> Self {
+        Self {
+            store,
+            container,
+            ts: unix_now(),
         }
     }
 
-    fn build(&self, mut body: Value) -> Arc<Doc> {
-        let seq = self.container.next_doc_rid();
-        let etag = self.store.next_etag();
-        let rid = format!("{}{seq:016x}", self.container.rid);
-        if let Some(obj) = body.as_object_mut() {
-            obj.insert(
-                "_self".into(),
-                Value::String(format!("{}docs/{rid}/", self.container.self_link())),
-            );
-            obj.insert("_rid".into(), Value::String(rid));
-            obj.insert("_etag".into(), Value::String(etag.clone()));
-            obj.insert("_attachments".into(), Value::String("attachments/".into()));
-            obj.insert("_ts".into(), json!(unix_now()));
+    /// Checks a document body (valid JSON): an object with a string `id` whose key is `pk`
+    /// (no value at the key path for the undefined key) or, without `pk`, whatever its key is.
+    /// A plain document is only scanned; one that already carries system properties, or that
+    /// the scanner does not read, is parsed.
+    pub fn check_body<'b>(
+        &self,
+        body: &'b [u8],
+        pk: Option<PartitionKey>,
+    ) -> Result<Checked<'b>, Outcome> {
+        let path = &self.container.pk_path;
+        match raw::scan(body, path) {
+            Some(fields) if !fields.system => {
+                let raw_id = fields.id.ok_or_else(missing_id)?;
+                let id = match raw::plain_str(raw_id) {
+                    Some(id) => id.to_string(),
+                    None => serde_json::from_slice::<String>(raw_id).map_err(|_| missing_id())?,
+                };
+                check_id(&id)?;
+                let pk = match pk {
+                    Some(pk) if pk.matches_raw(fields.key) => pk,
+                    Some(_) => return Err(key_mismatch()),
+                    None => PartitionKey::of_raw(fields.key).ok_or_else(key_mismatch)?,
+                };
+                Ok(Checked {
+                    doc: NewDoc::Raw(body),
+                    id,
+                    pk,
+                })
+            }
+            _ => {
+                let value: Value = serde_json::from_slice(body).map_err(|e| {
+                    Outcome::error(400, 0, 0.0, format!("The document is not valid JSON: {e}"))
+                })?;
+                if !value.is_object() {
+                    return Err(Outcome::error(
+                        400,
+                        0,
+                        0.0,
+                        "The document is not a JSON object.",
+                    ));
+                }
+                let id = value
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(missing_id)?
+                    .to_string();
+                check_id(&id)?;
+                let pk = match pk {
+                    Some(pk) if pk.matches_document(&value, path) => pk,
+                    Some(_) => return Err(key_mismatch()),
+                    None => PartitionKey::of_document(&value, path),
+                };
+                Ok(Checked {
+                    doc: NewDoc::Value(value),
+                    id,
+                    pk,
+                })
+            }
         }
-        let json = serde_json::to_vec(&body).expect("a JSON value serializes");
-        Arc::new(Doc {
-            value: body,
-            json,
-            etag,
-            seq,
-        })
+    }
+
+    /// Appends the resource id of document number `seq`.
+    fn push_rid(&self, out: &mut Vec<u8>, seq: u64) {
+        out.extend_from_slice(self.container.rid.as_bytes());
+        raw::push_hex(out, seq, 16);
+    }
+
+    /// Stores a document with fresh system properties.
+    fn build(&self, doc: NewDoc<'_>) -> Arc<Doc> {
+        let seq = self.container.next_doc_rid();
+        let etag = self.store.next_etag_text();
+        match doc {
+            NewDoc::Raw(json) => Arc::new(self.splice(json, seq, etag)),
+            NewDoc::Value(mut body) => {
+                let mut rid = Vec::with_capacity(32);
+                self.push_rid(&mut rid, seq);
+                let rid = String::from_utf8(rid).expect("ASCII");
+                if let Some(obj) = body.as_object_mut() {
+                    obj.insert(
+                        "_self".into(),
+                        Value::String(format!("{}docs/{rid}/", self.container.self_link())),
+                    );
+                    obj.insert("_rid".into(), Value::String(rid));
+                    obj.insert("_etag".into(), Value::String(etag.as_str().to_string()));
+                    obj.insert("_attachments".into(), Value::String("attachments/".into()));
+                    obj.insert("_ts".into(), json!(self.ts));
+                }
+                let json = serde_json::to_vec(&body).expect("a JSON value serializes");
+                Arc::new(Doc::with_value(body, json, etag, seq))
+            }
+        }
+    }
+
+    /// Appends the system properties to a document's JSON text without parsing it.
+    fn splice(&self, json: &[u8], seq: u64, etag: EtagText) -> Doc {
+        let open = raw::open_object(json).expect("a checked document is an object");
+        let self_link = self.container.self_link().as_bytes();
+        let rid_len = self.container.rid.len() + 16;
+        let mut out = Vec::with_capacity(open.len() + 2 * rid_len + self_link.len() + 120);
+        out.extend_from_slice(open);
+        if open.iter().rev().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"_rid\":\"");
+        self.push_rid(&mut out, seq);
+        out.extend_from_slice(b"\",\"_self\":\"");
+        out.extend_from_slice(self_link);
+        out.extend_from_slice(b"docs/");
+        self.push_rid(&mut out, seq);
+        out.extend_from_slice(b"/\",\"_etag\":\"\\\"");
+        out.extend_from_slice(etag.inner());
+        out.extend_from_slice(b"\\\"\",\"_attachments\":\"attachments/\",\"_ts\":");
+        raw::push_u64(&mut out, self.ts);
+        out.push(b'}');
+        Doc::new(out, etag, seq)
     }
 
     /// Decides an operation against the current document.
     fn decide(
         &self,
-        op: DocOp,
+        op: DocOp<'_>,
         pre: &Preconditions,
         existing: Option<&Arc<Doc>>,
     ) -> (Outcome, Effect) {
-        let mismatch = |d: &Arc<Doc>| matches!(&pre.if_match, Some(e) if e != "*" && *e != d.etag);
+        let mismatch = |d: &Arc<Doc>| matches!(&pre.if_match, Some(e) if e != "*" && e != d.etag());
         let precondition_failed = |charge| {
             (
                 Outcome::error(
@@ -233,11 +366,11 @@ impl Ctx<'_> {
         match (op, existing) {
             (DocOp::Read, None) => not_found(),
             (DocOp::Read, Some(d)) => {
-                if pre.if_none_match.as_deref() == Some(d.etag.as_str()) {
+                if pre.if_none_match.as_deref() == Some(d.etag()) {
                     return (Outcome::ok(304, ru::read(0), None), Effect::None);
                 }
                 (
-                    Outcome::ok(200, ru::read(d.json.len()), Some(d.clone())),
+                    Outcome::ok(200, ru::read(d.json().len()), Some(d.clone())),
                     Effect::None,
                 )
             }
@@ -245,29 +378,31 @@ impl Ctx<'_> {
             (DocOp::Create(body) | DocOp::Upsert(body), None) => {
                 let doc = self.build(body);
                 (
-                    Outcome::ok(201, ru::insert(doc.json.len()), Some(doc.clone())),
+                    Outcome::ok(201, ru::insert(doc.json().len()), Some(doc.clone())),
                     Effect::Put(doc),
                 )
             }
             (DocOp::Upsert(_) | DocOp::Replace(_), Some(d)) if mismatch(d) => {
-                precondition_failed(ru::read(d.json.len()))
+                precondition_failed(ru::read(d.json().len()))
             }
             (DocOp::Upsert(_), Some(_)) if pre.if_none_match.as_deref() == Some("*") => conflict(),
             (DocOp::Upsert(body) | DocOp::Replace(body), Some(_)) => {
                 let doc = self.build(body);
                 (
-                    Outcome::ok(200, ru::overwrite(doc.json.len()), Some(doc.clone())),
+                    Outcome::ok(200, ru::overwrite(doc.json().len()), Some(doc.clone())),
                     Effect::Put(doc),
                 )
             }
             (DocOp::Replace(_) | DocOp::Delete | DocOp::Patch(_), None) => not_found(),
-            (DocOp::Delete, Some(d)) if mismatch(d) => precondition_failed(ru::read(d.json.len())),
+            (DocOp::Delete, Some(d)) if mismatch(d) => {
+                precondition_failed(ru::read(d.json().len()))
+            }
             (DocOp::Delete, Some(d)) => (
-                Outcome::ok(204, ru::delete(d.json.len()), None),
+                Outcome::ok(204, ru::delete(d.json().len()), None),
                 Effect::Remove,
             ),
             (DocOp::Patch(_), Some(d)) if mismatch(d) => {
-                precondition_failed(ru::read(d.json.len()))
+                precondition_failed(ru::read(d.json().len()))
             }
             (DocOp::Patch(req), Some(d)) => {
                 if let Some(cond) = &req.condition {
@@ -275,11 +410,11 @@ impl Ctx<'_> {
                         Ok(c) => {
                             let scope = query::eval::Scope {
                                 alias: &c.alias,
-                                doc: &d.value,
+                                doc: d.value(),
                                 params: &[],
                             };
                             if !query::eval::holds(&c.filter, &scope) {
-                                return precondition_failed(ru::read(d.json.len()));
+                                return precondition_failed(ru::read(d.json().len()));
                             }
                         }
                         Err(e) => {
@@ -295,16 +430,16 @@ impl Ctx<'_> {
                         }
                     }
                 }
-                let mut value = d.value.clone();
+                let mut value = d.value().clone();
                 if let Err(e) = patch::apply(&mut value, &req.operations, &self.container.pk_path) {
                     return (
                         Outcome::error(400, 0, ru::read(0), e.to_string()),
                         Effect::None,
                     );
                 }
-                let doc = self.build(value);
+                let doc = self.build(NewDoc::Value(value));
                 (
-                    Outcome::ok(200, ru::overwrite(doc.json.len()), Some(doc.clone())),
+                    Outcome::ok(200, ru::overwrite(doc.json().len()), Some(doc.clone())),
                     Effect::Put(doc),
                 )
             }
@@ -312,7 +447,7 @@ impl Ctx<'_> {
     }
 
     /// Executes one operation on its partition: decide, charge (or throttle), apply.
-    pub fn execute(&self, part: &mut Partition, a: Addressed) -> Outcome {
+    pub fn execute(&self, part: &mut Partition, a: Addressed<'_>) -> Outcome {
         let existing = part.docs.get(&a.pk.canonical).and_then(|l| l.get(&a.id));
         let (outcome, effect) = self.decide(a.op, &a.pre, existing);
         if let Err(wait) = part.bucket.try_take(outcome.charge) {
@@ -327,7 +462,11 @@ impl Ctx<'_> {
     /// Executes a transactional batch on one logical partition: all operations apply or none.
     /// Returns the per-operation outcomes and the HTTP status: 200, the failing operation's
     /// status (the others get 424), or 429 when the whole batch does not fit the budget.
-    pub fn execute_atomic(&self, part: &mut Partition, ops: Vec<Addressed>) -> (Vec<Outcome>, u16) {
+    pub fn execute_atomic(
+        &self,
+        part: &mut Partition,
+        ops: Vec<Addressed<'_>>,
+    ) -> (Vec<Outcome>, u16) {
         let count = ops.len();
         let mut overlay: FxHashMap<String, Option<Arc<Doc>>> = FxHashMap::default();
         let mut outcomes = Vec::with_capacity(count);

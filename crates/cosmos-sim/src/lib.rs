@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Modules: [`store`] (databases, containers, ranges, documents), [`docs`] (document
-//! operations and batches), [`patch`], [`query`] (SQL), [`ru`] (the RU model and budgets),
+//! operations and batches), [`raw`] (the write path over raw JSON bytes), [`patch`], [`query`]
+//! (SQL), [`ru`] (the RU model and budgets),
 //! [`faults`], [`stats`], the HTTP server and its admin endpoints (see the README).
 
 mod admin;
@@ -25,6 +26,7 @@ pub mod docs;
 pub mod faults;
 pub mod patch;
 pub mod query;
+pub mod raw;
 pub mod ru;
 mod server;
 mod sim;

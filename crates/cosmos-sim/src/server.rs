@@ -6,12 +6,13 @@ use crate::admin;
 use crate::docs::{Addressed, Ctx, DocOp, Outcome, Preconditions};
 use crate::faults::Injected;
 use crate::query::{self, parse::parse_query};
+use crate::raw;
 use crate::ru;
 use crate::sim::Shared;
 use crate::store::{Container, CreateError, PartitionKey, Range};
 use bytes::Bytes;
 use cosmos_wire::auth::{AuthorizationHeader, resource_for_path, string_to_sign, url_decode};
-use cosmos_wire::batch::{BatchOperation, MAX_BODY_BYTES, MAX_OPERATIONS, OperationType};
+use cosmos_wire::batch::{MAX_BODY_BYTES, MAX_OPERATIONS, OperationType};
 use cosmos_wire::headers as h;
 use cosmos_wire::resources::{ErrorBody, PartitionKeyRanges, PatchRequest, QueryRequest};
 use cosmos_wire::status::SUB_PARTITION_KEY_RANGE_GONE;
@@ -21,7 +22,10 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -122,10 +126,13 @@ impl Reply {
             let mut r = Self::json(
                 o.status,
                 o.charge,
-                o.doc.as_ref().map(|d| d.json.clone()).unwrap_or_default(),
+                o.doc
+                    .as_ref()
+                    .map(|d| d.json().to_vec())
+                    .unwrap_or_default(),
             );
             if let Some(d) = &o.doc {
-                r.headers.push((h::ETAG, d.etag.clone()));
+                r.headers.push((h::ETAG, d.etag().to_string()));
             }
             return r;
         }
@@ -392,10 +399,7 @@ fn route(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap, body
             let Some(c) = shared.store.container(db, coll) else {
                 return not_found("container", coll);
             };
-            let ctx = Ctx {
-                store: &shared.store,
-                container: &c,
-            };
+            let ctx = Ctx::new(&shared.store, &c);
             match (method, rest) {
                 (&Method::GET, ["pkranges"]) => pkranges(&c),
                 (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {
@@ -560,68 +564,54 @@ fn op_kind(t: OperationType) -> &'static str {
     }
 }
 
-/// Builds the operation from its parts: its body, its id (from the path, the batch operation,
-/// or the body), its partition key (given, or read from the body).
-fn address(
+/// Builds the operation from its parts: its body (JSON text, already validated), its id (from
+/// the path, the batch operation, or the body), its partition key (given, or read from the body).
+fn address<'a>(
     ctx: &Ctx<'_>,
     kind: OperationType,
     id: Option<&str>,
     pk: Option<PartitionKey>,
-    body: Option<Value>,
+    body: Option<&'a [u8]>,
     pre: Preconditions,
-) -> Result<Addressed, Outcome> {
+) -> Result<Addressed<'a>, Outcome> {
     let bad = |msg: &str| Outcome::error(400, 0, 0.0, msg);
-    let (op, body_id) = match kind {
-        OperationType::Read => (DocOp::Read, None),
-        OperationType::Delete => (DocOp::Delete, None),
-        OperationType::Patch => {
-            let req: PatchRequest =
-                body.ok_or_else(|| bad("The patch has no body."))
-                    .and_then(|b| {
-                        serde_json::from_value(b).map_err(|e| {
-                            Outcome::error(400, 0, 0.0, format!("invalid patch body: {e}"))
-                        })
+    let (op, body_id, pk) = match kind {
+        OperationType::Read | OperationType::Delete | OperationType::Patch => {
+            let op = match kind {
+                OperationType::Read => DocOp::Read,
+                OperationType::Delete => DocOp::Delete,
+                _ => {
+                    let body = body.ok_or_else(|| bad("The patch has no body."))?;
+                    let req: PatchRequest = serde_json::from_slice(body).map_err(|e| {
+                        Outcome::error(400, 0, 0.0, format!("invalid patch body: {e}"))
                     })?;
-            (DocOp::Patch(req), None)
+                    DocOp::Patch(req)
+                }
+            };
+            let pk = pk.ok_or_else(|| {
+                bad("The partition key is required (x-ms-documentdb-partitionkey or the operation's partitionKey).")
+            })?;
+            (op, None, pk)
         }
         OperationType::Create | OperationType::Upsert | OperationType::Replace => {
             let body = body.ok_or_else(|| bad("The operation has no document."))?;
-            if !body.is_object() {
-                return Err(bad("The document is not a JSON object."));
-            }
-            let body_id = body.get("id").and_then(Value::as_str).map(str::to_string);
+            let checked = ctx.check_body(body, pk)?;
             let op = match kind {
-                OperationType::Create => DocOp::Create(body),
-                OperationType::Upsert => DocOp::Upsert(body),
-                _ => DocOp::Replace(body),
+                OperationType::Create => DocOp::Create(checked.doc),
+                OperationType::Upsert => DocOp::Upsert(checked.doc),
+                _ => DocOp::Replace(checked.doc),
             };
-            (op, body_id)
+            (op, Some(checked.id), checked.pk)
         }
     };
-    let pk = match pk {
-        Some(pk) => pk,
-        None => match &op {
-            DocOp::Create(b) | DocOp::Upsert(b) | DocOp::Replace(b) => {
-                PartitionKey::of_document(b, &ctx.container.pk_path)
-            }
-            _ => {
-                return Err(bad(
-                    "The partition key is required (x-ms-documentdb-partitionkey or the operation's partitionKey).",
-                ));
-            }
-        },
-    };
-    if let DocOp::Create(b) | DocOp::Upsert(b) | DocOp::Replace(b) = &op {
-        ctx.check_body(b, &pk)?;
-    }
     let id = match (id, body_id) {
         (Some(id), Some(body_id)) if id != body_id => {
             return Err(bad(
                 "The id in the path or operation differs from the document's id.",
             ));
         }
-        (Some(id), _) => id.to_string(),
-        (None, Some(body_id)) => body_id,
+        (_, Some(body_id)) => body_id,
+        (Some(id), None) => id.to_string(),
         (None, None) => return Err(bad("The operation names no document id.")),
     };
     Ok(Addressed { id, pk, op, pre })
@@ -639,17 +629,17 @@ fn point(
         Ok(pk) => pk,
         Err(r) => return r,
     };
-    let value = if matches!(kind, OperationType::Read | OperationType::Delete) {
+    let doc = if matches!(kind, OperationType::Read | OperationType::Delete) {
         None
     } else {
-        match parse_json(body) {
-            Ok(v) => Some(v),
+        match serde_json::from_slice::<&RawValue>(body) {
+            Ok(raw) => Some(raw.get().as_bytes()),
             Err(e) => {
                 return Reply::error(400, 0, format!("The request body is not valid JSON: {e}"));
             }
         }
     };
-    let addressed = match address(ctx, kind, id, pk, value, preconditions(headers)) {
+    let addressed = match address(ctx, kind, id, pk, doc, preconditions(headers)) {
         Ok(a) => a,
         Err(o) => return Reply::from_outcome(&o),
     };
@@ -701,7 +691,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
             ),
         );
     }
-    let ops: Vec<BatchOperation> = match serde_json::from_slice(body) {
+    let ops: Vec<RawOperation<'_>> = match serde_json::from_slice(body) {
         Ok(ops) => ops,
         Err(e) => {
             return Reply::error(
@@ -729,12 +719,12 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
     let continue_on_error = is_true(headers, h::BATCH_CONTINUE_ON_ERROR);
     let minimal = is_minimal(headers);
     let mut counts: [u64; 6] = [0; 6];
-    let addressed: Vec<(OperationType, Result<Addressed, Outcome>)> = ops
+    let addressed: Vec<(OperationType, Result<Addressed<'_>, Outcome>)> = ops
         .into_iter()
         .map(|op| {
             counts[op.operation_type as usize] += 1;
-            let pk = match op.partition_key.as_deref() {
-                Some(raw) => match PartitionKey::from_header(raw) {
+            let pk = match op.partition_key {
+                Some(raw) => match batch_operation_key(raw) {
                     Some(pk) => Some(pk),
                     None => {
                         return (
@@ -743,7 +733,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                                 400,
                                 0,
                                 0.0,
-                                format!("invalid partitionKey {raw:?}"),
+                                format!("invalid partitionKey {}", raw.get()),
                             )),
                         );
                     }
@@ -761,7 +751,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                     op.operation_type,
                     op.id.as_deref(),
                     pk,
-                    op.resource_body,
+                    op.resource_body.map(|b| b.get().as_bytes()),
                     pre,
                 ),
             )
@@ -816,7 +806,8 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                 .collect();
             (outcomes, status)
         } else {
-            let ops: Vec<Addressed> = addressed.into_iter().filter_map(|(_, a)| a.ok()).collect();
+            let ops: Vec<Addressed<'_>> =
+                addressed.into_iter().filter_map(|(_, a)| a.ok()).collect();
             let range = ranges.for_epk(pk.epk);
             ctx.execute_atomic(&mut range.part.lock(), ops)
         }
@@ -911,28 +902,25 @@ fn write_results(outcomes: &[Outcome], minimal: bool, out: &mut Vec<u8>) {
         if i > 0 {
             out.push(b',');
         }
-        let _ = write!(
-            Buf(out),
-            "{{\"statusCode\":{},\"requestCharge\":{}",
-            o.status,
-            o.charge
-        );
+        out.extend_from_slice(b"{\"statusCode\":");
+        raw::push_u64(out, o.status.into());
+        out.extend_from_slice(b",\"requestCharge\":");
+        raw::push_charge(out, o.charge);
         if o.substatus != 0 {
-            let _ = write!(Buf(out), ",\"subStatusCode\":{}", o.substatus);
+            out.extend_from_slice(b",\"subStatusCode\":");
+            raw::push_u64(out, o.substatus.into());
         }
         if let Some(wait) = o.retry_after {
-            let _ = write!(
-                Buf(out),
-                ",\"retryAfterMilliseconds\":{}",
-                ru::retry_after_ms(wait)
-            );
+            out.extend_from_slice(b",\"retryAfterMilliseconds\":");
+            raw::push_u64(out, ru::retry_after_ms(wait));
         }
         if let Some(d) = &o.doc {
-            out.extend_from_slice(b",\"eTag\":");
-            serde_json::to_writer(&mut *out, &d.etag).expect("writing to a Vec");
+            out.extend_from_slice(b",\"eTag\":\"\\\"");
+            out.extend_from_slice(d.etag_text().inner());
+            out.extend_from_slice(b"\\\"\"");
             if !minimal {
                 out.extend_from_slice(b",\"resourceBody\":");
-                out.extend_from_slice(&d.json);
+                out.extend_from_slice(d.json());
             }
         }
         out.push(b'}');
@@ -940,14 +928,38 @@ fn write_results(outcomes: &[Outcome], minimal: bool, out: &mut Vec<u8>) {
     out.push(b']');
 }
 
-/// `fmt::Write` over a byte buffer.
-struct Buf<'a>(&'a mut Vec<u8>);
+/// One operation of a batch request body, read without building its document: the document
+/// and the partition key stay JSON text borrowed from the body.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawOperation<'a> {
+    operation_type: OperationType,
+    #[serde(default, borrow)]
+    partition_key: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    resource_body: Option<&'a RawValue>,
+    #[serde(default)]
+    if_match: Option<String>,
+    #[serde(default)]
+    if_none_match: Option<String>,
+}
 
-impl std::fmt::Write for Buf<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
+/// The key of a batch operation: a JSON string holding the key's JSON array, e.g.
+/// `"[\"drone-42\"]"`. A plain string key is read off the text; anything else is unescaped and
+/// parsed.
+fn batch_operation_key(raw: &RawValue) -> Option<PartitionKey> {
+    let text = raw.get();
+    if let Some(s) = text
+        .strip_prefix("\"[\\\"")
+        .and_then(|t| t.strip_suffix("\\\"]\""))
+        .filter(|s| raw::is_plain(s.as_bytes()))
+    {
+        return Some(PartitionKey::of_plain_str(s));
     }
+    let header: String = serde_json::from_str(text).ok()?;
+    PartitionKey::from_header(&header)
 }
 
 fn run_query(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {

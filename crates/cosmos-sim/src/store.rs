@@ -4,6 +4,7 @@
 //! Every physical partition sits behind its own mutex, so that requests on different
 //! partitions never wait on each other and a batch takes its partition's lock once.
 
+use crate::raw::{self, EtagText};
 use crate::ru::Bucket;
 use cosmos_wire::epk::{
     boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined, even_ranges, u128_to_boundary,
@@ -13,8 +14,8 @@ use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds of per-second RU history kept per partition.
@@ -27,17 +28,57 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A stored document: the JSON with its system properties, and the same JSON serialized.
+/// A stored document: its JSON with the system properties, as written to responses; parsed
+/// only when a query or a patch reads it, and then kept parsed.
 #[derive(Debug)]
 pub struct Doc {
-    /// The document with `_rid`, `_self`, `_etag`, `_ts`, `_attachments`.
-    pub value: Value,
-    /// `value` serialized: answered as is, and its length is what the RU model charges by.
-    pub json: Vec<u8>,
-    /// The ETag (quoted, as in `_etag`).
-    pub etag: String,
+    json: Vec<u8>,
+    etag: EtagText,
     /// Creation order in the container: the order of query results without `ORDER BY`.
     pub seq: u64,
+    parsed: OnceLock<Value>,
+}
+
+impl Doc {
+    /// A document from its JSON text (an object with its system properties).
+    pub fn new(json: Vec<u8>, etag: EtagText, seq: u64) -> Self {
+        Self {
+            json,
+            etag,
+            seq,
+            parsed: OnceLock::new(),
+        }
+    }
+
+    /// A document whose parsed form is at hand; `json` must be `value` serialized.
+    pub fn with_value(value: Value, json: Vec<u8>, etag: EtagText, seq: u64) -> Self {
+        Self {
+            parsed: OnceLock::from(value),
+            ..Self::new(json, etag, seq)
+        }
+    }
+
+    /// The JSON text: answered as is, and its length is what the RU model charges by.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// The ETag (quoted, as in `_etag`).
+    pub fn etag(&self) -> &str {
+        self.etag.as_str()
+    }
+
+    /// The ETag's text.
+    pub fn etag_text(&self) -> &EtagText {
+        &self.etag
+    }
+
+    /// The document parsed (on first use).
+    pub fn value(&self) -> &Value {
+        self.parsed.get_or_init(|| {
+            serde_json::from_slice(&self.json).expect("a stored document is valid JSON")
+        })
+    }
 }
 
 /// The documents of one logical partition, by id.
@@ -288,10 +329,12 @@ pub enum CreateError {
 impl Store {
     /// A new ETag (quoted), unique in the account.
     pub fn next_etag(&self) -> String {
-        format!(
-            "\"{:08x}-0000-0000-0000-000000000000\"",
-            self.etag.fetch_add(1, Ordering::Relaxed) + 1
-        )
+        self.next_etag_text().as_str().to_string()
+    }
+
+    /// A new ETag as its fixed-size text, without allocating.
+    pub fn next_etag_text(&self) -> EtagText {
+        EtagText::new(self.etag.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     fn next_rid(&self) -> u64 {
@@ -534,9 +577,51 @@ impl PartitionKey {
         }
     }
 
+    /// A string key that JSON writes without escapes (see [`raw::is_plain`]).
+    pub fn of_plain_str(s: &str) -> Self {
+        let mut canonical = String::with_capacity(s.len() + 2);
+        canonical.push('"');
+        canonical.push_str(s);
+        canonical.push('"');
+        Self {
+            canonical,
+            epk: epk_u128_of_str(s),
+        }
+    }
+
+    /// The key of a document from the raw JSON of its value at the key path (see
+    /// [`raw::scan`]), or the undefined key if it has none.
+    pub fn of_raw(raw: Option<&[u8]>) -> Option<Self> {
+        let Some(raw) = raw else {
+            return Some(Self::undefined());
+        };
+        if let Some(s) = raw::plain_str(raw) {
+            return Some(Self::of_plain_str(s));
+        }
+        serde_json::from_slice(raw)
+            .ok()
+            .map(|v| Self::from_value(&v))
+    }
+
+    /// Whether the raw JSON of a document's value at the key path (`None`: it has none) is
+    /// this key.
+    pub fn matches_raw(&self, raw: Option<&[u8]>) -> bool {
+        match raw {
+            None => self.is_undefined(),
+            Some(_) if self.is_undefined() => false,
+            Some(raw) if raw == self.canonical.as_bytes() => true,
+            Some(raw) => serde_json::from_slice::<Value>(raw).is_ok_and(|v| self.is_value(&v)),
+        }
+    }
+
     /// From the JSON array of a header or batch operation, e.g. `["drone-42"]`, or `[{}]` for
     /// the undefined key.
     pub fn from_header(header: &str) -> Option<Self> {
+        if let Some(inner) = header.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            if let Some(s) = raw::plain_str(inner.as_bytes()) {
+                return Some(Self::of_plain_str(s));
+            }
+        }
         let values: Vec<Value> = serde_json::from_str(header).ok()?;
         match values.as_slice() {
             [Value::Object(o)] if o.is_empty() => Some(Self::undefined()),

@@ -50,7 +50,7 @@ pub fn execute<'a>(
         scanned += 1;
         let scope = Scope {
             alias: &q.alias,
-            doc: &d.value,
+            doc: d.value(),
             params,
         };
         if q.filter.as_ref().is_some_and(|f| !holds(f, &scope)) {
@@ -97,7 +97,7 @@ pub fn execute<'a>(
 fn project(q: &Query, params: &Params, d: &Arc<Doc>) -> Option<Item> {
     let scope = Scope {
         alias: &q.alias,
-        doc: &d.value,
+        doc: d.value(),
         params,
     };
     match &q.projection {
@@ -124,7 +124,7 @@ pub fn write_feed(items: &[Item], out: &mut Vec<u8>) -> usize {
             out.push(b',');
         }
         match item {
-            Item::Doc(d) => out.extend_from_slice(&d.json),
+            Item::Doc(d) => out.extend_from_slice(d.json()),
             Item::Value(v) => serde_json::to_writer(&mut *out, v).expect("writing to a Vec"),
         }
     }
@@ -143,12 +143,11 @@ mod tests {
             .into_iter()
             .enumerate()
             .map(|(i, value)| {
-                Arc::new(Doc {
-                    json: serde_json::to_vec(&value).unwrap(),
-                    value,
-                    etag: String::new(),
-                    seq: i as u64,
-                })
+                Arc::new(Doc::new(
+                    serde_json::to_vec(&value).unwrap(),
+                    crate::raw::EtagText::new(i as u64),
+                    i as u64,
+                ))
             })
             .collect()
     }
@@ -157,7 +156,7 @@ mod tests {
         page.items
             .iter()
             .map(|i| match i {
-                Item::Doc(d) => d.value.clone(),
+                Item::Doc(d) => d.value().clone(),
                 Item::Value(v) => v.clone(),
             })
             .collect()
