@@ -7,7 +7,7 @@
 
 use crate::patch;
 use crate::query::{self, parse::parse_condition};
-use crate::raw::{self, EtagText};
+use crate::raw::{self, EtagText, Fields};
 use crate::ru;
 use crate::store::{Container, Doc, Partition, PartitionKey, Store, unix_now};
 use cosmos_wire::resources::PatchRequest;
@@ -44,7 +44,7 @@ impl DocOp<'_> {
 /// A document to store, as it came in.
 #[derive(Debug, Clone)]
 pub enum NewDoc<'a> {
-    /// The JSON text of an object without system properties (checked by [`raw::scan`]): stored
+    /// The JSON text of an object without system properties (read by [`raw::document`]): stored
     /// with them appended, never parsed.
     Raw(&'a [u8]),
     /// A parsed object; system properties it carries are replaced.
@@ -207,15 +207,16 @@ impl<'a> Ctx<'a> {
 
     /// Checks a document body (valid JSON): an object with a string `id` whose key is `pk`
     /// (no value at the key path for the undefined key) or, without `pk`, whatever its key is.
-    /// A plain document is only scanned; one that already carries system properties, or that
-    /// the scanner does not read, is parsed.
+    /// With its `fields` (see [`raw::document`]) a document is not parsed; one that carries
+    /// system properties, or without fields, is.
     pub fn check_body<'b>(
         &self,
         body: &'b [u8],
+        fields: Option<Fields<'b>>,
         pk: Option<PartitionKey>,
     ) -> Result<Checked<'b>, Outcome> {
         let path = &self.container.pk_path;
-        match raw::scan(body, path) {
+        match fields {
             Some(fields) if !fields.system => {
                 let raw_id = fields.id.ok_or_else(missing_id)?;
                 let id = match raw::plain_str(raw_id) {

@@ -6,7 +6,8 @@
 //! `serde_json::value::RawValue` first); on anything it does not expect it answers `None`, and
 //! the caller takes the parsing path instead.
 
-use std::ops::Range;
+use cosmos_wire::batch::OperationType;
+use std::borrow::Cow;
 
 /// The system properties the endpoint adds to every stored document.
 const SYSTEM_PROPERTIES: [&[u8]; 5] = [b"_rid", b"_self", b"_etag", b"_ts", b"_attachments"];
@@ -22,143 +23,461 @@ pub struct Fields<'a> {
     pub system: bool,
 }
 
-/// Scans a JSON object for its `id`, the value at `key_path` and any system property.
-/// `None` if `doc` is not a JSON object the scanner handles (escaped member names included).
-pub fn scan<'a>(doc: &'a [u8], key_path: &[String]) -> Option<Fields<'a>> {
-    let (first, rest) = key_path.split_first()?;
-    let mut fields = Fields {
-        id: None,
-        key: None,
-        system: false,
-    };
-    let mut first_value = None;
-    for_each_member(doc, |name, value| {
-        if name == b"id" {
-            fields.id = Some(value);
-        }
-        if name == first.as_bytes() {
-            first_value = Some(value);
-        }
-        if name.first() == Some(&b'_') && SYSTEM_PROPERTIES.contains(&name) {
-            fields.system = true;
-        }
-    })?;
-    let mut key = first_value;
-    for seg in rest {
-        key = match key {
-            Some(v) => member(v, seg)?,
-            None => None,
-        };
-    }
-    fields.key = key;
-    Some(fields)
+/// Where a body stopped being the JSON expected: the byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid JSON at byte {0}")]
+pub struct Invalid(pub usize);
+
+/// Deepest nesting accepted (as `serde_json`).
+const MAX_DEPTH: usize = 128;
+
+/// Reads a whole document (validating it): its fields if it is an object whose member names
+/// have no escapes, `None` for any other valid JSON.
+pub fn document<'a>(text: &'a str, key_path: &[String]) -> Result<Option<Fields<'a>>, Invalid> {
+    let mut r = Reader::new(text);
+    r.ws();
+    let fields = r.fields(key_path)?;
+    r.end()?;
+    Ok(fields)
 }
 
-/// The raw value of member `name` of an object: `Some(None)` if it is absent or `obj` is not
-/// an object, `None` if the scanner cannot read it.
+/// The raw value of member `name` of an object (valid JSON): `Some(None)` if it is absent or
+/// `obj` is not an object, `None` if a member name has escapes.
 fn member<'a>(obj: &'a [u8], name: &str) -> Option<Option<&'a [u8]>> {
     if obj.first() != Some(&b'{') {
         return Some(None);
     }
+    let mut r = Reader::new(std::str::from_utf8(obj).ok()?);
     let mut found = None;
-    for_each_member(obj, |n, v| {
+    let mut plain = true;
+    r.object(0, |r, n, escaped| {
+        let v = r.value(1)?;
+        plain &= !escaped;
         if n == name.as_bytes() {
             found = Some(v);
         }
-    })?;
-    Some(found)
+        Ok(())
+    })
+    .ok()?;
+    plain.then_some(found)
 }
 
-/// Calls `f(name, value)` for each member of a JSON object (names without their quotes,
-/// values as JSON text). `None` if it is not an object or a name has escapes.
-fn for_each_member<'a>(doc: &'a [u8], mut f: impl FnMut(&'a [u8], &'a [u8])) -> Option<()> {
-    let mut p = skip_ws(doc, 0);
-    if doc.get(p) != Some(&b'{') {
-        return None;
-    }
-    p = skip_ws(doc, p + 1);
-    if doc.get(p) == Some(&b'}') {
-        return (skip_ws(doc, p + 1) == doc.len()).then_some(());
-    }
-    loop {
-        if doc.get(p) != Some(&b'"') {
-            return None;
-        }
-        let end = skip_string(doc, p)?;
-        let name = &doc[p + 1..end - 1];
-        if name.contains(&b'\\') {
-            return None;
-        }
-        p = skip_ws(doc, end);
-        if doc.get(p) != Some(&b':') {
-            return None;
-        }
-        let start = skip_ws(doc, p + 1);
-        let stop = skip_value(doc, start)?;
-        f(name, &doc[start..stop]);
-        p = skip_ws(doc, stop);
-        match doc.get(p)? {
-            b',' => p = skip_ws(doc, p + 1),
-            b'}' => return (skip_ws(doc, p + 1) == doc.len()).then_some(()),
-            _ => return None,
-        }
-    }
+/// A validating, non-allocating JSON reader over text (so UTF-8 is already checked).
+pub struct Reader<'a> {
+    b: &'a [u8],
+    p: usize,
 }
 
-fn skip_ws(b: &[u8], mut p: usize) -> usize {
-    while matches!(b.get(p), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        p += 1;
-    }
-    p
-}
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
 
-/// From the opening quote of a string to just past its closing quote.
-fn skip_string(b: &[u8], p: usize) -> Option<usize> {
-    let mut i = p + 1;
-    loop {
-        match b.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
+impl<'a> Reader<'a> {
+    /// A reader at the start of `text`.
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            b: text.as_bytes(),
+            p: 0,
         }
     }
-}
 
-/// From the first byte of a value to just past it.
-fn skip_value(b: &[u8], p: usize) -> Option<usize> {
-    match b.get(p)? {
-        b'"' => skip_string(b, p),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = p;
-            loop {
-                match b.get(i)? {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
+    fn fail<T>(&self) -> Result<T, Invalid> {
+        Err(Invalid(self.p))
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.b.get(self.p), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.p += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.p).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), Invalid> {
+        self.ws();
+        if self.peek() != Some(c) {
+            return self.fail();
+        }
+        self.p += 1;
+        Ok(())
+    }
+
+    /// Only whitespace remains.
+    fn end(&mut self) -> Result<(), Invalid> {
+        self.ws();
+        if self.p != self.b.len() {
+            return self.fail();
+        }
+        Ok(())
+    }
+
+    /// A string at the cursor: its text with the quotes, and whether it has escapes.
+    fn string(&mut self) -> Result<(&'a [u8], bool), Invalid> {
+        let start = self.p;
+        if self.peek() != Some(b'"') {
+            return self.fail();
+        }
+        self.p += 1;
+        let mut escaped = false;
+        loop {
+            // Eight bytes at a time while none is a quote, a backslash or a control character.
+            while let Some(chunk) = self.b.get(self.p..self.p + 8) {
+                let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                let quote = x ^ (LO * u64::from(b'"'));
+                let slash = x ^ (LO * u64::from(b'\\'));
+                let special = (quote.wrapping_sub(LO) & !quote)
+                    | (slash.wrapping_sub(LO) & !slash)
+                    | (x.wrapping_sub(LO * 0x20) & !x);
+                if special & HI != 0 {
+                    break;
+                }
+                self.p += 8;
+            }
+            match self.peek() {
+                None => return self.fail(),
+                Some(b'"') => {
+                    self.p += 1;
+                    return Ok((&self.b[start..self.p], escaped));
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    match self.b.get(self.p + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.p += 2,
+                        Some(b'u')
+                            if self
+                                .b
+                                .get(self.p + 2..self.p + 6)
+                                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
+                        {
+                            self.p += 6
+                        }
+                        _ => return self.fail(),
                     }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
+                }
+                Some(c) if c < 0x20 => return self.fail(),
+                Some(_) => self.p += 1,
+            }
+        }
+    }
+
+    fn digits(&mut self) -> Result<(), Invalid> {
+        let start = self.p;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.p += 1;
+        }
+        if self.p == start {
+            return self.fail();
+        }
+        Ok(())
+    }
+
+    fn number(&mut self) -> Result<(), Invalid> {
+        if self.peek() == Some(b'-') {
+            self.p += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.p += 1,
+            Some(b'1'..=b'9') => self.digits()?,
+            _ => return self.fail(),
+        }
+        if self.peek() == Some(b'.') {
+            self.p += 1;
+            self.digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.p += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.p += 1;
+            }
+            self.digits()?;
+        }
+        Ok(())
+    }
+
+    /// One value at the cursor (after whitespace), validated; returns its text.
+    pub fn value(&mut self, depth: usize) -> Result<&'a [u8], Invalid> {
+        self.ws();
+        let start = self.p;
+        match self.peek() {
+            Some(b'"') => {
+                self.string()?;
+            }
+            Some(b'{') => self.object(depth, |r, _, _| r.value(depth + 1).map(drop))?,
+            Some(b'[') => {
+                if depth >= MAX_DEPTH {
+                    return self.fail();
+                }
+                self.p += 1;
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.p += 1;
+                } else {
+                    loop {
+                        self.value(depth + 1)?;
+                        self.ws();
+                        match self.peek() {
+                            Some(b',') => self.p += 1,
+                            Some(b']') => {
+                                self.p += 1;
+                                break;
+                            }
+                            _ => return self.fail(),
                         }
                     }
-                    _ => {}
                 }
-                i += 1;
+            }
+            Some(b't') => self.literal(b"true")?,
+            Some(b'f') => self.literal(b"false")?,
+            Some(b'n') => self.literal(b"null")?,
+            _ => self.number()?,
+        }
+        Ok(&self.b[start..self.p])
+    }
+
+    fn literal(&mut self, lit: &[u8]) -> Result<(), Invalid> {
+        if !self.b[self.p..].starts_with(lit) {
+            return self.fail();
+        }
+        self.p += lit.len();
+        Ok(())
+    }
+
+    /// An object at the cursor: `f(reader, name, escaped)` is called with the cursor before
+    /// each member's value and must read it. `name` is the name's text without the quotes.
+    pub fn object(
+        &mut self,
+        depth: usize,
+        mut f: impl FnMut(&mut Self, &'a [u8], bool) -> Result<(), Invalid>,
+    ) -> Result<(), Invalid> {
+        if depth >= MAX_DEPTH {
+            return self.fail();
+        }
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.p += 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let (name, escaped) = self.string()?;
+            self.eat(b':')?;
+            f(self, &name[1..name.len() - 1], escaped)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.p += 1,
+                Some(b'}') => {
+                    self.p += 1;
+                    return Ok(());
+                }
+                _ => return self.fail(),
             }
         }
-        _ => {
-            let mut i = p;
-            while !matches!(
-                b.get(i),
-                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            ) {
-                i += 1;
-            }
-            (i > p).then_some(i)
+    }
+
+    /// A document at the cursor: see [`document`].
+    fn fields(&mut self, key_path: &[String]) -> Result<Option<Fields<'a>>, Invalid> {
+        let Some((first, rest)) = key_path.split_first() else {
+            self.value(0)?;
+            return Ok(None);
+        };
+        if self.peek() != Some(b'{') {
+            self.value(0)?;
+            return Ok(None);
         }
+        let mut fields = Fields {
+            id: None,
+            key: None,
+            system: false,
+        };
+        let mut plain = true;
+        self.object(0, |r, name, escaped| {
+            let value = r.value(1)?;
+            if escaped {
+                plain = false;
+                return Ok(());
+            }
+            if name == b"id" {
+                fields.id = Some(value);
+            }
+            if name == first.as_bytes() {
+                fields.key = Some(value);
+            }
+            if name.first() == Some(&b'_') && SYSTEM_PROPERTIES.contains(&name) {
+                fields.system = true;
+            }
+            Ok(())
+        })?;
+        for seg in rest {
+            let Some(v) = fields.key else { break };
+            match member(v, seg) {
+                Some(found) => fields.key = found,
+                None => {
+                    plain = false;
+                    break;
+                }
+            }
+        }
+        Ok(plain.then_some(fields))
+    }
+}
+
+/// One operation of a batch request body, read in the same pass that validates its document:
+/// the document and the partition key stay JSON text borrowed from the body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchOp<'a> {
+    /// What to do.
+    pub operation_type: OperationType,
+    /// The `partitionKey` value as JSON text (a string holding the key's JSON array).
+    pub partition_key: Option<&'a [u8]>,
+    /// The `id`.
+    pub id: Option<Cow<'a, str>>,
+    /// The `resourceBody` as JSON text, with its fields when it is a plain object.
+    pub resource_body: Option<(&'a [u8], Option<Fields<'a>>)>,
+    /// `ifMatch`.
+    pub if_match: Option<String>,
+    /// `ifNoneMatch`.
+    pub if_none_match: Option<String>,
+}
+
+/// Why a batch body was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// Not valid JSON.
+    #[error(transparent)]
+    Json(#[from] Invalid),
+    /// Valid JSON, but not an array of operations.
+    #[error("{0}")]
+    Shape(String),
+}
+
+/// Reads a batch request body (a JSON array of operations), validating all of it, scanning
+/// each document for its `id` and the value at `key_path`.
+pub fn read_batch<'a>(text: &'a str, key_path: &[String]) -> Result<Vec<BatchOp<'a>>, BatchError> {
+    let mut r = Reader::new(text);
+    let mut ops = Vec::new();
+    r.eat(b'[')?;
+    r.ws();
+    if r.peek() == Some(b']') {
+        r.p += 1;
+        r.end()?;
+        return Ok(ops);
+    }
+    loop {
+        r.ws();
+        ops.push(r.batch_op(key_path)?);
+        r.ws();
+        match r.peek() {
+            Some(b',') => r.p += 1,
+            Some(b']') => {
+                r.p += 1;
+                break;
+            }
+            _ => return Err(Invalid(r.p).into()),
+        }
+    }
+    r.end()?;
+    Ok(ops)
+}
+
+impl<'a> Reader<'a> {
+    /// A string value or `null`: its text with the quotes and whether it has escapes.
+    fn opt_string(&mut self) -> Result<Option<(&'a [u8], bool)>, BatchError> {
+        self.ws();
+        if self.peek() == Some(b'n') {
+            self.literal(b"null")?;
+            return Ok(None);
+        }
+        if self.peek() != Some(b'"') {
+            return Err(BatchError::Shape(format!(
+                "expected a string at byte {}",
+                self.p
+            )));
+        }
+        Ok(Some(self.string()?))
+    }
+
+    fn batch_op(&mut self, key_path: &[String]) -> Result<BatchOp<'a>, BatchError> {
+        let mut op = BatchOp {
+            operation_type: OperationType::Read,
+            partition_key: None,
+            id: None,
+            resource_body: None,
+            if_match: None,
+            if_none_match: None,
+        };
+        let mut kind = None;
+        let mut shape = None;
+        if self.peek() != Some(b'{') {
+            return Err(BatchError::Shape(format!(
+                "an operation is not an object (byte {})",
+                self.p
+            )));
+        }
+        self.object(1, |r, name, escaped| {
+            let name: Cow<'_, [u8]> = if escaped {
+                let quoted = [b"\"", name, b"\""].concat();
+                serde_json::from_slice::<String>(&quoted)
+                    .map_or(Cow::Borrowed(&b""[..]), |n| Cow::Owned(n.into_bytes()))
+            } else {
+                Cow::Borrowed(name)
+            };
+            let unescape = |(raw, escaped): (&'a [u8], bool)| -> Cow<'a, str> {
+                if escaped {
+                    Cow::Owned(serde_json::from_slice(raw).unwrap_or_default())
+                } else {
+                    Cow::Borrowed(std::str::from_utf8(&raw[1..raw.len() - 1]).unwrap_or_default())
+                }
+            };
+            let mut string = |r: &mut Self| match r.opt_string() {
+                Ok(s) => Ok(s.map(unescape)),
+                Err(BatchError::Json(e)) => Err(e),
+                Err(BatchError::Shape(m)) => {
+                    shape.get_or_insert(m);
+                    r.value(2).map(|_| None)
+                }
+            };
+            match &*name {
+                b"operationType" => kind = string(r)?,
+                b"id" => op.id = string(r)?,
+                b"ifMatch" => op.if_match = string(r)?.map(Cow::into_owned),
+                b"ifNoneMatch" => op.if_none_match = string(r)?.map(Cow::into_owned),
+                b"partitionKey" => {
+                    let v = r.value(2)?;
+                    op.partition_key = (v != b"null").then_some(v);
+                }
+                b"resourceBody" => {
+                    r.ws();
+                    let start = r.p;
+                    let fields = r.fields(key_path)?;
+                    let v = &r.b[start..r.p];
+                    op.resource_body = (v != b"null").then_some((v, fields));
+                }
+                _ => {
+                    r.value(2)?;
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(m) = shape {
+            return Err(BatchError::Shape(m));
+        }
+        op.operation_type = match kind.as_deref() {
+            Some("Create") => OperationType::Create,
+            Some("Upsert") => OperationType::Upsert,
+            Some("Read") => OperationType::Read,
+            Some("Delete") => OperationType::Delete,
+            Some("Replace") => OperationType::Replace,
+            Some("Patch") => OperationType::Patch,
+            Some(other) => {
+                return Err(BatchError::Shape(format!(
+                    "unknown operationType {other:?}"
+                )));
+            }
+            None => return Err(BatchError::Shape("missing field `operationType`".into())),
+        };
+        Ok(op)
     }
 }
 
@@ -270,12 +589,6 @@ impl std::fmt::Debug for EtagText {
     }
 }
 
-/// The byte range of `part` inside `whole` (both from the same buffer).
-pub fn range_in(whole: &[u8], part: &[u8]) -> Range<usize> {
-    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
-    start..start + part.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +600,10 @@ mod tests {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .collect()
+    }
+
+    fn scan<'a>(doc: &'a [u8], key_path: &[String]) -> Option<Fields<'a>> {
+        document(std::str::from_utf8(doc).unwrap(), key_path).unwrap()
     }
 
     #[test]
@@ -301,6 +618,8 @@ mod tests {
         let f = scan(br#"{"a":{"b":7},"id":1}"#, &path("/a/b")).unwrap();
         assert_eq!((f.id, f.key), (Some(&b"1"[..]), Some(&b"7"[..])));
         assert_eq!(scan(br#"{"a":3}"#, &path("/a/b")).unwrap().key, None);
+        let f = scan(br#"{"id":"x"}"#, &path("/id")).unwrap();
+        assert_eq!((f.id, f.key), (Some(&br#""x""#[..]), Some(&br#""x""#[..])));
         assert_eq!(
             scan(b"{}", &path("/a")).unwrap(),
             Fields {
@@ -311,7 +630,58 @@ mod tests {
         );
         assert!(scan(b"[1]", &path("/a")).is_none());
         assert!(scan(br#"{"\u0069d":"a"}"#, &path("/a")).is_none());
-        assert!(scan(br#"{"id":"a"} x"#, &path("/a")).is_none());
+        for bad in [
+            &br#"{"id":"a"} x"#[..],
+            br#"{"id":"a",}"#,
+            br#"{"id":01}"#,
+            br#"{"id":"a\q"}"#,
+            b"{\"id\":\"a\x01\"}",
+            br#"{"id":tru}"#,
+            br#"{"id" "a"}"#,
+            br#"[1,]"#,
+            b"",
+        ] {
+            let text = std::str::from_utf8(bad).unwrap();
+            assert!(document(text, &path("/a")).is_err(), "{text:?}");
+            assert!(serde_json::from_slice::<Value>(bad).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn reads_batch_operations_with_their_documents() {
+        let body = r#"[{"operationType":"Upsert","partitionKey":"[\"d\"]","resourceBody":{"id":"a","deviceId":"d"}},
+            {"operationType":"Read","id":"a\"b","ifMatch":"\"e\"","extra":[1,{"x":null}],"partitionKey":null}]"#;
+        let ops = read_batch(body, &path("/deviceId")).unwrap();
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0].operation_type, OperationType::Upsert);
+        assert_eq!(ops[0].partition_key, Some(&br#""[\"d\"]""#[..]));
+        let (doc, fields) = ops[0].resource_body.unwrap();
+        assert_eq!(doc, br#"{"id":"a","deviceId":"d"}"#);
+        assert_eq!(fields.unwrap().key, Some(&br#""d""#[..]));
+        assert_eq!(ops[1].id.as_deref(), Some("a\"b"));
+        assert_eq!(ops[1].if_match.as_deref(), Some("\"e\""));
+        assert_eq!((ops[1].partition_key, ops[1].resource_body), (None, None));
+        assert_eq!(read_batch("[]", &path("/a")).unwrap(), vec![]);
+        assert!(matches!(
+            read_batch(r#"[{"id":"a"}]"#, &path("/a")),
+            Err(BatchError::Shape(_))
+        ));
+        assert!(matches!(
+            read_batch(r#"[{"operationType":"Nope"}]"#, &path("/a")),
+            Err(BatchError::Shape(_))
+        ));
+        assert!(matches!(
+            read_batch(r#"[{"operationType":"Read","id":3}]"#, &path("/a")),
+            Err(BatchError::Shape(_))
+        ));
+        assert!(matches!(
+            read_batch(r#"[{"operationType":"Read"}"#, &path("/a")),
+            Err(BatchError::Json(_))
+        ));
+        assert!(matches!(
+            read_batch(r#"{"operationType":"Read"}"#, &path("/a")),
+            Err(BatchError::Json(_))
+        ));
     }
 
     #[test]
@@ -354,7 +724,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn scan_agrees_with_the_parser(
+        fn reader_agrees_with_the_parser(
             members in prop::collection::btree_map("[a-z_]{1,4}|id|pk|_etag", arb_json(), 0..6),
             pretty in any::<bool>(),
         ) {
@@ -363,6 +733,9 @@ mod tests {
             // Compared with the text parsed back (floats need not round-trip exactly).
             let doc: Value = serde_json::from_slice(&text).unwrap();
             let f = scan(&text, &path("/pk")).unwrap();
+            let op = format!(r#"[{{"operationType":"Create","resourceBody":{}}}]"#, String::from_utf8(text.clone()).unwrap());
+            let ops = read_batch(&op, &path("/pk")).unwrap();
+            prop_assert_eq!(ops[0].resource_body, Some((&text[..], Some(f))));
             let raw = |v: Option<&[u8]>| v.map(|r| serde_json::from_slice::<Value>(r).unwrap());
             prop_assert_eq!(raw(f.id), doc.get("id").cloned());
             prop_assert_eq!(raw(f.key), doc.get("pk").cloned());
@@ -373,6 +746,15 @@ mod tests {
             let mut expected = doc.clone();
             expected["z"] = json!(1);
             prop_assert_eq!(serde_json::from_slice::<Value>(&spliced).unwrap(), expected);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn reader_accepts_exactly_what_serde_json_accepts(text in r#"[\[\]{}",:0-9a-z\\ .eE+-]{0,24}"#) {
+            let ours = document(&text, &["a".to_string()]).is_ok();
+            let theirs = serde_json::from_str::<Value>(&text).is_ok();
+            prop_assert_eq!(ours, theirs, "{:?}", text);
         }
     }
 }

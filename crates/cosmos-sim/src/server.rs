@@ -6,7 +6,7 @@ use crate::admin;
 use crate::docs::{Addressed, Ctx, DocOp, Outcome, Preconditions};
 use crate::faults::Injected;
 use crate::query::{self, parse::parse_query};
-use crate::raw;
+use crate::raw::{self, BatchError, Fields, Invalid};
 use crate::ru;
 use crate::sim::Shared;
 use crate::store::{Container, CreateError, PartitionKey, Range};
@@ -22,10 +22,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use std::borrow::Cow;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -571,7 +568,7 @@ fn address<'a>(
     kind: OperationType,
     id: Option<&str>,
     pk: Option<PartitionKey>,
-    body: Option<&'a [u8]>,
+    body: Option<(&'a [u8], Option<Fields<'a>>)>,
     pre: Preconditions,
 ) -> Result<Addressed<'a>, Outcome> {
     let bad = |msg: &str| Outcome::error(400, 0, 0.0, msg);
@@ -581,7 +578,7 @@ fn address<'a>(
                 OperationType::Read => DocOp::Read,
                 OperationType::Delete => DocOp::Delete,
                 _ => {
-                    let body = body.ok_or_else(|| bad("The patch has no body."))?;
+                    let (body, _) = body.ok_or_else(|| bad("The patch has no body."))?;
                     let req: PatchRequest = serde_json::from_slice(body).map_err(|e| {
                         Outcome::error(400, 0, 0.0, format!("invalid patch body: {e}"))
                     })?;
@@ -594,8 +591,8 @@ fn address<'a>(
             (op, None, pk)
         }
         OperationType::Create | OperationType::Upsert | OperationType::Replace => {
-            let body = body.ok_or_else(|| bad("The operation has no document."))?;
-            let checked = ctx.check_body(body, pk)?;
+            let (body, fields) = body.ok_or_else(|| bad("The operation has no document."))?;
+            let checked = ctx.check_body(body, fields, pk)?;
             let op = match kind {
                 OperationType::Create => DocOp::Create(checked.doc),
                 OperationType::Upsert => DocOp::Upsert(checked.doc),
@@ -632,8 +629,9 @@ fn point(
     let doc = if matches!(kind, OperationType::Read | OperationType::Delete) {
         None
     } else {
-        match serde_json::from_slice::<&RawValue>(body) {
-            Ok(raw) => Some(raw.get().as_bytes()),
+        let text = std::str::from_utf8(body).map_err(|_| Invalid(0));
+        match text.and_then(|t| raw::document(t, &ctx.container.pk_path)) {
+            Ok(fields) => Some((&body[..], fields)),
             Err(e) => {
                 return Reply::error(400, 0, format!("The request body is not valid JSON: {e}"));
             }
@@ -691,7 +689,8 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
             ),
         );
     }
-    let ops: Vec<RawOperation<'_>> = match serde_json::from_slice(body) {
+    let text = std::str::from_utf8(body).map_err(|e| BatchError::from(Invalid(e.valid_up_to())));
+    let ops = match text.and_then(|t| raw::read_batch(t, &ctx.container.pk_path)) {
         Ok(ops) => ops,
         Err(e) => {
             return Reply::error(
@@ -733,7 +732,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                                 400,
                                 0,
                                 0.0,
-                                format!("invalid partitionKey {}", raw.get()),
+                                format!("invalid partitionKey {}", String::from_utf8_lossy(raw)),
                             )),
                         );
                     }
@@ -751,7 +750,7 @@ fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> R
                     op.operation_type,
                     op.id.as_deref(),
                     pk,
-                    op.resource_body.map(|b| b.get().as_bytes()),
+                    op.resource_body,
                     pre,
                 ),
             )
@@ -928,29 +927,11 @@ fn write_results(outcomes: &[Outcome], minimal: bool, out: &mut Vec<u8>) {
     out.push(b']');
 }
 
-/// One operation of a batch request body, read without building its document: the document
-/// and the partition key stay JSON text borrowed from the body.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RawOperation<'a> {
-    operation_type: OperationType,
-    #[serde(default, borrow)]
-    partition_key: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    resource_body: Option<&'a RawValue>,
-    #[serde(default)]
-    if_match: Option<String>,
-    #[serde(default)]
-    if_none_match: Option<String>,
-}
-
 /// The key of a batch operation: a JSON string holding the key's JSON array, e.g.
 /// `"[\"drone-42\"]"`. A plain string key is read off the text; anything else is unescaped and
 /// parsed.
-fn batch_operation_key(raw: &RawValue) -> Option<PartitionKey> {
-    let text = raw.get();
+fn batch_operation_key(raw: &[u8]) -> Option<PartitionKey> {
+    let text = std::str::from_utf8(raw).ok()?;
     if let Some(s) = text
         .strip_prefix("\"[\\\"")
         .and_then(|t| t.strip_suffix("\\\"]\""))

@@ -590,7 +590,7 @@ impl PartitionKey {
     }
 
     /// The key of a document from the raw JSON of its value at the key path (see
-    /// [`raw::scan`]), or the undefined key if it has none.
+    /// [`raw::document`]), or the undefined key if it has none.
     pub fn of_raw(raw: Option<&[u8]>) -> Option<Self> {
         let Some(raw) = raw else {
             return Some(Self::undefined());
