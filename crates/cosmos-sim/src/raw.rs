@@ -130,6 +130,8 @@ impl<'a> Reader<'a> {
                     | (slash.wrapping_sub(LO) & !slash)
                     | (x.wrapping_sub(LO * 0x20) & !x);
                 if special & HI != 0 {
+                    // The lowest flagged byte is exact (borrows only carry upwards).
+                    self.p += ((special & HI).trailing_zeros() / 8) as usize;
                     break;
                 }
                 self.p += 8;
@@ -144,14 +146,22 @@ impl<'a> Reader<'a> {
                     escaped = true;
                     match self.b.get(self.p + 1) {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.p += 2,
-                        Some(b'u')
-                            if self
-                                .b
-                                .get(self.p + 2..self.p + 6)
-                                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
-                        {
-                            self.p += 6
-                        }
+                        Some(b'u') => match self.hex_escape(self.p) {
+                            // A leading surrogate must be followed by a trailing one, as
+                            // `serde_json` requires when it parses the string.
+                            Some(0xD800..=0xDBFF)
+                                if self.b.get(self.p + 6) == Some(&b'\\')
+                                    && self.b.get(self.p + 7) == Some(&b'u')
+                                    && matches!(
+                                        self.hex_escape(self.p + 6),
+                                        Some(0xDC00..=0xDFFF)
+                                    ) =>
+                            {
+                                self.p += 12
+                            }
+                            Some(0xD800..=0xDFFF) | None => return self.fail(),
+                            Some(_) => self.p += 6,
+                        },
                         _ => return self.fail(),
                     }
                 }
@@ -159,6 +169,15 @@ impl<'a> Reader<'a> {
                 Some(_) => self.p += 1,
             }
         }
+    }
+
+    /// The code unit of the `\uXXXX` escape at `at`.
+    fn hex_escape(&self, at: usize) -> Option<u16> {
+        let hex = self.b.get(at + 2..at + 6)?;
+        if !hex.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
     }
 
     fn digits(&mut self) -> Result<(), Invalid> {
@@ -751,7 +770,15 @@ mod tests {
 
     proptest! {
         #[test]
-        fn reader_accepts_exactly_what_serde_json_accepts(text in r#"[\[\]{}",:0-9a-z\\ .eE+-]{0,24}"#) {
+        fn reader_accepts_exactly_what_serde_json_accepts(text in r#"[\[\]{}",:0-9a-z\\ .eE+\-\x01\té]{0,40}"#) {
+            let ours = document(&text, &["a".to_string()]).is_ok();
+            let theirs = serde_json::from_str::<Value>(&text).is_ok();
+            prop_assert_eq!(ours, theirs, "{:?}", text);
+        }
+
+        #[test]
+        fn strings_are_read_as_serde_json_reads_them(body in r#"([a-z0-9 é]|\\[nu"\\q]|\\u[dD][89aAcC]00|\x01|")?{0,40}"#) {
+            let text = format!("[\"{body}\",1]");
             let ours = document(&text, &["a".to_string()]).is_ok();
             let theirs = serde_json::from_str::<Value>(&text).is_ok();
             prop_assert_eq!(ours, theirs, "{:?}", text);
