@@ -5,8 +5,9 @@
 //! The client talks to the configured endpoint only: it never reads the account's advertised
 //! locations (which emulators set to addresses that do not answer).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use cosmos_wire::auth::{resource_for_path, url_encode};
@@ -65,6 +66,30 @@ struct Inner {
     /// The endpoint without its trailing slash; request paths start with `/`.
     base: String,
     config: CosmosConfig,
+    signatures: Mutex<Signatures>,
+}
+
+/// The date header of the current second and the master-key signatures made in it. The
+/// signature covers the verb, resource type, resource link and date only, so the many
+/// requests a bulk writer sends per second to one container share one signature.
+#[derive(Default)]
+struct Signatures {
+    /// Seconds since the Unix epoch that `date` spells.
+    second: u64,
+    date: String,
+    /// `(verb, resource type, resource link, authorization)` of this second.
+    signed: Vec<(Method, String, String, String)>,
+}
+
+/// Signatures kept per second: a client talks to a few containers at once.
+const SIGNATURES_PER_SECOND: usize = 16;
+
+impl fmt::Debug for Signatures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signatures")
+            .field("date", &self.date)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the client needs to send one request.
@@ -140,7 +165,7 @@ pub(crate) struct RawResponse {
 }
 
 impl RawResponse {
-    fn read_headers(status: StatusCode, h: &HeaderMap, body: Bytes) -> Self {
+    fn read_headers(status: StatusCode, h: &HeaderMap) -> Self {
         let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok());
         Self {
             status: status.as_u16(),
@@ -157,7 +182,7 @@ impl RawResponse {
                 .map(|ms| Duration::from_micros((ms * 1000.0) as u64)),
             etag: text(headers::ETAG).map(str::to_string),
             continuation: text(headers::CONTINUATION).map(str::to_string),
-            body,
+            body: Bytes::new(),
         }
     }
 
@@ -223,7 +248,12 @@ impl CosmosClient {
             .map_err(CosmosError::Transport)?;
         let base = config.endpoint.as_str().trim_end_matches('/').to_string();
         Ok(Self {
-            inner: Arc::new(Inner { http, base, config }),
+            inner: Arc::new(Inner {
+                http,
+                base,
+                config,
+                signatures: Mutex::default(),
+            }),
         })
     }
 
@@ -255,13 +285,7 @@ impl CosmosClient {
     /// failures and timeouts as errors.
     pub(crate) async fn send(&self, spec: &RequestSpec) -> Result<RawResponse, CosmosError> {
         let inner = &self.inner;
-        let date = cosmos_wire::http_date(SystemTime::now());
-        let (resource_type, resource_link) = resource_for_path(&spec.path);
-        let auth = inner
-            .config
-            .credential
-            .authorization(spec.method.as_str(), &resource_type, &resource_link, &date)
-            .await?;
+        let (date, auth) = self.sign(spec).await?;
         let timeout = spec.timeout.unwrap_or(inner.config.request_timeout);
         let mut request = inner
             .http
@@ -290,10 +314,58 @@ impl CosmosClient {
             }
         };
         let response = request.send().await.map_err(map_err)?;
-        let status = response.status();
-        let header_map = response.headers().clone();
-        let body = response.bytes().await.map_err(map_err)?;
-        Ok(RawResponse::read_headers(status, &header_map, body))
+        let mut raw = RawResponse::read_headers(response.status(), response.headers());
+        raw.body = response.bytes().await.map_err(map_err)?;
+        Ok(raw)
+    }
+
+    /// The date header and authorization of a request sent now. Master-key signatures are
+    /// reused within the second they were made for.
+    async fn sign(&self, spec: &RequestSpec) -> Result<(String, String), CosmosError> {
+        let now = SystemTime::now();
+        let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let (resource_type, resource_link) = resource_for_path(&spec.path);
+        let date = {
+            let mut cache = self
+                .inner
+                .signatures
+                .lock()
+                .expect("signature lock is never poisoned");
+            if cache.second != second || cache.date.is_empty() {
+                *cache = Signatures {
+                    second,
+                    date: cosmos_wire::http_date(now),
+                    signed: Vec::new(),
+                };
+            }
+            if let Credential::MasterKey(key) = &self.inner.config.credential {
+                let hit = cache.signed.iter().find(|(verb, kind, link, _)| {
+                    *verb == spec.method && *kind == resource_type && *link == resource_link
+                });
+                let auth = match hit {
+                    Some((_, _, _, auth)) => auth.clone(),
+                    None => {
+                        let verb = spec.method.as_str();
+                        let auth =
+                            key.authorization(verb, &resource_type, &resource_link, &cache.date);
+                        if cache.signed.len() < SIGNATURES_PER_SECOND {
+                            let entry = (spec.method.clone(), resource_type, resource_link);
+                            cache.signed.push((entry.0, entry.1, entry.2, auth.clone()));
+                        }
+                        auth
+                    }
+                };
+                return Ok((cache.date.clone(), auth));
+            }
+            cache.date.clone()
+        };
+        let auth = self
+            .inner
+            .config
+            .credential
+            .authorization(spec.method.as_str(), &resource_type, &resource_link, &date)
+            .await?;
+        Ok((date, auth))
     }
 
     /// Sends a request, retrying throttles and transient failures under the client's

@@ -1,8 +1,11 @@
 //! The concurrency controller of one partition key range: additive increase, multiplicative
 //! decrease (AIMD), the way TCP shares a link.
 //!
-//! - Increase: after a window of `limit` batches completed without throttling (about one
-//!   round trip at the current concurrency), the limit grows by one, up to the cap.
+//! - Slow start: until the range is first throttled, every batch that completes without
+//!   throttling raises the limit by one, which doubles it per round trip; a range that is
+//!   never throttled reaches its cap after a handful of round trips.
+//! - Increase: after that, a window of `limit` batches completed without throttling (about
+//!   one round trip at the current concurrency) raises the limit by one, up to the cap.
 //! - Decrease: a throttled batch (or one that failed transiently: timeout, 503, 449 — signs
 //!   of an overloaded server too) halves the limit (never below one). Only one decrease per
 //!   window: batches are stamped with the controller's generation when they leave, and a
@@ -17,6 +20,8 @@ pub(crate) struct Aimd {
     generation: u64,
     /// Unthrottled completions of the current generation since the last increase.
     clean: usize,
+    /// Whether the range has never been throttled: the limit grows per completion.
+    slow_start: bool,
 }
 
 impl Aimd {
@@ -28,6 +33,7 @@ impl Aimd {
             max,
             generation: 0,
             clean: 0,
+            slow_start: true,
         }
     }
 
@@ -47,7 +53,7 @@ impl Aimd {
             return;
         }
         self.clean += 1;
-        if self.clean >= self.limit {
+        if self.slow_start || self.clean >= self.limit {
             self.clean = 0;
             self.limit = (self.limit + 1).min(self.max);
         }
@@ -59,6 +65,7 @@ impl Aimd {
             return false;
         }
         self.limit = (self.limit / 2).max(1);
+        self.slow_start = false;
         self.generation += 1;
         self.clean = 0;
         true
@@ -70,20 +77,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn slow_start_doubles_per_round_trip_until_the_first_throttle() {
+        let mut c = Aimd::new(1, 64);
+        // One round trip: every batch in flight completes cleanly.
+        for expected in [2, 4, 8, 16, 32, 64, 64] {
+            for _ in 0..c.limit() {
+                c.on_success(c.generation());
+            }
+            assert_eq!(c.limit(), expected);
+        }
+        c.on_throttle(c.generation());
+        assert_eq!(c.limit(), 32);
+        for _ in 0..32 {
+            c.on_success(c.generation());
+        }
+        assert_eq!(c.limit(), 33, "additive after a throttle");
+    }
+
+    #[test]
     fn grows_by_one_per_clean_window_up_to_the_cap() {
-        let mut c = Aimd::new(1, 4);
-        c.on_success(0);
+        let mut c = Aimd::new(2, 4);
+        c.on_throttle(0);
+        let g = c.generation();
+        assert_eq!(c.limit(), 1);
+        c.on_success(g);
         assert_eq!(c.limit(), 2);
-        c.on_success(0);
+        c.on_success(g);
         assert_eq!(c.limit(), 2, "a window of 2 needs 2 clean batches");
-        c.on_success(0);
+        c.on_success(g);
         assert_eq!(c.limit(), 3);
         for _ in 0..3 {
-            c.on_success(0);
+            c.on_success(g);
         }
         assert_eq!(c.limit(), 4);
         for _ in 0..20 {
-            c.on_success(0);
+            c.on_success(g);
         }
         assert_eq!(c.limit(), 4, "capped");
     }

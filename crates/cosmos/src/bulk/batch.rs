@@ -11,7 +11,7 @@ use cosmos_wire::status::{Disposition, disposition};
 use reqwest::Method;
 use tokio::sync::mpsc;
 
-use super::{BulkConfig, FinalError, Outcome, PendingOp, RangeStats, StatsCell};
+use super::{BulkConfig, FinalError, Outcome, PendingOp, RangeStats, StatsCell, malformed_body};
 use crate::client::RequestSpec;
 use crate::{ContainerClient, CosmosError};
 
@@ -111,7 +111,7 @@ impl<T: Send + 'static> Shared<T> {
                                 etag: r.e_tag,
                                 failure: None,
                             };
-                            match self.settle(op, &answer, &mut done) {
+                            match self.settle(op, answer, &mut done) {
                                 Some(true) => succeeded += 1,
                                 Some(false) => failed += 1,
                                 None => {}
@@ -136,6 +136,27 @@ impl<T: Send + 'static> Shared<T> {
                     }
                 }
             }
+            Ok(response)
+                if response.status != 429
+                    && ops
+                        .iter()
+                        .any(|op| malformed_body(op.kind, op.body.as_deref()).is_some()) =>
+            {
+                // Refused as a whole (400, or 500 from some emulators) because of operations
+                // the service cannot read: they fail alone, the others are sent again.
+                stats.request_charge = response.request_charge;
+                for op in ops {
+                    match malformed_body(op.kind, op.body.as_deref()) {
+                        Some(reason) => {
+                            failed += 1;
+                            let error = Some(FinalError::Invalid(reason));
+                            let range_id = &done.range_id;
+                            self.emit(op.into_outcome(response.status, 0, None, range_id, error));
+                        }
+                        None => done.retry.push(op),
+                    }
+                }
+            }
             Ok(response) => {
                 // The request failed as a whole: every operation shares its answer.
                 stats.request_charge = response.request_charge;
@@ -153,7 +174,7 @@ impl<T: Send + 'static> Shared<T> {
                         etag: None,
                         failure: Some(&error),
                     };
-                    match self.settle(op, &answer, &mut done) {
+                    match self.settle(op, answer, &mut done) {
                         Some(true) => succeeded += 1,
                         Some(false) => failed += 1,
                         None => {}
@@ -170,7 +191,7 @@ impl<T: Send + 'static> Shared<T> {
                         etag: None,
                         failure: Some(&error),
                     };
-                    if self.settle(op, &answer, &mut done).is_some() {
+                    if self.settle(op, answer, &mut done).is_some() {
                         failed += 1;
                     }
                 }
@@ -211,7 +232,7 @@ impl<T: Send + 'static> Shared<T> {
     fn settle(
         &self,
         mut op: PendingOp<T>,
-        answer: &Answer<'_>,
+        answer: Answer<'_>,
         done: &mut BatchDone<T>,
     ) -> Option<bool> {
         op.request_charge += answer.request_charge;
@@ -225,7 +246,7 @@ impl<T: Send + 'static> Shared<T> {
                 self.emit(op.into_outcome(
                     answer.status,
                     answer.substatus,
-                    answer.etag.clone(),
+                    answer.etag,
                     range_id,
                     None,
                 ));

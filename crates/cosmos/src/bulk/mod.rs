@@ -129,7 +129,8 @@ pub enum FinalError {
     /// The request failed without an answer and could not be retried.
     #[error("request failed: {0}")]
     Request(String),
-    /// The operation was malformed and never sent.
+    /// The operation was malformed: it lacks the id it needs (never sent), or its body is not
+    /// valid JSON (found when the service refused the batch carrying it).
     #[error("invalid operation: {0}")]
     Invalid(String),
     /// The partition key ranges of the container could not be read.
@@ -357,27 +358,34 @@ impl<T> fmt::Debug for BulkWriter<T> {
     }
 }
 
-/// Why an operation cannot be sent; `None` if it is well formed.
+/// Why an operation cannot be sent; `None` if it names the id it needs. Its body is checked
+/// only when a batch holding it is refused as a whole (see [`malformed_body`]): checking every
+/// document up front would parse each one more time on the hot path.
 fn malformed<T>(op: &BulkOperation<T>) -> Option<String> {
     use OperationType::*;
     let needs_id = matches!(op.kind, Replace | Patch | Delete | Read);
-    let needs_body = matches!(op.kind, Create | Upsert | Replace | Patch);
     if needs_id && op.id.is_none() {
         return Some(format!("{} needs an id", op.kind.as_str()));
-    }
-    if needs_body && serde_json::from_slice::<serde::de::IgnoredAny>(&op.body).is_err() {
-        return Some(format!(
-            "the body of {} is not valid JSON",
-            op.kind.as_str()
-        ));
     }
     None
 }
 
+/// Why an operation's body cannot be sent: a document or patch request that is not valid JSON
+/// makes the service refuse the whole batch it travels in.
+fn malformed_body(kind: OperationType, body: Option<&[u8]>) -> Option<String> {
+    use OperationType::*;
+    let needs_body = matches!(kind, Create | Upsert | Replace | Patch);
+    let valid = |b: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok();
+    (needs_body && !body.is_some_and(valid))
+        .then(|| format!("the body of {} is not valid JSON", kind.as_str()))
+}
+
 impl<T: Send + 'static> BulkWriter<T> {
     /// Hands an operation to the writer, waiting while the writer is full. Its outcome comes
-    /// on the [`BulkOutcomes`]; a malformed operation gets an outcome with
-    /// [`FinalError::Invalid`] at once. Fails only once the writer is closed.
+    /// on the [`BulkOutcomes`]; an operation without the id it needs gets an outcome with
+    /// [`FinalError::Invalid`] at once, one whose body is not valid JSON gets it when the
+    /// batch carrying it is refused (the batch's other operations are sent again). Fails only
+    /// once the writer is closed.
     pub async fn submit(&self, op: BulkOperation<T>) -> Result<(), BulkClosed<T>> {
         if let Some(reason) = malformed(&op) {
             let BulkOperation {
