@@ -3,11 +3,10 @@
 
 mod common;
 
-use common::Rest;
+use common::{DOCS, Op, Rest, atomic_headers, batch_body, bulk_headers, start};
 use cosmos_sim::CosmosSim;
 use cosmos_wire::batch::{
-    BatchBody, OperationRef, OperationType, UNDEFINED_PARTITION_KEY_JSON, parse_results,
-    partition_key_json,
+    OperationType, UNDEFINED_PARTITION_KEY_JSON, parse_results, partition_key_json,
 };
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
@@ -111,33 +110,17 @@ async fn account_databases_containers_and_ranges() {
 
 #[tokio::test]
 async fn documents_with_etags_preconditions_and_charges() {
-    let sim = CosmosSim::builder().start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(4, 10_000.0).await;
     let pk = || (h::PARTITION_KEY, partition_key_json("drone-1"));
     let doc = json!({"id": "p1", "deviceId": "drone-1", "pad": "x".repeat(900)});
-    let created = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &[pk()],
-            Some(doc.to_string().into_bytes()),
-        )
-        .await;
+    let created = rest.post_docs(&[pk()], doc.to_string().into_bytes()).await;
     assert_eq!(created.status, 201);
     let insert_charge = created.charge();
     assert!((5.0..7.0).contains(&insert_charge), "{insert_charge}");
     let etag = created.body["_etag"].as_str().unwrap().to_string();
     assert!(created.body["_ts"].as_u64().unwrap() > 1_600_000_000);
     assert_eq!(created.header(h::ETAG), Some(etag.as_str()));
-    let dup = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &[pk()],
-            Some(doc.to_string().into_bytes()),
-        )
-        .await;
+    let dup = rest.post_docs(&[pk()], doc.to_string().into_bytes()).await;
     assert_eq!(dup.status, 409);
     let overwrite = rest.upsert("db", "c", &doc).await;
     assert_eq!(overwrite.status, 200);
@@ -193,9 +176,7 @@ async fn documents_with_etags_preconditions_and_charges() {
 
 #[tokio::test]
 async fn conditional_patch_applies_only_to_older_positions() {
-    let sim = CosmosSim::builder().start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(4, 10_000.0).await;
     let pk = || (h::PARTITION_KEY, partition_key_json("drone-7"));
     let patch = |time: i64, seq: i64| {
         json!({
@@ -253,18 +234,16 @@ async fn conditional_patch_applies_only_to_older_positions() {
 }
 
 fn body_of(ops: &[(OperationType, &str, Option<String>)]) -> Vec<u8> {
-    let mut body = BatchBody::new();
-    for (kind, device, doc) in ops {
-        let pk = partition_key_json(device);
-        body.push(&OperationRef {
-            operation_type: *kind,
-            partition_key: &pk,
-            id: if doc.is_none() { Some(device) } else { None },
-            resource_body: doc.as_deref().map(str::as_bytes),
-            if_match: None,
-        });
-    }
-    body.finish()
+    let keys: Vec<String> = ops.iter().map(|(_, d, _)| partition_key_json(d)).collect();
+    let ops: Vec<Op<'_>> = ops
+        .iter()
+        .zip(&keys)
+        .map(|((kind, device, doc), pk)| {
+            let id = if doc.is_none() { Some(*device) } else { None };
+            (*kind, pk.as_str(), id, doc.as_deref())
+        })
+        .collect();
+    batch_body(&ops)
 }
 
 fn doc(device: &str) -> Option<String> {
@@ -273,9 +252,7 @@ fn doc(device: &str) -> Option<String> {
 
 #[tokio::test]
 async fn bulk_batch_on_a_range_answers_per_operation_and_410_for_strangers() {
-    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(4, 10_000.0).await;
     let ranges = rest.ranges("db", "c").await;
     let range = &ranges[1];
     let (lo, hi) = (
@@ -298,20 +275,8 @@ async fn bulk_batch_on_a_range_answers_per_operation_and_410_for_strangers() {
         .collect();
     ops.push((OperationType::Upsert, outside, doc(outside)));
     ops.push((OperationType::Read, inside[0], None));
-    let headers = [
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "False".to_string()),
-        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
-        (h::PARTITION_KEY_RANGE_ID, range.id.clone()),
-    ];
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body_of(&ops)),
-        )
-        .await;
+    let headers = bulk_headers(&range.id);
+    let r = rest.post_docs(&headers, body_of(&ops)).await;
     assert_eq!(r.status, 207);
     let results = parse_results(r.body.to_string().as_bytes()).unwrap();
     assert_eq!(results.len(), 7);
@@ -335,33 +300,20 @@ async fn bulk_batch_on_a_range_answers_per_operation_and_410_for_strangers() {
     let too_many: Vec<_> = (0..101)
         .map(|_| (OperationType::Read, inside[0].as_str(), None))
         .collect();
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body_of(&too_many)),
-        )
-        .await;
+    let r = rest.post_docs(&headers, body_of(&too_many)).await;
     assert_eq!(r.status, 400);
 }
 
 #[tokio::test]
 async fn atomic_batch_is_all_or_nothing() {
-    let sim = CosmosSim::builder().start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(4, 10_000.0).await;
     let d = "drone-9";
     let doc = |id: &str| Some(json!({"id": id, "deviceId": d}).to_string());
-    let headers = [
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "True".to_string()),
-        (h::PARTITION_KEY, partition_key_json(d)),
-    ];
+    let headers = atomic_headers(&partition_key_json(d));
     let ok = rest
         .send(
             Method::POST,
-            "/dbs/db/colls/c/docs",
+            DOCS,
             &headers,
             Some(body_of(&[(OperationType::Create, d, doc("a"))])),
         )
@@ -372,14 +324,7 @@ async fn atomic_batch_is_all_or_nothing() {
         (OperationType::Create, d, doc("a")),
         (OperationType::Create, d, doc("c")),
     ];
-    let failed = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body_of(&ops)),
-        )
-        .await;
+    let failed = rest.post_docs(&headers, body_of(&ops)).await;
     assert_eq!(failed.status, 409);
     let codes: Vec<u64> = failed
         .body
@@ -402,9 +347,7 @@ async fn atomic_batch_is_all_or_nothing() {
 
 #[tokio::test]
 async fn conditional_patch_inside_bulk_and_atomic_batches() {
-    let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(1, 10_000.0).await;
     for d in ["drone-a", "drone-b"] {
         let doc = json!({"id": d, "deviceId": d, "deviceTimeMs": 1000, "seq": 5});
         assert_eq!(rest.upsert("db", "c", &doc).await.status, 201);
@@ -423,31 +366,20 @@ async fn conditional_patch_inside_bulk_and_atomic_batches() {
         ("drone-b", &older),
         ("drone-c", &newer),
     ];
-    let mut body = BatchBody::new();
     let keys: Vec<String> = ops.iter().map(|(d, _)| partition_key_json(d)).collect();
-    for ((d, p), pk) in ops.iter().zip(&keys) {
-        body.push(&OperationRef {
-            operation_type: OperationType::Patch,
-            partition_key: pk,
-            id: Some(d),
-            resource_body: Some(p.as_bytes()),
-            if_match: None,
-        });
-    }
-    let headers = [
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "False".to_string()),
-        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
-        (h::PARTITION_KEY_RANGE_ID, "0".to_string()),
-    ];
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body.finish()),
-        )
-        .await;
+    let ops: Vec<Op<'_>> = ops
+        .iter()
+        .zip(&keys)
+        .map(|((d, p), pk)| {
+            (
+                OperationType::Patch,
+                pk.as_str(),
+                Some(*d),
+                Some(p.as_str()),
+            )
+        })
+        .collect();
+    let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
     assert_eq!(r.status, 207);
     let codes: Vec<u64> = r
         .body
@@ -462,31 +394,20 @@ async fn conditional_patch_inside_bulk_and_atomic_batches() {
     assert!(r.body[1]["requestCharge"].as_f64().unwrap() >= 1.0);
 
     // In a transactional batch a false condition fails the whole batch.
-    let mut body = BatchBody::new();
     let pk = partition_key_json("drone-a");
     let (first, second) = (patch(3000), patch(100));
-    for p in [&first, &second] {
-        body.push(&OperationRef {
-            operation_type: OperationType::Patch,
-            partition_key: &pk,
-            id: Some("drone-a"),
-            resource_body: Some(p.as_bytes()),
-            if_match: None,
-        });
-    }
-    let headers = [
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "True".to_string()),
-        (h::PARTITION_KEY, pk.clone()),
-    ];
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body.finish()),
-        )
-        .await;
+    let ops: Vec<Op<'_>> = [&first, &second]
+        .iter()
+        .map(|p| {
+            (
+                OperationType::Patch,
+                pk.as_str(),
+                Some("drone-a"),
+                Some(p.as_str()),
+            )
+        })
+        .collect();
+    let r = rest.post_docs(&atomic_headers(&pk), batch_body(&ops)).await;
     assert_eq!(r.status, 412);
     let read = rest
         .send(
@@ -504,10 +425,8 @@ async fn conditional_patch_inside_bulk_and_atomic_batches() {
 
 #[tokio::test]
 async fn undefined_key_for_point_operations_batches_and_queries() {
-    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
-    let docs = "/dbs/db/colls/c/docs";
+    let (_sim, rest) = start(4, 10_000.0).await;
+    let docs = DOCS;
     let undefined = || (h::PARTITION_KEY, UNDEFINED_PARTITION_KEY_JSON.to_string());
     let body = |v: Value| Some(v.to_string().into_bytes());
 
@@ -583,20 +502,24 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
                 .contains(&epk_u128_of_undefined())
         })
         .unwrap();
-    let mut atomic = BatchBody::new();
     let (u2, u3) = (
         json!({"id": "u2"}).to_string(),
         json!({"id": "u3"}).to_string(),
     );
-    for doc in [&u2, &u3] {
-        atomic.push(&OperationRef {
-            operation_type: OperationType::Create,
-            partition_key: UNDEFINED_PARTITION_KEY_JSON,
-            id: None,
-            resource_body: Some(doc.as_bytes()),
-            if_match: None,
-        });
-    }
+    let atomic = batch_body(&[
+        (
+            OperationType::Create,
+            UNDEFINED_PARTITION_KEY_JSON,
+            None,
+            Some(&u2),
+        ),
+        (
+            OperationType::Create,
+            UNDEFINED_PARTITION_KEY_JSON,
+            None,
+            Some(&u3),
+        ),
+    ]);
     let r = rest
         .send(
             Method::POST,
@@ -606,26 +529,30 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
                 (h::BATCH_ATOMIC, "True".to_string()),
                 undefined(),
             ],
-            Some(atomic.finish()),
+            Some(atomic),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
 
     // Bulk on the undefined key's range: a keyless document lands, a keyed one under [{}] does not.
-    let mut bulk = BatchBody::new();
     let (u4, bad) = (
         json!({"id": "u4"}).to_string(),
         json!({"id": "u5", "deviceId": "drone-1"}).to_string(),
     );
-    for doc in [&u4, &bad] {
-        bulk.push(&OperationRef {
-            operation_type: OperationType::Upsert,
-            partition_key: UNDEFINED_PARTITION_KEY_JSON,
-            id: None,
-            resource_body: Some(doc.as_bytes()),
-            if_match: None,
-        });
-    }
+    let bulk = batch_body(&[
+        (
+            OperationType::Upsert,
+            UNDEFINED_PARTITION_KEY_JSON,
+            None,
+            Some(&u4),
+        ),
+        (
+            OperationType::Upsert,
+            UNDEFINED_PARTITION_KEY_JSON,
+            None,
+            Some(&bad),
+        ),
+    ]);
     let r = rest
         .send(
             Method::POST,
@@ -636,7 +563,7 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
                 (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
                 (h::PARTITION_KEY_RANGE_ID, undefined_range.id.clone()),
             ],
-            Some(bulk.finish()),
+            Some(bulk),
         )
         .await;
     let results = parse_results(r.body.to_string().as_bytes()).unwrap();

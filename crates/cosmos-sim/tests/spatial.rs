@@ -4,11 +4,9 @@
 
 mod common;
 
-use common::Rest;
-use cosmos_sim::CosmosSim;
+use common::{Rest, start};
 use cosmos_wire::batch::partition_key_json;
 use cosmos_wire::headers as h;
-use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -59,9 +57,7 @@ async fn ids_everywhere(rest: &Rest, sql: &str, params: Value) -> (BTreeSet<Stri
             let body = json!({"query": sql, "parameters": params})
                 .to_string()
                 .into_bytes();
-            let r = rest
-                .send(Method::POST, "/dbs/db/colls/c/docs", &headers, Some(body))
-                .await;
+            let r = rest.post_docs(&headers, body).await;
             assert_eq!(r.status, 200, "{}", r.body);
             charge += r.charge();
             pages += 1;
@@ -82,14 +78,7 @@ async fn ids_everywhere(rest: &Rest, sql: &str, params: Value) -> (BTreeSet<Stri
 
 #[tokio::test]
 async fn st_distance_returns_exactly_the_documents_within_the_radius() {
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(1_000_000.0)
-        .start()
-        .await
-        .unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(4, 1_000_000.0).await;
     let docs = fixture();
     for (id, device, (lon, lat)) in &docs {
         let doc = json!({"id": id, "deviceId": device, "location": {"type": "Point", "coordinates": [lon, lat]}});
@@ -157,14 +146,7 @@ async fn st_distance_returns_exactly_the_documents_within_the_radius() {
 
 #[tokio::test]
 async fn st_within_a_polygon() {
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(1_000_000.0)
-        .start()
-        .await
-        .unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(2, 1_000_000.0).await;
     let docs = fixture();
     for (id, device, (lon, lat)) in &docs {
         let doc = json!({"id": id, "deviceId": device, "location": {"type": "Point", "coordinates": [lon, lat]}});

@@ -4,11 +4,9 @@
 
 mod common;
 
-use common::Rest;
+use common::{Op, Rest, batch_body, bulk_headers, start};
 use cosmos_sim::CosmosSim;
-use cosmos_wire::batch::{
-    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
-};
+use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str};
 use cosmos_wire::headers as h;
 use reqwest::Method;
@@ -25,43 +23,26 @@ async fn admin(sim: &CosmosSim, method: Method, path: &str, body: Value) -> (u16
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
-fn bulk_headers(range: &str) -> Vec<(&'static str, String)> {
-    vec![
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "False".to_string()),
-        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
-        (h::PARTITION_KEY_RANGE_ID, range.to_string()),
-    ]
-}
-
 fn upserts(devices: &[String]) -> Vec<u8> {
-    let mut body = BatchBody::new();
-    for d in devices {
-        let (pk, doc) = (
-            partition_key_json(d),
-            json!({"id": d, "deviceId": d}).to_string(),
-        );
-        body.push(&OperationRef {
-            operation_type: OperationType::Upsert,
-            partition_key: &pk,
-            id: None,
-            resource_body: Some(doc.as_bytes()),
-            if_match: None,
-        });
-    }
-    body.finish()
+    let docs: Vec<(String, String)> = devices
+        .iter()
+        .map(|d| {
+            (
+                partition_key_json(d),
+                json!({"id": d, "deviceId": d}).to_string(),
+            )
+        })
+        .collect();
+    let ops: Vec<Op<'_>> = docs
+        .iter()
+        .map(|(pk, doc)| (OperationType::Upsert, pk.as_str(), None, Some(doc.as_str())))
+        .collect();
+    batch_body(&ops)
 }
 
 #[tokio::test]
 async fn split_answers_410_1002_and_pkranges_shows_the_children() {
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(1_000_000.0)
-        .start()
-        .await
-        .unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (sim, rest) = start(2, 1_000_000.0).await;
     let before = rest.ranges("db", "c").await;
     let hi0 = boundary_to_u128(&before[0].max_exclusive).unwrap();
     let devices: Vec<String> = (0..1000)
@@ -69,14 +50,7 @@ async fn split_answers_410_1002_and_pkranges_shows_the_children() {
         .filter(|d| epk_u128_of_str(d) < hi0)
         .take(60)
         .collect();
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &bulk_headers("0"),
-            Some(upserts(&devices)),
-        )
-        .await;
+    let r = rest.post_docs(&bulk_headers("0"), upserts(&devices)).await;
     assert_eq!(r.status, 200);
 
     let (status, children) = admin(
@@ -100,14 +74,7 @@ async fn split_answers_410_1002_and_pkranges_shows_the_children() {
     assert_eq!(kids[1].max_exclusive, before[0].max_exclusive);
 
     // The old id is gone, for batches and queries alike.
-    let gone = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &bulk_headers("0"),
-            Some(upserts(&devices)),
-        )
-        .await;
+    let gone = rest.post_docs(&bulk_headers("0"), upserts(&devices)).await;
     assert_eq!(
         (gone.status.as_u16(), gone.header(h::SUBSTATUS)),
         (410, Some("1002"))
@@ -128,12 +95,7 @@ async fn split_answers_410_1002_and_pkranges_shows_the_children() {
 
     // A batch sent to one child with keys of both: the strangers get 410/1002 per operation.
     let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &bulk_headers(&kids[0].id),
-            Some(upserts(&devices)),
-        )
+        .post_docs(&bulk_headers(&kids[0].id), upserts(&devices))
         .await;
     assert_eq!(r.status, 207);
     let results = parse_results(r.body.to_string().as_bytes()).unwrap();

@@ -5,14 +5,11 @@
 
 mod common;
 
-use common::Rest;
+use common::{Op, Rest, batch_body, bulk_headers, start};
 use cosmos_sim::{CosmosSim, PartitionStats};
-use cosmos_wire::batch::{
-    BatchBody, OperationRef, OperationType, parse_results, partition_key_json,
-};
+use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
-use reqwest::Method;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,14 +66,8 @@ async fn drive(
 /// to a container of 4 ranges sharing 1,000 RU/s, and checks that its partition is held to its
 /// share with 429s while the other three stay idle. Returns the hot partition's stats.
 async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> PartitionStats {
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(1_000.0)
-        .start()
-        .await
-        .unwrap();
-    let rest = Arc::new(Rest::new(&sim.endpoint(), sim.key()));
-    rest.setup("db", "c").await;
+    let (sim, rest) = start(4, 1_000.0).await;
+    let rest = Arc::new(rest);
     // Spend the hot partition's initial full bucket first, then measure the steady rate.
     let throttled_once = |sim: &CosmosSim| sim.stats().throttled_operations > 0;
     while !throttled_once(&sim) {
@@ -133,14 +124,8 @@ fn contains(p: &PartitionStats, epk: u128) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uniform_keys_reach_the_provisioned_throughput() {
     let provisioned = 800.0;
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(provisioned)
-        .start()
-        .await
-        .unwrap();
-    let rest = Arc::new(Rest::new(&sim.endpoint(), sim.key()));
-    rest.setup("db", "c").await;
+    let (sim, rest) = start(4, provisioned).await;
+    let rest = Arc::new(rest);
     let key = |w: usize, n: usize| Some(format!("drone-{}", (w * 7919 + n * 104_729) % 1000));
     // Spend the initial full buckets: load until every partition has throttled.
     let all_throttled = |sim: &CosmosSim| {
@@ -171,14 +156,7 @@ async fn uniform_keys_reach_the_provisioned_throughput() {
 
 #[tokio::test]
 async fn bulk_batch_over_budget_answers_207_with_per_operation_429() {
-    let sim = CosmosSim::builder()
-        .partitions(1)
-        .ru_per_sec(100.0)
-        .start()
-        .await
-        .unwrap();
-    let rest = Rest::new(&sim.endpoint(), sim.key());
-    rest.setup("db", "c").await;
+    let (_sim, rest) = start(1, 100.0).await;
     let docs: Vec<(String, String)> = (0..50)
         .map(|i| {
             let d = format!("drone-{i}");
@@ -188,30 +166,11 @@ async fn bulk_batch_over_budget_answers_207_with_per_operation_429() {
             )
         })
         .collect();
-    let mut body = BatchBody::new();
-    for (pk, doc) in &docs {
-        body.push(&OperationRef {
-            operation_type: OperationType::Create,
-            partition_key: pk,
-            id: None,
-            resource_body: Some(doc.as_bytes()),
-            if_match: None,
-        });
-    }
-    let headers = [
-        (h::IS_BATCH_REQUEST, "True".to_string()),
-        (h::BATCH_ATOMIC, "False".to_string()),
-        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
-        (h::PARTITION_KEY_RANGE_ID, "0".to_string()),
-    ];
-    let r = rest
-        .send(
-            Method::POST,
-            "/dbs/db/colls/c/docs",
-            &headers,
-            Some(body.finish()),
-        )
-        .await;
+    let ops: Vec<Op<'_>> = docs
+        .iter()
+        .map(|(pk, doc)| (OperationType::Create, pk.as_str(), None, Some(doc.as_str())))
+        .collect();
+    let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
     assert_eq!(r.status, 207);
     let results = parse_results(r.body.to_string().as_bytes()).unwrap();
     let ok = results.iter().take_while(|o| o.status_code == 201).count();

@@ -1,12 +1,70 @@
-//! A minimal signed REST client for the tests: every request is signed with the master key
-//! through `cosmos_wire::auth`, as a real client does.
+//! What the integration tests share: a minimal signed REST client (every request is signed
+//! with the master key through `cosmos_wire::auth`, as a real client does), an endpoint started
+//! with the container they use, and batch headers and bodies.
 #![allow(dead_code)]
 
+use cosmos_sim::CosmosSim;
 use cosmos_wire::auth::{MasterKey, resource_for_path};
-use cosmos_wire::batch::{UNDEFINED_PARTITION_KEY_JSON, partition_key_json};
+use cosmos_wire::batch::{
+    BatchBody, OperationRef, OperationType, UNDEFINED_PARTITION_KEY_JSON, partition_key_json,
+};
 use cosmos_wire::headers as h;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+
+/// The documents path of the container [`start`] creates.
+pub const DOCS: &str = "/dbs/db/colls/c/docs";
+
+/// Starts an endpoint whose containers get `partitions` ranges sharing `ru_per_sec`, with
+/// database `db` and container `c` keyed on `/deviceId`; and a client for it.
+pub async fn start(partitions: usize, ru_per_sec: f64) -> (CosmosSim, Rest) {
+    let sim = CosmosSim::builder()
+        .partitions(partitions)
+        .ru_per_sec(ru_per_sec)
+        .start()
+        .await
+        .unwrap();
+    let rest = Rest::new(&sim.endpoint(), sim.key());
+    rest.setup("db", "c").await;
+    (sim, rest)
+}
+
+/// Headers of a non-atomic bulk batch aimed at a range that continues past failures.
+pub fn bulk_headers(range: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "False".to_string()),
+        (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
+        (h::PARTITION_KEY_RANGE_ID, range.to_string()),
+    ]
+}
+
+/// Headers of a transactional batch on the logical partition `pk` (a key's JSON array).
+pub fn atomic_headers(pk: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (h::IS_BATCH_REQUEST, "True".to_string()),
+        (h::BATCH_ATOMIC, "True".to_string()),
+        (h::PARTITION_KEY, pk.to_string()),
+    ]
+}
+
+/// One batch operation: what, the key's JSON array, the id, the body.
+pub type Op<'a> = (OperationType, &'a str, Option<&'a str>, Option<&'a str>);
+
+/// A batch body of these operations.
+pub fn batch_body(ops: &[Op<'_>]) -> Vec<u8> {
+    let mut body = BatchBody::new();
+    for (kind, pk, id, doc) in ops {
+        body.push(&OperationRef {
+            operation_type: *kind,
+            partition_key: pk,
+            id: *id,
+            resource_body: doc.map(str::as_bytes),
+            if_match: None,
+        });
+    }
+    body.finish()
+}
 
 pub struct Rest {
     pub http: reqwest::Client,
@@ -84,6 +142,11 @@ impl Rest {
             headers,
             body,
         }
+    }
+
+    /// Posts to the documents of container `c`: a batch, a create or a query.
+    pub async fn post_docs(&self, headers: &[(&str, String)], body: Vec<u8>) -> Answer {
+        self.send(Method::POST, DOCS, headers, Some(body)).await
     }
 
     pub async fn setup(&self, db: &str, coll: &str) {
