@@ -28,8 +28,9 @@ pub struct Fields<'a> {
 #[error("invalid JSON at byte {0}")]
 pub struct Invalid(pub usize);
 
-/// Deepest nesting accepted (as `serde_json`).
-const MAX_DEPTH: usize = 128;
+/// Arrays and objects may nest this deep at the most (as in `serde_json`, which refuses the
+/// 128th level).
+const MAX_DEPTH: usize = 127;
 
 /// Reads a whole document (validating it): its fields if it is an object whose member names
 /// have no escapes, `None` for any other valid JSON.
@@ -192,6 +193,7 @@ impl<'a> Reader<'a> {
     }
 
     fn number(&mut self) -> Result<(), Invalid> {
+        let start = self.p;
         if self.peek() == Some(b'-') {
             self.p += 1;
         }
@@ -200,16 +202,27 @@ impl<'a> Reader<'a> {
             Some(b'1'..=b'9') => self.digits()?,
             _ => return self.fail(),
         }
+        let integer_digits = self.p - start;
         if self.peek() == Some(b'.') {
             self.p += 1;
             self.digits()?;
         }
+        let mut exponent = false;
         if matches!(self.peek(), Some(b'e' | b'E')) {
+            exponent = true;
             self.p += 1;
             if matches!(self.peek(), Some(b'+' | b'-')) {
                 self.p += 1;
             }
             self.digits()?;
+        }
+        // `serde_json` refuses numbers beyond f64's range; only an exponent or more than 308
+        // integer digits can get there.
+        if exponent || integer_digits > 308 {
+            let text = std::str::from_utf8(&self.b[start..self.p]).map_err(|_| Invalid(start))?;
+            if !text.parse::<f64>().is_ok_and(f64::is_finite) {
+                return Err(Invalid(start));
+            }
         }
         Ok(())
     }
@@ -658,12 +671,30 @@ mod tests {
             br#"{"id":tru}"#,
             br#"{"id" "a"}"#,
             br#"[1,]"#,
+            br#"{"id":1e400}"#,
+            br#"[-1E+309]"#,
             b"",
         ] {
             let text = std::str::from_utf8(bad).unwrap();
             assert!(document(text, &path("/a")).is_err(), "{text:?}");
             assert!(serde_json::from_slice::<Value>(bad).is_err(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn nesting_and_number_limits_match_serde_json() {
+        for depth in [126, 127, 128, 129] {
+            let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            assert_eq!(
+                document(&text, &path("/a")).is_ok(),
+                serde_json::from_str::<Value>(&text).is_ok(),
+                "{depth}"
+            );
+        }
+        let big = "9".repeat(400);
+        assert!(document(&big, &path("/a")).is_err());
+        assert!(serde_json::from_str::<Value>(&big).is_err());
+        assert!(document("1e-400", &path("/a")).is_ok());
     }
 
     #[test]
