@@ -434,7 +434,9 @@ struct Fields<'a> {
 
 impl Fields<'_> {
     /// Writes field `name` (a literal that needs no escaping) with the value `write`
-    /// appends, or, for `None`, as absent.
+    /// appends, or, for `None`, as absent. Inlined, so that the names' lengths are
+    /// constants and their copies plain moves rather than `memcpy` calls.
+    #[inline(always)]
     fn field<T>(&mut self, name: &str, value: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
         let out = &mut *self.out;
         match (&mut self.style, value) {
@@ -464,6 +466,7 @@ impl Fields<'_> {
 
 /// Writes the fields of [`PATCHED_FIELDS`], in that order: the part of the latest
 /// document that a patch replaces, defined once for both.
+#[inline(always)]
 fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut Fields<'_>) {
     let [
         seq,
