@@ -16,6 +16,7 @@
 mod aimd;
 mod batch;
 mod dispatcher;
+mod results;
 
 use std::collections::BTreeMap;
 use std::fmt;
