@@ -127,18 +127,24 @@ impl<'a> Cursor<'a> {
     /// A string whose only escapes are `\"` and `\\`.
     fn string(&mut self) -> Option<String> {
         self.eat(b'"')?;
-        let mut out = Vec::new();
+        let start = self.at;
+        let mut escaped = false;
         loop {
-            match self.next()? {
-                b'"' => return String::from_utf8(out).ok(),
-                b'\\' => match self.next()? {
-                    c @ (b'"' | b'\\') => out.push(c),
-                    _ => return None,
-                },
+            match *self.bytes.get(self.at)? {
+                b'"' => break,
+                // The escaped byte is checked by `unescape`; it is never the closing quote.
+                b'\\' => {
+                    escaped = true;
+                    self.at += 2;
+                }
                 c if c < 0x20 => return None,
-                c => out.push(c),
+                _ => self.at += 1,
             }
         }
+        let raw = &self.bytes[start..self.at];
+        self.at += 1;
+        let text = if escaped { unescape(raw)? } else { raw.to_vec() };
+        String::from_utf8(text).ok()
     }
 
     /// A JSON number's text: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
@@ -175,6 +181,23 @@ impl<'a> Cursor<'a> {
         }
         std::str::from_utf8(&self.bytes[start..self.at]).ok()
     }
+}
+
+/// The text of a string whose only escapes are `\"` and `\\`.
+fn unescape(raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut bytes = raw.iter();
+    while let Some(&c) = bytes.next() {
+        if c == b'\\' {
+            match bytes.next()? {
+                c @ (b'"' | b'\\') => out.push(*c),
+                _ => return None,
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
