@@ -143,7 +143,11 @@ impl<'a> Cursor<'a> {
         }
         let raw = &self.bytes[start..self.at];
         self.at += 1;
-        let text = if escaped { unescape(raw)? } else { raw.to_vec() };
+        let text = if escaped {
+            unescape(raw)?
+        } else {
+            raw.to_vec()
+        };
         String::from_utf8(text).ok()
     }
 
