@@ -410,6 +410,32 @@ async fn exhausted_retries_are_reported_not_dropped() {
 }
 
 #[tokio::test]
+async fn a_malformed_body_fails_alone_and_its_batch_mates_are_written() {
+    let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
+    let c = setup(&sim).await;
+    let (writer, mut outcomes) = c.bulk_writer::<u64>(BulkConfig::default());
+    for i in 0..50 {
+        let mut op = upsert(format!("d{i}"), format!("p{i}"), i);
+        if i == 25 {
+            op.body = Bytes::from_static(b"{\"id\":\"p25\",");
+        }
+        writer.submit(op).await.unwrap();
+    }
+    writer.close().await;
+    let mut n = 0;
+    while let Some(o) = outcomes.next().await {
+        n += 1;
+        if o.context == 25 {
+            assert!(matches!(o.error, Some(FinalError::Invalid(_))), "{o:?}");
+        } else {
+            assert!(o.is_success(), "{o:?}");
+        }
+    }
+    assert_eq!(n, 50);
+    assert_eq!(stored(&sim), 49);
+}
+
+#[tokio::test]
 async fn a_full_writer_makes_its_caller_wait() {
     let sim = CosmosSim::builder().partitions(1).start().await.unwrap();
     let c = setup(&sim).await;
