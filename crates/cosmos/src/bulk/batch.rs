@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cosmos_wire::batch::BatchBody;
+use cosmos_wire::batch::{BatchBody, parse_statuses};
 use cosmos_wire::headers;
 use cosmos_wire::status::{Disposition, disposition};
 use reqwest::Method;
@@ -96,7 +96,7 @@ impl<T: Send + 'static> Shared<T> {
         match result {
             Ok(response) if matches!(response.status, 200 | 207) => {
                 stats.request_charge = response.request_charge;
-                match super::results::parse(&response.body) {
+                match parse_statuses(&response.body) {
                     Ok(results) if results.len() == ops.len() => {
                         let header_charge = response.request_charge;
                         let mut sum = 0.0;

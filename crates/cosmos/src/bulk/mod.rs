@@ -16,7 +16,6 @@
 mod aimd;
 mod batch;
 mod dispatcher;
-mod results;
 
 use std::collections::BTreeMap;
 use std::fmt;
