@@ -58,6 +58,17 @@ fn thread_cpu_time() -> Duration {
     Duration::from_nanos(ns)
 }
 
+/// A conditional patch of the drone `id` as a batch operation.
+fn operation<'a>(pk: &'a str, id: &'a str, patch: &'a [u8]) -> OperationRef<'a> {
+    OperationRef {
+        operation_type: OperationType::Patch,
+        partition_key: pk,
+        id: Some(id),
+        resource_body: Some(patch),
+        if_match: None,
+    }
+}
+
 /// Received messages to batch request bodies, as the writer does it. Not inlined, so that
 /// a profiler can count its instructions alone
 /// (`valgrind --tool=callgrind --toggle-collect='*to_batches*'`).
@@ -72,31 +83,33 @@ fn to_batches(
 ) -> Vec<Vec<u8>> {
     prepare_batch(messages, Utc::now(), policy, rejects, coalescer, superseded);
     let mut bodies = Vec::new();
-    let mut body = BatchBody::new();
-    for write in coalescer.drain() {
-        // A drone the writer knows: its conditional patch (a new drone's first write is its
-        // document instead, about as long).
-        let patch = encoder
-            .patch(&write.position, write.enqueued)
-            .expect("patch mode");
-        let id = &write.position.device_id;
-        let epk = epk_u128_of_str(id);
-        let pk = partition_key_json(id);
-        let op = OperationRef {
-            operation_type: OperationType::Patch,
-            partition_key: &pk,
-            id: Some(id),
-            resource_body: Some(&patch),
-            if_match: None,
-        };
-        if body.len() == 100 {
-            bodies.push(std::mem::take(&mut body).finish());
+    // As the bulk writer: a batch's operations are collected with their encoded length,
+    // then written into a body reserved at their total.
+    let mut batch: Vec<(String, &str, Bytes)> = Vec::with_capacity(100);
+    let mut writes: Vec<PositionWrite> = coalescer.drain().collect();
+    for chunk in writes.chunks(100) {
+        let mut bytes = 2;
+        for write in chunk {
+            // A drone the writer knows: its conditional patch (a new drone's first write is
+            // its document instead, about as long).
+            let patch = encoder
+                .patch(&write.position, write.enqueued)
+                .expect("patch mode");
+            let id = write.position.device_id.as_str();
+            std::hint::black_box(epk_u128_of_str(id));
+            let pk = partition_key_json(id);
+            bytes += BatchBody::encoded_len(&operation(&pk, id, &patch));
+            batch.push((pk, id, patch));
         }
-        body.push(&op);
-        std::hint::black_box(epk);
+        let mut body = BatchBody::with_capacity(bytes);
+        for (pk, id, patch) in batch.drain(..) {
+            body.push(&operation(&pk, id, &patch));
+        }
+        bodies.push(body.finish());
+    }
+    for write in writes.drain(..) {
         write.ack.finish();
     }
-    bodies.push(body.finish());
     bodies
 }
 

@@ -183,6 +183,15 @@ impl BatchBody {
         Self::default()
     }
 
+    /// An empty body with room for `bytes`, such as the sum of its operations'
+    /// [`BatchBody::encoded_len`] plus 2, so that it never grows by copying.
+    pub fn with_capacity(bytes: usize) -> Self {
+        BatchBody {
+            buf: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
     /// Number of operations so far.
     pub fn len(&self) -> usize {
         self.count
@@ -285,6 +294,38 @@ mod tests {
         let ops: Vec<BatchOperation> = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(ops[1].if_match.as_deref(), Some("\"etag-1\""));
         assert_eq!(BatchBody::new().finish(), b"[]");
+    }
+
+    #[test]
+    fn a_body_reserved_at_its_encoded_length_does_not_grow() {
+        let pk = partition_key_json("drone-\"7\"");
+        let doc = br#"{"id":"a","v":[1,2,3]}"#;
+        let ops = [
+            OperationRef {
+                operation_type: OperationType::Patch,
+                partition_key: &pk,
+                id: Some("drone-\"7\""),
+                resource_body: Some(doc),
+                if_match: Some("\"etag\""),
+            },
+            OperationRef {
+                operation_type: OperationType::Create,
+                partition_key: &pk,
+                id: None,
+                resource_body: Some(doc),
+                if_match: None,
+            },
+        ];
+        let reserved = ops.iter().map(BatchBody::encoded_len).sum::<usize>() + 2;
+        let mut body = BatchBody::with_capacity(reserved);
+        for op in &ops {
+            body.push(op);
+        }
+        let bytes = body.finish();
+        assert!(bytes.len() <= reserved);
+        assert_eq!(bytes.capacity(), reserved, "the body grew");
+        let parsed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(parsed.as_array().unwrap().len(), 2);
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl<T: Send + 'static> Shared<T> {
         mut ops: Vec<PendingOp<T>>,
     ) -> BatchDone<T> {
         let now = Instant::now();
-        let mut body = BatchBody::new();
+        let mut body = BatchBody::with_capacity(ops.iter().map(|op| op.size).sum::<usize>() + 2);
         for op in &mut ops {
             op.attempts += 1;
             op.first_sent.get_or_insert(now);
