@@ -20,7 +20,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -101,10 +101,18 @@ impl Default for Metrics {
     }
 }
 
+/// Upper bounds (seconds) of the lateness histograms: fine below a second, where the
+/// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then up to the 5-minute
+/// cutoff and past it.
+const LATENESS_BUCKETS: [f64; 20] = [
+    0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 600.0,
+];
+
 impl Metrics {
     /// All metrics, registered, with every drop reason pre-created at zero.
     pub fn new() -> Self {
-        let lateness = || Histogram::new(exponential_buckets(0.005, 2.0, 18));
+        let lateness = || Histogram::new(LATENESS_BUCKETS.iter().copied());
         let mut m = Metrics {
             registry: Registry::with_prefix("cloud_writer"),
             received: Counter::default(),

@@ -46,8 +46,12 @@ use crate::metrics::Metrics;
 use crate::pipeline::PositionWrite;
 
 /// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
-/// counted as failed: only a server that keeps contradicting itself gets there.
-const MAX_ROUNDS: u32 = 16;
+/// counted as failed. A conflict (409, 412) means another write of the same drone
+/// succeeded meanwhile, so a position loses at most once to each other position of its
+/// drone in flight (an ETag-mode conflict costs two rounds: the conflict and the read);
+/// the bound sits well above that, so only a server that keeps contradicting itself
+/// gets there.
+const MAX_ROUNDS: u32 = 64;
 /// Point reads in flight at once (ETag mode).
 const MAX_READS: usize = 64;
 
