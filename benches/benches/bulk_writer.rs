@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use benches::position_document;
 use bytes::Bytes;
 use cosmos::{
     BulkConfig, BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, CosmosClient,
@@ -28,30 +29,12 @@ const COLL: &str = "positions";
 /// Distinct devices (partition keys and ids).
 const DEVICES: usize = 10_000;
 
-fn document(device: &str, seq: usize) -> Bytes {
-    Bytes::from(format!(
-        concat!(
-            r#"{{"id":"{d}","deviceId":"{d}","seq":{s},"deviceTimeMs":{t},"receivedTimeMs":{r},"#,
-            r#""location":{{"type":"Point","coordinates":[{lon:.7},{lat:.7}]}},"#,
-            r#""altitudeM":{alt:.3},"headingDeg":{hdg:.2},"speedMps":12.5,"ttl":86400}}"#
-        ),
-        d = device,
-        s = seq,
-        t = 1_763_800_000_000u64 + seq as u64 * 5_000,
-        r = 1_763_800_000_450u64 + seq as u64 * 5_000,
-        lon = -122.12 + (seq % 1000) as f64 * 1e-4,
-        lat = 47.66 + (seq % 777) as f64 * 1e-4,
-        alt = 120.0 + (seq % 50) as f64 * 0.25,
-        hdg = (seq % 360) as f64,
-    ))
-}
-
 /// `(partition key, document)` pairs, one per device.
 fn documents() -> Vec<(String, Bytes)> {
     (0..DEVICES)
         .map(|i| {
             let device = format!("drone-{i:05}");
-            let doc = document(&device, i);
+            let doc = Bytes::from(position_document(&device, i));
             (device, doc)
         })
         .collect()

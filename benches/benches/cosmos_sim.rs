@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use benches::position_document;
 use cosmos_sim::CosmosSim;
 use cosmos_wire::auth::{MasterKey, resource_for_path};
 use cosmos_wire::batch::{BatchBody, OperationRef, OperationType, partition_key_json};
@@ -30,25 +31,6 @@ struct Setup {
     key: MasterKey,
     /// Pre-built batch bodies, with the range each targets.
     bodies: Vec<(String, bytes::Bytes)>,
-}
-
-fn document(device: &str, seq: usize) -> String {
-    format!(
-        concat!(
-            r#"{{"id":"{d}","deviceId":"{d}","seq":{s},"deviceTimeMs":{t},"receivedTimeMs":{r},"#,
-            r#""location":{{"type":"Point","coordinates":[{lon:.7},{lat:.7}]}},"#,
-            r#""altitudeM":{alt:.3},"headingDeg":{hdg:.2},"speedMps":{spd:.3},"ttl":86400}}"#
-        ),
-        d = device,
-        s = seq,
-        t = 1_763_800_000_000u64 + seq as u64 * 5_000,
-        r = 1_763_800_000_450u64 + seq as u64 * 5_000,
-        lon = -122.12 + (seq % 1000) as f64 * 1e-4,
-        lat = 47.66 + (seq % 777) as f64 * 1e-4,
-        alt = 120.0 + (seq % 50) as f64 * 0.25,
-        hdg = (seq % 360) as f64,
-        spd = 12.5,
-    )
 }
 
 async fn setup() -> Setup {
@@ -95,7 +77,10 @@ async fn setup() -> Setup {
             }
             let mut body = BatchBody::new();
             for (i, d) in chunk.iter().enumerate() {
-                let (pk, doc) = (partition_key_json(d), document(d, chunk_no * OPS + i));
+                let (pk, doc) = (
+                    partition_key_json(d),
+                    position_document(d, chunk_no * OPS + i),
+                );
                 body.push(&OperationRef {
                     operation_type: OperationType::Upsert,
                     partition_key: &pk,

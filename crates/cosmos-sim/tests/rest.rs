@@ -524,11 +524,7 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
         .send(
             Method::POST,
             docs,
-            &[
-                (h::IS_BATCH_REQUEST, "True".to_string()),
-                (h::BATCH_ATOMIC, "True".to_string()),
-                undefined(),
-            ],
+            &atomic_headers(UNDEFINED_PARTITION_KEY_JSON),
             Some(atomic),
         )
         .await;
@@ -557,12 +553,7 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
         .send(
             Method::POST,
             docs,
-            &[
-                (h::IS_BATCH_REQUEST, "True".to_string()),
-                (h::BATCH_ATOMIC, "False".to_string()),
-                (h::BATCH_CONTINUE_ON_ERROR, "True".to_string()),
-                (h::PARTITION_KEY_RANGE_ID, undefined_range.id.clone()),
-            ],
+            &bulk_headers(&undefined_range.id),
             Some(bulk),
         )
         .await;
