@@ -291,8 +291,10 @@ fn check_auth(
         return Err(Reply::error(401, 0, "The request has no x-ms-date header."));
     };
     let (rtype, link) = resource_for_path(path);
-    let expected = shared.key.sign(method.as_str(), &rtype, &link, date);
-    if expected == auth.signature {
+    if shared
+        .key
+        .verifies(&auth.signature, method.as_str(), &rtype, &link, date)
+    {
         return Ok(());
     }
     let signed = string_to_sign(method.as_str(), &rtype, &link, date).replace('\n', "\\n");

@@ -49,6 +49,26 @@ impl MasterKey {
         BASE64.encode(mac.finalize().into_bytes())
     }
 
+    /// Whether `signature` (base64, as in the `Authorization` header) is this key's signature
+    /// of the request. The comparison takes the same time wherever the first wrong byte is
+    /// (the HMAC crate's constant-time check), so a caller cannot find a signature byte by byte.
+    pub fn verifies(
+        &self,
+        signature: &str,
+        verb: &str,
+        resource_type: &str,
+        resource_link: &str,
+        date: &str,
+    ) -> bool {
+        let Ok(given) = BASE64.decode(signature.trim()) else {
+            return false;
+        };
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.bytes).expect("HMAC accepts keys of any length");
+        mac.update(string_to_sign(verb, resource_type, resource_link, date).as_bytes());
+        mac.verify_slice(&given).is_ok()
+    }
+
     /// The URL-encoded `Authorization` header value for a request.
     pub fn authorization(
         &self,
@@ -203,6 +223,26 @@ mod tests {
             key.authorization("GET", "dbs", "dbs/ToDoList", date),
             "type%3Dmaster%26ver%3D1.0%26sig%3Dc09PEVJrgp2uQRkr934kFbTqhByc7TVr3OHyqlu%2Bc%2Bc%3D"
         );
+    }
+
+    #[test]
+    fn verifies_its_own_signature_and_nothing_else() {
+        let key = MasterKey::from_base64(VECTOR_KEY).unwrap();
+        let date = "Thu, 27 Apr 2017 00:51:12 GMT";
+        let good = "c09PEVJrgp2uQRkr934kFbTqhByc7TVr3OHyqlu+c+c=";
+        assert!(key.verifies(good, "GET", "dbs", "dbs/ToDoList", date));
+        assert!(!key.verifies(good, "PUT", "dbs", "dbs/ToDoList", date));
+        assert!(!key.verifies(
+            good,
+            "GET",
+            "dbs",
+            "dbs/ToDoList",
+            "Fri, 28 Apr 2017 00:51:12 GMT"
+        ));
+        let last_byte_off = "c09PEVJrgp2uQRkr934kFbTqhByc7TVr3OHyqlu+c+d=";
+        assert!(!key.verifies(last_byte_off, "GET", "dbs", "dbs/ToDoList", date));
+        assert!(!key.verifies("not base64!", "GET", "dbs", "dbs/ToDoList", date));
+        assert!(!key.verifies("", "GET", "dbs", "dbs/ToDoList", date));
     }
 
     #[test]

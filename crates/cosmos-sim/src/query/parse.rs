@@ -202,17 +202,24 @@ fn lex(src: &str) -> Result<Vec<Tok>, SyntaxError> {
     Ok(out)
 }
 
+/// The deepest expression accepted, counted in nested operators, brackets and calls.
+/// Evaluating and dropping a tree recurse once per level, and so does parsing a bracket,
+/// so a query such as `NOT NOT ... x`, `((((...))))` or `1+1+...+1` thousands deep would
+/// overflow a worker thread's stack; it is refused as a syntax error instead.
+pub const MAX_DEPTH: usize = 128;
+
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// Brackets, calls and prefix operators being parsed now (the parser's recursion).
+    depth: usize,
+    /// Height of the expression most recently returned.
+    height: usize,
 }
 
 /// Parses a query.
 pub fn parse_query(src: &str) -> Result<Query, SyntaxError> {
-    let mut p = Parser {
-        toks: lex(src)?,
-        pos: 0,
-    };
+    let mut p = Parser::new(lex(src)?);
     p.expect_kw("SELECT")?;
     let top = if p.eat_kw("TOP") {
         Some(p.usize_lit()?)
@@ -279,10 +286,7 @@ pub fn parse_query(src: &str) -> Result<Query, SyntaxError> {
 
 /// Parses a patch condition, `FROM c WHERE e`.
 pub fn parse_condition(src: &str) -> Result<Condition, SyntaxError> {
-    let mut p = Parser {
-        toks: lex(src)?,
-        pos: 0,
-    };
+    let mut p = Parser::new(lex(src)?);
     let (alias, filter) = p.source_and_filter()?;
     p.end()?;
     let filter = filter.ok_or_else(|| SyntaxError("the condition has no WHERE clause".into()))?;
@@ -295,6 +299,31 @@ const RESERVED: [&str; 16] = [
 ];
 
 impl Parser {
+    fn new(toks: Vec<Tok>) -> Parser {
+        Parser {
+            toks,
+            pos: 0,
+            depth: 0,
+            height: 0,
+        }
+    }
+
+    /// Enters a bracket, call or prefix operator: refused beyond [`MAX_DEPTH`].
+    fn enter(&mut self) -> Result<(), SyntaxError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        Ok(())
+    }
+
+    /// Leaves what [`Parser::enter`] entered; the tree grew one level around `inner`.
+    fn leave(&mut self, inner: usize) -> Result<(), SyntaxError> {
+        self.depth -= 1;
+        self.height = grown(inner)?;
+        Ok(())
+    }
+
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos)
     }
@@ -396,10 +425,24 @@ impl Parser {
         Ok((alias, filter))
     }
 
+    /// `lhs op rhs`, where `lhs_height` is the height of `lhs` and `self.height` that of `rhs`.
+    fn binary(
+        &mut self,
+        op: BinOp,
+        lhs: Expr,
+        lhs_height: usize,
+        rhs: Expr,
+    ) -> Result<Expr, SyntaxError> {
+        self.height = grown(lhs_height.max(self.height))?;
+        Ok(Expr::Binary(op, Box::new(lhs), Box::new(rhs)))
+    }
+
     fn expr(&mut self) -> Result<Expr, SyntaxError> {
         let mut lhs = self.and()?;
         while self.eat_kw("OR") {
-            lhs = Expr::Binary(BinOp::Or, Box::new(lhs), Box::new(self.and()?));
+            let lhs_height = self.height;
+            let rhs = self.and()?;
+            lhs = self.binary(BinOp::Or, lhs, lhs_height, rhs)?;
         }
         Ok(lhs)
     }
@@ -407,14 +450,19 @@ impl Parser {
     fn and(&mut self) -> Result<Expr, SyntaxError> {
         let mut lhs = self.not()?;
         while self.eat_kw("AND") {
-            lhs = Expr::Binary(BinOp::And, Box::new(lhs), Box::new(self.not()?));
+            let lhs_height = self.height;
+            let rhs = self.not()?;
+            lhs = self.binary(BinOp::And, lhs, lhs_height, rhs)?;
         }
         Ok(lhs)
     }
 
     fn not(&mut self) -> Result<Expr, SyntaxError> {
         if self.eat_kw("NOT") {
-            return Ok(Expr::Not(Box::new(self.not()?)));
+            self.enter()?;
+            let e = self.not()?;
+            self.leave(self.height)?;
+            return Ok(Expr::Not(Box::new(e)));
         }
         self.comparison()
     }
@@ -422,8 +470,10 @@ impl Parser {
     fn comparison(&mut self) -> Result<Expr, SyntaxError> {
         let lhs = self.additive()?;
         if self.eat_kw("IN") {
+            let lhs_height = self.height;
             self.expect_sym("(")?;
             let items = self.list(")")?;
+            self.height = grown(lhs_height.max(self.height))?;
             return Ok(Expr::In(Box::new(lhs), items));
         }
         let op = match self.peek() {
@@ -436,7 +486,9 @@ impl Parser {
             _ => return Ok(lhs),
         };
         self.pos += 1;
-        Ok(Expr::Binary(op, Box::new(lhs), Box::new(self.additive()?)))
+        let lhs_height = self.height;
+        let rhs = self.additive()?;
+        self.binary(op, lhs, lhs_height, rhs)
     }
 
     fn additive(&mut self) -> Result<Expr, SyntaxError> {
@@ -448,7 +500,9 @@ impl Parser {
                 _ => return Ok(lhs),
             };
             self.pos += 1;
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(self.multiplicative()?));
+            let lhs_height = self.height;
+            let rhs = self.multiplicative()?;
+            lhs = self.binary(op, lhs, lhs_height, rhs)?;
         }
     }
 
@@ -462,13 +516,18 @@ impl Parser {
                 _ => return Ok(lhs),
             };
             self.pos += 1;
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(self.unary()?));
+            let lhs_height = self.height;
+            let rhs = self.unary()?;
+            lhs = self.binary(op, lhs, lhs_height, rhs)?;
         }
     }
 
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
         if self.eat_sym("-") {
-            return Ok(match self.unary()? {
+            self.enter()?;
+            let e = self.unary()?;
+            self.leave(self.height)?;
+            return Ok(match e {
                 Expr::Lit(Value::Number(n)) => Expr::Lit(negate(&n)),
                 e => Expr::Neg(Box::new(e)),
             });
@@ -509,34 +568,45 @@ impl Parser {
         }
     }
 
+    /// Items up to `close`, inside a bracket: the height is one more than the tallest item.
     fn list(&mut self, close: &str) -> Result<Vec<Expr>, SyntaxError> {
+        self.enter()?;
         let mut items = Vec::new();
-        if self.eat_sym(close) {
-            return Ok(items);
-        }
-        loop {
-            items.push(self.expr()?);
-            if self.eat_sym(close) {
-                return Ok(items);
+        let mut tallest = 0;
+        if !self.eat_sym(close) {
+            loop {
+                items.push(self.expr()?);
+                tallest = tallest.max(self.height);
+                if self.eat_sym(close) {
+                    break;
+                }
+                self.expect_sym(",")?;
             }
-            self.expect_sym(",")?;
         }
+        self.leave(tallest)?;
+        Ok(items)
     }
 
     fn primary(&mut self) -> Result<Expr, SyntaxError> {
+        self.height = 1;
         match self.next() {
             Some(Tok::Num(n)) => Ok(Expr::Lit(Value::Number(n))),
             Some(Tok::Str(s)) => Ok(Expr::Lit(Value::String(s))),
             Some(Tok::Param(p)) => Ok(Expr::Param(p)),
             Some(Tok::Sym("(")) => {
+                self.enter()?;
                 let e = self.expr()?;
                 self.expect_sym(")")?;
+                self.leave(self.height)?;
                 Ok(e)
             }
             Some(Tok::Sym("[")) => Ok(Expr::Array(self.list("]")?)),
             Some(Tok::Sym("{")) => {
+                self.enter()?;
                 let mut fields = Vec::new();
+                let mut tallest = 0;
                 if self.eat_sym("}") {
+                    self.leave(tallest)?;
                     return Ok(Expr::Object(fields));
                 }
                 loop {
@@ -549,7 +619,9 @@ impl Parser {
                     };
                     self.expect_sym(":")?;
                     fields.push((key, self.expr()?));
+                    tallest = tallest.max(self.height);
                     if self.eat_sym("}") {
+                        self.leave(tallest)?;
                         return Ok(Expr::Object(fields));
                     }
                     self.expect_sym(",")?;
@@ -578,6 +650,20 @@ impl Parser {
             }
         }
     }
+}
+
+/// One level taller than `height`, or refused beyond [`MAX_DEPTH`].
+fn grown(height: usize) -> Result<usize, SyntaxError> {
+    if height >= MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(height + 1)
+}
+
+fn too_deep() -> SyntaxError {
+    SyntaxError(format!(
+        "the expression nests deeper than {MAX_DEPTH} levels of operators, brackets and calls"
+    ))
 }
 
 fn negate(n: &Number) -> Value {
@@ -647,5 +733,101 @@ mod tests {
                 .unwrap();
         assert_eq!(q.alias, "c");
         assert_eq!(q.offset_limit, Some((1, 2)));
+    }
+
+    /// Deep nesting of every recursive form is refused with a message, never a stack overflow.
+    #[test]
+    fn refuses_nesting_beyond_the_limit() {
+        let deep = 100_000;
+        let queries = [
+            format!("SELECT * FROM c WHERE {}c.a", "NOT ".repeat(deep)),
+            format!(
+                "SELECT * FROM c WHERE {}1{}",
+                "(".repeat(deep),
+                ")".repeat(deep)
+            ),
+            format!("SELECT * FROM c WHERE c.a = {}1", "- ".repeat(deep)),
+            format!(
+                "SELECT VALUE {}1{} FROM c",
+                "[".repeat(deep),
+                "]".repeat(deep)
+            ),
+            format!(
+                "SELECT VALUE {}1{} FROM c",
+                "ABS(".repeat(deep),
+                ")".repeat(deep)
+            ),
+            format!(
+                "SELECT VALUE {}1{} FROM c",
+                "{'a': ".repeat(deep),
+                "}".repeat(deep)
+            ),
+            format!("SELECT VALUE 1{} FROM c", " + 1".repeat(deep)),
+            format!("SELECT * FROM c WHERE c.a{}", " OR c.a".repeat(deep)),
+            format!(
+                "SELECT * FROM c WHERE c.a{}",
+                " AND c.a * 2 > 1".repeat(deep)
+            ),
+        ];
+        for q in &queries {
+            let err = parse_query(q).unwrap_err().to_string();
+            assert!(err.contains("deeper than"), "{}: {err}", &q[..40]);
+        }
+        let condition = format!("FROM c WHERE {}c.a", "NOT ".repeat(deep));
+        assert!(parse_condition(&condition).is_err());
+    }
+
+    /// Nesting within the limit parses, so the limit refuses only what is deeper.
+    #[test]
+    fn accepts_nesting_up_to_the_limit() {
+        let within = MAX_DEPTH - 2;
+        let parens = format!(
+            "SELECT * FROM c WHERE {}c.a{} = 1",
+            "(".repeat(within),
+            ")".repeat(within)
+        );
+        parse_query(&parens).unwrap();
+        let sum = format!("SELECT VALUE 1{} FROM c", " + 1".repeat(within));
+        parse_query(&sum).unwrap();
+        let too_deep = format!("SELECT VALUE 1{} FROM c", " + 1".repeat(MAX_DEPTH + 1));
+        assert!(parse_query(&too_deep).is_err());
+        // Long flat lists are not deep: a polygon of many vertices is fine.
+        let ring: Vec<String> = (0..5_000).map(|i| format!("[{i}.5, -{i}.25]")).collect();
+        let polygon = format!(
+            "SELECT * FROM c WHERE ST_WITHIN(c.location, {{'type': 'Polygon', 'coordinates': [[{}]]}})",
+            ring.join(", ")
+        );
+        parse_query(&polygon).unwrap();
+    }
+
+    proptest::proptest! {
+        /// Any mix of nesting forms: parsed when at most MAX_DEPTH deep, refused beyond.
+        #[test]
+        fn nesting_is_bounded(forms in proptest::collection::vec(0usize..6, 0..300)) {
+            // Each form with the levels it adds (`(NOT e)` is the bracket and the NOT).
+            let (open, close): (Vec<&str>, Vec<&str>) = forms
+                .iter()
+                .map(|f| match f {
+                    0 => ("(", ")"),
+                    1 => ("[", "]"),
+                    2 => ("ABS(", ")"),
+                    3 => ("{'k': ", "}"),
+                    4 => ("(NOT ", ")"),
+                    _ => ("- ", ""),
+                })
+                .unzip();
+            let levels: usize = forms.iter().map(|&f| if f == 4 { 2 } else { 1 }).sum();
+            let close: String = close.into_iter().rev().collect();
+            let q = format!("SELECT * FROM c WHERE {}c.a{} = 1", open.concat(), close);
+            // `c.a` is one level and the comparison one more.
+            let height = levels + 2;
+            match parse_query(&q) {
+                Ok(_) => proptest::prop_assert!(height <= MAX_DEPTH),
+                Err(e) => proptest::prop_assert!(
+                    height > MAX_DEPTH && e.0.contains("deeper than"),
+                    "{} levels: {}", levels, e
+                ),
+            }
+        }
     }
 }
