@@ -3,9 +3,11 @@
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`WRITER_CONFIG`), then the default. File keys are the environment variable names in
-//! lower case (`cosmos_endpoint = "https://..."`). Secrets (`COSMOS_KEY`, and
-//! `WRITER_SOURCE`, which may be an Event Hubs connection string) have no flag of their
-//! own form in the docs, are held in [`Secret`] and never appear in logs or `Debug` output.
+//! lower case (`cosmos_endpoint = "https://..."`). Durations take the one form of every
+//! program (`5`, `5s`, `500ms`, `2m`). Secrets (`COSMOS_KEY`, and `WRITER_SOURCE`, which
+//! may be an Event Hubs connection string or a URL with a password) come from the
+//! environment, a `*_FILE` or the config file, never from a flag; they are held in
+//! [`Secret`] and never appear in logs or `Debug` output.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -18,53 +20,7 @@ use serde::Deserialize;
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
-/// A secret string: printed as `<redacted>`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl FromStr for Secret {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_string()))
-    }
-}
-
-/// A duration written as `5m`, `300s`, `250ms` (humantime).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
-
-impl FromStr for HumanDuration {
-    type Err = humantime::DurationError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s).map(HumanDuration)
-    }
-}
-
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub use settings::{DurationSetting, Secret};
 
 /// How "newest wins" is enforced on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
@@ -110,9 +66,14 @@ pub struct Settings {
     /// Partition key path the documents carry the device id at [default: /deviceId]
     #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
     pub cosmos_partition_key_path: Option<String>,
-    /// Accept self-signed certificates (local emulators only).
+    /// Accept self-signed certificates (local emulators only: a loopback endpoint, or
+    /// COSMOS_ALLOW_INSECURE).
     #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
     pub cosmos_accept_invalid_certs: Option<bool>,
+    /// Allow http:// or unchecked certificates for an endpoint that is not on this host
+    /// (a Cosmos emulator elsewhere on a private network) [default: false]
+    #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
+    pub cosmos_allow_insecure: Option<bool>,
     /// Create the database and container when missing [default: false]
     #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
     pub cosmos_create_if_missing: Option<bool>,
@@ -129,8 +90,9 @@ pub struct Settings {
         default_missing_value = "true"
     )]
     pub writer_force_missing_partition_key: Option<bool>,
-    /// Source: mqtt://host:port, or an Event Hubs connection string (environment or file).
-    #[arg(long = "source", env = "WRITER_SOURCE", hide_env_values = true)]
+    /// Source: mqtt://host:port. An Event Hubs connection string or a URL with a password
+    /// is a secret: WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or the file.
+    #[arg(long = "source")]
     pub writer_source: Option<Secret>,
     /// MQTT shared subscription group, so that replicas split the load.
     #[arg(long, env = "MQTT_SHARE_GROUP")]
@@ -149,10 +111,10 @@ pub struct Settings {
     pub eventhubs_checkpoint_container: Option<String>,
     /// Positions later than this are dropped as stale [default: 5m]
     #[arg(long, env = "STALE_AFTER")]
-    pub stale_after: Option<HumanDuration>,
+    pub stale_after: Option<DurationSetting>,
     /// Device times further ahead of now are rejected [default: 2m]
     #[arg(long, env = "FUTURE_TOLERANCE")]
-    pub future_tolerance: Option<HumanDuration>,
+    pub future_tolerance: Option<DurationSetting>,
     /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
     #[arg(long, env = "METRICS_ADDR")]
     pub metrics_addr: Option<String>,
@@ -164,7 +126,7 @@ pub struct Settings {
     pub history: Option<bool>,
     /// Time to live of history documents, e.g. 7d (needs TTL on the container)
     #[arg(long, env = "HISTORY_TTL")]
-    pub history_ttl: Option<HumanDuration>,
+    pub history_ttl: Option<DurationSetting>,
     /// Append rejected messages to this JSONL file.
     #[arg(long, env = "DEAD_LETTER_FILE")]
     pub dead_letter_file: Option<PathBuf>,
@@ -173,13 +135,13 @@ pub struct Settings {
     pub batch_max_messages: Option<usize>,
     /// Longest wait to fill a batch [default: 20ms]
     #[arg(long, env = "BATCH_LINGER")]
-    pub batch_linger: Option<HumanDuration>,
+    pub batch_linger: Option<DurationSetting>,
     /// Most positions being written at once [default: 20000]
     #[arg(long, env = "MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
     /// Interval of the summary log line [default: 10s]
     #[arg(long, env = "SUMMARY_INTERVAL")]
-    pub summary_interval: Option<HumanDuration>,
+    pub summary_interval: Option<DurationSetting>,
     /// Log format: text or json [default: text]
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -211,13 +173,21 @@ pub enum ConfigError {
         message: String,
     },
     /// The config file cannot be read or parsed.
-    #[error("config file {path}: {message}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    File(#[from] settings::FileError),
+    /// A secret's variable or file cannot be read.
+    #[error(transparent)]
+    Secret(#[from] settings::SecretError),
+}
+
+/// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
 }
 
 impl Settings {
@@ -232,6 +202,7 @@ impl Settings {
             cosmos_container,
             cosmos_partition_key_path,
             cosmos_accept_invalid_certs,
+            cosmos_allow_insecure,
             cosmos_create_if_missing,
             cosmos_throughput,
             writer_force_missing_partition_key,
@@ -256,22 +227,36 @@ impl Settings {
         )
     }
 
-    /// Reads a TOML file of settings.
-    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        let file_error = |message: String| ConfigError::File {
-            path: path.to_path_buf(),
-            message,
+    /// Refuses a secret given as a flag (these settings must be the command line's alone):
+    /// a flag is visible to every user of the machine in the process list. `--source` may
+    /// name an `mqtt://` URL without a password; the message never repeats the value.
+    pub fn refuse_secret_flags(&self) -> Result<(), ConfigError> {
+        let Some(source) = &self.writer_source else {
+            return Ok(());
         };
-        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        toml::from_str(&text).map_err(|e| file_error(e.to_string()))
+        match SourceSpec::parse(source.expose()) {
+            Ok(SourceSpec::Mqtt(url)) if url.0.password().is_none() => Ok(()),
+            Ok(_) => Err(ConfigError::Invalid {
+                name: "--source",
+                message: "this source holds a secret (a connection string or a password): set WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or writer_source in the config file, not a flag".into(),
+            }),
+            Err(err) => Err(err),
+        }
     }
 
-    /// The secrets that have no flag, from the environment.
-    pub fn secrets_from_env() -> Settings {
-        Settings {
-            cosmos_key: std::env::var("COSMOS_KEY").ok().map(Secret::new),
+    /// Reads a TOML file of settings; an error names the line and key, never the value.
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        Ok(settings::read_toml(path)?)
+    }
+
+    /// The secrets, which have no flag: `COSMOS_KEY` and `WRITER_SOURCE`, each from its
+    /// environment variable or the file its `*_FILE` variable names (`-`: standard input).
+    pub fn secrets_from_env() -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            cosmos_key: settings::secret_from_env("COSMOS_KEY")?,
+            writer_source: settings::secret_from_env("WRITER_SOURCE")?,
             ..Settings::default()
-        }
+        })
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
@@ -280,6 +265,29 @@ impl Settings {
             name: "COSMOS_ENDPOINT",
             hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
         })?;
+        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
+        let plain_http = endpoint.scheme() == "http";
+        let insecure = if (plain_http || accept_invalid_certs) && !is_loopback(&endpoint) {
+            let what = if plain_http {
+                "a plain http:// endpoint"
+            } else {
+                "COSMOS_ACCEPT_INVALID_CERTS"
+            };
+            if !self.cosmos_allow_insecure.unwrap_or(false) {
+                return Err(ConfigError::Invalid {
+                    name: "COSMOS_ENDPOINT",
+                    message: format!(
+                        "{what} is allowed only for an endpoint on this host (localhost, 127.0.0.1, ::1): the account key and every document would cross the network unprotected. Use https:// with a trusted certificate, or set COSMOS_ALLOW_INSECURE=true for an emulator on a private network"
+                    ),
+                });
+            }
+            Some(format!(
+                "{what} to {} (COSMOS_ALLOW_INSECURE): the traffic to Cosmos DB is not protected",
+                endpoint.host_str().unwrap_or_default()
+            ))
+        } else {
+            None
+        };
         let key = self.cosmos_key.ok_or(ConfigError::Missing {
             name: "COSMOS_KEY",
             hint: "the account key (environment variable or config file, never a flag)",
@@ -341,7 +349,8 @@ impl Settings {
                 database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
                 container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
                 partition_key_path,
-                accept_invalid_certs: self.cosmos_accept_invalid_certs.unwrap_or(false),
+                accept_invalid_certs,
+                insecure,
                 create_if_missing: self.cosmos_create_if_missing.unwrap_or(false),
                 throughput: self.cosmos_throughput,
                 force_missing_partition_key: self
@@ -520,6 +529,9 @@ pub struct CosmosSettings {
     pub partition_key_path: PartitionKeyPath,
     /// Accept self-signed certificates (emulators only).
     pub accept_invalid_certs: bool,
+    /// What is unprotected about a remote endpoint that COSMOS_ALLOW_INSECURE let through,
+    /// for a warning at start; `None` when the endpoint is protected or on this host.
+    pub insecure: Option<String>,
     /// Create database and container when missing.
     pub create_if_missing: bool,
     /// RU/s of a container created here.
@@ -676,6 +688,75 @@ mod tests {
                 .cosmos
                 .force_missing_partition_key
         );
+    }
+
+    #[test]
+    fn durations_take_the_one_form() {
+        let file: Settings =
+            toml::from_str("stale_after = 90\nbatch_linger = \"5ms\"\nsummary_interval = \"1m\"")
+                .unwrap();
+        let config = file.or(base()).resolve().unwrap();
+        assert_eq!(config.staleness.stale_after, Duration::from_secs(90));
+        assert_eq!(config.batch_linger, Duration::from_millis(5));
+        assert_eq!(config.summary_interval, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_secret_source_is_refused_as_a_flag() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            settings: Settings,
+        }
+        let parse = |source: &str| {
+            <Cli as clap::Parser>::try_parse_from(["w", "--source", source])
+                .unwrap()
+                .settings
+                .refuse_secret_flags()
+        };
+        assert!(parse("mqtt://broker:1883").is_ok());
+        for secret in [
+            "mqtt://user:hunter2@broker:1883",
+            "Endpoint=sb://hub.servicebus.windows.net/;SharedAccessKeyName=service;SharedAccessKey=c2VjcmV0S2V5;EntityPath=hub",
+        ] {
+            let err = parse(secret).err().unwrap().to_string();
+            assert!(err.contains("WRITER_SOURCE_FILE"), "{err}");
+            assert!(
+                !err.contains("hunter2") && !err.contains("c2VjcmV0S2V5"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn insecure_endpoints_only_on_this_host_unless_allowed() {
+        let with = |endpoint: &str, invalid_certs: bool, allow: bool| {
+            Settings {
+                cosmos_endpoint: Some(Url::parse(endpoint).unwrap()),
+                cosmos_accept_invalid_certs: Some(invalid_certs),
+                cosmos_allow_insecure: Some(allow),
+                ..base()
+            }
+            .resolve()
+        };
+        for local in [
+            "http://127.0.0.1:8081",
+            "https://localhost:8081",
+            "http://[::1]:8081",
+        ] {
+            assert!(
+                with(local, true, false).unwrap().cosmos.insecure.is_none(),
+                "{local}"
+            );
+        }
+        assert!(with("https://acct.documents.azure.com", false, false).is_ok());
+        for remote in ["http://cosmos.internal:8081", "https://10.0.0.5:8081"] {
+            let plain = remote.starts_with("http:");
+            let err = with(remote, !plain, false).unwrap_err().to_string();
+            assert!(err.contains("COSMOS_ALLOW_INSECURE"), "{err}");
+            let allowed = with(remote, !plain, true).unwrap();
+            assert!(allowed.cosmos.insecure.is_some(), "{remote}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use cloud_writer::config::{LogFormat, Settings, WriterConfig};
+use cloud_writer::config::{DurationSetting, LogFormat, Settings, WriterConfig};
 use cloud_writer::import::FileSource;
 use cloud_writer::writer::{cosmos_client, open_container};
 use cloud_writer::{Counts, Writer};
@@ -34,9 +34,9 @@ enum Command {
     Import {
         /// The file, one JSON object per line.
         file: PathBuf,
-        /// Drop positions older than this (default: keep all; backfills are old).
+        /// Drop positions older than this, e.g. 7d (default: keep all; backfills are old).
         #[arg(long)]
-        stale_after: Option<String>,
+        stale_after: Option<DurationSetting>,
     },
     /// Check the configuration and the container, then exit.
     Check,
@@ -55,7 +55,8 @@ fn init_logs(format: LogFormat) {
 }
 
 fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
-    let mut settings = cli.settings.clone().or(Settings::secrets_from_env());
+    cli.settings.refuse_secret_flags()?;
+    let mut settings = cli.settings.clone().or(Settings::secrets_from_env()?);
     if let Some(path) = &cli.config {
         settings = settings.or(Settings::from_file(path)?);
     }
@@ -123,10 +124,10 @@ async fn wait_for_signal() {
 async fn import(
     mut config: WriterConfig,
     file: PathBuf,
-    stale_after: Option<String>,
+    stale_after: Option<DurationSetting>,
 ) -> anyhow::Result<()> {
     config.staleness.stale_after = match stale_after {
-        Some(text) => humantime::parse_duration(&text).context("--stale-after")?,
+        Some(after) => after.get(),
         // About a century: a backfill keeps everything.
         None => std::time::Duration::from_secs(100 * 365 * 24 * 3600),
     };

@@ -121,6 +121,9 @@ pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartErr
         .map_err(|e| StartError::Config(format!("COSMOS_KEY is not a base64 account key: {e}")))?;
     let mut config = CosmosConfig::new(settings.endpoint.clone(), Credential::MasterKey(key));
     config.accept_invalid_certs = settings.accept_invalid_certs;
+    if let Some(insecure) = &settings.insecure {
+        tracing::warn!("{insecure}");
+    }
     Ok(CosmosClient::new(config)?)
 }
 

@@ -4,8 +4,10 @@
 //!
 //! Precedence: command-line flag, then environment variable, then the config file
 //! (`--config FILE` or `EDGE_AGENT_CONFIG`), then the default. A wrong setting is a
-//! [`ConfigError`] that names the setting and says what to fix. Secrets (the connection
-//! string, the key) are held in [`Secret`], whose `Debug` output is redacted.
+//! [`ConfigError`] that names the setting and says what to fix. Durations take the one
+//! form of every program (`5`, `5s`, `500ms`, `2m`). Secrets (the connection string, the
+//! key) come from the environment, a `*_FILE` or the config file, never from a flag, and
+//! are held in [`Secret`] and [`SecretBytes`], whose `Debug` output is redacted.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,27 +19,7 @@ use crate::backoff::BackoffConfig;
 use crate::source::SimConfig;
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 
-/// A value that must never appear in logs: `Debug` prints `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret<T>(T);
-
-impl<T> Secret<T> {
-    /// Wraps a secret value.
-    pub fn new(value: T) -> Secret<T> {
-        Secret(value)
-    }
-
-    /// The secret value, for the one place that needs it.
-    pub fn expose(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
+pub use settings::{DurationSetting, Secret, SecretBytes};
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -195,7 +177,7 @@ pub struct SasConfig {
     /// The hub host name (`{hub}.azure-devices.net`), part of the username and the token.
     pub hub_host: String,
     /// The device key (decoded).
-    pub key: Secret<Vec<u8>>,
+    pub key: SecretBytes,
     /// How long each token is valid.
     pub token_ttl: Duration,
     /// At which fraction of the token's lifetime the agent reconnects with a fresh one.
@@ -247,13 +229,11 @@ pub enum ConfigError {
     #[error("IOTHUB_DEVICE_CONNECTION_STRING: {0}")]
     ConnectionString(#[from] ConnectionStringError),
     /// The config file cannot be read or parsed.
-    #[error("config file {path}: {problem}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        problem: String,
-    },
+    #[error(transparent)]
+    File(#[from] settings::FileError),
+    /// A secret's variable or file cannot be read.
+    #[error(transparent)]
+    Secret(#[from] settings::SecretError),
 }
 
 fn invalid(setting: &'static str, problem: impl Into<String>) -> ConfigError {
@@ -292,22 +272,22 @@ pub struct Settings {
     /// Simulator: time speed-up factor.
     #[arg(long, env = "SIM_SPEEDUP")]
     pub sim_speedup: Option<f64>,
-    /// Seconds between reports (decimals allowed), default 5.
+    /// Time between reports (`5`, `5s`, `500ms`), default 5 s.
     #[arg(long, env = "REPORT_INTERVAL")]
-    pub report_interval: Option<f64>,
-    /// Seconds after which a fix counts as lost, default twice the interval.
+    pub report_interval: Option<DurationSetting>,
+    /// Age after which a fix counts as lost, default twice the interval.
     #[arg(long, env = "MAX_FIX_AGE")]
-    pub max_fix_age: Option<f64>,
+    pub max_fix_age: Option<DurationSetting>,
     /// IoT Hub device connection string (environment or config file only: never on the command line).
     #[arg(skip)]
     #[serde(rename = "iothub_device_connection_string")]
-    pub connection_string: Option<String>,
+    pub connection_string: Option<Secret>,
     /// IoT Hub transport: `mqtt` (TLS on 8883) or `websockets` (WSS on 443).
     #[arg(long, env = "IOTHUB_TRANSPORT")]
     pub iothub_transport: Option<String>,
-    /// SAS token lifetime, seconds (default 3600).
+    /// SAS token lifetime (default 1h).
     #[arg(long, env = "SAS_TOKEN_TTL")]
-    pub sas_token_ttl: Option<u64>,
+    pub sas_token_ttl: Option<DurationSetting>,
     /// Fraction of the token lifetime after which the agent reconnects with a fresh token (default 0.8).
     #[arg(long, env = "SAS_RENEW_FRACTION")]
     pub sas_renew_fraction: Option<f64>,
@@ -335,15 +315,15 @@ pub struct Settings {
     /// Backlog messages per second at most after a reconnect.
     #[arg(long, env = "BACKLOG_RATE")]
     pub backlog_rate: Option<f64>,
-    /// Reconnect backoff: first window, seconds (default 1).
+    /// Reconnect backoff: first window (default 1s).
     #[arg(long, env = "RECONNECT_BASE")]
-    pub reconnect_base: Option<f64>,
-    /// Reconnect backoff: largest window, seconds (default 60).
+    pub reconnect_base: Option<DurationSetting>,
+    /// Reconnect backoff: largest window (default 60s).
     #[arg(long, env = "RECONNECT_CAP")]
-    pub reconnect_cap: Option<f64>,
-    /// MQTT keep-alive, seconds (default 60, at most 1177 for IoT Hub).
+    pub reconnect_cap: Option<DurationSetting>,
+    /// MQTT keep-alive in whole seconds (default 60s, at most 1177s for IoT Hub).
     #[arg(long, env = "MQTT_KEEP_ALIVE")]
-    pub mqtt_keep_alive: Option<u64>,
+    pub mqtt_keep_alive: Option<DurationSetting>,
     /// Status file, rewritten as JSON after every interval.
     #[arg(long, env = "STATUS_FILE")]
     pub status_file: Option<PathBuf>,
@@ -375,12 +355,7 @@ impl Settings {
     /// Reads a TOML config file whose keys are the settings' names in snake case
     /// (`position_source = "sim"`, `buffer_dir = "/var/lib/edge-agent"`, ...).
     pub fn from_file(path: &std::path::Path) -> Result<Settings, ConfigError> {
-        let file_error = |problem: String| ConfigError::File {
-            path: path.to_owned(),
-            problem,
-        };
-        let text = std::fs::read_to_string(path).map_err(|err| file_error(err.to_string()))?;
-        toml::from_str(&text).map_err(|err| file_error(err.to_string()))
+        Ok(settings::read_toml(path)?)
     }
 
     /// Fills the settings not given here from `fallback` (e.g. the config file).
@@ -397,29 +372,44 @@ impl Settings {
 
     /// Applies defaults and checks every setting.
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
-        let report_interval = seconds("REPORT_INTERVAL", self.report_interval.unwrap_or(5.0))?;
+        let report_interval = positive(
+            "REPORT_INTERVAL",
+            self.report_interval
+                .map_or(Duration::from_secs(5), DurationSetting::get),
+        )?;
         let max_fix_age = match self.max_fix_age {
-            Some(secs) => seconds("MAX_FIX_AGE", secs)?,
+            Some(age) => positive("MAX_FIX_AGE", age.get())?,
             None => report_interval * 2,
         };
         let source = self.source()?;
         let (device_id, mut transport) = self.transport()?;
         let backoff = BackoffConfig {
-            base: seconds("RECONNECT_BASE", self.reconnect_base.unwrap_or(1.0))?,
-            cap: seconds("RECONNECT_CAP", self.reconnect_cap.unwrap_or(60.0))?,
+            base: positive(
+                "RECONNECT_BASE",
+                self.reconnect_base
+                    .map_or(Duration::from_secs(1), DurationSetting::get),
+            )?,
+            cap: positive(
+                "RECONNECT_CAP",
+                self.reconnect_cap
+                    .map_or(Duration::from_secs(60), DurationSetting::get),
+            )?,
         };
         if backoff.cap < backoff.base {
             return Err(invalid("RECONNECT_CAP", "must be at least RECONNECT_BASE"));
         }
         transport.backoff = backoff;
         if let Some(keep_alive) = self.mqtt_keep_alive {
-            if !(5..=1177).contains(&keep_alive) {
+            let keep_alive = keep_alive.get();
+            if keep_alive.subsec_nanos() != 0 || !(5..=1177).contains(&keep_alive.as_secs()) {
                 return Err(invalid(
                     "MQTT_KEEP_ALIVE",
-                    format!("{keep_alive} s is outside 5..=1177 s (IoT Hub's limit)"),
+                    format!(
+                        "{keep_alive:?} is not whole seconds within 5s..=1177s (IoT Hub's limit)"
+                    ),
                 ));
             }
-            transport.keep_alive = Duration::from_secs(keep_alive);
+            transport.keep_alive = keep_alive;
         }
         let dir = self.buffer_dir.ok_or(ConfigError::Missing {
             setting: "BUFFER_DIR",
@@ -515,7 +505,7 @@ impl Settings {
                 Ok((device_id, TransportConfig::plain(&host, port)))
             }
             (Some(cs), None) => {
-                let cs = DeviceConnectionString::parse(cs)?;
+                let cs = DeviceConnectionString::parse(cs.expose())?;
                 let auth = self.iothub_auth(&cs)?;
                 let endpoint = match self.iothub_transport.as_deref().unwrap_or("mqtt") {
                     "mqtt" => Endpoint::Tls {
@@ -565,11 +555,13 @@ impl Settings {
                 "X.509 needs both X509_CERT_FILE and X509_KEY_FILE",
             )),
             (None, None, Some(key)) => {
-                let ttl = self.sas_token_ttl.unwrap_or(3600);
-                if ttl < 60 {
+                let ttl = self
+                    .sas_token_ttl
+                    .map_or(Duration::from_secs(3600), DurationSetting::get);
+                if ttl < Duration::from_secs(60) {
                     return Err(invalid(
                         "SAS_TOKEN_TTL",
-                        format!("{ttl} s is too short; use at least 60 s"),
+                        format!("{ttl:?} is too short; use at least 60s"),
                     ));
                 }
                 let renew_fraction = self.sas_renew_fraction.unwrap_or(0.8);
@@ -579,7 +571,7 @@ impl Settings {
                 Ok(Auth::Sas(SasConfig {
                     hub_host: cs.host.clone(),
                     key: key.clone(),
-                    token_ttl: Duration::from_secs(ttl),
+                    token_ttl: ttl,
                     renew_fraction,
                 }))
             }
@@ -591,16 +583,12 @@ impl Settings {
     }
 }
 
-/// Checks a duration setting given in seconds.
-fn seconds(setting: &'static str, secs: f64) -> Result<Duration, ConfigError> {
-    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(invalid(
-            setting,
-            format!("{secs} is not a positive number of seconds"),
-        ))
+/// Checks that a duration setting is above zero.
+fn positive(setting: &'static str, duration: Duration) -> Result<Duration, ConfigError> {
+    if duration.is_zero() {
+        return Err(invalid(setting, "must be longer than zero"));
     }
+    Ok(duration)
 }
 
 /// `mqtt://HOST[:PORT]` (or `tcp://`) into host and port (default 1883).
@@ -654,14 +642,57 @@ mod tests {
         assert!(matches!(config.source, SourceConfig::Sim(_)));
     }
 
+    /// Every duration takes the one form of every program, from a flag, the environment
+    /// or the file.
+    #[test]
+    fn durations_take_the_one_form() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            settings: Settings,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "edge-agent",
+            "--report-interval",
+            "5s",
+            "--max-fix-age",
+            "500ms",
+            "--reconnect-cap",
+            "2m",
+            "--mqtt-keep-alive",
+            "30",
+        ])
+        .unwrap();
+        let config = cli.settings.or(base()).resolve().unwrap();
+        assert_eq!(config.report_interval, Duration::from_secs(5));
+        assert_eq!(config.max_fix_age, Duration::from_millis(500));
+        assert_eq!(config.transport.backoff.cap, Duration::from_secs(120));
+        assert_eq!(config.transport.keep_alive, Duration::from_secs(30));
+        let file: Settings =
+            toml::from_str("report_interval = 2\nreconnect_base = \"250ms\"").unwrap();
+        let config = file.or(base()).resolve().unwrap();
+        assert_eq!(config.report_interval, Duration::from_secs(2));
+        assert_eq!(config.transport.backoff.base, Duration::from_millis(250));
+        let half = Settings {
+            mqtt_keep_alive: Some("30.5".parse().unwrap()),
+            ..base()
+        };
+        assert!(
+            half.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("MQTT_KEEP_ALIVE")
+        );
+    }
+
     #[test]
     fn iothub_connection_string_selects_tls_and_sas() {
         let settings = Settings {
             mqtt_url: None,
             device_id: None,
-            connection_string: Some(
-                "HostName=hub.azure-devices.net;DeviceId=drone-9;SharedAccessKey=AAEC".into(),
-            ),
+            connection_string: Some(Secret::new(
+                "HostName=hub.azure-devices.net;DeviceId=drone-9;SharedAccessKey=AAEC",
+            )),
             ..base()
         };
         let config = settings.clone().resolve().unwrap();
@@ -706,7 +737,7 @@ mod tests {
             ),
             (
                 Settings {
-                    report_interval: Some(0.0),
+                    report_interval: Some("0".parse().unwrap()),
                     ..base()
                 },
                 "REPORT_INTERVAL",
@@ -749,8 +780,8 @@ mod tests {
             ),
             (
                 Settings {
-                    reconnect_base: Some(10.0),
-                    reconnect_cap: Some(1.0),
+                    reconnect_base: Some("10s".parse().unwrap()),
+                    reconnect_cap: Some("1".parse().unwrap()),
                     ..base()
                 },
                 "RECONNECT_CAP",
@@ -759,7 +790,7 @@ mod tests {
                 Settings {
                     mqtt_url: None,
                     device_id: None,
-                    connection_string: Some("HostName=h;DeviceId=d".into()),
+                    connection_string: Some(Secret::new("HostName=h;DeviceId=d")),
                     ..base()
                 },
                 "IOTHUB_DEVICE_CONNECTION_STRING",
@@ -789,9 +820,9 @@ mod tests {
         let text = include_str!("../../deploy/edge-agent/edge-agent.toml");
         let file: Settings = toml::from_str(text).unwrap();
         let settings = Settings {
-            connection_string: Some(
-                "HostName=hub.azure-devices.net;DeviceId=drone-0042;SharedAccessKey=AAEC".into(),
-            ),
+            connection_string: Some(Secret::new(
+                "HostName=hub.azure-devices.net;DeviceId=drone-0042;SharedAccessKey=AAEC",
+            )),
             ..Settings::default()
         };
         let config = settings.or(file).resolve().unwrap();

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use edge_agent::buffer::DiskBuffer;
-use edge_agent::config::{Settings, SourceConfig};
+use edge_agent::config::{DurationSetting, Secret, Settings, SourceConfig};
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
@@ -35,14 +35,13 @@ struct Cli {
 enum Command {
     /// Run the agent (the default).
     Run,
-    /// Print a SAS token for a device connection string.
+    /// Print a SAS token for the device connection string in
+    /// IOTHUB_DEVICE_CONNECTION_STRING, or in the file IOTHUB_DEVICE_CONNECTION_STRING_FILE
+    /// names (`-`: standard input). A secret is never a flag.
     SasToken {
-        /// The device connection string (HostName=...;DeviceId=...;SharedAccessKey=...).
-        #[arg(long, env = "IOTHUB_DEVICE_CONNECTION_STRING", hide_env_values = true)]
-        connection_string: String,
-        /// Lifetime in seconds from now (default 3600).
+        /// Lifetime from now (`3600`, `1h`; default 1h).
         #[arg(long, conflicts_with = "expiry")]
-        ttl: Option<u64>,
+        ttl: Option<DurationSetting>,
         /// Expiry as Unix seconds.
         #[arg(long)]
         expiry: Option<u64>,
@@ -50,9 +49,9 @@ enum Command {
     /// Check the configuration, the buffer, the source and the connection, and print a
     /// report (exit status 1 if anything failed).
     Check {
-        /// Seconds to wait for a fix and for the connection.
-        #[arg(long, default_value_t = 10)]
-        timeout: u64,
+        /// How long to wait for a fix and for the connection (`10`, `10s`, `1m`).
+        #[arg(long, default_value = "10s")]
+        timeout: DurationSetting,
     },
 }
 
@@ -60,11 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_json);
     let outcome = match cli.command {
-        Some(Command::SasToken {
-            ref connection_string,
-            ttl,
-            expiry,
-        }) => print_sas_token(connection_string, ttl, expiry),
+        Some(Command::SasToken { ttl, expiry }) => print_sas_token(ttl, expiry),
         Some(Command::Check { timeout }) => {
             config(&cli).and_then(|config| runtime()?.block_on(check(config, timeout)))
         }
@@ -106,7 +101,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     let mut settings = cli.settings.clone();
     // Secrets come from the environment or the file, never from the command line.
-    settings.connection_string = std::env::var("IOTHUB_DEVICE_CONNECTION_STRING").ok();
+    settings.connection_string = connection_string()?;
     if let Some(path) = &cli.config {
         settings = settings.or(Settings::from_file(path)?);
     }
@@ -115,12 +110,20 @@ fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
         .context("configuration error (fix the setting named and start again)")
 }
 
-fn print_sas_token(
-    connection_string: &str,
-    ttl: Option<u64>,
-    expiry: Option<u64>,
-) -> anyhow::Result<ExitCode> {
-    let cs = DeviceConnectionString::parse(connection_string)?;
+/// The device connection string from the environment or its file, if set.
+fn connection_string() -> anyhow::Result<Option<Secret>> {
+    Ok(settings::secret_from_env(
+        "IOTHUB_DEVICE_CONNECTION_STRING",
+    )?)
+}
+
+fn print_sas_token(ttl: Option<DurationSetting>, expiry: Option<u64>) -> anyhow::Result<ExitCode> {
+    let Some(connection_string) = connection_string()? else {
+        bail!(
+            "set IOTHUB_DEVICE_CONNECTION_STRING, or IOTHUB_DEVICE_CONNECTION_STRING_FILE to a file holding it (- for standard input)"
+        );
+    };
+    let cs = DeviceConnectionString::parse(connection_string.expose())?;
     let Some(key) = cs.key else {
         bail!("the connection string has no SharedAccessKey");
     };
@@ -128,7 +131,7 @@ fn print_sas_token(
         Some(expiry) => expiry,
         None => {
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-            now + ttl.unwrap_or(3600)
+            now + ttl.map_or(3600, |ttl| ttl.get().as_secs())
         }
     };
     println!(
@@ -171,8 +174,8 @@ fn line(ok: bool, what: &str, detail: impl std::fmt::Display) -> bool {
     ok
 }
 
-async fn check(config: AgentConfig, timeout: u64) -> anyhow::Result<ExitCode> {
-    let timeout = Duration::from_secs(timeout);
+async fn check(config: AgentConfig, timeout: DurationSetting) -> anyhow::Result<ExitCode> {
+    let timeout = timeout.get();
     let mut ok = line(true, "configuration", describe(&config));
     ok &= match DiskBuffer::open(&config.buffer) {
         Ok(buffer) => {

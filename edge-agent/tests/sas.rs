@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use edge_agent::config::{Auth, Endpoint, SasConfig, Secret};
+use edge_agent::config::{Auth, Endpoint, SasConfig, SecretBytes};
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{ConnectionState, SimConfig, SourceConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -36,26 +36,16 @@ fn a_token_for_a_fixed_expiry_matches_the_published_format() {
 #[test]
 fn the_sas_token_command_prints_the_same_token() {
     let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
-        .args([
-            "sas-token",
-            "--connection-string",
-            CONNECTION_STRING,
-            "--expiry",
-            "1798761600",
-        ])
+        .args(["sas-token", "--expiry", "1798761600"])
+        .env("IOTHUB_DEVICE_CONNECTION_STRING", CONNECTION_STRING)
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
     assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), EXPECTED);
 
     let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
-        .args([
-            "sas-token",
-            "--connection-string",
-            CONNECTION_STRING,
-            "--ttl",
-            "600",
-        ])
+        .args(["sas-token", "--ttl", "10m"])
+        .env("IOTHUB_DEVICE_CONNECTION_STRING", CONNECTION_STRING)
         .output()
         .unwrap();
     let token = String::from_utf8(output.stdout).unwrap();
@@ -67,12 +57,57 @@ fn the_sas_token_command_prints_the_same_token() {
     assert!((now + 590..=now + 610).contains(&expiry), "{token}");
 
     let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
-        .args(["sas-token", "--connection-string", "HostName=h;DeviceId=d"])
+        .args(["sas-token"])
+        .env("IOTHUB_DEVICE_CONNECTION_STRING", "HostName=h;DeviceId=d")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("SharedAccessKey"), "{stderr}");
+}
+
+/// The connection string comes from a file or standard input, and never from a flag.
+#[test]
+fn the_sas_token_command_reads_the_connection_string_from_a_file_or_stdin() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cs");
+    std::fs::write(&file, format!("{CONNECTION_STRING}\n")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args(["sas-token", "--expiry", "1798761600"])
+        .env_remove("IOTHUB_DEVICE_CONNECTION_STRING")
+        .env("IOTHUB_DEVICE_CONNECTION_STRING_FILE", &file)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), EXPECTED);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args(["sas-token", "--expiry", "1798761600"])
+        .env_remove("IOTHUB_DEVICE_CONNECTION_STRING")
+        .env("IOTHUB_DEVICE_CONNECTION_STRING_FILE", "-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(CONNECTION_STRING.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), EXPECTED);
+
+    let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args(["sas-token", "--connection-string", CONNECTION_STRING])
+        .env_remove("IOTHUB_DEVICE_CONNECTION_STRING")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "a flag is refused");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!stderr.contains("SharedAccessKey="), "{stderr}");
 }
 
 /// One CONNECT as the peer saw it.
@@ -177,7 +212,7 @@ async fn the_token_is_renewed_at_80_percent_of_its_lifetime() {
     let ttl = Duration::from_secs(3600);
     config.transport.auth = Auth::Sas(SasConfig {
         hub_host: "myhub.azure-devices.net".into(),
-        key: Secret::new(b"secret-key-for-tests-only-0123456789".to_vec()),
+        key: SecretBytes::new(b"secret-key-for-tests-only-0123456789".to_vec()),
         token_ttl: ttl,
         renew_fraction: 0.8,
     });

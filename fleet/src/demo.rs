@@ -397,7 +397,7 @@ pub fn writer_config(
         mqtt_client_id: Some("cloud-writer-demo".to_owned()),
         metrics_addr: Some("off".to_owned()),
         writer_force_missing_partition_key: Some(config.forced()),
-        summary_interval: Some(cloud_writer::config::HumanDuration(Duration::from_secs(
+        summary_interval: Some(cloud_writer::config::DurationSetting(Duration::from_secs(
             3600,
         ))),
         ..cloud_writer::Settings::default()

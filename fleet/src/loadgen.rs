@@ -272,7 +272,7 @@ fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, Loadg
             .iter()
             .take(config.drones)
             .map(|cs| AgentSettings {
-                connection_string: Some(cs.clone()),
+                connection_string: Some(edge_agent::config::Secret::new(cs.as_str())),
                 ..AgentSettings::default()
             })
             .collect(),

@@ -38,7 +38,7 @@ struct DemoArgs {
     #[arg(long, default_value_t = 1_000)]
     drones: usize,
     /// How long the fleet flies, wall time (e.g. `60s`, `2m`).
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
     /// Flight seconds per wall second (reports every 5 s of flight; the 5-minute cutoff
     /// scales the same way).
@@ -88,7 +88,7 @@ struct LoadgenArgs {
     #[arg(long)]
     count: Option<u64>,
     /// Stop after this long (e.g. `30s`, `2m`).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
     /// A cloud writer's Prometheus endpoint, e.g. `http://127.0.0.1:9464/metrics`: adds what
     /// the writer received, wrote, dropped and was throttled during the run.
@@ -274,4 +274,10 @@ fn parse_mqtt_url(url: &str) -> anyhow::Result<(String, u16)> {
         )),
         None => Ok((rest.to_owned(), 1883)),
     }
+}
+
+/// A duration flag in the one form of every program (`60`, `60s`, `2m`).
+fn parse_duration(text: &str) -> Result<Duration, settings::DurationError> {
+    text.parse::<settings::DurationSetting>()
+        .map(settings::DurationSetting::get)
 }

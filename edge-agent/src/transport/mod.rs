@@ -332,7 +332,7 @@ mod tests {
     fn tls_and_websockets_load_the_system_roots() {
         let sas = Auth::Sas(crate::config::SasConfig {
             hub_host: "hub.azure-devices.net".into(),
-            key: crate::config::Secret::new(vec![1, 2, 3]),
+            key: crate::config::SecretBytes::new(vec![1, 2, 3]),
             token_ttl: Duration::from_secs(3600),
             renew_fraction: 0.8,
         });

@@ -15,7 +15,7 @@ use hmac::{Hmac, Mac};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use sha2::Sha256;
 
-use crate::config::Secret;
+use crate::config::SecretBytes;
 
 /// What `encodeURIComponent` leaves alone: letters, digits and `- _ . ! ~ * ' ( )`.
 /// The SDKs encode the resource URI and the signature this way.
@@ -70,7 +70,7 @@ pub struct DeviceConnectionString {
     /// The device id.
     pub device_id: String,
     /// The device's shared access key (decoded from base64), if any.
-    pub key: Option<Secret<Vec<u8>>>,
+    pub key: Option<SecretBytes>,
 }
 
 impl fmt::Debug for DeviceConnectionString {
@@ -103,7 +103,7 @@ impl DeviceConnectionString {
                     let bytes = BASE64
                         .decode(value)
                         .map_err(|_| ConnectionStringError::KeyNotBase64)?;
-                    key = Some(Secret::new(bytes));
+                    key = Some(SecretBytes::new(bytes));
                 }
                 "ModuleId" | "GatewayHostName" | "SharedAccessKeyName" => {
                     return Err(ConnectionStringError::Unsupported(name.to_owned()));
@@ -155,7 +155,7 @@ mod tests {
         .unwrap();
         assert_eq!(cs.host, "hub.azure-devices.net");
         assert_eq!(cs.device_id, "drone-1");
-        assert_eq!(cs.key.unwrap().expose(), &vec![0u8, 1, 2]);
+        assert_eq!(cs.key.unwrap().expose(), &[0u8, 1, 2]);
     }
 
     #[test]
