@@ -14,6 +14,7 @@
 //!   `autosave_interval 1`), so a kill loses at most the change being handled; it costs
 //!   a full database write per change, so keep it off for load tests.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,38 @@ const MOSQUITTO: Program = Program {
     install: "apt-get install mosquitto",
 };
 
+const MOSQUITTO_PASSWD: Program = Program {
+    name: "mosquitto_passwd",
+    env_var: "MOSQUITTO_PASSWD_BIN",
+    extra_dirs: &["/usr/bin", "/usr/local/bin"],
+    install: "apt-get install mosquitto",
+};
+
+/// Writes a Mosquitto password file for `users` (name, password) with `mosquitto_passwd`,
+/// for [`MosquittoConfig::access`].
+pub fn write_password_file(path: &Path, users: &[(&str, &str)]) -> Result<(), HarnessError> {
+    let program = MOSQUITTO_PASSWD.find()?;
+    std::fs::write(path, "").map_err(HarnessError::io("create the password file"))?;
+    for (user, password) in users {
+        let args = [
+            OsStr::new("-b"),
+            path.as_os_str(),
+            OsStr::new(user),
+            OsStr::new(password),
+        ];
+        let status = process::command(&program, args)
+            .status()
+            .map_err(HarnessError::io("run mosquitto_passwd"))?;
+        if !status.success() {
+            return Err(HarnessError::Io {
+                context: format!("mosquitto_passwd for {user}"),
+                source: std::io::Error::other(status.to_string()),
+            });
+        }
+    }
+    Ok(())
+}
+
 const HOST: &str = "127.0.0.1";
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +80,7 @@ pub struct MosquittoConfig {
     websockets: bool,
     max_queued_messages: u32,
     max_inflight_messages: u32,
+    access: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for MosquittoConfig {
@@ -59,6 +93,7 @@ impl Default for MosquittoConfig {
             websockets: false,
             max_queued_messages: 0,
             max_inflight_messages: 0,
+            access: None,
         }
     }
 }
@@ -97,6 +132,13 @@ impl MosquittoConfig {
         self
     }
 
+    /// Every client authenticates against `password_file` (made with `mosquitto_passwd`)
+    /// and is held to `acl_file`; anonymous clients are refused.
+    pub fn access(mut self, password_file: &Path, acl_file: &Path) -> Self {
+        self.access = Some((password_file.to_path_buf(), acl_file.to_path_buf()));
+        self
+    }
+
     /// Starts a broker with these options; see [`Mosquitto::start`].
     pub fn start(self) -> Result<Mosquitto, HarnessError> {
         Mosquitto::start_with(self)
@@ -116,7 +158,14 @@ impl MosquittoConfig {
             // Without it, libwebsockets ignores the address and binds [::] (all interfaces).
             line("socket_domain ipv4".into());
         }
-        line("allow_anonymous true".into());
+        match &self.access {
+            Some((passwords, acl)) => {
+                line("allow_anonymous false".into());
+                line(format!("password_file {}", passwords.display()));
+                line(format!("acl_file {}", acl.display()));
+            }
+            None => line("allow_anonymous true".into()),
+        }
         // Started as root, Mosquitto switches to the `mosquitto` user, which cannot
         // write this directory; `user root` keeps the current user.
         // SAFETY: geteuid(2) has no preconditions.
