@@ -47,7 +47,9 @@ fn init_logs(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in files or log collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

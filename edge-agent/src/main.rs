@@ -81,7 +81,9 @@ fn init_logging(json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in files or log collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if json {
         builder.json().init();
     } else {
