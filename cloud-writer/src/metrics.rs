@@ -3,13 +3,19 @@
 //!
 //! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
 //! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges and acknowledgement lag per source partition are all here. The names are
-//! listed in the crate README.
+//! gauges, the bytes held in the source queue and acknowledgement lag per source
+//! partition are all here. The names are listed in the crate README.
+//!
+//! The server is hardened for a port anyone on the network can reach: a request's
+//! headers must arrive within a timeout, connections beyond a cap wait in the listen
+//! backlog instead of growing the process, and accept errors (out of file descriptors)
+//! back off instead of spinning. `/healthz` fails when work is pending (positions in
+//! flight or messages queued) and no outcome was reached for a while ([`Metrics::is_live`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,7 +28,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::time::Instant;
 use tokio::net::TcpListener;
+
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 type Label = [(&'static str, String); 1];
@@ -55,7 +64,12 @@ pub struct Metrics {
     backlog: Gauge,
     ack_lag: Family<Label, Gauge>,
     source_connected: Gauge,
+    queue_bytes: Gauge,
+    queue_bytes_peak: Gauge,
+    queue_budget: Gauge,
     ready: AtomicBool,
+    /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
+    progress: Mutex<(u64, Instant)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -128,7 +142,11 @@ impl Metrics {
             backlog: Gauge::default(),
             ack_lag: Family::default(),
             source_connected: Gauge::default(),
+            queue_bytes: Gauge::default(),
+            queue_bytes_peak: Gauge::default(),
+            queue_budget: Gauge::default(),
             ready: AtomicBool::new(false),
+            progress: Mutex::new((0, Instant::now())),
         };
         for reason in DROP_REASONS {
             let _ = m.dropped.get_or_create(&label("reason", reason));
@@ -197,6 +215,21 @@ impl Metrics {
             "source_connected",
             "1 while the source is connected",
             m.source_connected.clone(),
+        );
+        r.register(
+            "source_queue_bytes",
+            "Bytes held in the queue between source and pipeline",
+            m.queue_bytes.clone(),
+        );
+        r.register(
+            "source_queue_bytes_peak",
+            "Most bytes the queue between source and pipeline has held",
+            m.queue_bytes_peak.clone(),
+        );
+        r.register(
+            "source_queue_budget_bytes",
+            "The byte budget of the queue between source and pipeline (SOURCE_MAX_BYTES)",
+            m.queue_budget.clone(),
         );
         m
     }
@@ -282,6 +315,39 @@ impl Metrics {
         self.source_connected.set(i64::from(connected));
     }
 
+    /// Bytes held in the source queue now, and the most it has held.
+    pub fn set_source_queue_bytes(&self, held: usize, peak: usize) {
+        self.queue_bytes
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+        self.queue_bytes_peak
+            .set(i64::try_from(peak).unwrap_or(i64::MAX));
+    }
+
+    /// The source queue's byte budget.
+    pub fn set_source_queue_budget(&self, bytes: usize) {
+        self.queue_budget
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the writer is making progress: true unless work is pending (positions
+    /// in flight, or messages queued) and no message reached its outcome for
+    /// `stall_after`. Progress is noticed when this is called, so the stall is measured
+    /// from the first call that saw the last change.
+    pub fn is_live(&self, stall_after: Duration) -> bool {
+        self.is_live_at(stall_after, Instant::now())
+    }
+
+    fn is_live_at(&self, stall_after: Duration, now: Instant) -> bool {
+        let finished = self.counts().finished();
+        let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        if progress.0 != finished {
+            *progress = (finished, now);
+            return true;
+        }
+        let pending = self.in_flight.get() > 0 || self.queue_bytes.get() > 0;
+        !pending || now.saturating_duration_since(progress.1) < stall_after
+    }
+
     /// Marks the writer ready (`/readyz` answers 200).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
@@ -331,41 +397,108 @@ impl Metrics {
     }
 }
 
+/// Limits of the metrics server, and the liveness rule of `/healthz`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeSettings {
+    /// A request's headers must arrive within this, or the connection is closed.
+    pub header_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// `/healthz` fails after this long without progress while work is pending.
+    pub stall_after: Duration,
+}
+
+impl ServeSettings {
+    /// The limits for a scrape endpoint (10 s for headers, 64 connections) with this
+    /// liveness rule.
+    pub fn new(stall_after: Duration) -> Self {
+        ServeSettings {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 64,
+            stall_after,
+        }
+    }
+}
+
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    settings: ServeSettings,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let mut backoff = Duration::ZERO;
     loop {
+        // A free slot first: beyond the cap, connections wait unaccepted.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+            () = shutdown.cancelled() => return,
+        };
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    backoff = Duration::ZERO;
+                    accepted
+                }
                 Err(err) => {
-                    tracing::warn!(error = %err, "metrics listener accept failed");
+                    // Out of descriptors or memory: wait before trying again.
+                    backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                    tracing::warn!(error = %err, retry_in = ?backoff, "metrics listener accept failed");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = shutdown.cancelled() => return,
+                    }
                     continue;
                 }
             },
             () = shutdown.cancelled() => return,
         };
         let metrics = metrics.clone();
+        let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let metrics = metrics.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(&req, &metrics)) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(respond(&req, &metrics, settings.stall_after))
+                }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(settings.header_timeout)
+                .serve_connection(io, service);
+            tokio::select! {
+                _ = connection => {}
+                () = shutdown.cancelled() => {}
+            }
         });
     }
 }
 
-fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+fn respond(
+    req: &Request<Incoming>,
+    metrics: &Metrics,
+    stall_after: Duration,
+) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match req.uri().path() {
         "/metrics" => (
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             metrics.render(),
         ),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/healthz" if metrics.is_live(stall_after) => {
+            (StatusCode::OK, "text/plain", "ok\n".to_string())
+        }
+        "/healthz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            format!("no progress for {stall_after:?} with work pending\n"),
+        ),
         "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
         "/readyz" => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -424,5 +557,135 @@ mod tests {
         let counts = m.counts();
         assert_eq!(counts.received, 1);
         assert_eq!(counts.finished(), 2);
+    }
+
+    #[test]
+    fn liveness_fails_without_progress_while_work_is_pending_and_recovers() {
+        let m = Metrics::new();
+        let stall = Duration::from_secs(5);
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        // Nothing pending: live however long nothing happens.
+        assert!(m.is_live_at(stall, at(60)));
+        // Work pending, no outcome: live until the stall time has passed.
+        m.set_in_flight(3);
+        m.written("latest");
+        assert!(m.is_live_at(stall, at(60)));
+        assert!(m.is_live_at(stall, at(64)));
+        assert!(!m.is_live_at(stall, at(66)));
+        // An outcome: live again, and the stall is measured from it.
+        m.dropped("stale");
+        assert!(m.is_live_at(stall, at(70)));
+        assert!(m.is_live_at(stall, at(74)));
+        assert!(!m.is_live_at(stall, at(76)));
+        // Queued messages are pending work too.
+        m.set_in_flight(0);
+        assert!(m.is_live_at(stall, at(76)));
+        m.set_source_queue_bytes(100, 100);
+        assert!(!m.is_live_at(stall, at(76)));
+        m.set_source_queue_bytes(0, 100);
+        assert!(m.is_live_at(stall, at(76)));
+    }
+
+    mod server {
+        use std::time::Instant as StdInstant;
+
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::TcpStream;
+
+        use super::*;
+
+        async fn start(settings: ServeSettings) -> (SocketAddr, Arc<Metrics>, CancellationToken) {
+            let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let metrics = Arc::new(Metrics::new());
+            let shutdown = CancellationToken::new();
+            tokio::spawn(serve(listener, metrics.clone(), settings, shutdown.clone()));
+            (addr, metrics, shutdown)
+        }
+
+        /// The status line of a GET on a new connection.
+        async fn get(addr: SocketAddr, path: &str) -> String {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            request(&mut stream, path).await
+        }
+
+        async fn request(stream: &mut TcpStream, path: &str) -> String {
+            let text = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            stream.write_all(text.as_bytes()).await.unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.unwrap();
+            response.lines().next().unwrap_or_default().to_string()
+        }
+
+        /// Opens a connection and sends half a request's headers.
+        async fn slowloris(addr: SocketAddr) -> TcpStream {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+            stream
+        }
+
+        #[tokio::test]
+        async fn healthz_turns_failing_when_progress_stops_with_work_pending() {
+            let (addr, metrics, shutdown) = start(ServeSettings::new(Duration::ZERO)).await;
+            assert!(get(addr, "/healthz").await.contains("200"));
+            metrics.set_in_flight(1);
+            assert!(get(addr, "/healthz").await.contains("503"));
+            metrics.written("latest");
+            assert!(get(addr, "/healthz").await.contains("200"));
+            assert!(get(addr, "/healthz").await.contains("503"));
+            metrics.set_in_flight(0);
+            assert!(get(addr, "/healthz").await.contains("200"));
+            shutdown.cancel();
+        }
+
+        #[tokio::test]
+        async fn a_connection_sending_partial_headers_is_closed_after_the_timeout() {
+            let timeout = Duration::from_millis(300);
+            let (addr, _metrics, shutdown) = start(ServeSettings {
+                header_timeout: timeout,
+                ..ServeSettings::new(Duration::from_secs(60))
+            })
+            .await;
+            let started = StdInstant::now();
+            let mut stream = slowloris(addr).await;
+            let mut rest = Vec::new();
+            // The server closes it (at most answering 408); it never answers the request.
+            // Closed (or reset): either way the read ends.
+            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
+                .await
+                .expect("the server closes a connection whose headers do not arrive");
+            assert!(started.elapsed() >= timeout);
+            let text = String::from_utf8_lossy(&rest);
+            assert!(!text.contains("200 OK"), "{text}");
+            shutdown.cancel();
+        }
+
+        #[tokio::test]
+        async fn connections_beyond_the_cap_wait_until_one_closes() {
+            let (addr, _metrics, shutdown) = start(ServeSettings {
+                max_connections: 2,
+                header_timeout: Duration::from_secs(60),
+                ..ServeSettings::new(Duration::from_secs(60))
+            })
+            .await;
+            let first = slowloris(addr).await;
+            let _second = slowloris(addr).await;
+            // A third is not served while both slots are taken...
+            let mut third = tokio::spawn(get(addr, "/healthz"));
+            let waited = tokio::time::timeout(Duration::from_millis(500), &mut third).await;
+            assert!(waited.is_err(), "served beyond the cap");
+            // ...and is once a slot frees.
+            drop(first);
+            let status = tokio::time::timeout(Duration::from_secs(10), third)
+                .await
+                .expect("served once a connection closed")
+                .unwrap();
+            assert!(status.contains("200"), "{status}");
+            shutdown.cancel();
+        }
     }
 }

@@ -20,7 +20,6 @@ use cosmos::{
     Credential, MasterKey,
 };
 use telemetry::{DocumentLayout, PartitionKeyPath};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -32,10 +31,8 @@ use crate::sink::cosmos::{CosmosSink, SinkSettings};
 use crate::sink::encode::Encoder;
 use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
 use crate::source::mqtt::{MqttSettings, MqttSource};
-use crate::source::{Source, SourceControl, SourceError};
+use crate::source::{Source, SourceControl, SourceError, queue};
 
-/// Messages buffered between source and pipeline.
-const SOURCE_CHANNEL: usize = 8192;
 /// Drones whose high-water mark is remembered.
 const HIGH_WATER_CAPACITY: usize = 200_000;
 /// Longest wait for in-flight writes at shutdown.
@@ -319,6 +316,7 @@ impl Writer {
                 tokio::spawn(metrics::serve(
                     listener,
                     metrics.clone(),
+                    metrics::ServeSettings::new(config.healthz_stall_after),
                     stop.child_token(),
                 ));
                 bound
@@ -351,6 +349,7 @@ impl Writer {
             PipelineSettings {
                 staleness: config.staleness,
                 batch_max_messages: config.batch_max_messages,
+                queue_max_bytes: config.source_max_bytes,
             },
             rejects,
             metrics.clone(),
@@ -407,7 +406,7 @@ async fn run(
     stop: CancellationToken,
     summary_interval: Duration,
 ) -> Result<(), RunError> {
-    let (tx, rx) = mpsc::channel(SOURCE_CHANNEL);
+    let (tx, rx) = queue::channel(settings.queue_max_bytes, metrics.clone());
     let control = SourceControl {
         stop: stop.clone(),
         drained: CancellationToken::new(),
