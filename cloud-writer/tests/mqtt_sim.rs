@@ -261,13 +261,7 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     })
     .await
     .unwrap();
-    wait_until(
-        "writer subscribed",
-        Duration::from_secs(10),
-        || writer.metrics().is_ready(),
-        |r| *r,
-    )
-    .await;
+    wait_subscribed(&writer).await;
 
     // Every write waits 6 s: three keep-alive periods.
     let stall = Duration::from_secs(6);

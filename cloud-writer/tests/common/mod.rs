@@ -256,6 +256,12 @@ pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
+    wait_subscribed(&writer).await;
+    writer
+}
+
+/// Waits until the writer's MQTT subscription is acknowledged.
+pub async fn wait_subscribed(writer: &cloud_writer::Writer) {
     wait_until(
         "writer subscribed",
         Duration::from_secs(10),
@@ -263,7 +269,6 @@ pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
         |r| *r,
     )
     .await;
-    writer
 }
 
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
