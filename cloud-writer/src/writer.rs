@@ -24,7 +24,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{CosmosSettings, NewestWins, SourceSpec, WriterConfig};
-use crate::metrics::{self, Counts, Metrics};
+use crate::metrics::server::{self, ServeSettings};
+use crate::metrics::{Counts, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::pipeline::{self, PipelineSettings};
 use crate::sink::cosmos::{CosmosSink, SinkSettings};
@@ -309,14 +310,14 @@ impl Writer {
             .map_err(StartError::DeadLetter)?;
         let metrics_addr = match config.metrics_addr {
             Some(addr) => {
-                let listener = metrics::bind(addr)
+                let listener = server::bind(addr)
                     .await
                     .map_err(|source| StartError::Metrics { addr, source })?;
                 let bound = listener.local_addr().ok();
-                tokio::spawn(metrics::serve(
+                tokio::spawn(server::serve(
                     listener,
                     metrics.clone(),
-                    metrics::ServeSettings::new(config.healthz_stall_after),
+                    ServeSettings::new(config.healthz_stall_after),
                     stop.child_token(),
                 ));
                 bound
