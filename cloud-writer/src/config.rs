@@ -712,6 +712,26 @@ mod tests {
     }
 
     #[test]
+    fn source_budget_and_stall_time_have_defaults_and_a_floor() {
+        let config = base().resolve().unwrap();
+        assert_eq!(config.source_max_bytes, 64 * 1024 * 1024);
+        assert_eq!(config.healthz_stall_after, Duration::from_secs(600));
+        let file: Settings =
+            toml::from_str("source_max_bytes = 1048576\nhealthz_stall_after = \"90s\"\n").unwrap();
+        let config = file.or(base()).resolve().unwrap();
+        assert_eq!(config.source_max_bytes, 1 << 20);
+        assert_eq!(config.healthz_stall_after, Duration::from_secs(90));
+        let err = Settings {
+            source_max_bytes: Some(1000),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SOURCE_MAX_BYTES"), "{err}");
+    }
+
+    #[test]
     fn missing_and_bad_settings_name_the_variable() {
         let err = Settings::default().resolve().unwrap_err().to_string();
         assert!(err.contains("COSMOS_ENDPOINT"), "{err}");
