@@ -22,6 +22,9 @@ use url::Url;
 
 pub use settings::{DurationSetting, Secret};
 
+/// The smallest `SOURCE_MAX_BYTES` (a few hundred positions).
+pub const SOURCE_MAX_BYTES_FLOOR: usize = 64 * 1024;
+
 /// How "newest wins" is enforced on the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -145,6 +148,12 @@ pub struct Settings {
     /// Log format: text or json [default: text]
     #[arg(long, env = "LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Bytes the queue between source and pipeline holds at most [default: 67108864]
+    #[arg(long, env = "SOURCE_MAX_BYTES")]
+    pub source_max_bytes: Option<usize>,
+    /// /healthz fails after this long without progress while work is pending [default: 10m]
+    #[arg(long, env = "HEALTHZ_STALL_AFTER")]
+    pub healthz_stall_after: Option<HumanDuration>,
 }
 
 macro_rules! merge_fields {
@@ -224,6 +233,8 @@ impl Settings {
             max_in_flight,
             summary_interval,
             log_format,
+            source_max_bytes,
+            healthz_stall_after,
         )
     }
 
@@ -341,6 +352,15 @@ impl Settings {
                 message: "must be at least 1".into(),
             });
         }
+        let source_max_bytes = self.source_max_bytes.unwrap_or(64 * 1024 * 1024);
+        if source_max_bytes < SOURCE_MAX_BYTES_FLOOR {
+            return Err(ConfigError::Invalid {
+                name: "SOURCE_MAX_BYTES",
+                message: format!(
+                    "{source_max_bytes} is below the smallest budget, {SOURCE_MAX_BYTES_FLOOR} bytes"
+                ),
+            });
+        }
         let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
         Ok(WriterConfig {
             cosmos: CosmosSettings {
@@ -393,6 +413,10 @@ impl Settings {
                 .summary_interval
                 .map_or(Duration::from_secs(10), |d| d.0),
             log_format: self.log_format.unwrap_or_default(),
+            source_max_bytes,
+            healthz_stall_after: self
+                .healthz_stall_after
+                .map_or(Duration::from_secs(600), |d| d.0),
         })
     }
 }
@@ -621,6 +645,10 @@ pub struct WriterConfig {
     pub summary_interval: Duration,
     /// Log format.
     pub log_format: LogFormat,
+    /// The byte budget of the queue between source and pipeline.
+    pub source_max_bytes: usize,
+    /// `/healthz` fails after this long without progress while work is pending.
+    pub healthz_stall_after: Duration,
 }
 
 #[cfg(test)]
@@ -762,6 +790,26 @@ mod tests {
     #[test]
     fn unknown_file_keys_are_errors() {
         assert!(toml::from_str::<Settings>("cosmos_databse = \"x\"").is_err());
+    }
+
+    #[test]
+    fn source_budget_and_stall_time_have_defaults_and_a_floor() {
+        let config = base().resolve().unwrap();
+        assert_eq!(config.source_max_bytes, 64 * 1024 * 1024);
+        assert_eq!(config.healthz_stall_after, Duration::from_secs(600));
+        let file: Settings =
+            toml::from_str("source_max_bytes = 1048576\nhealthz_stall_after = \"90s\"\n").unwrap();
+        let config = file.or(base()).resolve().unwrap();
+        assert_eq!(config.source_max_bytes, 1 << 20);
+        assert_eq!(config.healthz_stall_after, Duration::from_secs(90));
+        let err = Settings {
+            source_max_bytes: Some(1000),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SOURCE_MAX_BYTES"), "{err}");
     }
 
     #[test]

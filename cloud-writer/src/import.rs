@@ -11,16 +11,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::metrics::Metrics;
+use crate::source::queue::QueueSender;
+use crate::source::{Ack, Message, Source, SourceControl, SourceError};
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use indicatif::ProgressBar;
 use serde::Deserialize;
 use telemetry::Position;
-use tokio::sync::mpsc;
-
-use crate::metrics::Metrics;
-use crate::source::{Ack, Message, Source, SourceControl, SourceError};
 
 /// A source reading a JSONL file.
 pub struct FileSource {
@@ -101,7 +100,7 @@ impl Source for FileSource {
 
     fn run(
         self: Box<Self>,
-        tx: mpsc::Sender<Message>,
+        tx: QueueSender,
         control: SourceControl,
     ) -> BoxFuture<'static, Result<(), SourceError>> {
         async move {

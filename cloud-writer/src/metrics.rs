@@ -1,29 +1,24 @@
-//! The writer's metrics (Prometheus text exposition) and the HTTP endpoint that serves
-//! them with `/healthz` and `/readyz`.
+//! The writer's metrics (Prometheus text exposition); [`server`] serves them with
+//! `/healthz` and `/readyz`.
 //!
 //! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
 //! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges and acknowledgement lag per source partition are all here. The names are
-//! listed in the crate README.
+//! gauges, the bytes held in the source queue and acknowledgement lag per source
+//! partition are all here. The names are listed in the crate README.
+
+pub mod server;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 type Label = [(&'static str, String); 1];
 type Labels2 = [(&'static str, String); 2];
@@ -55,7 +50,12 @@ pub struct Metrics {
     backlog: Gauge,
     ack_lag: Family<Label, Gauge>,
     source_connected: Gauge,
+    queue_bytes: Gauge,
+    queue_bytes_peak: Gauge,
+    queue_budget: Gauge,
     ready: AtomicBool,
+    /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
+    progress: Mutex<(u64, Instant)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -128,7 +128,11 @@ impl Metrics {
             backlog: Gauge::default(),
             ack_lag: Family::default(),
             source_connected: Gauge::default(),
+            queue_bytes: Gauge::default(),
+            queue_bytes_peak: Gauge::default(),
+            queue_budget: Gauge::default(),
             ready: AtomicBool::new(false),
+            progress: Mutex::new((0, Instant::now())),
         };
         for reason in DROP_REASONS {
             let _ = m.dropped.get_or_create(&label("reason", reason));
@@ -197,6 +201,21 @@ impl Metrics {
             "source_connected",
             "1 while the source is connected",
             m.source_connected.clone(),
+        );
+        r.register(
+            "source_queue_bytes",
+            "Bytes held in the queue between source and pipeline",
+            m.queue_bytes.clone(),
+        );
+        r.register(
+            "source_queue_bytes_peak",
+            "Most bytes the queue between source and pipeline has held",
+            m.queue_bytes_peak.clone(),
+        );
+        r.register(
+            "source_queue_budget_bytes",
+            "The byte budget of the queue between source and pipeline (SOURCE_MAX_BYTES)",
+            m.queue_budget.clone(),
         );
         m
     }
@@ -282,6 +301,39 @@ impl Metrics {
         self.source_connected.set(i64::from(connected));
     }
 
+    /// Bytes held in the source queue now, and the most it has held.
+    pub fn set_source_queue_bytes(&self, held: usize, peak: usize) {
+        self.queue_bytes
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+        self.queue_bytes_peak
+            .set(i64::try_from(peak).unwrap_or(i64::MAX));
+    }
+
+    /// The source queue's byte budget.
+    pub fn set_source_queue_budget(&self, bytes: usize) {
+        self.queue_budget
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the writer is making progress: true unless work is pending (positions
+    /// in flight, or messages queued) and no message reached its outcome for
+    /// `stall_after`. Progress is noticed when this is called, so the stall is measured
+    /// from the first call that saw the last change.
+    pub fn is_live(&self, stall_after: Duration) -> bool {
+        self.is_live_at(stall_after, Instant::now())
+    }
+
+    fn is_live_at(&self, stall_after: Duration, now: Instant) -> bool {
+        let finished = self.counts().finished();
+        let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        if progress.0 != finished {
+            *progress = (finished, now);
+            return true;
+        }
+        let pending = self.in_flight.get() > 0 || self.queue_bytes.get() > 0;
+        !pending || now.saturating_duration_since(progress.1) < stall_after
+    }
+
     /// Marks the writer ready (`/readyz` answers 200).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
@@ -331,65 +383,6 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    tracing::warn!(error = %err, "metrics listener accept failed");
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let metrics = metrics.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(&req, &metrics)) }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
-        });
-    }
-}
-
-fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match req.uri().path() {
-        "/metrics" => (
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            metrics.render(),
-        ),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
-        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready\n".to_string(),
-        ),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found\n".to_string(),
-        ),
-    };
-    Response::builder()
-        .status(status)
-        .header("content-type", content_type)
-        .body(Full::new(Bytes::from(body)))
-        .expect("a static response is valid")
-}
-
-/// Binds the metrics listener.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +417,33 @@ mod tests {
         let counts = m.counts();
         assert_eq!(counts.received, 1);
         assert_eq!(counts.finished(), 2);
+    }
+
+    #[test]
+    fn liveness_fails_without_progress_while_work_is_pending_and_recovers() {
+        let m = Metrics::new();
+        let stall = Duration::from_secs(5);
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        // Nothing pending: live however long nothing happens.
+        assert!(m.is_live_at(stall, at(60)));
+        // Work pending, no outcome: live until the stall time has passed.
+        m.set_in_flight(3);
+        m.written("latest");
+        assert!(m.is_live_at(stall, at(60)));
+        assert!(m.is_live_at(stall, at(64)));
+        assert!(!m.is_live_at(stall, at(66)));
+        // An outcome: live again, and the stall is measured from it.
+        m.dropped("stale");
+        assert!(m.is_live_at(stall, at(70)));
+        assert!(m.is_live_at(stall, at(74)));
+        assert!(!m.is_live_at(stall, at(76)));
+        // Queued messages are pending work too.
+        m.set_in_flight(0);
+        assert!(m.is_live_at(stall, at(76)));
+        m.set_source_queue_bytes(100, 100);
+        assert!(!m.is_live_at(stall, at(76)));
+        m.set_source_queue_bytes(0, 100);
+        assert!(m.is_live_at(stall, at(76)));
     }
 }

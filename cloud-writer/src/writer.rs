@@ -20,22 +20,20 @@ use cosmos::{
     Credential, MasterKey,
 };
 use telemetry::{DocumentLayout, PartitionKeyPath};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{CosmosSettings, NewestWins, SourceSpec, WriterConfig};
-use crate::metrics::{self, Counts, Metrics};
+use crate::metrics::server::{self, ServeSettings};
+use crate::metrics::{Counts, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::pipeline::{self, PipelineSettings};
 use crate::sink::cosmos::{CosmosSink, SinkSettings};
 use crate::sink::encode::Encoder;
 use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
 use crate::source::mqtt::{MqttSettings, MqttSource};
-use crate::source::{Source, SourceControl, SourceError};
+use crate::source::{Source, SourceControl, SourceError, queue};
 
-/// Messages buffered between source and pipeline.
-const SOURCE_CHANNEL: usize = 8192;
 /// Drones whose high-water mark is remembered.
 const HIGH_WATER_CAPACITY: usize = 200_000;
 /// Longest wait for in-flight writes at shutdown.
@@ -315,13 +313,14 @@ impl Writer {
             .map_err(StartError::DeadLetter)?;
         let metrics_addr = match config.metrics_addr {
             Some(addr) => {
-                let listener = metrics::bind(addr)
+                let listener = server::bind(addr)
                     .await
                     .map_err(|source| StartError::Metrics { addr, source })?;
                 let bound = listener.local_addr().ok();
-                tokio::spawn(metrics::serve(
+                tokio::spawn(server::serve(
                     listener,
                     metrics.clone(),
+                    ServeSettings::new(config.healthz_stall_after),
                     stop.child_token(),
                 ));
                 bound
@@ -354,6 +353,7 @@ impl Writer {
             PipelineSettings {
                 staleness: config.staleness,
                 batch_max_messages: config.batch_max_messages,
+                queue_max_bytes: config.source_max_bytes,
             },
             rejects,
             metrics.clone(),
@@ -410,7 +410,7 @@ async fn run(
     stop: CancellationToken,
     summary_interval: Duration,
 ) -> Result<(), RunError> {
-    let (tx, rx) = mpsc::channel(SOURCE_CHANNEL);
+    let (tx, rx) = queue::channel(settings.queue_max_bytes, metrics.clone());
     let control = SourceControl {
         stop: stop.clone(),
         drained: CancellationToken::new(),

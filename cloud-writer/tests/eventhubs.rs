@@ -281,7 +281,7 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
         },
         Arc::new(Metrics::new()),
     ));
-    let (tx, _rx) = tokio::sync::mpsc::channel(16);
+    let (tx, _rx) = cloud_writer::source::queue::channel(1 << 20, Arc::new(Metrics::new()));
     let control = SourceControl {
         stop: CancellationToken::new(),
         drained: CancellationToken::new(),

@@ -5,9 +5,10 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
+use cloud_writer::source::mqtt::{MqttSettings, MqttSource};
 use common::*;
 use cosmos_sim::CosmosSim;
-use test_harness::Mosquitto;
+use test_harness::{Mosquitto, MosquittoConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
@@ -80,6 +81,10 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     writer.wait().await.unwrap();
 }
 
+/// A broker restart while the writer has messages unacknowledged: they come again, and
+/// nothing is lost. Redelivered messages are counted again, so the counts cannot say
+/// when everything is written: the test waits until the container holds every drone's
+/// newest position, which a lost message would keep it from ever doing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_mid_stream_loses_nothing() {
     let mut broker = Mosquitto::start().unwrap();
@@ -103,24 +108,26 @@ async fn broker_restart_mid_stream_loses_nothing() {
     broker.restart().unwrap();
     publish(broker.port(), "fleet-restart-2", second).await;
 
-    let total = s.messages.len() as u64;
-    let counts = wait_until(
-        "every message to have a final outcome after the restart",
-        Duration::from_secs(60),
-        || writer.counts(),
-        // Messages unacknowledged at the restart come again: at least every message.
-        |c| c.finished() >= total && c.in_flight == 0 && latest_total(c) >= s.fresh,
+    let container = container(&sim.endpoint(), "telemetry", "restart");
+    wait_until_async(
+        "every drone's newest position in the container after the restart",
+        Duration::from_secs(90),
+        || latest_documents(&container),
+        |docs| newest_written(docs, &s.expected),
     )
     .await;
+    let counts = wait_until(
+        "nothing in flight",
+        Duration::from_secs(30),
+        || writer.counts(),
+        |c| c.in_flight == 0,
+    )
+    .await;
+    assert!(counts.finished() >= s.messages.len() as u64, "{counts:?}");
     assert_eq!(counts.dropped("write_failed"), 0);
-    let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "restart")).await;
-    assert_newest(&docs, &s.expected);
+    assert_newest(&latest_documents(&container).await, &s.expected);
     writer.shutdown();
     writer.wait().await.unwrap();
-}
-
-fn latest_total(c: &cloud_writer::Counts) -> u64 {
-    c.written + c.dropped("superseded")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,4 +225,120 @@ async fn history_mode_writes_every_fresh_position_with_its_ttl() {
     assert_newest(&latest_documents(&container).await, &s.expected);
     writer.shutdown();
     writer.wait().await.unwrap();
+}
+
+/// A Cosmos DB that answers nothing for longer than 1.5 keep-alive periods while the
+/// pipeline is full: the source keeps the MQTT session (pings and PUBACKs flow, no
+/// reconnect, nothing delivered twice), the queue between source and pipeline never
+/// holds more than its byte budget, nothing is acknowledged before it is written, and
+/// everything is written once Cosmos DB answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
+    // The broker's in-flight window is the flow control: more than the queue and the
+    // pipeline hold (so the source has messages waiting), less than twice the budget.
+    let broker = MosquittoConfig::default()
+        .max_inflight_messages(400)
+        .start()
+        .unwrap();
+    let sim = CosmosSim::builder()
+        .ru_per_sec(f64::INFINITY)
+        .start()
+        .await
+        .unwrap();
+    let budget = cloud_writer::config::SOURCE_MAX_BYTES_FLOOR;
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "blocked");
+    settings.source_max_bytes = Some(budget);
+    settings.max_in_flight = Some(20);
+    settings.batch_max_messages = Some(20);
+    let keep_alive = Duration::from_secs(2);
+    let url = url::Url::parse(&broker.url()).unwrap();
+    let mqtt = MqttSettings {
+        keep_alive,
+        ..MqttSettings::from_url(&url, "writer-blocked".into(), None).unwrap()
+    };
+    let writer = cloud_writer::Writer::start_with(settings.resolve().unwrap(), move |metrics| {
+        Ok(Box::new(MqttSource::new(mqtt, metrics)))
+    })
+    .await
+    .unwrap();
+    wait_subscribed(&writer).await;
+
+    // Every write waits 6 s: three keep-alive periods.
+    let stall = Duration::from_secs(6);
+    sim.set_latency(stall);
+    let now = Utc::now();
+    let total = 1_500;
+    let messages: Vec<Publish> = (0..total)
+        .map(|d| Publish {
+            device: device(d),
+            payload: wire(&device(d), 1, now, 10.0, 20.0),
+        })
+        .collect();
+    publish(broker.port(), "fleet-blocked", &messages).await;
+    let stalled_since = std::time::Instant::now();
+    // New writes go through at once; those already waiting finish their 6 s.
+    wait_until(
+        "the broker's window to fill",
+        Duration::from_secs(30),
+        || writer.counts().received,
+        |r| *r >= 400,
+    )
+    .await;
+    sim.set_latency(Duration::ZERO);
+
+    // Until everything is written, sample what was acknowledged (received, less the
+    // acknowledgement lag) against what has an outcome.
+    let total = total as u64;
+    let mut early = Vec::new();
+    let counts = wait_until(
+        "every position written after the stall",
+        Duration::from_secs(90),
+        || {
+            let received = writer.counts().received;
+            let text = writer.metrics().render();
+            let lag = gauge(&text, "cloud_writer_checkpoint_lag{partition=\"mqtt\"}");
+            let counts = writer.counts();
+            let acknowledged = received.saturating_sub(lag);
+            if acknowledged > counts.finished() {
+                early.push((acknowledged, counts.clone()));
+            }
+            counts
+        },
+        |c| c.written == total && c.in_flight == 0,
+    )
+    .await;
+    assert!(stalled_since.elapsed() > keep_alive * 3 / 2);
+    // Delivered once each: the session was never dropped.
+    let log = broker.log();
+    assert_eq!(
+        log.matches("as writer-blocked").count(),
+        1,
+        "the writer connected more than once:\n{log}"
+    );
+    assert!(!log.contains("exceeded timeout"), "{log}");
+    assert_eq!(counts.received, total, "{counts:?}");
+    // (A reconnect forgets the lag, which is why this is checked after.)
+    assert!(early.is_empty(), "acknowledged before written: {early:?}");
+    // The queue filled, and never beyond its budget.
+    let text = writer.metrics().render();
+    let peak = gauge(&text, "cloud_writer_source_queue_bytes_peak");
+    assert!(
+        peak <= budget as u64,
+        "peak {peak} over the budget {budget}"
+    );
+    assert!(
+        peak > budget as u64 / 2,
+        "the queue never filled: peak {peak}"
+    );
+    let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "blocked")).await;
+    assert_eq!(docs.len() as u64, total);
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}
+
+/// The value of an unlabelled or fully labelled gauge line `name value`.
+fn gauge(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }

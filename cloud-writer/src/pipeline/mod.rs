@@ -14,12 +14,12 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use telemetry::{Position, PositionOrder, StalenessPolicy};
-use tokio::sync::mpsc;
 
 use self::coalesce::{Coalescer, Ordered};
 use self::reject::Rejects;
 use crate::metrics::Metrics;
 use crate::sink::cosmos::CosmosSink;
+use crate::source::queue::QueueReceiver;
 use crate::source::{Ack, Message};
 
 /// A fresh position on its way to the sink.
@@ -52,6 +52,8 @@ pub struct PipelineSettings {
     pub staleness: StalenessPolicy,
     /// Most messages per batch.
     pub batch_max_messages: usize,
+    /// The byte budget of the queue from the source ([`crate::source::queue`]).
+    pub queue_max_bytes: usize,
 }
 
 /// Judges and coalesces one batch of messages: rejected ones are recorded and
@@ -93,7 +95,7 @@ pub fn prepare_batch(
 
 /// Runs the pipeline until the source's channel closes, then waits for every write.
 pub async fn run(
-    mut rx: mpsc::Receiver<Message>,
+    mut rx: QueueReceiver,
     sink: CosmosSink,
     settings: PipelineSettings,
     rejects: Rejects,

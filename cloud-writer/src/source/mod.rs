@@ -1,7 +1,7 @@
 //! Sources: where messages come from, and how they are acknowledged upstream.
 //!
 //! Every source yields [`Message`]s (the authenticated device identity, the raw payload,
-//! the hub's enqueued time when known) into a bounded channel, and acknowledges upstream
+//! the hub's enqueued time when known) into a queue bounded in bytes ([`queue`]), and acknowledges upstream
 //! (MQTT PUBACK, Event Hubs checkpoint) only through the [`Ack`] handle each message
 //! carries: the pipeline calls [`Ack::finish`] once the message's outcome is final
 //! (written, superseded, or dropped and counted). An [`Ack`] dropped without `finish`
@@ -14,6 +14,7 @@
 
 pub mod eventhubs;
 pub mod mqtt;
+pub mod queue;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -23,7 +24,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// One message as a source received it.
@@ -212,7 +212,7 @@ pub trait Source: Send {
     /// Runs until `control` says so or the source fails, sending messages to `tx`.
     fn run(
         self: Box<Self>,
-        tx: mpsc::Sender<Message>,
+        tx: queue::QueueSender,
         control: SourceControl,
     ) -> BoxFuture<'static, Result<(), SourceError>>;
 }

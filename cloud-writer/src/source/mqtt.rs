@@ -6,25 +6,47 @@
 //! order: a message is acknowledged only when it and every earlier message of the same
 //! connection are final, so the broker redelivers whatever was not written after a
 //! writer crash or a broker restart. The device identity is the topic's second segment.
+//!
+//! The event loop is polled all the time, also while the pipeline is full, so keep-alive
+//! pings and PUBACKs flow and a slow Cosmos DB does not make the broker drop the session
+//! (and deliver everything again). Messages that do not fit in the byte-bounded queue
+//! wait here, in order; the broker's in-flight window (Mosquitto
+//! `max_inflight_messages`) is the flow control that bounds them, since every message
+//! stays unacknowledged until its outcome is final. A PUBACK is only ever sent on the
+//! connection that delivered its message: after a reconnect the broker may have given
+//! the packet id to another message.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use rumqttc::{AsyncClient, ConnectReturnCode, Event, MqttOptions, Packet, Publish, QoS};
+use rumqttc::{
+    AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, Publish, QoS,
+    Request, StateError, mqttbytes,
+};
 use tokio::sync::mpsc;
 use url::Url;
 
+use super::queue::{QueueSender, Reservation, message_bytes};
 use super::{Ack, AckQueue, AckSink, Message, Source, SourceControl, SourceError};
 use crate::metrics::Metrics;
 
 /// The topic filter devices publish under (IoT Hub's device-to-cloud topic).
 pub const TOPIC_FILTER: &str = "devices/+/messages/events/#";
 
-/// Largest incoming packet accepted from the broker: above the wire limit, so that an
-/// oversize message reaches the pipeline and is counted instead of closing the connection.
-const MAX_INCOMING_PACKET: usize = 1024 * 1024;
+/// The largest payload IoT Hub accepts (the wire limit of a device-to-cloud message).
+pub const WIRE_PAYLOAD_LIMIT: usize = 256 * 1024;
+
+/// Largest incoming packet (its remaining length) accepted from the broker: the wire
+/// limit's payload plus the longest topic (two length bytes and 65,535 bytes) and the
+/// packet id. A larger one closes the connection (rumqttc cannot skip it) and is
+/// reported; the broker's own `max_packet_size` keeps devices from publishing one.
+pub const MAX_INCOMING_PACKET: usize = WIRE_PAYLOAD_LIMIT + 2 + u16::MAX as usize + 2;
+
+/// Requests (PUBACKs, the subscription) buffered for the event loop.
+const REQUEST_CHANNEL: usize = 4096;
 
 /// Settings of the MQTT source.
 #[derive(Debug, Clone)]
@@ -107,21 +129,46 @@ impl MqttSource {
 
 /// The in-order PUBACK queue of the current connection.
 struct Acker {
-    /// The current connection's packet ids, in order of arrival.
-    queue: Mutex<AckQueue<u16>>,
-    /// PUBACKs to send, in order.
-    tx: mpsc::UnboundedSender<u16>,
+    /// The current connection's number and its packet ids, in order of arrival.
+    queue: Mutex<(u64, AckQueue<u16>)>,
+    /// PUBACKs to send, in order, with the number of the connection they belong to.
+    tx: mpsc::UnboundedSender<(u64, u16)>,
     metrics: Arc<Metrics>,
+}
+
+impl Acker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, AckQueue<u16>)> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connection ended: forget its pending messages (the broker delivers them
+    /// again) and start counting the next one. Returns the new connection's number.
+    fn next_connection(&self) -> u64 {
+        let mut queue = self.lock();
+        queue.0 += 1;
+        queue.1.reset();
+        self.metrics.set_ack_lag("mqtt", 0);
+        queue.0
+    }
+
+    /// Enters a packet id of the current connection; returns its index.
+    fn push(&self, pkid: u16) -> u64 {
+        let mut queue = self.lock();
+        let index = queue.1.push(pkid);
+        self.metrics.set_ack_lag("mqtt", queue.1.len());
+        index
+    }
 }
 
 impl AckSink for Acker {
     fn done(&self, index: u64) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        for pkid in queue.complete(index) {
-            // The sender only fails when the source has stopped; the broker redelivers.
-            let _ = self.tx.send(pkid);
+        let mut queue = self.lock();
+        let connection = queue.0;
+        for pkid in queue.1.complete(index) {
+            // The receiver only goes when the source has stopped; the broker redelivers.
+            let _ = self.tx.send((connection, pkid));
         }
-        self.metrics.set_ack_lag("mqtt", queue.len());
+        self.metrics.set_ack_lag("mqtt", queue.1.len());
     }
 }
 
@@ -132,7 +179,7 @@ impl Source for MqttSource {
 
     fn run(
         self: Box<Self>,
-        tx: mpsc::Sender<Message>,
+        tx: QueueSender,
         control: SourceControl,
     ) -> BoxFuture<'static, Result<(), SourceError>> {
         run(*self, tx, control).boxed()
@@ -146,68 +193,124 @@ fn options(settings: &MqttSettings) -> MqttOptions {
         .set_clean_session(false)
         .set_manual_acks(true)
         .set_max_packet_size(MAX_INCOMING_PACKET, 64 * 1024)
-        .set_request_channel_capacity(4096);
+        .set_request_channel_capacity(REQUEST_CHANNEL);
     if let Some((user, password)) = &settings.credentials {
         options.set_credentials(user, password.expose());
     }
     options
 }
 
+/// A PUBACK request for `pkid`.
+fn puback(pkid: u16) -> Publish {
+    let mut publish = Publish::new("", QoS::AtLeastOnce, Vec::new());
+    publish.pkid = pkid;
+    publish
+}
+
+/// Messages received but not yet in the queue (it is full), in order. The event loop
+/// goes on being polled meanwhile, so pings and PUBACKs flow; the broker's in-flight
+/// window bounds how many arrive.
+#[derive(Default)]
+struct Waiting {
+    messages: VecDeque<Message>,
+    bytes: usize,
+}
+
+impl Waiting {
+    fn push(&mut self, message: Message) {
+        self.bytes += message_bytes(&message);
+        self.messages.push_back(message);
+    }
+
+    fn pop(&mut self) -> Option<Message> {
+        let message = self.messages.pop_front()?;
+        self.bytes -= message_bytes(&message);
+        Some(message)
+    }
+
+    fn front_bytes(&self) -> Option<usize> {
+        self.messages.front().map(message_bytes)
+    }
+
+    /// Forgets every waiting message (their connection ended: they come again).
+    fn clear(&mut self) {
+        self.messages.clear();
+        self.bytes = 0;
+    }
+}
+
 async fn run(
     source: MqttSource,
-    tx: mpsc::Sender<Message>,
+    tx: QueueSender,
     control: SourceControl,
 ) -> Result<(), SourceError> {
     let MqttSource { settings, metrics } = source;
-    let (client, mut eventloop) = AsyncClient::new(options(&settings), 4096);
-    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<u16>();
+    let (client, mut eventloop) = AsyncClient::new(options(&settings), REQUEST_CHANNEL);
+    let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<(u64, u16)>();
     let acker = Arc::new(Acker {
-        queue: Mutex::new(AckQueue::default()),
+        queue: Mutex::new((0, AckQueue::default())),
         tx: ack_tx,
         metrics: metrics.clone(),
     });
-    // Sends PUBACKs; the event loop below carries them to the broker.
-    let ack_client = client.clone();
-    let ack_drained = control.drained.clone();
-    let ack_task = tokio::spawn(async move {
-        let send = |pkid: u16| {
-            let mut publish = Publish::new("", QoS::AtLeastOnce, Vec::new());
-            publish.pkid = pkid;
-            let client = ack_client.clone();
-            async move { client.ack(&publish).await.is_ok() }
-        };
-        loop {
-            tokio::select! {
-                pkid = ack_rx.recv() => match pkid {
-                    Some(pkid) if send(pkid).await => {}
-                    _ => break,
-                },
-                () = ack_drained.cancelled() => {
-                    while let Ok(pkid) = ack_rx.try_recv() {
-                        if !send(pkid).await {
-                            break;
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-    });
     let filter = settings.filter();
     let mut backoff = Backoff::default();
+    // The connection whose PUBACKs may be sent; 0 before the first CONNACK.
+    let mut connection = 0;
+    // PUBACKs of the current connection not yet handed to the event loop.
+    let mut acks: VecDeque<u16> = VecDeque::new();
+    let mut waiting = Waiting::default();
+    // Above this, the event loop is no longer polled until the queue takes some: the
+    // broker's in-flight window is larger than the budget allows (see the README).
+    let waiting_limit = tx.budget();
+    let mut warned_window = false;
     // Dropped on stop, which ends the pipeline's input.
     let mut tx = Some(tx);
     tracing::info!(host = %settings.host, port = settings.port, client_id = %settings.client_id, %filter, "connecting to the MQTT broker");
     let result = loop {
+        // Hand the PUBACKs to the event loop as far as its request channel takes them.
+        while let Some(&pkid) = acks.front() {
+            if client.try_ack(&puback(pkid)).is_err() {
+                break;
+            }
+            acks.pop_front();
+        }
+        let poll_events = waiting.bytes < waiting_limit;
+        if !poll_events && !warned_window {
+            warned_window = true;
+            tracing::warn!(
+                waiting_bytes = waiting.bytes,
+                "the broker sends more unacknowledged messages than SOURCE_MAX_BYTES holds: lower its in-flight window (Mosquitto max_inflight_messages) so that the connection is serviced while the pipeline is full"
+            );
+        }
+        let front_bytes = waiting.front_bytes();
         let event = tokio::select! {
             biased;
             () = control.drained.cancelled() => break Ok(()),
             () = control.stop.cancelled(), if tx.is_some() => {
                 tx = None;
+                // Not acknowledged: the broker delivers them again later.
+                waiting.clear();
                 tracing::info!("MQTT source: no longer taking messages");
                 continue;
             }
-            event = eventloop.poll() => event,
+            Some((of, pkid)) = ack_rx.recv() => {
+                if of == connection {
+                    acks.push_back(pkid);
+                }
+                continue;
+            }
+            reservation = reserve(tx.as_ref(), front_bytes), if front_bytes.is_some() && tx.is_some() => {
+                match reservation.and_then(|r| waiting.pop().map(|m| (r, m))) {
+                    Some((reservation, message)) => {
+                        if reservation.send(message).is_err() {
+                            break Ok(());
+                        }
+                    }
+                    None => break Ok(()),
+                }
+                continue;
+            }
+            event = eventloop.poll(), if poll_events => event,
         };
         match event {
             Ok(Event::Incoming(Packet::ConnAck(connack))) => {
@@ -218,12 +321,16 @@ async fn run(
                     )));
                 }
                 backoff.reset();
-                // Unacknowledged messages of the previous connection come again.
-                acker
-                    .queue
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .reset();
+                // Nothing of an earlier connection goes out on this one: its PUBACKs
+                // would name packet ids the broker may have given to other messages,
+                // and its messages not yet taken come again.
+                connection = acker.next_connection();
+                acks.clear();
+                waiting.clear();
+                eventloop.state.events.clear();
+                eventloop
+                    .pending
+                    .retain(|request| !matches!(request, Request::PubAck(_)));
                 tracing::info!(session_present = connack.session_present, "MQTT connected");
                 // The request channel is drained by this loop: subscribe from another task.
                 let client = client.clone();
@@ -250,35 +357,45 @@ async fn run(
                 tracing::info!(%filter, "MQTT subscribed");
             }
             Ok(Event::Incoming(Packet::Publish(publish))) => {
-                let Some(sender) = &tx else {
+                if tx.is_none() {
                     // Not acknowledged: the broker delivers it again later.
                     continue;
-                };
+                }
                 let Some(message) = message_of(&publish, &acker) else {
                     // Not a device-to-cloud topic: acknowledge so it does not come back.
-                    let index = acker
-                        .queue
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(publish.pkid);
+                    let index = acker.push(publish.pkid);
                     metrics.dropped("unroutable");
                     tracing::warn!(topic = %publish.topic, "message on an unexpected topic dropped");
                     acker.done(index);
                     continue;
                 };
                 metrics.received();
-                if sender.send(message).await.is_err() {
-                    break Ok(());
-                }
+                waiting.push(message);
             }
             Ok(_) => {}
             Err(err) => {
                 metrics.set_source_connected(false);
+                // The connection's unacknowledged messages come again on the next one.
+                connection = acker.next_connection();
+                acks.clear();
+                waiting.clear();
                 if control.stop.is_cancelled() {
                     break Ok(());
                 }
                 let delay = backoff.next();
-                tracing::warn!(error = %err, retry_in = ?delay, "MQTT connection lost; reconnecting");
+                if let ConnectionError::MqttState(StateError::Deserialization(
+                    mqttbytes::Error::PayloadSizeLimitExceeded(size),
+                )) = &err
+                {
+                    tracing::error!(
+                        size,
+                        limit = MAX_INCOMING_PACKET,
+                        retry_in = ?delay,
+                        "the broker sent a packet over the wire limit (256 KiB payload plus topic); it holds the stream until removed: set the broker's max_packet_size (Mosquitto) so that devices cannot publish it"
+                    );
+                } else {
+                    tracing::warn!(error = %err, retry_in = ?delay, "MQTT connection lost; reconnecting");
+                }
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = control.drained.cancelled() => break Ok(()),
@@ -286,9 +403,19 @@ async fn run(
             }
         }
     };
-    // Send the queued PUBACKs, then disconnect (the persistent session keeps the rest).
+    // Send the PUBACKs of what became final, then disconnect (the persistent session
+    // keeps the rest).
+    while let Ok((of, pkid)) = ack_rx.try_recv() {
+        if of == connection {
+            acks.push_back(pkid);
+        }
+    }
     let flush = async {
-        let _ = ack_task.await;
+        for pkid in acks {
+            if client.ack(&puback(pkid)).await.is_err() {
+                break;
+            }
+        }
         let _ = client.disconnect().await;
     };
     tokio::pin!(flush);
@@ -309,14 +436,19 @@ async fn run(
     result
 }
 
+/// Room in the queue for `bytes`; `None` once the queue is closed. Pending forever
+/// without a queue (never polled then: its branch is disabled).
+async fn reserve(tx: Option<&QueueSender>, bytes: Option<usize>) -> Option<Reservation> {
+    match (tx, bytes) {
+        (Some(tx), Some(bytes)) => tx.reserve(bytes).await.ok(),
+        _ => std::future::pending().await,
+    }
+}
+
 /// The message of a publish, entered into the connection's ack queue.
 fn message_of(publish: &Publish, acker: &Arc<Acker>) -> Option<Message> {
     let identity = identity_of_topic(&publish.topic)?.to_string();
-    let index = acker
-        .queue
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(publish.pkid);
+    let index = acker.push(publish.pkid);
     let sink: Arc<dyn AckSink> = acker.clone();
     let ack = if publish.qos == QoS::AtMostOnce {
         // Nothing to acknowledge; keep the queue moving.

@@ -239,11 +239,29 @@ pub fn assert_newest(
     }
 }
 
+/// Whether the container holds exactly the expected newest position of each drone.
+pub fn newest_written(
+    docs: &HashMap<String, Value>,
+    expected: &HashMap<String, (i64, u64, f64, f64)>,
+) -> bool {
+    docs.len() == expected.len()
+        && expected.iter().all(|(device, (time_ms, seq, _, _))| {
+            docs.get(device)
+                .is_some_and(|d| d["deviceTimeMs"] == *time_ms && d["seq"] == *seq)
+        })
+}
+
 /// Starts a writer with these settings and waits until its MQTT subscription is acknowledged.
 pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
+    wait_subscribed(&writer).await;
+    writer
+}
+
+/// Waits until the writer's MQTT subscription is acknowledged.
+pub async fn wait_subscribed(writer: &cloud_writer::Writer) {
     wait_until(
         "writer subscribed",
         Duration::from_secs(10),
@@ -251,7 +269,6 @@ pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
         |r| *r,
     )
     .await;
-    writer
 }
 
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics

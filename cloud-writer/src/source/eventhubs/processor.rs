@@ -5,7 +5,7 @@
 //! Each partition the processor hands this replica is read by its own task (on a thread
 //! of its own with a single-threaded runtime, because the SDK's partition event stream
 //! is not `Send`), which turns
-//! events into [`Message`]s ([`PartitionCheckpoints::message_of`]) and writes the
+//! events into [`Message`](crate::source::Message)s ([`PartitionCheckpoints::message_of`]) and writes the
 //! partition's checkpoint every [`CHECKPOINT_INTERVAL`], only up to the last event whose
 //! outcome and whose predecessors' outcomes are final. A partition that is lost (another
 //! replica claimed it, or the receiver failed) is checkpointed as far as it is final and
@@ -37,7 +37,8 @@ use super::store::{CosmosCheckpointStore, Scope};
 use super::{EventParts, PartitionCheckpoints};
 use crate::config::{EventHubsConnection, EventHubsSettings, StartAt};
 use crate::metrics::Metrics;
-use crate::source::{Message, Source, SourceControl, SourceError};
+use crate::source::queue::QueueSender;
+use crate::source::{Source, SourceControl, SourceError};
 
 /// How often each partition's final position is written to the checkpoint store.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
@@ -87,7 +88,7 @@ impl Source for EventHubsSource {
 
     fn run(
         self: Box<Self>,
-        tx: mpsc::Sender<Message>,
+        tx: QueueSender,
         control: SourceControl,
     ) -> BoxFuture<'static, Result<(), SourceError>> {
         run(*self, tx, control).boxed()
@@ -177,7 +178,7 @@ impl Shared {
         &self,
         partition: &str,
         event: &ReceivedEventData,
-        tx: &mpsc::Sender<Message>,
+        tx: &QueueSender,
         reading: &CancellationToken,
     ) -> bool {
         let parts = EventParts::of_received(partition, event);
@@ -204,7 +205,7 @@ impl Shared {
 
 async fn run(
     source: EventHubsSource,
-    tx: mpsc::Sender<Message>,
+    tx: QueueSender,
     control: SourceControl,
 ) -> Result<(), SourceError> {
     let EventHubsSource {
@@ -317,7 +318,7 @@ async fn run(
 /// returned receiver resolves).
 fn spawn_readers(
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Message>,
+    tx: QueueSender,
     reading: CancellationToken,
 ) -> Result<
     (
@@ -361,7 +362,7 @@ fn spawn_readers(
 async fn read_partition(
     client: Arc<PartitionClient>,
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Message>,
+    tx: QueueSender,
     reading: CancellationToken,
 ) {
     let partition = client.get_partition_id().to_owned();
@@ -386,7 +387,7 @@ impl Shared {
         &self,
         partition: &str,
         events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
-        tx: &mpsc::Sender<Message>,
+        tx: &QueueSender,
         reading: &CancellationToken,
     ) {
         futures::pin_mut!(events);
@@ -427,6 +428,7 @@ mod tests {
     use cosmos_sim::CosmosSim;
 
     use super::*;
+    use crate::source::Message;
     use crate::source::eventhubs::test_events::amqp_message;
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
@@ -511,7 +513,7 @@ mod tests {
             })
             .filter_map(|()| async { None }),
         );
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
         let reading = CancellationToken::new();
         let pipeline = async {
             let mut messages: Vec<Message> = Vec::new();

@@ -1,0 +1,250 @@
+//! The HTTP endpoint of the metrics: `/metrics`, `/healthz` and `/readyz`.
+//!
+//! Hardened for a port anyone on the network can reach: a request's headers must arrive
+//! within a timeout, connections beyond a cap wait in the listen backlog instead of
+//! growing the process, and accept errors (out of file descriptors) back off instead of
+//! spinning. `/healthz` fails when work is pending and no outcome was reached for a
+//! while ([`Metrics::is_live`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::Metrics;
+
+/// Limits of the metrics server, and the liveness rule of `/healthz`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeSettings {
+    /// A request's headers must arrive within this, or the connection is closed.
+    pub header_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// `/healthz` fails after this long without progress while work is pending.
+    pub stall_after: Duration,
+}
+
+impl ServeSettings {
+    /// The limits for a scrape endpoint (10 s for headers, 64 connections) with this
+    /// liveness rule.
+    pub fn new(stall_after: Duration) -> Self {
+        ServeSettings {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 64,
+            stall_after,
+        }
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    settings: ServeSettings,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let mut backoff = Duration::ZERO;
+    loop {
+        // A free slot first: beyond the cap, connections wait unaccepted.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => {
+                    backoff = Duration::ZERO;
+                    accepted
+                }
+                Err(err) => {
+                    // Out of descriptors or memory: wait before trying again.
+                    backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                    tracing::warn!(error = %err, retry_in = ?backoff, "metrics listener accept failed");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => return,
+        };
+        let metrics = metrics.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let metrics = metrics.clone();
+                async move {
+                    Ok::<_, std::convert::Infallible>(respond(&req, &metrics, settings.stall_after))
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(settings.header_timeout)
+                .serve_connection(io, service);
+            tokio::select! {
+                _ = connection => {}
+                () = shutdown.cancelled() => {}
+            }
+        });
+    }
+}
+
+fn respond(
+    req: &Request<Incoming>,
+    metrics: &Metrics,
+    stall_after: Duration,
+) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match req.uri().path() {
+        "/metrics" => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" if metrics.is_live(stall_after) => {
+            (StatusCode::OK, "text/plain", "ok\n".to_string())
+        }
+        "/healthz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            format!("no progress for {stall_after:?} with work pending\n"),
+        ),
+        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "not ready\n".to_string(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_string(),
+        ),
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("a static response is valid")
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant as StdInstant;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    async fn start(settings: ServeSettings) -> (SocketAddr, Arc<Metrics>, CancellationToken) {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve(listener, metrics.clone(), settings, shutdown.clone()));
+        (addr, metrics, shutdown)
+    }
+
+    /// The status line of a GET on a new connection.
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        request(&mut stream, path).await
+    }
+
+    async fn request(stream: &mut TcpStream, path: &str) -> String {
+        let text = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(text.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// Opens a connection and sends half a request's headers.
+    async fn slowloris(addr: SocketAddr) -> TcpStream {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        stream
+    }
+
+    #[tokio::test]
+    async fn healthz_turns_failing_when_progress_stops_with_work_pending() {
+        let (addr, metrics, shutdown) = start(ServeSettings::new(Duration::ZERO)).await;
+        assert!(get(addr, "/healthz").await.contains("200"));
+        metrics.set_in_flight(1);
+        assert!(get(addr, "/healthz").await.contains("503"));
+        metrics.written("latest");
+        assert!(get(addr, "/healthz").await.contains("200"));
+        assert!(get(addr, "/healthz").await.contains("503"));
+        metrics.set_in_flight(0);
+        assert!(get(addr, "/healthz").await.contains("200"));
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_connection_sending_partial_headers_is_closed_after_the_timeout() {
+        let timeout = Duration::from_millis(300);
+        let (addr, _metrics, shutdown) = start(ServeSettings {
+            header_timeout: timeout,
+            ..ServeSettings::new(Duration::from_secs(60))
+        })
+        .await;
+        let started = StdInstant::now();
+        let mut stream = slowloris(addr).await;
+        let mut rest = Vec::new();
+        // The server closes it (at most answering 408); it never answers the request.
+        // Closed (or reset): either way the read ends.
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
+            .await
+            .expect("the server closes a connection whose headers do not arrive");
+        assert!(started.elapsed() >= timeout);
+        let text = String::from_utf8_lossy(&rest);
+        assert!(!text.contains("200 OK"), "{text}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_cap_wait_until_one_closes() {
+        let (addr, _metrics, shutdown) = start(ServeSettings {
+            max_connections: 2,
+            header_timeout: Duration::from_secs(60),
+            ..ServeSettings::new(Duration::from_secs(60))
+        })
+        .await;
+        let first = slowloris(addr).await;
+        let _second = slowloris(addr).await;
+        // A third is not served while both slots are taken...
+        let mut third = tokio::spawn(get(addr, "/healthz"));
+        let waited = tokio::time::timeout(Duration::from_millis(500), &mut third).await;
+        assert!(waited.is_err(), "served beyond the cap");
+        // ...and is once a slot frees.
+        drop(first);
+        let status = tokio::time::timeout(Duration::from_secs(10), third)
+            .await
+            .expect("served once a connection closed")
+            .unwrap();
+        assert!(status.contains("200"), "{status}");
+        shutdown.cancel();
+    }
+}
