@@ -153,7 +153,7 @@ pub struct Settings {
     pub source_max_bytes: Option<usize>,
     /// /healthz fails after this long without progress while work is pending [default: 10m]
     #[arg(long, env = "HEALTHZ_STALL_AFTER")]
-    pub healthz_stall_after: Option<HumanDuration>,
+    pub healthz_stall_after: Option<DurationSetting>,
 }
 
 macro_rules! merge_fields {
