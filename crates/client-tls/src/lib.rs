@@ -1,0 +1,161 @@
+//! TLS configurations of the project's MQTT clients (rumqttc's rustls) from PEM files, the
+//! same for every program that connects over TLS (the edge-agent to IoT Hub or a gateway,
+//! the writer to an `mqtts://` broker): which roots to trust ([`Trust`]: the system's
+//! store, or one CA file such as a local hub's or a private broker's) and, for mutual TLS,
+//! which certificate chain and key to present ([`Identity`]). Every error names the file
+//! and what is wrong with it.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rumqttc::TlsConfiguration;
+use rumqttc::tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+/// The roots a client trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The system's store (`rustls-native-certs`: the OS store, or `SSL_CERT_FILE` /
+    /// `SSL_CERT_DIR`).
+    System,
+    /// Only the CA certificates in this PEM file.
+    CaFile(PathBuf),
+}
+
+/// A client certificate chain and its private key, PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The certificate chain, leaf first.
+    pub cert_path: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_path: PathBuf,
+}
+
+/// Why a TLS configuration cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// No usable root certificate was found on the system.
+    #[error(
+        "no system root certificates found (install ca-certificates, or set SSL_CERT_FILE): {0}"
+    )]
+    NoRoots(String),
+    /// A PEM file cannot be read or holds nothing usable.
+    #[error("{path}: {problem}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// rustls refused the client certificate and key.
+    #[error("the client certificate and key do not work together: {0}")]
+    ClientAuth(String),
+}
+
+fn pem_error(path: &Path, problem: impl Into<String>) -> TlsError {
+    TlsError::Pem {
+        path: path.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// The MQTT client's TLS configuration: trusts `trust`, presents `identity` if any.
+pub fn mqtt_tls(trust: &Trust, identity: Option<&Identity>) -> Result<TlsConfiguration, TlsError> {
+    client_config(trust, identity).map(|config| TlsConfiguration::Rustls(Arc::new(config)))
+}
+
+fn client_config(trust: &Trust, identity: Option<&Identity>) -> Result<ClientConfig, TlsError> {
+    let builder = ClientConfig::builder().with_root_certificates(roots(trust)?);
+    match identity {
+        Some(identity) => {
+            let chain = read_pem(&identity.cert_path, |reader| {
+                rustls_pemfile::certs(reader).collect::<Result<Vec<_>, _>>()
+            })?;
+            if chain.is_empty() {
+                return Err(pem_error(&identity.cert_path, "no CERTIFICATE block found"));
+            }
+            let key = read_pem(&identity.key_path, rustls_pemfile::private_key)?
+                .ok_or_else(|| pem_error(&identity.key_path, "no private key block found"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|err| TlsError::ClientAuth(err.to_string()))
+        }
+        None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+fn roots(trust: &Trust) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    match trust {
+        Trust::System => {
+            let native = rustls_native_certs::load_native_certs()
+                .map_err(|err| TlsError::NoRoots(err.to_string()))?;
+            let (added, _ignored) = roots.add_parsable_certificates(native);
+            if added == 0 {
+                return Err(TlsError::NoRoots("the store is empty".into()));
+            }
+        }
+        Trust::CaFile(path) => {
+            let certs = read_pem(path, |reader| {
+                rustls_pemfile::certs(reader).collect::<Result<Vec<_>, _>>()
+            })?;
+            let (added, _ignored) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(pem_error(path, "no usable CA CERTIFICATE block found"));
+            }
+        }
+    }
+    Ok(roots)
+}
+
+fn read_pem<T>(
+    path: &Path,
+    parse: impl FnOnce(&mut dyn std::io::BufRead) -> std::io::Result<T>,
+) -> Result<T, TlsError> {
+    let file = File::open(path).map_err(|err| pem_error(path, err.to_string()))?;
+    parse(&mut BufReader::new(file)).map_err(|err| pem_error(path, err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trusts_a_ca_file_and_presents_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let ca_path = dir.path().join("ca.pem");
+        std::fs::write(&ca_path, ca.cert.pem()).unwrap();
+        let key_path = dir.path().join("key.pem");
+        std::fs::write(&key_path, ca.signing_key.serialize_pem()).unwrap();
+        let trust = Trust::CaFile(ca_path.clone());
+        client_config(&trust, None).unwrap();
+        let identity = Identity {
+            cert_path: ca_path.clone(),
+            key_path: key_path.clone(),
+        };
+        client_config(&trust, Some(&identity)).unwrap();
+    }
+
+    #[test]
+    fn names_the_file_that_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let err = client_config(&Trust::CaFile(empty.clone()), None).unwrap_err();
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+        let missing = dir.path().join("missing.pem");
+        let err = client_config(&Trust::CaFile(missing), None).unwrap_err();
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let ca_path = dir.path().join("ca.pem");
+        std::fs::write(&ca_path, ca.cert.pem()).unwrap();
+        let identity = Identity {
+            cert_path: ca_path.clone(),
+            key_path: empty.clone(),
+        };
+        let err = client_config(&Trust::CaFile(ca_path), Some(&identity)).unwrap_err();
+        assert!(err.to_string().contains("empty.pem"), "{err}");
+    }
+}
