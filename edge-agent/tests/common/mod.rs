@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // Each test file uses a different part.
 
+pub mod ack_gate;
+
 use std::path::Path;
 use std::time::Duration;
 
