@@ -17,7 +17,7 @@
 //! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
 //! reader), so a process can run a fleet of them.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -28,7 +28,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::buffer::{BufferError, DiskBuffer, Record};
+use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::config::AgentConfig;
 use crate::source::{Fix, Source};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
@@ -65,6 +65,8 @@ pub struct Agent {
     config: AgentConfig,
     status: StatusCell,
     buffer: DiskBuffer,
+    /// Records the disk refused, kept in memory until acknowledged or their link ends.
+    unbuffered: HashSet<u64>,
 }
 
 impl Agent {
@@ -85,6 +87,7 @@ impl Agent {
             config,
             status,
             buffer,
+            unbuffered: HashSet::new(),
         };
         agent.refresh_status();
         Ok(agent)
@@ -140,6 +143,7 @@ impl Agent {
         connection_stop.cancel();
         // The connection task ends at its next await; waiting keeps its final status.
         let _ = connection_task.await;
+        agent.lose_unbuffered();
         if let Err(err) = agent.buffer.sync() {
             tracing::error!(%err, "buffer sync at shutdown failed");
         }
@@ -158,9 +162,12 @@ impl Agent {
             return;
         };
         if let Some(record) = self.store(&fix) {
-            if let Some(link) = link {
-                link.live.push_back(record);
-                self.pump(link);
+            match link {
+                Some(link) => {
+                    link.live.push_back(record);
+                    self.pump(link);
+                }
+                None => self.lose_unbuffered(),
             }
         }
         self.write_status_file();
@@ -187,18 +194,17 @@ impl Agent {
                 return None;
             }
         };
+        self.status.update(|s| s.generated += 1);
         match self.buffer.append(Utc::now().timestamp_millis(), payload) {
-            Ok(record) => {
-                self.status.update(|s| s.generated += 1);
-                Some(record)
-            }
-            Err(err) => {
-                tracing::error!(%err, "message lost: the buffer cannot be written");
+            Ok(record) => Some(record),
+            Err(AppendError { error, record }) => {
+                tracing::error!(%error, "the buffer cannot be written: the message is sent from memory only");
                 self.status.update(|s| {
-                    s.dropped.write_failed += 1;
-                    s.last_error = Some(err.to_string());
+                    s.unbuffered += 1;
+                    s.last_error = Some(error.to_string());
                 });
-                None
+                self.unbuffered.insert(record.id);
+                Some(record)
             }
         }
     }
@@ -219,6 +225,7 @@ impl Agent {
             LinkEvent::Down { link: id } => {
                 if link.as_ref().is_some_and(|l| l.id == id) {
                     *link = None;
+                    self.lose_unbuffered();
                 }
             }
             LinkEvent::Written { link: id, pkid } => {
@@ -238,6 +245,7 @@ impl Agent {
                 let Some(record_id) = note_unexpected(link.inflight.acked(pkid)) else {
                     return;
                 };
+                self.unbuffered.remove(&record_id);
                 if let Err(err) = self.buffer.ack(record_id) {
                     tracing::error!(%err, "acknowledgement not recorded");
                 }
@@ -280,7 +288,8 @@ impl Agent {
     }
 
     fn publish(&mut self, link: &mut Link, record: Record) {
-        if !self.buffer.is_pending(record.id) || link.inflight.contains(record.id) {
+        let known = self.buffer.is_pending(record.id) || self.unbuffered.contains(&record.id);
+        if !known || link.inflight.contains(record.id) {
             return;
         }
         let created = DateTime::from_timestamp_millis(record.created_ms).unwrap_or_default();
@@ -296,6 +305,20 @@ impl Agent {
             // The link is closing; the message stays buffered for the next one.
             Err(err) => tracing::debug!(%err, id = record.id, "publish not queued"),
         }
+    }
+
+    /// Counts the records held only in memory as lost: no link will acknowledge them.
+    fn lose_unbuffered(&mut self) {
+        if self.unbuffered.is_empty() {
+            return;
+        }
+        let lost = self.unbuffered.len() as u64;
+        tracing::error!(
+            lost,
+            "messages the disk refused were not acknowledged: lost"
+        );
+        self.status.update(|s| s.dropped.write_failed += lost);
+        self.unbuffered.clear();
     }
 
     fn refresh_status(&self) {
