@@ -102,7 +102,7 @@ async fn broker_outage_and_agent_restart_lose_nothing_and_send_the_newest_first(
     // The agent restarts in the middle of the outage and goes on buffering.
     let second_run = Running::start(config);
     let restarted = second_run
-        .wait_for("positions after the restart", |s| s.generated >= 3)
+        .wait_for("positions after the restart", |s| s.generated >= 4)
         .await;
     assert_eq!(
         restarted.next_seq,
