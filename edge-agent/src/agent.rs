@@ -1,6 +1,8 @@
 //! The agent: every interval the latest fix becomes a message with the next `seq`, is
-//! written to the disk buffer, and is published; the broker's PUBACK removes it from the
-//! buffer.
+//! written to the disk buffer, and is published; the broker's PUBACK for its own packet
+//! removes it from the buffer (the record ↔ packet-id bookkeeping is
+//! [`crate::transport::inflight`], which holds even when the broker acknowledges out of
+//! order and packet ids are reused).
 //!
 //! # Delivery order
 //! - While connected, a new message is published at once (it has priority).
@@ -15,7 +17,7 @@
 //! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
 //! reader), so a process can run a fleet of them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -26,10 +28,11 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::buffer::{BufferError, DiskBuffer, Record};
+use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::config::AgentConfig;
 use crate::source::{Fix, Source};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
+use crate::transport::inflight::{Inflight, Unexpected};
 use crate::transport::{Connection, Dialer, LinkEvent, TransportError, event_topic};
 
 /// Why an agent cannot start.
@@ -62,6 +65,8 @@ pub struct Agent {
     config: AgentConfig,
     status: StatusCell,
     buffer: DiskBuffer,
+    /// Records the disk refused, kept in memory until acknowledged or their link ends.
+    unbuffered: HashSet<u64>,
 }
 
 impl Agent {
@@ -82,6 +87,7 @@ impl Agent {
             config,
             status,
             buffer,
+            unbuffered: HashSet::new(),
         };
         agent.refresh_status();
         Ok(agent)
@@ -137,6 +143,7 @@ impl Agent {
         connection_stop.cancel();
         // The connection task ends at its next await; waiting keeps its final status.
         let _ = connection_task.await;
+        agent.lose_unbuffered();
         if let Err(err) = agent.buffer.sync() {
             tracing::error!(%err, "buffer sync at shutdown failed");
         }
@@ -155,9 +162,12 @@ impl Agent {
             return;
         };
         if let Some(record) = self.store(&fix) {
-            if let Some(link) = link {
-                link.live.push_back(record);
-                self.pump(link);
+            match link {
+                Some(link) => {
+                    link.live.push_back(record);
+                    self.pump(link);
+                }
+                None => self.lose_unbuffered(),
             }
         }
         self.write_status_file();
@@ -184,18 +194,17 @@ impl Agent {
                 return None;
             }
         };
+        self.status.update(|s| s.generated += 1);
         match self.buffer.append(Utc::now().timestamp_millis(), payload) {
-            Ok(record) => {
-                self.status.update(|s| s.generated += 1);
-                Some(record)
-            }
-            Err(err) => {
-                tracing::error!(%err, "message lost: the buffer cannot be written");
+            Ok(record) => Some(record),
+            Err(AppendError { error, record }) => {
+                tracing::error!(%error, "the buffer cannot be written: the message is sent from memory only");
                 self.status.update(|s| {
-                    s.dropped.write_failed += 1;
-                    s.last_error = Some(err.to_string());
+                    s.unbuffered += 1;
+                    s.last_error = Some(error.to_string());
                 });
-                None
+                self.unbuffered.insert(record.id);
+                Some(record)
             }
         }
     }
@@ -216,23 +225,27 @@ impl Agent {
             LinkEvent::Down { link: id } => {
                 if link.as_ref().is_some_and(|l| l.id == id) {
                     *link = None;
+                    self.lose_unbuffered();
                 }
             }
-            LinkEvent::Sent { link: id, pkid } => {
+            LinkEvent::Written { link: id, pkid } => {
                 if let Some(link) = link.as_mut().filter(|l| l.id == id) {
-                    if let Some(record_id) = link.awaiting.pop_front() {
-                        link.inflight.insert(pkid, record_id);
-                    }
+                    note_unexpected(link.inflight.written(pkid));
+                }
+            }
+            LinkEvent::Held { link: id, pkid } => {
+                if let Some(link) = link.as_mut().filter(|l| l.id == id) {
+                    note_unexpected(link.inflight.held(pkid));
                 }
             }
             LinkEvent::Acked { link: id, pkid } => {
                 let Some(link) = link.as_mut().filter(|l| l.id == id) else {
                     return;
                 };
-                let Some(record_id) = link.inflight.remove(&pkid) else {
+                let Some(record_id) = note_unexpected(link.inflight.acked(pkid)) else {
                     return;
                 };
-                link.on_link.remove(&record_id);
+                self.unbuffered.remove(&record_id);
                 if let Err(err) = self.buffer.ack(record_id) {
                     tracing::error!(%err, "acknowledgement not recorded");
                 }
@@ -275,7 +288,8 @@ impl Agent {
     }
 
     fn publish(&mut self, link: &mut Link, record: Record) {
-        if !self.buffer.is_pending(record.id) || link.on_link.contains(&record.id) {
+        let known = self.buffer.is_pending(record.id) || self.unbuffered.contains(&record.id);
+        if !known || link.inflight.contains(record.id) {
             return;
         }
         let created = DateTime::from_timestamp_millis(record.created_ms).unwrap_or_default();
@@ -285,13 +299,26 @@ impl Agent {
             .try_publish(topic, QoS::AtLeastOnce, false, record.payload)
         {
             Ok(()) => {
-                link.awaiting.push_back(record.id);
-                link.on_link.insert(record.id);
+                link.inflight.queued(record.id);
                 self.status.update(|s| s.sent += 1);
             }
             // The link is closing; the message stays buffered for the next one.
             Err(err) => tracing::debug!(%err, id = record.id, "publish not queued"),
         }
+    }
+
+    /// Counts the records held only in memory as lost: no link will acknowledge them.
+    fn lose_unbuffered(&mut self) {
+        if self.unbuffered.is_empty() {
+            return;
+        }
+        let lost = self.unbuffered.len() as u64;
+        tracing::error!(
+            lost,
+            "messages the disk refused were not acknowledged: lost"
+        );
+        self.status.update(|s| s.dropped.write_failed += lost);
+        self.unbuffered.clear();
     }
 
     fn refresh_status(&self) {
@@ -321,12 +348,8 @@ struct Link {
     id: u64,
     client: AsyncClient,
     max_inflight: usize,
-    /// Published, waiting for the event that names their packet id (in order).
-    awaiting: VecDeque<u64>,
-    /// Packet id to record id, waiting for PUBACK.
-    inflight: HashMap<u16, u64>,
-    /// Records published on this link and not yet acknowledged.
-    on_link: HashSet<u64>,
+    /// Records published on this link and not yet acknowledged, by packet id.
+    inflight: Inflight,
     /// New messages to publish before any backlog.
     live: VecDeque<Record>,
     /// The backlog continues at this id.
@@ -339,16 +362,14 @@ impl Link {
             id,
             client,
             max_inflight: usize::from(max_inflight.max(1)),
-            awaiting: VecDeque::new(),
-            inflight: HashMap::new(),
-            on_link: HashSet::new(),
+            inflight: Inflight::default(),
             live: VecDeque::new(),
             backlog_from: 0,
         }
     }
 
     fn in_flight(&self) -> usize {
-        self.awaiting.len() + self.inflight.len()
+        self.inflight.len()
     }
 
     /// Whether a backlog message may go now: one is waiting, and a slot stays free for
@@ -363,6 +384,14 @@ impl Link {
     fn next_backlog(&self, buffer: &DiskBuffer) -> Option<u64> {
         buffer
             .pending_from(self.backlog_from)
-            .find(|id| !self.on_link.contains(id))
+            .find(|id| !self.inflight.contains(*id))
     }
+}
+
+/// Logs a link event that does not fit the bookkeeping (the records stay buffered and
+/// are sent again on the next link if never acknowledged).
+fn note_unexpected<T>(result: Result<T, Unexpected>) -> Option<T> {
+    result
+        .inspect_err(|err| tracing::warn!(%err, "MQTT event ignored"))
+        .ok()
 }

@@ -33,7 +33,8 @@ pub struct Dropped {
     pub corrupt: u64,
     /// Fixes that could not be encoded as a valid message (e.g. out-of-range values).
     pub invalid: u64,
-    /// Messages lost because the buffer could not be written (e.g. a full disk).
+    /// Messages lost because the buffer could not be written (e.g. a full disk) and no
+    /// link acknowledged them from memory.
     pub write_failed: u64,
 }
 
@@ -52,6 +53,10 @@ pub struct AgentStatus {
     pub buffer_bytes: u64,
     /// Messages made (one per interval with a fix).
     pub generated: u64,
+    /// Messages the disk buffer refused (a full disk, an I/O error): published from
+    /// memory only. Those not acknowledged before their link ended are lost and also
+    /// counted in `dropped.write_failed`.
+    pub unbuffered: u64,
     /// Publishes handed to the broker connection (resends included).
     pub sent: u64,
     /// Publishes the broker acknowledged (PUBACK).

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{INTERVAL, Running, Subscriber, sim_config};
 use edge_agent::ConnectionState;
+use edge_agent::buffer::DiskBuffer;
 use test_harness::Mosquitto;
 
 const PREFIX: &str =
@@ -91,11 +92,17 @@ async fn broker_outage_and_agent_restart_lose_nothing_and_send_the_newest_first(
         .wait_for("buffered positions", |s| s.generated >= down.generated + 5)
         .await;
     let first_status = first_run.stop().await;
+    // What the first run left unacknowledged (oldest first).
+    let left_over: Vec<u64> = DiskBuffer::open(&config.buffer)
+        .unwrap()
+        .pending_from(0)
+        .collect();
+    assert_eq!(left_over.len() as u64, first_status.buffer_depth);
 
     // The agent restarts in the middle of the outage and goes on buffering.
     let second_run = Running::start(config);
     let restarted = second_run
-        .wait_for("positions after the restart", |s| s.generated >= 3)
+        .wait_for("positions after the restart", |s| s.generated >= 4)
         .await;
     assert_eq!(
         restarted.next_seq,
@@ -116,40 +123,55 @@ async fn broker_outage_and_agent_restart_lose_nothing_and_send_the_newest_first(
             (1..=last_seq).all(|seq| seen.contains(&seq))
         })
         .await;
-    second_run.stop().await;
-
-    // Every position was delivered at least once (checked by `until` above). Before
-    // the outage the positions arrived in order: 1, 2, ..., p.
-    let seqs: Vec<u64> = received.iter().map(|r| r.position.seq).collect();
-    let p = seqs
-        .iter()
-        .enumerate()
-        .take_while(|(i, seq)| **seq == *i as u64 + 1)
-        .count();
-    // After the outage the newest position came first ...
-    assert!(
-        p < seqs.len(),
-        "no jump to the newest after the outage: {seqs:?}"
+    let status = second_run.stop().await;
+    assert_eq!(
+        status.connections, 1,
+        "one link in the second run: {status:?}"
     );
-    let newest = seqs[p];
-    assert!(newest >= p as u64 + 8, "a backlog built up: {seqs:?}");
-    // ... then the backlog, oldest first (live positions newer than `newest` may be
-    // interleaved; a resend of an unacknowledged older one may lead the backlog).
-    let mut backlog = Vec::new();
-    for seq in &seqs[p + 1..] {
-        if *seq < newest && !backlog.contains(seq) {
-            backlog.push(*seq);
-        }
-    }
-    let mut sorted = backlog.clone();
-    sorted.sort_unstable();
-    assert_eq!(backlog, sorted, "the backlog drains oldest first: {seqs:?}");
-    for seq in p as u64 + 1..newest {
-        assert!(
-            backlog.contains(&seq),
-            "{seq} missing from the backlog: {seqs:?}"
-        );
-    }
+
+    // Every position was delivered at least once (checked by `until` above). What the
+    // agent published, in order: the broker's own redeliveries to this subscriber
+    // (DUP) left out. The second run's link starts with its first position newer than
+    // anything of the first run.
+    let seqs: Vec<u64> = received
+        .iter()
+        .filter(|r| !r.dup)
+        .map(|r| r.position.seq)
+        .collect();
+    let split = seqs
+        .iter()
+        .position(|seq| *seq >= first_status.next_seq)
+        .expect("the second run published");
+    let (_, link) = seqs.split_at(split);
+    // The promise (README, "Order after a reconnect"): the newest buffered position
+    // first, made before the broker came back ...
+    let newest = link[0];
+    assert!(
+        newest >= restarted.next_seq - 1,
+        "not the newest first: {seqs:?}"
+    );
+    // ... then every other buffered position exactly once, strictly oldest first,
+    // interleaved only with positions made after the reconnect, in order.
+    let backlog: Vec<u64> = link[1..].iter().copied().filter(|s| *s < newest).collect();
+    let expected: Vec<u64> = left_over
+        .iter()
+        .copied()
+        .chain(first_status.next_seq..newest)
+        .collect();
+    assert_eq!(backlog, expected, "the backlog, oldest first: {seqs:?}");
+    assert!(
+        expected.len() >= 8,
+        "a backlog built up ({} positions): {seqs:?}",
+        expected.len()
+    );
+    let live: Vec<u64> = link[1..].iter().copied().filter(|s| *s > newest).collect();
+    let made_later: Vec<u64> = (newest + 1..newest + 1 + live.len() as u64).collect();
+    assert_eq!(live, made_later, "live positions in order: {seqs:?}");
+    assert_eq!(
+        link.len(),
+        1 + backlog.len() + live.len(),
+        "each position once on the link: {seqs:?}"
+    );
 }
 
 #[tokio::test]

@@ -161,8 +161,10 @@ async fn a_failing_source_is_restarted_and_counted() {
     let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = closed.local_addr().unwrap().to_string();
     drop(closed);
+    // A live broker, so that the last error is the source's, not the connection's.
+    let broker = Mosquitto::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut config = sim_config("drone-gps", 9, dir.path());
+    let mut config = sim_config("drone-gps", broker.port(), dir.path());
     config.source = SourceConfig::Gpsd { address };
     let agent = Running::start(config);
     let status = agent

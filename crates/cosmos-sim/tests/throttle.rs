@@ -6,60 +6,91 @@
 mod common;
 
 use common::{Op, Rest, batch_body, bulk_headers, start};
-use cosmos_sim::{CosmosSim, PartitionStats};
+use cosmos_sim::CosmosSim;
+use cosmos_sim::stats::{PartitionStats, Stats};
 use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
 use serde_json::json;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// RU charged to successful upserts, per second of `window`, by `workers` concurrent writers
-/// that each pick keys with `key(worker, n)` (`None`: the document has no key property).
-/// Throttled answers are counted and retried at once.
-async fn drive(
-    rest: Arc<Rest>,
-    workers: usize,
-    window: Duration,
-    key: fn(usize, usize) -> Option<String>,
-) -> (f64, u64) {
-    let deadline = Instant::now() + window;
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let rest = rest.clone();
-            tokio::spawn(async move {
-                let (mut ru, mut throttled, mut n) = (0.0, 0u64, 0usize);
-                while Instant::now() < deadline {
-                    let device = key(w, n);
-                    n += 1;
-                    let mut doc = json!({"id": format!("{w}-{n}"), "pad": "x".repeat(200)});
-                    if let Some(device) = device {
-                        doc["deviceId"] = json!(device);
-                    }
-                    let r = rest.upsert("db", "c", &doc).await;
-                    match r.status.as_u16() {
-                        201 | 200 => ru += r.charge(),
-                        429 => {
-                            assert_eq!(r.header(h::SUBSTATUS), Some("3200"));
-                            let wait: u64 = r.header(h::RETRY_AFTER_MS).unwrap().parse().unwrap();
-                            assert!((1..=1000).contains(&wait), "{wait}");
-                            assert_eq!(r.charge(), 0.0);
-                            throttled += 1;
+/// `workers` concurrent writers that each pick keys with `key(worker, n)` (`None`: the
+/// document has no key property) and upsert until stopped. Throttled answers are checked
+/// and retried at once, so the load never pauses between warming up and measuring.
+struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(rest: Arc<Rest>, workers: usize, key: fn(usize, usize) -> Option<String>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..workers)
+            .map(|w| {
+                let rest = rest.clone();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let mut n = 0usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        let device = key(w, n);
+                        n += 1;
+                        let mut doc = json!({"id": format!("{w}-{n}"), "pad": "x".repeat(200)});
+                        if let Some(device) = device {
+                            doc["deviceId"] = json!(device);
                         }
-                        other => panic!("unexpected {other}: {}", r.body),
+                        let r = rest.upsert("db", "c", &doc).await;
+                        match r.status.as_u16() {
+                            201 | 200 => {}
+                            429 => {
+                                assert_eq!(r.header(h::SUBSTATUS), Some("3200"));
+                                let wait: u64 =
+                                    r.header(h::RETRY_AFTER_MS).unwrap().parse().unwrap();
+                                assert!((1..=1000).contains(&wait), "{wait}");
+                                assert_eq!(r.charge(), 0.0);
+                            }
+                            other => panic!("unexpected {other}: {}", r.body),
+                        }
                     }
-                }
-                (ru, throttled)
+                })
             })
-        })
-        .collect();
-    let mut total = (0.0, 0);
-    for t in tasks {
-        let (ru, throttled) = t.await.unwrap();
-        total.0 += ru;
-        total.1 += throttled;
+            .collect();
+        Load { stop, tasks }
     }
-    (total.0 / window.as_secs_f64(), total.1)
+
+    /// Waits until `ready` holds for the endpoint's statistics (polled).
+    async fn until(&self, sim: &CosmosSim, ready: impl Fn(&Stats) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready(&sim.stats()) {
+            assert!(Instant::now() < deadline, "the load never got there");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The RU/s the container served over `window` of this load (taken from the endpoint's
+    /// own counters, over the time measured between them), and the operations throttled.
+    async fn measure(&self, sim: &CosmosSim, window: Duration) -> (f64, u64) {
+        let (before, from) = (sim.stats(), Instant::now());
+        tokio::time::sleep(window).await;
+        let (after, to) = (sim.stats(), Instant::now());
+        let served = |stats: &Stats| -> f64 {
+            let parts = &stats.container("db", "c").unwrap().partitions;
+            parts.iter().map(|p| p.ru_total).sum()
+        };
+        let rate = (served(&after) - served(&before)) / (to - from).as_secs_f64();
+        (
+            rate,
+            after.throttled_operations - before.throttled_operations,
+        )
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+    }
 }
 
 /// Writes every document under one logical partition (`key` gives the same answer for all)
@@ -69,12 +100,12 @@ async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> Partition
     let (sim, rest) = start(4, 1_000.0).await;
     let rest = Arc::new(rest);
     // Spend the hot partition's initial full bucket first, then measure the steady rate.
-    let throttled_once = |sim: &CosmosSim| sim.stats().throttled_operations > 0;
-    while !throttled_once(&sim) {
-        drive(rest.clone(), 8, Duration::from_millis(200), key).await;
-    }
+    let load = Load::start(rest.clone(), 8, key);
+    load.until(&sim, |stats| stats.throttled_operations > 0)
+        .await;
     let before = sim.stats();
-    let (rate, throttled) = drive(rest.clone(), 8, Duration::from_secs(2), key).await;
+    let (rate, throttled) = load.measure(&sim, Duration::from_secs(2)).await;
+    load.stop().await;
     let share = 1_000.0 / 4.0;
     assert!(throttled > 0, "the hot partition must throttle");
     assert!(
@@ -123,23 +154,21 @@ fn contains(p: &PartitionStats, epk: u128) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uniform_keys_reach_the_provisioned_throughput() {
-    let provisioned = 800.0;
+    // Low enough that 16 writers exceed it on a busy debug build, so the measure is the
+    // endpoint's budget and not the client's speed.
+    let provisioned = 400.0;
     let (sim, rest) = start(4, provisioned).await;
     let rest = Arc::new(rest);
     let key = |w: usize, n: usize| Some(format!("drone-{}", (w * 7919 + n * 104_729) % 1000));
     // Spend the initial full buckets: load until every partition has throttled.
-    let all_throttled = |sim: &CosmosSim| {
-        sim.stats()
-            .container("db", "c")
-            .unwrap()
-            .partitions
-            .iter()
-            .all(|p| p.throttled > 0)
+    let load = Load::start(rest.clone(), 16, key);
+    let all_throttled = |stats: &Stats| {
+        let container = stats.container("db", "c").unwrap();
+        container.partitions.iter().all(|p| p.throttled > 0)
     };
-    while !all_throttled(&sim) {
-        drive(rest.clone(), 16, Duration::from_millis(200), key).await;
-    }
-    let (rate, throttled) = drive(rest.clone(), 16, Duration::from_secs(2), key).await;
+    load.until(&sim, all_throttled).await;
+    let (rate, throttled) = load.measure(&sim, Duration::from_secs(3)).await;
+    load.stop().await;
     assert!(
         throttled > 0,
         "the load must exceed the budget to measure it"

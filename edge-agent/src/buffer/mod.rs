@@ -68,6 +68,18 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Buff
     }
 }
 
+/// A record the buffer could not write (see [`DiskBuffer::append`]): why, and the
+/// record, which may still be sent from memory.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct AppendError {
+    /// The failed write or sync.
+    #[source]
+    pub error: BufferError,
+    /// The record that is not on disk.
+    pub record: Record,
+}
+
 /// Counters of the buffer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BufferStats {
@@ -215,22 +227,54 @@ impl DiskBuffer {
     }
 
     /// Appends a record with id [`DiskBuffer::next_id`] (synced if so configured), then
-    /// drops the oldest segments if the buffer is over its bound. Returns the id.
-    pub fn append(&mut self, created_ms: i64, payload: Vec<u8>) -> Result<Record, BufferError> {
+    /// drops the oldest segments if the buffer is over its bound. Returns the record.
+    ///
+    /// If the write or the sync fails (a full disk, an I/O error), the segment is cut back
+    /// to its last whole record, or, if even that fails, no longer appended to, so that
+    /// later records are not read as damaged; the id is used up all the same and marked
+    /// in the journal (the caller may still send the record from memory, and no later
+    /// record gets its `seq`, across restarts too while the journal can be written).
+    pub fn append(&mut self, created_ms: i64, payload: Vec<u8>) -> Result<Record, AppendError> {
         let record = Record {
             id: self.next_id,
             created_ms,
             payload,
         };
+        self.next_id += 1;
         let mut bytes = Vec::with_capacity(record.disk_len());
         record.encode_into(&mut bytes);
-        let first_id = self.active_segment(record.id)?;
+        let first_id = match self.active_segment(record.id) {
+            Ok(first_id) => first_id,
+            Err(error) => {
+                if let Err(err) = self.journal_ack(record.id) {
+                    tracing::warn!(%err, id = record.id, "refused id not journaled");
+                }
+                return Err(AppendError { error, record });
+            }
+        };
         let segment = self.segments.get_mut(&first_id).expect("active segment");
         let (_, file) = self.active.as_mut().expect("active segment");
-        file.write_all(&bytes)
-            .map_err(io_error("append to", &segment.path))?;
-        if self.fsync {
-            file.sync_data().map_err(io_error("sync", &segment.path))?;
+        let written = file
+            .write_all(&bytes)
+            .map_err(io_error("append to", &segment.path))
+            .and_then(|()| {
+                if self.fsync {
+                    file.sync_data().map_err(io_error("sync", &segment.path))
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(error) = written {
+            if let Err(cut) = file.set_len(segment.bytes) {
+                tracing::error!(%cut, file = %segment.path.display(), "buffer segment not cut back; starting a new one");
+                self.active = None;
+            }
+            // The journal marks the id as used, so that it is not given out again after
+            // a restart (if the journal can be written).
+            if let Err(err) = self.journal_ack(record.id) {
+                tracing::warn!(%err, id = record.id, "refused id not journaled");
+            }
+            return Err(AppendError { error, record });
         }
         self.pending.insert(
             record.id,
@@ -243,11 +287,14 @@ impl DiskBuffer {
         segment.pending += 1;
         segment.end_id = record.id + 1;
         self.bytes += bytes.len() as u64;
-        self.next_id += 1;
         if segment.bytes >= self.segment_target {
             self.active = None;
         }
-        self.enforce_bound()?;
+        // The record is on disk; a segment that cannot be deleted is tried again at the
+        // next append.
+        if let Err(err) = self.enforce_bound() {
+            tracing::error!(%err, "buffer over its bound");
+        }
         Ok(record)
     }
 
@@ -387,20 +434,22 @@ impl DiskBuffer {
         };
         self.forget(id, location.segment);
         self.acked_live.insert(id);
-        let mut entry = [0u8; JOURNAL_ENTRY];
-        entry[..8].copy_from_slice(&id.to_le_bytes());
-        entry[8..].copy_from_slice(&crc32fast::hash(&id.to_le_bytes()).to_le_bytes());
-        let path = self.dir.join(JOURNAL);
-        self.journal
-            .write_all(&entry)
-            .map_err(io_error("append to", &path))?;
-        self.journal_entries += 1;
+        self.journal_ack(id)?;
         if self.segments[&location.segment].pending == 0 {
             self.delete_acked_segments()?;
         }
         if self.journal_entries > 2 * self.acked_live.len() as u64 + JOURNAL_SLACK {
             self.compact_journal()?;
         }
+        Ok(())
+    }
+
+    fn journal_ack(&mut self, id: u64) -> Result<(), BufferError> {
+        let path = self.dir.join(JOURNAL);
+        self.journal
+            .write_all(&journal_entry(id))
+            .map_err(io_error("append to", &path))?;
+        self.journal_entries += 1;
         Ok(())
     }
 
@@ -426,10 +475,20 @@ impl DiskBuffer {
     fn compact_journal(&mut self) -> Result<(), BufferError> {
         let path = self.dir.join(JOURNAL);
         let tmp = self.dir.join("acks.log.tmp");
-        let mut bytes = Vec::with_capacity(self.acked_live.len() * JOURNAL_ENTRY);
+        let mut bytes = Vec::with_capacity((self.acked_live.len() + 1) * JOURNAL_ENTRY);
         for id in &self.acked_live {
-            bytes.extend_from_slice(&id.to_le_bytes());
-            bytes.extend_from_slice(&crc32fast::hash(&id.to_le_bytes()).to_le_bytes());
+            bytes.extend_from_slice(&journal_entry(*id));
+        }
+        // The last id given out, if no segment shows it (a record the disk refused):
+        // ids continue after it.
+        let last = self.next_id - 1;
+        let shown = self
+            .segments
+            .values()
+            .next_back()
+            .is_some_and(|segment| segment.end_id > last);
+        if last > 0 && !shown && !self.acked_live.contains(&last) {
+            bytes.extend_from_slice(&journal_entry(last));
         }
         let mut file = File::create(&tmp).map_err(io_error("create", &tmp))?;
         file.write_all(&bytes).map_err(io_error("write", &tmp))?;
@@ -453,6 +512,14 @@ impl DiskBuffer {
             .sync_data()
             .map_err(io_error("sync", &self.dir.join(JOURNAL)))
     }
+}
+
+/// A journal entry: the id and its CRC-32.
+fn journal_entry(id: u64) -> [u8; JOURNAL_ENTRY] {
+    let mut entry = [0u8; JOURNAL_ENTRY];
+    entry[..8].copy_from_slice(&id.to_le_bytes());
+    entry[8..].copy_from_slice(&crc32fast::hash(&id.to_le_bytes()).to_le_bytes());
+    entry
 }
 
 /// Reads one record at `offset`; `None` if it is not a valid record.

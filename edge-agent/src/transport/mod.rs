@@ -16,6 +16,7 @@
 //! reopened with a fresh token at [`crate::config::SasConfig::renew_fraction`] of the
 //! token's lifetime, before the hub would disconnect the device at expiry.
 
+pub(crate) mod inflight;
 pub mod sas;
 mod tls;
 
@@ -59,8 +60,12 @@ pub fn iothub_username(hub_host: &str, device_id: &str) -> String {
 pub(crate) enum LinkEvent {
     /// Connected (CONNACK): publish through `client`.
     Up { link: u64, client: AsyncClient },
-    /// The next publish handed to `client` got packet id `pkid` and was written.
-    Sent { link: u64, pkid: u16 },
+    /// A publish handed to `client` was written with packet id `pkid`
+    /// ([`inflight::Inflight::written`]).
+    Written { link: u64, pkid: u16 },
+    /// The next publish handed to `client` waits until packet id `pkid` is acknowledged
+    /// ([`inflight::Inflight::held`]).
+    Held { link: u64, pkid: u16 },
     /// The broker acknowledged packet id `pkid`.
     Acked { link: u64, pkid: u16 },
     /// The link is gone; unacknowledged publishes of it will not be acknowledged.
@@ -277,9 +282,8 @@ impl Connection {
                         client: client.clone(),
                     }
                 }
-                Event::Outgoing(Outgoing::Publish(pkid) | Outgoing::AwaitAck(pkid)) => {
-                    LinkEvent::Sent { link, pkid }
-                }
+                Event::Outgoing(Outgoing::Publish(pkid)) => LinkEvent::Written { link, pkid },
+                Event::Outgoing(Outgoing::AwaitAck(pkid)) => LinkEvent::Held { link, pkid },
                 Event::Incoming(Incoming::PubAck(ack)) => LinkEvent::Acked {
                     link,
                     pkid: ack.pkid,

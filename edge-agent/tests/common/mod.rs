@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // Each test file uses a different part.
 
+pub mod ack_gate;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -81,6 +83,10 @@ impl Running {
 pub struct Received {
     pub topic: String,
     pub position: Position,
+    /// The broker's DUP flag: a redelivery by the broker to this subscriber's session
+    /// (after the broker restarted before it saw the subscriber's PUBACK), not a publish
+    /// of the agent (each agent link is a fresh client, which never sets it).
+    pub dup: bool,
 }
 
 /// A subscriber to every device's events, with a persistent session so that it misses
@@ -123,6 +129,7 @@ impl Subscriber {
                         let _ = tx.send(Received {
                             topic: publish.topic.clone(),
                             position,
+                            dup: publish.dup,
                         });
                     }
                     Ok(_) => {}
