@@ -103,6 +103,16 @@ pub struct Settings {
     /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
     #[arg(long, env = "MQTT_CLIENT_ID")]
     pub mqtt_client_id: Option<String>,
+    /// mqtts:// only: the CA (PEM) that signed the broker's certificate [default: the
+    /// system's roots]
+    #[arg(long, env = "MQTT_CA_FILE")]
+    pub mqtt_ca_file: Option<PathBuf>,
+    /// mqtts:// only: a client certificate (PEM) to present, with MQTT_CLIENT_KEY_FILE
+    #[arg(long, env = "MQTT_CLIENT_CERT_FILE")]
+    pub mqtt_client_cert_file: Option<PathBuf>,
+    /// mqtts:// only: the client certificate's private key (PEM)
+    #[arg(long, env = "MQTT_CLIENT_KEY_FILE")]
+    pub mqtt_client_key_file: Option<PathBuf>,
     /// Event Hubs consumer group [default: $Default]
     #[arg(long, env = "EVENTHUBS_CONSUMER_GROUP")]
     pub eventhubs_consumer_group: Option<String>,
@@ -218,6 +228,9 @@ impl Settings {
             writer_source,
             mqtt_share_group,
             mqtt_client_id,
+            mqtt_ca_file,
+            mqtt_client_cert_file,
+            mqtt_client_key_file,
             eventhubs_consumer_group,
             eventhubs_start_position,
             eventhubs_checkpoint_container,
@@ -361,6 +374,22 @@ impl Settings {
                 ),
             });
         }
+        let mqtt_tls = MqttTls {
+            ca_file: self.mqtt_ca_file,
+            identity: match (self.mqtt_client_cert_file, self.mqtt_client_key_file) {
+                (Some(cert_path), Some(key_path)) => Some(client_tls::Identity {
+                    cert_path,
+                    key_path,
+                }),
+                (None, None) => None,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "MQTT_CLIENT_CERT_FILE",
+                        message: "a client certificate needs both MQTT_CLIENT_CERT_FILE and MQTT_CLIENT_KEY_FILE".into(),
+                    });
+                }
+            },
+        };
         let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
         Ok(WriterConfig {
             cosmos: CosmosSettings {
@@ -378,6 +407,7 @@ impl Settings {
                     .unwrap_or(false),
             },
             source,
+            mqtt_tls,
             mqtt_share_group: self.mqtt_share_group.filter(|g| !g.is_empty()),
             mqtt_client_id: self
                 .mqtt_client_id
@@ -511,10 +541,11 @@ impl SourceSpec {
     /// Parses `WRITER_SOURCE`.
     pub fn parse(text: &str) -> Result<SourceSpec, ConfigError> {
         let text = text.trim();
-        if text.starts_with("mqtt://") || text.starts_with("tcp://") {
+        if text.starts_with("mqtt://") || text.starts_with("tcp://") || text.starts_with("mqtts://")
+        {
             let url = Url::parse(text).map_err(|e| ConfigError::Invalid {
                 name: "WRITER_SOURCE",
-                message: format!("not an mqtt://host:port URL: {e}"),
+                message: format!("not an mqtt://host:port or mqtts://host:port URL: {e}"),
             })?;
             if url.host_str().is_none() {
                 return Err(ConfigError::Invalid {
@@ -563,6 +594,15 @@ pub struct CosmosSettings {
     /// Write into the undefined partition key when the documents lack the container's key,
     /// instead of refusing to start (WRITER_FORCE_MISSING_PARTITION_KEY).
     pub force_missing_partition_key: bool,
+}
+
+/// TLS of an `mqtts://` source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MqttTls {
+    /// The CA that signed the broker's certificate; `None` trusts the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate and key to present, for brokers that require one.
+    pub identity: Option<client_tls::Identity>,
 }
 
 /// Where an Event Hubs partition without checkpoint starts.
@@ -623,6 +663,8 @@ pub struct WriterConfig {
     pub mqtt_share_group: Option<String>,
     /// MQTT client id.
     pub mqtt_client_id: String,
+    /// TLS of an `mqtts://` source: the roots to trust and the certificate to present.
+    pub mqtt_tls: MqttTls,
     /// Event Hubs consumer settings.
     pub eventhubs: EventHubsSettings,
     /// The staleness rule.

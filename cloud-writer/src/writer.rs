@@ -252,6 +252,7 @@ impl Writer {
         let spec = config.source.clone();
         let client_id = config.mqtt_client_id.clone();
         let share_group = config.mqtt_share_group.clone();
+        let mqtt_tls = config.mqtt_tls.clone();
         let eventhubs = config.eventhubs.clone();
         let cosmos = config.cosmos.clone();
         Writer::start_inner(config, bulk, move |metrics| {
@@ -262,7 +263,8 @@ impl Writer {
                     ));
                 }
                 Some(SourceSpec::Mqtt(url)) => {
-                    let settings = MqttSettings::from_url(&url.0, client_id, share_group)
+                    let settings =
+                        MqttSettings::from_url(&url.0, client_id, share_group, &mqtt_tls)
                         .map_err(|e| StartError::Config(e.to_string()))?;
                     Box::new(MqttSource::new(settings, metrics))
                 }

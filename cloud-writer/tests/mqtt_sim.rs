@@ -254,7 +254,7 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     let url = url::Url::parse(&broker.url()).unwrap();
     let mqtt = MqttSettings {
         keep_alive,
-        ..MqttSettings::from_url(&url, "writer-blocked".into(), None).unwrap()
+        ..MqttSettings::from_url(&url, "writer-blocked".into(), None, &Default::default()).unwrap()
     };
     let writer = cloud_writer::Writer::start_with(settings.resolve().unwrap(), move |metrics| {
         Ok(Box::new(MqttSource::new(mqtt, metrics)))

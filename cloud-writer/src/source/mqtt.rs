@@ -20,17 +20,19 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use client_tls::Trust;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, Publish, QoS,
-    Request, StateError, mqttbytes,
+    Request, StateError, TlsConfiguration, Transport, mqttbytes,
 };
 use tokio::sync::mpsc;
 use url::Url;
 
 use super::queue::{QueueSender, Reservation, message_bytes};
 use super::{Ack, AckQueue, AckSink, Message, Source, SourceControl, SourceError};
+use crate::config::MqttTls;
 use crate::metrics::Metrics;
 
 /// The topic filter devices publish under (IoT Hub's device-to-cloud topic).
@@ -63,21 +65,36 @@ pub struct MqttSettings {
     pub credentials: Option<(String, crate::config::Secret)>,
     /// MQTT keep-alive.
     pub keep_alive: Duration,
+    /// TLS, for `mqtts://`.
+    pub tls: Option<TlsConfiguration>,
 }
 
 impl MqttSettings {
-    /// Settings for an `mqtt://[user:password@]host[:port]` URL.
+    /// Settings for an `mqtt://[user:password@]host[:port]` URL, or `mqtts://` (TLS,
+    /// port 8883 by default) with `tls`'s roots and client certificate.
     pub fn from_url(
         url: &Url,
         client_id: String,
         share_group: Option<String>,
+        tls: &MqttTls,
     ) -> Result<Self, SourceError> {
-        if url.scheme() != "mqtt" && url.scheme() != "tcp" {
-            return Err(SourceError::Config(format!(
-                "WRITER_SOURCE scheme '{}' is not mqtt://",
-                url.scheme()
-            )));
-        }
+        let (tls, default_port) = match url.scheme() {
+            "mqtt" | "tcp" => (None, 1883),
+            "mqtts" => {
+                let trust = match &tls.ca_file {
+                    Some(ca) => Trust::CaFile(ca.clone()),
+                    None => Trust::System,
+                };
+                let config = client_tls::mqtt_tls(&trust, tls.identity.as_ref())
+                    .map_err(|e| SourceError::Config(format!("mqtts:// TLS: {e}")))?;
+                (Some(config), 8883)
+            }
+            other => {
+                return Err(SourceError::Config(format!(
+                    "WRITER_SOURCE scheme '{other}' is not mqtt:// or mqtts://"
+                )));
+            }
+        };
         let host = url
             .host_str()
             .ok_or_else(|| SourceError::Config("WRITER_SOURCE mqtt:// URL has no host".into()))?
@@ -90,11 +107,12 @@ impl MqttSettings {
         });
         Ok(MqttSettings {
             host,
-            port: url.port().unwrap_or(1883),
+            port: url.port().unwrap_or(default_port),
             client_id,
             share_group,
             credentials,
             keep_alive: Duration::from_secs(30),
+            tls,
         })
     }
 
@@ -196,6 +214,9 @@ fn options(settings: &MqttSettings) -> MqttOptions {
         .set_request_channel_capacity(REQUEST_CHANNEL);
     if let Some((user, password)) = &settings.credentials {
         options.set_credentials(user, password.expose());
+    }
+    if let Some(tls) = &settings.tls {
+        options.set_transport(Transport::tls_with_config(tls.clone()));
     }
     options
 }
@@ -506,7 +527,8 @@ mod tests {
     #[test]
     fn shared_filter_names_the_group() {
         let url = Url::parse("mqtt://user:pw@broker:1884").unwrap();
-        let mut settings = MqttSettings::from_url(&url, "w-1".into(), None).unwrap();
+        let mut settings =
+            MqttSettings::from_url(&url, "w-1".into(), None, &MqttTls::default()).unwrap();
         assert_eq!(settings.port, 1884);
         assert_eq!(settings.filter(), "devices/+/messages/events/#");
         settings.share_group = Some("writers".into());

@@ -20,5 +20,5 @@ mod process;
 
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;
-pub use mosquitto::{Mosquitto, MosquittoConfig, write_password_file};
+pub use mosquitto::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
 pub use process::process_running;

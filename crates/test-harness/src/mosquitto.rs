@@ -81,6 +81,21 @@ pub struct MosquittoConfig {
     max_queued_messages: u32,
     max_inflight_messages: u32,
     access: Option<(PathBuf, PathBuf)>,
+    tls: Option<TlsListener>,
+}
+
+/// A TLS listener's files (PEM): the CA that client certificates must chain to, the
+/// server's certificate and key; `require_certificate` refuses clients without one.
+#[derive(Debug, Clone)]
+pub struct TlsListener {
+    /// CA of the client certificates (and the one clients trust for the server).
+    pub ca_file: PathBuf,
+    /// The server's certificate.
+    pub cert_file: PathBuf,
+    /// The server's private key.
+    pub key_file: PathBuf,
+    /// Refuse clients that present no certificate signed by `ca_file`.
+    pub require_certificate: bool,
 }
 
 impl Default for MosquittoConfig {
@@ -94,6 +109,7 @@ impl Default for MosquittoConfig {
             max_queued_messages: 0,
             max_inflight_messages: 0,
             access: None,
+            tls: None,
         }
     }
 }
@@ -139,13 +155,26 @@ impl MosquittoConfig {
         self
     }
 
+    /// Also open an MQTT-over-TLS listener on another free port.
+    pub fn tls(mut self, listener: TlsListener) -> Self {
+        self.tls = Some(listener);
+        self
+    }
+
     /// Starts a broker with these options; see [`Mosquitto::start`].
     pub fn start(self) -> Result<Mosquitto, HarnessError> {
         Mosquitto::start_with(self)
     }
 
     /// The config file text for a broker with these options.
-    fn render(&self, port: u16, ws_port: Option<u16>, dir: &Path, log: &Path) -> String {
+    fn render(
+        &self,
+        port: u16,
+        ws_port: Option<u16>,
+        tls_port: Option<u16>,
+        dir: &Path,
+        log: &Path,
+    ) -> String {
         let mut conf = String::new();
         // Infallible: writing to a String.
         let mut line = |text: String| {
@@ -157,6 +186,13 @@ impl MosquittoConfig {
             line("protocol websockets".into());
             // Without it, libwebsockets ignores the address and binds [::] (all interfaces).
             line("socket_domain ipv4".into());
+        }
+        if let (Some(tls_port), Some(tls)) = (tls_port, &self.tls) {
+            line(format!("listener {tls_port} {HOST}"));
+            line(format!("cafile {}", tls.ca_file.display()));
+            line(format!("certfile {}", tls.cert_file.display()));
+            line(format!("keyfile {}", tls.key_file.display()));
+            line(format!("require_certificate {}", tls.require_certificate));
         }
         match &self.access {
             Some((passwords, acl)) => {
@@ -205,6 +241,7 @@ pub struct Mosquitto {
     program: PathBuf,
     port: u16,
     ws_port: Option<u16>,
+    tls_port: Option<u16>,
     // Dropped after `child` is killed (see `Drop`).
     dir: TempDir,
 }
@@ -246,14 +283,25 @@ impl Mosquitto {
         } else {
             None
         };
+        let tls_port = match config.tls {
+            Some(_) => Some(process::free_port()?),
+            None => None,
+        };
         let broker = Mosquitto {
             child: None,
             program,
             port,
             ws_port,
+            tls_port,
             dir,
         };
-        let conf = config.render(port, ws_port, broker.dir.path(), &broker.log_path());
+        let conf = config.render(
+            port,
+            ws_port,
+            tls_port,
+            broker.dir.path(),
+            &broker.log_path(),
+        );
         std::fs::write(broker.conf_path(), conf)
             .map_err(HarnessError::io("write mosquitto.conf"))?;
         Ok(broker)
@@ -280,7 +328,10 @@ impl Mosquitto {
             self.program.display()
         )))?;
         let child = self.child.insert(child);
-        let ports: Vec<u16> = std::iter::once(self.port).chain(self.ws_port).collect();
+        let ports: Vec<u16> = std::iter::once(self.port)
+            .chain(self.ws_port)
+            .chain(self.tls_port)
+            .collect();
         let readiness = process::wait_until_accepting(child, &ports, READY_TIMEOUT)
             .map_err(HarnessError::io("wait for mosquitto"))?;
         match readiness {
@@ -323,6 +374,11 @@ impl Mosquitto {
     /// The WebSockets listener's port, if [`MosquittoConfig::websockets`] asked for one.
     pub fn ws_port(&self) -> Option<u16> {
         self.ws_port
+    }
+
+    /// The TLS listener's port, if [`MosquittoConfig::tls`] asked for one.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
     }
 
     /// `ws://127.0.0.1:PORT`, if [`MosquittoConfig::websockets`] asked for a listener.
