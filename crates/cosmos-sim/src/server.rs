@@ -291,7 +291,7 @@ fn check_auth(
         return Err(Reply::error(401, 0, "The request has no x-ms-date header."));
     };
     let (rtype, link) = resource_for_path(path);
-    let expected = shared.key.sign(method.as_str(), &rtype, &link, date);
+    let expected = shared.key.read().sign(method.as_str(), &rtype, &link, date);
     if expected == auth.signature {
         return Ok(());
     }
