@@ -201,3 +201,66 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
     writer.shutdown();
     writer.wait().await.unwrap();
 }
+
+/// Positions (and their history documents) held until they are older than STALE_AFTER are
+/// dropped as `stale_in_retry`, not `stale` (a late arrival), and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arrivals() {
+    const STALE_AFTER: Duration = Duration::from_secs(10);
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosmos-key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "turned-stale");
+    settings.cosmos_key = None;
+    settings.cosmos_key_file = Some(key_file.clone());
+    settings.history = Some(true);
+    settings.stale_after = Some(cloud_writer::config::HumanDuration(STALE_AFTER));
+    let writer = start_writer(settings).await;
+
+    sim.rotate_key(ROTATED).unwrap();
+    let at = Utc::now();
+    let messages: Vec<Publish> = (0..20)
+        .map(|d| Publish {
+            device: device(d),
+            payload: wire(&device(d), 1, at, 1.0, 2.0),
+        })
+        .collect();
+    publish(broker.port(), "fleet-stale", &messages).await;
+    wait_until(
+        "the writer to hold the stream",
+        Duration::from_secs(30),
+        || writer.metrics().blocked(),
+        |b| *b == Some("unauthorized"),
+    )
+    .await;
+    // Held until the positions are past STALE_AFTER.
+    let stale_at = at + TimeDelta::from_std(STALE_AFTER + Duration::from_secs(1)).unwrap();
+    wait_until(
+        "the held positions to turn stale",
+        STALE_AFTER * 3,
+        Utc::now,
+        |now| *now > stale_at,
+    )
+    .await;
+    std::fs::write(&key_file, ROTATED).unwrap();
+    let counts = wait_until(
+        "every message to have a final outcome",
+        Duration::from_secs(60),
+        || writer.counts(),
+        |c| c.finished() == 20 && c.in_flight == 0,
+    )
+    .await;
+    assert_eq!(counts.dropped("stale_in_retry"), 20, "{counts:?}");
+    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    assert_eq!(counts.history_dropped, 20, "{counts:?}");
+    assert_eq!(counts.written, 0, "{counts:?}");
+    let text = writer.metrics().render();
+    assert!(
+        text.contains("cloud_writer_history_dropped_total{reason=\"stale_in_retry\"} 20"),
+        "{text}"
+    );
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}

@@ -245,9 +245,23 @@ impl CosmosSink {
         self.shared.in_flight.load(Ordering::Acquire)
     }
 
-    /// Starts writing one coalesced position; waits while the bulk writer is full.
+    /// Starts writing one coalesced position; waits while the stream is held or the
+    /// in-flight limit is reached. A position that turned stale since the pipeline judged
+    /// it (its batch waited while the stream was held) is dropped as `stale_in_retry`.
     pub async fn write(&self, item: PositionWrite) {
         let shared = &self.shared;
+        shared.hold.wait_open().await;
+        if !shared.is_fresh(&item.position, item.enqueued) {
+            shared.metrics.dropped("stale_in_retry");
+            if shared
+                .encoder
+                .history_document(&item.position, item.enqueued)
+                .is_some()
+            {
+                shared.metrics.history_dropped("stale_in_retry");
+            }
+            return item.ack.finish();
+        }
         let order = item.position.order();
         let first = {
             let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
@@ -510,15 +524,18 @@ impl Shared {
         });
     }
 
+    /// Whether a position is still fresh by the staleness rule.
+    fn is_fresh(&self, position: &Position, enqueued: Option<DateTime<Utc>>) -> bool {
+        self.settings
+            .staleness
+            .judge(Utc::now(), position.ts, enqueued)
+            .is_fresh()
+    }
+
     /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
     /// turned stale meanwhile; `false` when it did.
     async fn retry_or_stale(self: &Arc<Self>, pending: Box<Pending>, step: Option<Step>) -> bool {
-        let now = Utc::now();
-        let verdict = self
-            .settings
-            .staleness
-            .judge(now, pending.position.ts, pending.enqueued);
-        if !verdict.is_fresh() {
+        if !self.is_fresh(&pending.position, pending.enqueued) {
             self.finish(*pending, Final::StaleInRetry, None);
             return false;
         }
@@ -724,12 +741,12 @@ impl Shared {
 
     /// Submits a history document again unless it turned stale; `false` when it did.
     async fn resubmit_history(&self, mut doc: HistoryDoc) -> bool {
-        let fresh = self
+        if !self
             .settings
             .staleness
             .judge(Utc::now(), doc.device_time, None)
-            .is_fresh();
-        if !fresh {
+            .is_fresh()
+        {
             self.metrics.history_dropped("stale_in_retry");
             self.answered(&mut doc.probe);
             doc.ack.finish();

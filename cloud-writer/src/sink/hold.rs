@@ -60,6 +60,9 @@ impl<T: Send + 'static> Hold<T> {
 
     /// Waits while the stream is held.
     pub async fn wait_open(&self) {
+        if self.cause.borrow().is_none() {
+            return;
+        }
         let mut rx = self.cause.subscribe();
         let _ = rx.wait_for(Option::is_none).await;
     }
