@@ -576,7 +576,11 @@ impl Shared {
             Final::Superseded => self.metrics.dropped("superseded"),
             Final::StaleInRetry => self.metrics.dropped("stale_in_retry"),
             Final::Refused(reason) => {
-                let payload = pending.latest.as_deref().unwrap_or_default();
+                let payload = pending
+                    .latest
+                    .as_deref()
+                    .or(pending.patch.as_deref())
+                    .unwrap_or_default();
                 let detail = format!("Cosmos DB refused the document of {}", pending.doc_id);
                 self.rejects
                     .record_refused(&pending.position.device_id, reason, detail, payload);

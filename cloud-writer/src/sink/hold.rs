@@ -78,7 +78,9 @@ impl<T: Send + 'static> Hold<T> {
         self.lock().push_back(item);
         let started = self.cause.send_if_modified(|held| {
             let start = held.is_none();
-            *held = Some(cause);
+            if start {
+                *held = Some(cause);
+            }
             start
         });
         if started {
