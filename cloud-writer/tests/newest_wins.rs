@@ -395,3 +395,47 @@ async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
     );
     sink.close().await;
 }
+
+/// A restarted writer in the ETag mode: every drone's Create meets 409 and the position
+/// goes on to a read. Positions waiting for or doing their read count against the
+/// in-flight limit (MAX_IN_FLIGHT, the bulk writer's queue capacity), so memory stays
+/// bounded however far the reads lag behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_reads_count_inside_the_in_flight_limit() {
+    const DRONES: usize = 1000;
+    const LIMIT: usize = 100;
+    let fixture = fixture("etag-reads-bounded").await;
+    let base = Utc::now() - TimeDelta::seconds(60);
+    let (first, _) = sink(&fixture, NewestWins::Etag);
+    for d in 0..DRONES {
+        first.write(position(&format!("r{d}"), 1, base)).await;
+    }
+    first.close().await;
+
+    let metrics = Arc::new(Metrics::new());
+    let restarted = CosmosSink::start(
+        fixture.container.clone(),
+        Encoder::new(DocumentLayout::default(), false, None),
+        SinkSettings {
+            newest_wins: NewestWins::Etag,
+            staleness: StalenessPolicy::default(),
+            high_water_capacity: 10_000,
+            bulk: bulk_config(LIMIT),
+            key_file: None,
+        },
+        metrics.clone(),
+        Rejects::new(metrics.clone(), None).unwrap(),
+    );
+    let mut most = 0;
+    for d in 0..DRONES {
+        restarted.write(position(&format!("r{d}"), 2, base)).await;
+        most = most.max(restarted.in_flight());
+    }
+    restarted.close().await;
+    assert!(most <= LIMIT, "{most} positions in flight, limit {LIMIT}");
+    let counts = metrics.counts();
+    assert_eq!(counts.written, DRONES as u64, "{counts:?}");
+    for d in [0, DRONES / 2, DRONES - 1] {
+        assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 2);
+    }
+}

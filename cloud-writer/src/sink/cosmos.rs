@@ -374,9 +374,11 @@ impl Shared {
     }
 
     fn leave(&self) {
-        self.slots.add_permits(1);
         self.metrics.add_in_flight(-1);
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let last = self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1;
+        // After the count, so that in flight never reads above the limit.
+        self.slots.add_permits(1);
+        if last {
             self.idle.notify_waiters();
         }
     }
