@@ -31,6 +31,10 @@
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
+//!
+//! Files: this one holds the sink and the positions' state machine; `history.rs` the
+//! history documents; `parked.rs` what is parked while the stream is held and how it is
+//! sent again.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,8 +47,6 @@ use cosmos::{
     BulkConfig, BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError,
     OperationType, Outcome,
 };
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use telemetry::document::{document_id, history_id};
 use telemetry::{Position, PositionOrder, StalenessPolicy};
 use tokio::sync::{Notify, Semaphore};
@@ -52,13 +54,19 @@ use tokio::task::JoinHandle;
 
 use super::encode::Encoder;
 use super::high_water::HighWater;
-use super::hold::{Hold, Resubmit};
-use super::refusal::{self, Cause, Refusal};
+use super::hold::Hold;
+use super::refusal::{self, Refusal};
 use super::stored::{read_query, read_stored};
 use crate::config::NewestWins;
 use crate::metrics::Metrics;
 use crate::pipeline::PositionWrite;
 use crate::pipeline::reject::Rejects;
+
+mod history;
+mod parked;
+
+use history::HistoryDoc;
+use parked::Parked;
 
 /// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
 /// counted as failed. A conflict (409, 412) means another write of the same drone
@@ -131,29 +139,10 @@ struct Pending {
     rounds: u32,
 }
 
-/// A history document being written.
-#[derive(Debug)]
-struct HistoryDoc {
-    device_id: String,
-    id: String,
-    body: Bytes,
-    device_time: DateTime<Utc>,
-    ack: crate::source::Ack,
-    probe: bool,
-}
-
 /// The context of one bulk operation.
 #[derive(Debug)]
 enum Ctx {
     Latest(Box<Pending>, Step),
-    History(HistoryDoc),
-}
-
-/// A write parked while the stream is held.
-#[derive(Debug)]
-enum Parked {
-    /// A position and the step to send again (`None`: read the stored document first).
-    Latest(Box<Pending>, Option<Step>),
     History(HistoryDoc),
 }
 
@@ -434,39 +423,6 @@ impl Shared {
         }
     }
 
-    fn history_op(&self, doc: HistoryDoc) -> BulkOperation<Ctx> {
-        BulkOperation {
-            kind: OperationType::Create,
-            partition_key: self.encoder.partition_key(&doc.device_id),
-            id: None,
-            body: doc.body.clone(),
-            if_match: None,
-            context: Ctx::History(doc),
-        }
-    }
-
-    /// A probe got an answer other than a refusal of every write.
-    fn answered(&self, probe: &mut bool) {
-        if std::mem::take(probe) {
-            self.hold.probe_passed();
-        }
-    }
-
-    /// Parks a write refused for `cause` (holding the stream).
-    fn park(&self, parked: Parked, cause: Cause) {
-        let (parked, probe) = match parked {
-            Parked::Latest(mut p, step) => {
-                let probe = std::mem::take(&mut p.probe);
-                (Parked::Latest(p, step), probe)
-            }
-            Parked::History(mut h) => {
-                let probe = std::mem::take(&mut h.probe);
-                (Parked::History(h), probe)
-            }
-        };
-        self.hold.park(parked, cause, probe);
-    }
-
     async fn submit(&self, op: BulkOperation<Ctx>) {
         if let Err(closed) = self.writer.submit(op).await {
             // Only after close, which waits for idleness: abandon, the message comes again.
@@ -704,103 +660,5 @@ fn publish_stats(shared: &Shared) {
         shared
             .metrics
             .set_throttled(&range, stats.throttled_operations);
-    }
-}
-
-impl Shared {
-    /// Handles one outcome of a history document.
-    async fn on_history(self: &Arc<Self>, mut doc: HistoryDoc, info: OutcomeInfo) {
-        let refusal = refusal::of_outcome(
-            OperationType::Create,
-            info.status,
-            info.error.as_ref(),
-            info.whole_request,
-        );
-        match refusal {
-            Refusal::Hold(cause) => return self.park(Parked::History(doc), cause),
-            Refusal::Again => {
-                self.answered(&mut doc.probe);
-                self.resubmit_history(doc).await;
-                return;
-            }
-            Refusal::Document(reason) => {
-                self.metrics.history_dropped(reason);
-                let detail = format!("Cosmos DB refused the history document {}", doc.id);
-                tracing::warn!(id = doc.id, reason, %detail, "history document not written");
-            }
-            // Written, or already written (409: a replay).
-            Refusal::None if matches!(info.status, 200..=299) => self.metrics.written("history"),
-            Refusal::None if info.status == 409 => {}
-            Refusal::None => {
-                tracing::error!(
-                    id = doc.id,
-                    status = info.status,
-                    "history document not written"
-                );
-                self.metrics.history_dropped("write_failed");
-            }
-        }
-        self.answered(&mut doc.probe);
-        doc.ack.finish();
-        self.leave();
-    }
-
-    /// Submits a history document again unless it turned stale; `false` when it did.
-    async fn resubmit_history(&self, mut doc: HistoryDoc) -> bool {
-        if !self
-            .settings
-            .staleness
-            .judge(Utc::now(), doc.device_time, None)
-            .is_fresh()
-        {
-            self.metrics.history_dropped("stale_in_retry");
-            self.answered(&mut doc.probe);
-            doc.ack.finish();
-            self.leave();
-            return false;
-        }
-        self.submit(self.history_op(doc)).await;
-        true
-    }
-
-    /// Reads the key file again and signs with its key from now on.
-    fn reload_key(&self) {
-        let Some(path) = &self.settings.key_file else {
-            return;
-        };
-        let key = crate::config::read_key_file(path)
-            .map_err(|e| e.to_string())
-            .and_then(|key| {
-                cosmos::MasterKey::from_base64(key.expose())
-                    .map_err(|e| format!("COSMOS_KEY_FILE is not a base64 account key: {e}"))
-            });
-        match key {
-            Ok(key) => self.container.client().set_master_key(key),
-            Err(err) => tracing::warn!(error = %err, "cannot read COSMOS_KEY_FILE again"),
-        }
-    }
-}
-
-impl Resubmit<Parked> for Shared {
-    fn resubmit(self: Arc<Self>, item: Parked, probe: bool) -> BoxFuture<'static, bool> {
-        async move {
-            match item {
-                Parked::Latest(mut pending, step) => {
-                    pending.probe = probe;
-                    self.retry_or_stale(pending, step).await
-                }
-                Parked::History(mut doc) => {
-                    doc.probe = probe;
-                    self.resubmit_history(doc).await
-                }
-            }
-        }
-        .boxed()
-    }
-
-    fn before_probe(&self, cause: Cause) {
-        if cause == Cause::Unauthorized {
-            self.reload_key();
-        }
     }
 }
