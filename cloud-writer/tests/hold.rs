@@ -38,7 +38,11 @@ async fn publish_and_finish(
     before: u64,
 ) -> Counts {
     publish(broker.port(), client, &s.messages).await;
-    let total = before + s.messages.len() as u64;
+    wait_final(writer, before + s.messages.len() as u64).await
+}
+
+/// Waits until `total` messages have a final outcome and nothing is in flight.
+async fn wait_final(writer: &Writer, total: u64) -> Counts {
     wait_until(
         "every message to have a final outcome",
         Duration::from_secs(60),
@@ -111,18 +115,24 @@ async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: &str) -> Counts {
     held
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "recreated")).await;
-
+/// Runs a first fleet round through the writer, then `refuse`s: a second, newer round is
+/// published while the writer must hold the stream for `reason`. Then `cure`s and waits
+/// until every message is final: nothing failed, nothing turned stale, the writer ready.
+/// Returns both rounds.
+async fn hold_mid_stream(
+    writer: &Writer,
+    broker: &Mosquitto,
+    sim: &CosmosSim,
+    reason: &str,
+    refuse: impl FnOnce(),
+    cure: impl FnOnce(),
+) -> (Scenario, Scenario) {
     let now = Utc::now();
     let first = scenario(200, 3, now - TimeDelta::seconds(30));
-    let counts = publish_and_finish(&writer, &broker, "fleet-1", &first, 0).await;
+    let counts = publish_and_finish(writer, broker, "fleet-1", &first, 0).await;
     assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
 
-    sim.delete_container("telemetry", "recreated").unwrap();
+    refuse();
     let second = scenario(200, 3, now);
     let before = counts.finished();
     let publisher = {
@@ -130,24 +140,37 @@ async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
         let port = broker.port();
         tokio::spawn(async move { publish(port, "fleet-2", &messages).await })
     };
-    let held = assert_held(&writer, &sim, "container_missing").await;
+    let held = assert_held(writer, sim, reason).await;
     assert!(held.finished() < before + second.messages.len() as u64);
 
-    sim.create_container("telemetry", "recreated", "/deviceId")
-        .unwrap();
+    cure();
     publisher.await.unwrap();
-    let total = before + second.messages.len() as u64;
-    let counts = wait_until(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        || writer.counts(),
-        |c| c.finished() == total && c.in_flight == 0,
-    )
-    .await;
+    let counts = wait_final(writer, before + second.messages.len() as u64).await;
     assert_eq!(writer.metrics().blocked(), None);
     assert!(writer.metrics().is_ready());
     assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
     assert_eq!(counts.dropped("stale_in_retry"), 0, "{counts:?}");
+    (first, second)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "recreated")).await;
+    let (_, second) = hold_mid_stream(
+        &writer,
+        &broker,
+        &sim,
+        "container_missing",
+        || sim.delete_container("telemetry", "recreated").unwrap(),
+        || {
+            sim.create_container("telemetry", "recreated", "/deviceId")
+                .unwrap()
+        },
+    )
+    .await;
+    // The first round went with the deleted container.
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "recreated")).await;
     assert_newest(&docs, &second.expected);
     writer.shutdown();
@@ -166,36 +189,15 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
     settings.cosmos_key_file = Some(key_file.clone());
     settings.newest_wins = Some(NewestWins::Etag);
     let writer = start_writer(settings).await;
-
-    let now = Utc::now();
-    let first = scenario(200, 3, now - TimeDelta::seconds(30));
-    let counts = publish_and_finish(&writer, &broker, "fleet-1", &first, 0).await;
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
-
-    sim.rotate_key(ROTATED).unwrap();
-    let second = scenario(200, 3, now);
-    let before = counts.finished();
-    let publisher = {
-        let messages = second.messages.clone();
-        let port = broker.port();
-        tokio::spawn(async move { publish(port, "fleet-2", &messages).await })
-    };
-    let held = assert_held(&writer, &sim, "unauthorized").await;
-    assert!(held.finished() < before + second.messages.len() as u64);
-
-    std::fs::write(&key_file, ROTATED).unwrap();
-    publisher.await.unwrap();
-    let total = before + second.messages.len() as u64;
-    let counts = wait_until(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        || writer.counts(),
-        |c| c.finished() == total && c.in_flight == 0,
+    let (first, second) = hold_mid_stream(
+        &writer,
+        &broker,
+        &sim,
+        "unauthorized",
+        || sim.rotate_key(ROTATED).unwrap(),
+        || std::fs::write(&key_file, ROTATED).unwrap(),
     )
     .await;
-    assert_eq!(writer.metrics().blocked(), None);
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
-    assert_eq!(counts.dropped("stale_in_retry"), 0, "{counts:?}");
     let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
         sim.endpoint().parse().unwrap(),
         cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
@@ -253,13 +255,7 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     )
     .await;
     std::fs::write(&key_file, ROTATED).unwrap();
-    let counts = wait_until(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        || writer.counts(),
-        |c| c.finished() == 20 && c.in_flight == 0,
-    )
-    .await;
+    let counts = wait_final(&writer, 20).await;
     assert_eq!(counts.dropped("stale_in_retry"), 20, "{counts:?}");
     assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
     assert_eq!(counts.history_dropped, 20, "{counts:?}");
