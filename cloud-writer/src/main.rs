@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cloud_writer::config::{LogFormat, Settings, WriterConfig};
 use cloud_writer::import::{FileSource, not_written, why};
-use cloud_writer::writer::{cosmos_client, open_container};
+use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
 use cloud_writer::{Counts, Writer};
 use indicatif::{ProgressBar, ProgressStyle};
 use telemetry::DocumentLayout;
@@ -196,6 +196,13 @@ async fn check(config: WriterConfig) -> anyhow::Result<()> {
         println!(
             "ok: container '{}' of database '{}' is partitioned on a path the documents carry",
             config.cosmos.container, config.cosmos.database
+        );
+    }
+    if patch_in_batches(&opened.container, opened.missing_partition_key).await? {
+        println!("ok: the server takes Patch in batches (NEWEST_WINS=patch works)");
+    } else {
+        println!(
+            "note: the server refuses Patch in batches: the writer falls back to NEWEST_WINS=etag"
         );
     }
     Ok(())

@@ -536,6 +536,12 @@ fn log_summary(metrics: &Metrics, since: Option<(&Counts, Duration)>) {
         spoofed = c.dropped("spoofed"),
         from_future = c.dropped("from_future"),
         write_failed = c.dropped("write_failed"),
+        stale_in_retry = c.dropped("stale_in_retry"),
+        refused = c.dropped("document_too_large")
+            + c.dropped("document_malformed")
+            + c.dropped("document_refused"),
+        history_dropped = c.history_dropped,
+        held = metrics.blocked().unwrap_or("no"),
         in_flight = c.in_flight,
         throttled = metrics.throttled_total(),
         received_per_s = rate,
