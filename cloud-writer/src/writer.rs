@@ -110,6 +110,11 @@ pub enum RunError {
         "in-flight writes did not finish within {0:?}; their messages were not acknowledged and will be delivered again"
     )]
     DrainTimeout(Duration),
+    /// Stopped while holding the stream (Cosmos DB refused every write).
+    #[error(
+        "stopped while holding the stream ({0}): the positions not written were not acknowledged and will be delivered again"
+    )]
+    Held(&'static str),
     /// A task panicked.
     #[error("a writer task failed: {0}")]
     Task(String),
@@ -483,16 +488,24 @@ async fn run(
     // The pipeline ends when the source drops its sender (stop, or failure).
     let drained = tokio::select! {
         joined = &mut pipeline_task => joined.map_err(|e| RunError::Task(e.to_string())),
-        () = stop.cancelled() => {
-            tracing::info!("shutting down: finishing in-flight writes");
-            match tokio::time::timeout(DRAIN_TIMEOUT, &mut pipeline_task).await {
-                Ok(joined) => joined.map_err(|e| RunError::Task(e.to_string())),
-                Err(_) => {
-                    pipeline_task.abort();
-                    Err(RunError::DrainTimeout(DRAIN_TIMEOUT))
+        () = stop.cancelled() => match metrics.blocked() {
+            Some(reason) => {
+                // Nothing can be finished while Cosmos DB refuses every write.
+                pipeline_task.abort();
+                let _ = (&mut pipeline_task).await;
+                Err(RunError::Held(reason))
+            }
+            None => {
+                tracing::info!("shutting down: finishing in-flight writes");
+                match tokio::time::timeout(DRAIN_TIMEOUT, &mut pipeline_task).await {
+                    Ok(joined) => joined.map_err(|e| RunError::Task(e.to_string())),
+                    Err(_) => {
+                        pipeline_task.abort();
+                        Err(RunError::DrainTimeout(DRAIN_TIMEOUT))
+                    }
                 }
             }
-        }
+        },
     };
     control.drained.cancel();
     stop.cancel();

@@ -268,3 +268,22 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     writer.shutdown();
     writer.wait().await.unwrap();
 }
+
+/// SIGTERM (here: `shutdown`) while the stream is held stops at once, with an error that
+/// says the positions not written were not acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_while_held_acknowledges_nothing_and_says_so() {
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "stopped")).await;
+    sim.rotate_key(ROTATED).unwrap();
+    let s = scenario(50, 2, Utc::now());
+    publish(broker.port(), "fleet-stop", &s.messages).await;
+    assert_held(&writer, &sim, "unauthorized").await;
+    writer.shutdown();
+    let error = writer.wait().await.unwrap_err();
+    assert!(
+        matches!(error, cloud_writer::RunError::Held("unauthorized")),
+        "{error}"
+    );
+}

@@ -193,6 +193,14 @@ impl std::fmt::Debug for CosmosSink {
     }
 }
 
+impl Drop for CosmosSink {
+    /// A sink dropped without [`CosmosSink::close`] (the writer stopped while holding the
+    /// stream) stops probing; what it parked is never acknowledged.
+    fn drop(&mut self) {
+        self.supervisor.abort();
+    }
+}
+
 impl CosmosSink {
     /// Starts the sink's bulk writer, outcome task and hold supervisor on `container`;
     /// documents Cosmos DB refuses go to `rejects`.
@@ -337,11 +345,11 @@ impl CosmosSink {
 
     /// Waits until every position written so far has its final outcome, then stops the
     /// bulk writer.
-    pub async fn close(self) {
+    pub async fn close(mut self) {
         self.shared.wait_idle().await;
         self.supervisor.abort();
         self.shared.writer.clone().close().await;
-        let _ = self.outcomes.await;
+        let _ = (&mut self.outcomes).await;
     }
 
     /// Waits until nothing is in flight (everything submitted so far is final).
