@@ -60,6 +60,10 @@ pub struct Settings {
     /// Cosmos DB account key (environment or file only).
     #[arg(skip)]
     pub cosmos_key: Option<Secret>,
+    /// File holding the Cosmos DB account key (instead of COSMOS_KEY); read again when Cosmos
+    /// DB refuses the key (401/403), so a rotated key is taken without a restart.
+    #[arg(long, env = "COSMOS_KEY_FILE")]
+    pub cosmos_key_file: Option<PathBuf>,
     /// Database name [default: telemetry]
     #[arg(long, env = "COSMOS_DATABASE")]
     pub cosmos_database: Option<String>,
@@ -217,6 +221,7 @@ impl Settings {
             other,
             cosmos_endpoint,
             cosmos_key,
+            cosmos_key_file,
             cosmos_database,
             cosmos_container,
             cosmos_partition_key_path,
@@ -312,10 +317,16 @@ impl Settings {
         } else {
             None
         };
-        let key = self.cosmos_key.ok_or(ConfigError::Missing {
-            name: "COSMOS_KEY",
-            hint: "the account key (environment variable or config file, never a flag)",
-        })?;
+        let key = match (self.cosmos_key, &self.cosmos_key_file) {
+            (Some(key), _) => key,
+            (None, Some(path)) => read_key_file(path)?,
+            (None, None) => {
+                return Err(ConfigError::Missing {
+                    name: "COSMOS_KEY",
+                    hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag)",
+                });
+            }
+        };
         let partition_key_path = self
             .cosmos_partition_key_path
             .as_deref()
@@ -395,6 +406,7 @@ impl Settings {
             cosmos: CosmosSettings {
                 endpoint,
                 key,
+                key_file: self.cosmos_key_file,
                 database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
                 container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
                 partition_key_path,
@@ -569,6 +581,15 @@ impl SourceSpec {
     }
 }
 
+/// Reads the account key from COSMOS_KEY_FILE (surrounding whitespace trimmed).
+pub fn read_key_file(path: &Path) -> Result<Secret, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Invalid {
+        name: "COSMOS_KEY_FILE",
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    Ok(Secret::new(text.trim()))
+}
+
 /// The Cosmos DB side.
 #[derive(Debug, Clone)]
 pub struct CosmosSettings {
@@ -576,6 +597,8 @@ pub struct CosmosSettings {
     pub endpoint: Url,
     /// Account key.
     pub key: Secret,
+    /// The file the key was read from (COSMOS_KEY_FILE), read again on a 401/403.
+    pub key_file: Option<PathBuf>,
     /// Database.
     pub database: String,
     /// Container of the position documents.

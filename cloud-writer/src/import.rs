@@ -4,14 +4,16 @@
 //! Lines go through the same pipeline and sink as live messages (validation,
 //! coalescing, newest-wins), so an import never moves a drone's document backwards.
 //! The file is trusted for identity: the device id is the line's own `deviceId`.
-//! A line that is neither form is counted as invalid; the import goes on.
+//! A line that is neither form is counted as invalid; the import goes on. The report
+//! ([`not_written`]) lists every line not written, by reason and why; the command exits
+//! non-zero when there is any.
 
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Counts, DROP_REASONS, Metrics};
 use crate::source::queue::QueueSender;
 use crate::source::{Ack, Message, Source, SourceControl, SourceError};
 use bytes::Bytes;
@@ -20,6 +22,38 @@ use futures::future::BoxFuture;
 use indicatif::ProgressBar;
 use serde::Deserialize;
 use telemetry::Position;
+
+/// Why lines dropped for `reason` were not written, for the import's report.
+pub fn why(reason: &str) -> &'static str {
+    match reason {
+        "stale" => "older than --stale-after",
+        "stale_in_retry" => "turned older than --stale-after while its write was retried or held",
+        "invalid" => "not a valid position (the log and DEAD_LETTER_FILE say why)",
+        "spoofed" => "the payload's deviceId differs from the line's identity",
+        "from_future" => "device time further ahead than FUTURE_TOLERANCE",
+        "unroutable" => "no device identity",
+        "write_failed" => "Cosmos DB kept answering conflicts past the round limit",
+        "document_too_large" => "Cosmos DB refused the document as too large (dead-lettered)",
+        "document_malformed" => "Cosmos DB could not read the document (dead-lettered)",
+        "document_refused" => "Cosmos DB refused the document (dead-lettered)",
+        _ => "not written",
+    }
+}
+
+/// What was not written, by reason (with [`why`]); history documents not written under
+/// `history`. Superseded lines are not listed: a newer position of their drone is stored.
+pub fn not_written(counts: &Counts) -> Vec<(&'static str, u64)> {
+    let mut lines: Vec<(&'static str, u64)> = DROP_REASONS
+        .iter()
+        .filter(|r| **r != "superseded")
+        .map(|r| (*r, counts.dropped(r)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    if counts.history_dropped > 0 {
+        lines.push(("history", counts.history_dropped));
+    }
+    lines
+}
 
 /// A source reading a JSONL file.
 pub struct FileSource {

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cloud_writer::config::{DurationSetting, LogFormat, Settings, WriterConfig};
-use cloud_writer::import::FileSource;
-use cloud_writer::writer::{cosmos_client, open_container};
+use cloud_writer::import::{FileSource, not_written, why};
+use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
 use cloud_writer::{Counts, Writer};
 use indicatif::{ProgressBar, ProgressStyle};
 use telemetry::DocumentLayout;
@@ -149,21 +149,41 @@ async fn import(
     .context("cannot start")?;
     let counts = writer.wait().await?;
     progress.finish();
-    print_report(&counts);
+    let missing = print_report(&counts);
+    if missing > 0 {
+        anyhow::bail!(
+            "{missing} lines (or history documents) were not written; the report above says why"
+        );
+    }
     Ok(())
 }
 
-fn print_report(counts: &Counts) {
+/// Prints the import's report; returns how many lines (or history documents) were not
+/// written.
+fn print_report(counts: &Counts) -> u64 {
     println!("lines read:          {}", counts.received);
     println!("documents written:   {}", counts.written);
     if counts.history_written > 0 {
         println!("history written:     {}", counts.history_written);
     }
-    for (reason, n) in &counts.dropped {
-        if *n > 0 {
-            println!("{:<20} {n}", format!("{reason}:"));
+    let superseded = counts.dropped("superseded");
+    if superseded > 0 {
+        println!("superseded:          {superseded} (a newer position of the drone is stored)");
+    }
+    let missing = not_written(counts);
+    let total: u64 = missing.iter().map(|(_, n)| n).sum();
+    if total > 0 {
+        println!("not written:         {total}");
+        for (reason, n) in missing {
+            let because = if reason == "history" {
+                "history documents refused or stale while retried"
+            } else {
+                why(reason)
+            };
+            println!("  {:<18} {n} ({because})", format!("{reason}:"));
         }
     }
+    total
 }
 
 async fn check(config: WriterConfig) -> anyhow::Result<()> {
@@ -179,6 +199,13 @@ async fn check(config: WriterConfig) -> anyhow::Result<()> {
         println!(
             "ok: container '{}' of database '{}' is partitioned on a path the documents carry",
             config.cosmos.container, config.cosmos.database
+        );
+    }
+    if patch_in_batches(&opened.container, opened.missing_partition_key).await? {
+        println!("ok: the server takes Patch in batches (NEWEST_WINS=patch works)");
+    } else {
+        println!(
+            "note: the server refuses Patch in batches: the writer falls back to NEWEST_WINS=etag"
         );
     }
     Ok(())

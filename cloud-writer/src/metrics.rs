@@ -23,8 +23,10 @@ use prometheus_client::registry::Registry;
 type Label = [(&'static str, String); 1];
 type Labels2 = [(&'static str, String); 2];
 
-/// Every reason a message is dropped rather than written.
-pub const DROP_REASONS: [&str; 7] = [
+/// Every reason a message is dropped rather than written. `stale` is a late arrival;
+/// `stale_in_retry` a position that turned stale while its write was being retried or held;
+/// the `document_*` reasons are Cosmos DB refusing that one document (dead-lettered).
+pub const DROP_REASONS: [&str; 11] = [
     "stale",
     "invalid",
     "spoofed",
@@ -32,6 +34,19 @@ pub const DROP_REASONS: [&str; 7] = [
     "superseded",
     "write_failed",
     "unroutable",
+    "stale_in_retry",
+    "document_too_large",
+    "document_malformed",
+    "document_refused",
+];
+
+/// Every reason the writer holds the stream (see `sink::refusal::Cause`).
+pub const HOLD_REASONS: [&str; 5] = [
+    "unauthorized",
+    "container_missing",
+    "patch_unsupported",
+    "request_refused",
+    "unavailable",
 ];
 
 /// The writer's metrics. Cheap to update from any task.
@@ -53,6 +68,9 @@ pub struct Metrics {
     queue_bytes: Gauge,
     queue_bytes_peak: Gauge,
     queue_budget: Gauge,
+    blocked: Family<Label, Gauge>,
+    history_dropped: Family<Label, Counter>,
+    fallback: Gauge,
     ready: AtomicBool,
     /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
     progress: Mutex<(u64, Instant)>,
@@ -77,6 +95,8 @@ pub struct Counts {
     pub dropped: BTreeMap<&'static str, u64>,
     /// Positions being written.
     pub in_flight: i64,
+    /// History documents not written (refused, or stale while retried).
+    pub history_dropped: u64,
 }
 
 impl Counts {
@@ -131,9 +151,15 @@ impl Metrics {
             queue_bytes: Gauge::default(),
             queue_bytes_peak: Gauge::default(),
             queue_budget: Gauge::default(),
+            blocked: Family::default(),
+            history_dropped: Family::default(),
+            fallback: Gauge::default(),
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
+        for reason in HOLD_REASONS {
+            let _ = m.blocked.get_or_create(&label("reason", reason));
+        }
         for reason in DROP_REASONS {
             let _ = m.dropped.get_or_create(&label("reason", reason));
         }
@@ -217,7 +243,49 @@ impl Metrics {
             "The byte budget of the queue between source and pipeline (SOURCE_MAX_BYTES)",
             m.queue_budget.clone(),
         );
+        r.register(
+            "writer_blocked",
+            "1 while the writer holds the stream because Cosmos DB refuses every write, by reason",
+            m.blocked.clone(),
+        );
+        r.register(
+            "history_dropped",
+            "History documents not written, by reason",
+            m.history_dropped.clone(),
+        );
+        r.register(
+            "newest_wins_fallback",
+            "1 when the writer fell back to NEWEST_WINS=etag because the server has no Patch in batches",
+            m.fallback.clone(),
+        );
         m
+    }
+
+    /// Holds the stream for `reason` (one of [`HOLD_REASONS`]), or resumes with `None`.
+    pub fn set_blocked(&self, reason: Option<&'static str>) {
+        for r in HOLD_REASONS {
+            let value = i64::from(reason == Some(r));
+            self.blocked.get_or_create(&label("reason", r)).set(value);
+        }
+    }
+
+    /// Why the stream is held, if it is.
+    pub fn blocked(&self) -> Option<&'static str> {
+        HOLD_REASONS
+            .into_iter()
+            .find(|r| self.blocked.get_or_create(&label("reason", *r)).get() == 1)
+    }
+
+    /// One history document not written, for `reason` (a drop reason).
+    pub fn history_dropped(&self, reason: &'static str) {
+        self.history_dropped
+            .get_or_create(&label("reason", reason))
+            .inc();
+    }
+
+    /// Records that the writer fell back from Patch to the ETag mode.
+    pub fn set_newest_wins_fallback(&self, fell_back: bool) {
+        self.fallback.set(i64::from(fell_back));
     }
 
     /// One message received.
@@ -339,9 +407,12 @@ impl Metrics {
         self.ready.store(ready, Ordering::Release);
     }
 
-    /// Whether the writer is ready.
+    /// Whether the writer is ready: started, its source connected, and not holding the
+    /// stream.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && self.source_connected.get() == 1
+        self.ready.load(Ordering::Acquire)
+            && self.source_connected.get() == 1
+            && self.blocked().is_none()
     }
 
     /// The counts, read back.
@@ -356,6 +427,14 @@ impl Metrics {
                 .map(|r| (*r, self.dropped.get_or_create(&label("reason", *r)).get()))
                 .collect(),
             in_flight: self.in_flight.get(),
+            history_dropped: DROP_REASONS
+                .iter()
+                .map(|r| {
+                    self.history_dropped
+                        .get_or_create(&label("reason", *r))
+                        .get()
+                })
+                .sum(),
         }
     }
 

@@ -108,6 +108,11 @@ pub enum RunError {
         "in-flight writes did not finish within {0:?}; their messages were not acknowledged and will be delivered again"
     )]
     DrainTimeout(Duration),
+    /// Stopped while holding the stream (Cosmos DB refused every write).
+    #[error(
+        "stopped while holding the stream ({0}): the positions not written were not acknowledged and will be delivered again"
+    )]
+    Held(&'static str),
     /// A task panicked.
     #[error("a writer task failed: {0}")]
     Task(String),
@@ -215,6 +220,46 @@ pub async fn open_container(
     })
 }
 
+/// Whether the server takes Patch operations in batches: a Patch of a document that does
+/// not exist is answered 404 by one that does, while one without Patch in batches (e.g.
+/// `@vercel/cosmosdb-server`) refuses the whole batch with 400.
+pub async fn patch_in_batches(
+    container: &ContainerClient,
+    undefined_key: bool,
+) -> Result<bool, StartError> {
+    const PROBE_ID: &str = "cloud-writer-patch-check";
+    let (writer, mut outcomes) = container.bulk_writer::<()>(BulkConfig::default());
+    let op = cosmos::BulkOperation {
+        kind: cosmos::OperationType::Patch,
+        partition_key: if undefined_key {
+            cosmos::PartitionKey::Undefined
+        } else {
+            PROBE_ID.into()
+        },
+        id: Some(PROBE_ID.into()),
+        body: bytes::Bytes::from_static(
+            br#"{"operations":[{"op":"set","path":"/patchCheck","value":1}],"condition":"from c where false"}"#,
+        ),
+        if_match: None,
+        context: (),
+    };
+    if writer.submit(op).await.is_err() {
+        return Err(StartError::Config("the bulk writer closed at start".into()));
+    }
+    writer.close().await;
+    let Some(outcome) = outcomes.next().await else {
+        return Err(StartError::Config("the Patch check got no outcome".into()));
+    };
+    match (outcome.status, outcome.whole_request) {
+        (400, true) => Ok(false),
+        (401 | 403, _) => Err(StartError::Config(format!(
+            "Cosmos DB refuses the account key ({}): set COSMOS_KEY (or COSMOS_KEY_FILE) to the account's current key",
+            outcome.status
+        ))),
+        _ => Ok(true),
+    }
+}
+
 /// The bulk writer settings the writer uses.
 pub fn bulk_config(max_in_flight: usize) -> BulkConfig {
     BulkConfig {
@@ -309,7 +354,27 @@ impl Writer {
                 "WRITER_FORCE_MISSING_PARTITION_KEY needs NEWEST_WINS=patch: the etag mode reads a drone's document by a query on its device id's partition".into(),
             ));
         }
+        if config.cosmos.force_missing_partition_key && config.history.is_some() {
+            return Err(StartError::Config(
+                "WRITER_FORCE_MISSING_PARTITION_KEY cannot be used with HISTORY=true: every history document would go under the undefined partition key, one logical partition that fills up (20 GB) and then refuses every write. Unset HISTORY or WRITER_FORCE_MISSING_PARTITION_KEY".into(),
+            ));
+        }
         let opened = open_container(&client, &config.cosmos, &layout, default_ttl).await?;
+        let mut newest_wins = config.newest_wins;
+        if newest_wins == NewestWins::Patch
+            && !patch_in_batches(&opened.container, opened.missing_partition_key).await?
+        {
+            if opened.missing_partition_key {
+                return Err(StartError::Config(
+                    "the server does not support Patch in batches, so this writer needs NEWEST_WINS=etag, which WRITER_FORCE_MISSING_PARTITION_KEY does not allow".into(),
+                ));
+            }
+            tracing::warn!(
+                "the server refuses Patch in batches: falling back to NEWEST_WINS=etag (read, then Replace with ifMatch); set NEWEST_WINS=etag to say so and skip this check"
+            );
+            metrics.set_newest_wins_fallback(true);
+            newest_wins = NewestWins::Etag;
+        }
         let source = make_source(metrics.clone())?;
         let rejects = Rejects::new(metrics.clone(), config.dead_letter_file.as_deref())
             .map_err(StartError::DeadLetter)?;
@@ -331,7 +396,7 @@ impl Writer {
         };
         let mut encoder = Encoder::new(
             layout,
-            config.newest_wins == NewestWins::Patch,
+            newest_wins == NewestWins::Patch,
             config.history.map(|h| h.ttl),
         );
         if opened.missing_partition_key {
@@ -341,12 +406,14 @@ impl Writer {
             opened.container,
             encoder,
             SinkSettings {
-                newest_wins: config.newest_wins,
+                newest_wins,
                 staleness: config.staleness,
                 high_water_capacity: HIGH_WATER_CAPACITY,
                 bulk,
+                key_file: config.cosmos.key_file.clone(),
             },
             metrics.clone(),
+            rejects.clone(),
         );
         metrics.set_ready(true);
         let task = tokio::spawn(run(
@@ -426,16 +493,24 @@ async fn run(
     // The pipeline ends when the source drops its sender (stop, or failure).
     let drained = tokio::select! {
         joined = &mut pipeline_task => joined.map_err(|e| RunError::Task(e.to_string())),
-        () = stop.cancelled() => {
-            tracing::info!("shutting down: finishing in-flight writes");
-            match tokio::time::timeout(DRAIN_TIMEOUT, &mut pipeline_task).await {
-                Ok(joined) => joined.map_err(|e| RunError::Task(e.to_string())),
-                Err(_) => {
-                    pipeline_task.abort();
-                    Err(RunError::DrainTimeout(DRAIN_TIMEOUT))
+        () = stop.cancelled() => match metrics.blocked() {
+            Some(reason) => {
+                // Nothing can be finished while Cosmos DB refuses every write.
+                pipeline_task.abort();
+                let _ = (&mut pipeline_task).await;
+                Err(RunError::Held(reason))
+            }
+            None => {
+                tracing::info!("shutting down: finishing in-flight writes");
+                match tokio::time::timeout(DRAIN_TIMEOUT, &mut pipeline_task).await {
+                    Ok(joined) => joined.map_err(|e| RunError::Task(e.to_string())),
+                    Err(_) => {
+                        pipeline_task.abort();
+                        Err(RunError::DrainTimeout(DRAIN_TIMEOUT))
+                    }
                 }
             }
-        }
+        },
     };
     control.drained.cancel();
     stop.cancel();
@@ -479,6 +554,12 @@ fn log_summary(metrics: &Metrics, since: Option<(&Counts, Duration)>) {
         spoofed = c.dropped("spoofed"),
         from_future = c.dropped("from_future"),
         write_failed = c.dropped("write_failed"),
+        stale_in_retry = c.dropped("stale_in_retry"),
+        refused = c.dropped("document_too_large")
+            + c.dropped("document_malformed")
+            + c.dropped("document_refused"),
+        history_dropped = c.history_dropped,
+        held = metrics.blocked().unwrap_or("no"),
         in_flight = c.in_flight,
         throttled = metrics.throttled_total(),
         received_per_s = rate,

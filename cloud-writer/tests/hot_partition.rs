@@ -48,6 +48,17 @@ async fn forced_writer_puts_every_document_in_the_one_undefined_partition() {
     etag.newest_wins = Some(cloud_writer::config::NewestWins::Etag);
     let refusal = Writer::start(etag.resolve().unwrap()).await.unwrap_err();
     assert!(matches!(refusal, StartError::Config(_)), "{refusal}");
+    // History documents under the undefined key would fill one logical partition: refused.
+    let mut history = base.clone();
+    history.writer_force_missing_partition_key = Some(true);
+    history.history = Some(true);
+    let refusal = Writer::start(history.resolve().unwrap()).await.unwrap_err();
+    assert!(matches!(refusal, StartError::Config(_)), "{refusal}");
+    let message = refusal.to_string();
+    assert!(
+        message.contains("HISTORY") && message.contains("WRITER_FORCE_MISSING_PARTITION_KEY"),
+        "{message}"
+    );
 
     let mut forced = base;
     forced.writer_force_missing_partition_key = Some(true);

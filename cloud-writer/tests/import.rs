@@ -1,10 +1,11 @@
 //! `cloud-writer import FILE.jsonl` against the local endpoint: wire messages and
-//! documents, old positions kept (a backfill), newest wins, a report of counts.
+//! documents, old positions kept (a backfill), newest wins, a report of counts; the exit
+//! status is non-zero when any line was not written, and the report says which and why.
 
 mod common;
 
 use std::io::Write;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use chrono::{TimeDelta, Utc};
 use common::*;
@@ -12,11 +13,7 @@ use cosmos_sim::CosmosSim;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_backfills_messages_and_documents_and_reports_counts() {
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = unthrottled_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("backfill.jsonl");
     let mut file = std::fs::File::create(&path).unwrap();
@@ -40,40 +37,102 @@ async fn import_backfills_messages_and_documents_and_reports_counts() {
     writeln!(file).unwrap();
     drop(file);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
-        .env_clear()
-        .env("COSMOS_ENDPOINT", sim.endpoint())
-        .env("COSMOS_KEY", KEY)
-        .env("COSMOS_CONTAINER", "imported")
-        .env("COSMOS_CREATE_IF_MISSING", "true")
-        .arg("import")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = import(&sim, "imported", &path, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The line that is not JSON was not written: the import says so and fails.
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("1 lines (or history documents) were not written"),
+        "{stderr}"
     );
     assert!(stdout.contains("lines read:          502"), "{stdout}");
-    let count = |label: &str| -> u64 {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(label))
-            .and_then(|l| l.split_whitespace().last()?.parse().ok())
-            .unwrap_or(0)
-    };
+    let count = |label: &str| count(&stdout, label);
     // Every valid line is written or superseded; drone 0's document is either coalesced
     // with its messages or written after them.
     let written = count("documents written:");
     assert!((100..=101).contains(&written), "{stdout}");
     assert_eq!(written + count("superseded:"), 501, "{stdout}");
-    assert!(stdout.contains("invalid:             1"), "{stdout}");
+    assert_eq!(count("not written:"), 1, "{stdout}");
+    assert!(
+        stdout.contains("  invalid:           1 (not a valid position"),
+        "{stdout}"
+    );
 
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "imported")).await;
     assert_eq!(docs.len(), 100);
     assert_eq!(docs["drone-00000"]["seq"], 9);
     assert_eq!(docs["drone-00000"]["location"]["coordinates"][1], 4.5);
     assert_eq!(docs["drone-00001"]["seq"], 5);
+}
+
+fn import(sim: &CosmosSim, container: &str, path: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
+        .env_clear()
+        .env("COSMOS_ENDPOINT", sim.endpoint())
+        .env("COSMOS_KEY", KEY)
+        .env("COSMOS_CONTAINER", container)
+        .env("COSMOS_CREATE_IF_MISSING", "true")
+        .arg("import")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The number after `label` on the report line that starts with it (indentation aside).
+fn count(stdout: &str, label: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every line written (or superseded): exit 0. Lines older than --stale-after: exit 1, and
+/// the report names them with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_exits_non_zero_and_says_why_when_lines_were_not_written() {
+    let sim = unthrottled_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("backfill.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let base = Utc::now() - TimeDelta::hours(2);
+    for d in 0..20 {
+        for seq in 1..=3u64 {
+            let ts = base + TimeDelta::seconds(seq as i64 * 5);
+            file.write_all(&wire(&device(d), seq, ts, 1.0, 2.0))
+                .unwrap();
+            file.write_all(b"\n").unwrap();
+        }
+    }
+    drop(file);
+
+    let clean = import(&sim, "clean", &path, &[]);
+    let stdout = String::from_utf8_lossy(&clean.stdout);
+    assert!(clean.status.success(), "{stdout}");
+    let written = count(&stdout, "documents written:");
+    assert_eq!(written + count(&stdout, "superseded:"), 60, "{stdout}");
+    assert!(!stdout.contains("not written"), "{stdout}");
+
+    let stale = import(&sim, "stale", &path, &["--stale-after", "60m"]);
+    let stdout = String::from_utf8_lossy(&stale.stdout);
+    assert_eq!(stale.status.code(), Some(1), "{stdout}");
+    assert_eq!(count(&stdout, "not written:"), 60, "{stdout}");
+    assert!(
+        stdout.contains("  stale:             60 (older than --stale-after)"),
+        "{stdout}"
+    );
+    assert!(
+        String::from_utf8_lossy(&stale.stderr)
+            .contains("60 lines (or history documents) were not written"),
+    );
+}
+
+async fn unthrottled_sim() -> CosmosSim {
+    CosmosSim::builder()
+        .ru_per_sec(f64::INFINITY)
+        .start()
+        .await
+        .unwrap()
 }

@@ -2,8 +2,9 @@
 //! (ascending, descending, shuffled), replayed after a restart (a new sink without
 //! memory), an offline buffer replayed newest first, and written by two replicas at once.
 //! Both mechanisms (conditional patch, ETag) against the local endpoint. Also: a newer
-//! position without an optional field leaves no older value of it behind, and a drone's
-//! first document costs one Create.
+//! position without an optional field leaves no older value of it behind, a drone's
+//! first document costs one Create, and a Replace sent again after a refusal keeps its
+//! `ifMatch`.
 
 mod common;
 
@@ -14,6 +15,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::config::NewestWins;
 use cloud_writer::metrics::Metrics;
 use cloud_writer::pipeline::PositionWrite;
+use cloud_writer::pipeline::reject::Rejects;
 use cloud_writer::sink::cosmos::{CosmosSink, SinkSettings};
 use cloud_writer::sink::encode::Encoder;
 use cloud_writer::source::Ack;
@@ -49,6 +51,14 @@ async fn fixture(name: &str) -> Fixture {
 }
 
 fn sink(fixture: &Fixture, mode: NewestWins) -> (CosmosSink, Arc<Metrics>) {
+    sink_with_key_file(fixture, mode, None)
+}
+
+fn sink_with_key_file(
+    fixture: &Fixture,
+    mode: NewestWins,
+    key_file: Option<std::path::PathBuf>,
+) -> (CosmosSink, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let sink = CosmosSink::start(
         fixture.container.clone(),
@@ -58,8 +68,10 @@ fn sink(fixture: &Fixture, mode: NewestWins) -> (CosmosSink, Arc<Metrics>) {
             staleness: StalenessPolicy::default(),
             high_water_capacity: 1000,
             bulk: bulk_config(1000),
+            key_file,
         },
         metrics.clone(),
+        Rejects::new(metrics.clone(), None).unwrap(),
     );
     (sink, metrics)
 }
@@ -326,4 +338,104 @@ async fn patch_two_replicas_at_once_end_with_the_newest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etag_two_replicas_at_once_end_with_the_newest() {
     two_replicas(NewestWins::Etag).await;
+}
+
+/// A Replace refused (here: the key was rotated) is parked with its `ifMatch`; meanwhile
+/// another writer stores a newer position. When the Replace goes out again it must stay
+/// conditional: answered 412, the sink reads again and finds its position superseded.
+/// Sent unconditionally, it would move the drone back to the older position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
+    const ROTATED: &str = "cm90YXRlZCBrZXkgb2YgdGhlIGxvY2FsIGVuZHBvaW50";
+    let fixture = fixture("etag-if-match").await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosmos-key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let (sink, metrics) = sink_with_key_file(&fixture, NewestWins::Etag, Some(key_file.clone()));
+    let base = Utc::now() - TimeDelta::seconds(60);
+    sink.write(position("d", 1, base)).await;
+    sink.wait_idle().await;
+    assert_eq!(stored_seq(&fixture.container, "d").await, 1);
+
+    // The sink knows the ETag of seq 1, so seq 3 goes out as Replace with ifMatch: refused.
+    fixture.sim.rotate_key(ROTATED).unwrap();
+    sink.write(position("d", 3, base)).await;
+    wait_until(
+        "the refused Replace to hold the stream",
+        Duration::from_secs(10),
+        || metrics.blocked(),
+        |b| *b == Some("unauthorized"),
+    )
+    .await;
+    assert!(!metrics.is_ready());
+    assert_eq!(sink.in_flight(), 1, "parked, not acknowledged");
+
+    // Another writer stores seq 5 meanwhile.
+    let other = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        fixture.sim.endpoint().parse().unwrap(),
+        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
+    ))
+    .unwrap()
+    .container("telemetry", "etag-if-match");
+    let newer = Encoder::new(DocumentLayout::default(), false, None)
+        .latest(&position("d", 5, base).position, None);
+    other.upsert("d", &newer).await.unwrap();
+
+    // The writer is given the new key: the parked Replace goes out again, with its ifMatch.
+    std::fs::write(&key_file, ROTATED).unwrap();
+    sink.wait_idle().await;
+    assert_eq!(metrics.blocked(), None);
+    let counts = metrics.counts();
+    assert_eq!(counts.dropped("superseded"), 1, "{counts:?}");
+    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+    assert_eq!(
+        stored_seq(&other, "d").await,
+        5,
+        "the older position overwrote the newer"
+    );
+    sink.close().await;
+}
+
+/// A restarted writer in the ETag mode: every drone's Create meets 409 and the position
+/// goes on to a read. Positions waiting for or doing their read count against the
+/// in-flight limit (MAX_IN_FLIGHT, the bulk writer's queue capacity), so memory stays
+/// bounded however far the reads lag behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etag_reads_count_inside_the_in_flight_limit() {
+    const DRONES: usize = 1000;
+    const LIMIT: usize = 100;
+    let fixture = fixture("etag-reads-bounded").await;
+    let base = Utc::now() - TimeDelta::seconds(60);
+    let (first, _) = sink(&fixture, NewestWins::Etag);
+    for d in 0..DRONES {
+        first.write(position(&format!("r{d}"), 1, base)).await;
+    }
+    first.close().await;
+
+    let metrics = Arc::new(Metrics::new());
+    let restarted = CosmosSink::start(
+        fixture.container.clone(),
+        Encoder::new(DocumentLayout::default(), false, None),
+        SinkSettings {
+            newest_wins: NewestWins::Etag,
+            staleness: StalenessPolicy::default(),
+            high_water_capacity: 10_000,
+            bulk: bulk_config(LIMIT),
+            key_file: None,
+        },
+        metrics.clone(),
+        Rejects::new(metrics.clone(), None).unwrap(),
+    );
+    let mut most = 0;
+    for d in 0..DRONES {
+        restarted.write(position(&format!("r{d}"), 2, base)).await;
+        most = most.max(restarted.in_flight());
+    }
+    restarted.close().await;
+    assert!(most <= LIMIT, "{most} positions in flight, limit {LIMIT}");
+    let counts = metrics.counts();
+    assert_eq!(counts.written, DRONES as u64, "{counts:?}");
+    for d in [0, DRONES / 2, DRONES - 1] {
+        assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 2);
+    }
 }

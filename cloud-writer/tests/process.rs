@@ -105,6 +105,11 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ok: the server takes Patch in batches"),
+        "{stdout}"
+    );
     // A configuration error is exit code 2 and names the variable.
     let mut bad = command(&sim.endpoint(), "http://nowhere", "absent", free_port());
     bad.arg("check");

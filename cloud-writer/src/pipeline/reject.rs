@@ -95,11 +95,32 @@ impl Rejects {
                 "message rejected"
             );
         }
+        self.dead_letter(identity, reason, rejection.detail(), payload);
+    }
+
+    /// Records a message whose document Cosmos DB refused (`reason`, a drop reason):
+    /// counted, logged (rate-limited) and dead-lettered.
+    pub fn record_refused(
+        &self,
+        identity: &str,
+        reason: &'static str,
+        detail: String,
+        payload: &[u8],
+    ) {
+        self.metrics.dropped(reason);
+        if self.may_log() {
+            tracing::warn!(device = identity, reason, %detail, "document refused by Cosmos DB; dead-lettered");
+        }
+        self.dead_letter(identity, reason, detail, payload);
+        self.flush();
+    }
+
+    fn dead_letter(&self, identity: &str, reason: &'static str, detail: String, payload: &[u8]) {
         if let Some(file) = &self.dead_letter {
             let line = DeadLetter {
                 time: Utc::now().to_rfc3339(),
                 reason,
-                detail: rejection.detail(),
+                detail,
                 identity,
                 excerpt: excerpt(payload),
                 size: payload.len(),

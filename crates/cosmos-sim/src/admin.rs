@@ -8,10 +8,11 @@
 //! | `POST /_admin/faults` | [`FaultSettings`] (fields optional) | the settings after the change |
 //! | `POST /_admin/split` | `{"database","container","rangeId"}` | the two new ranges |
 //! | `POST /_admin/throughput` | `{"database","container","ruPerSec"}` | `{"ruPerSec"}` |
+//! | `POST /_admin/key` | `{"key"}` (base64) | `{}`; requests signed with another key get 401 |
 
 use crate::faults::FaultSettings;
 use crate::server::Reply;
-use crate::sim::{Shared, SimError, set_ru_per_sec, split_range};
+use crate::sim::{Shared, SimError, rotate_key, set_ru_per_sec, split_range};
 use crate::stats::Stats;
 use http::Method;
 use serde::Deserialize;
@@ -23,6 +24,11 @@ struct SplitRequest {
     database: String,
     container: String,
     range_id: String,
+}
+
+#[derive(Deserialize)]
+struct KeyRequest {
+    key: String,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +87,13 @@ pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
                 ),
             }
         }
+        (&Method::POST, "/_admin/key") => match serde_json::from_slice::<KeyRequest>(body) {
+            Ok(r) => match rotate_key(shared, &r.key) {
+                Ok(()) => Reply::value(200, 0.0, &json!({})),
+                Err(e) => sim_error(e),
+            },
+            Err(e) => Reply::error(400, 0, format!("expected {{\"key\"}}: {e}")),
+        },
         _ => Reply::error(404, 0, format!("no admin endpoint {method} {path}")),
     }
 }

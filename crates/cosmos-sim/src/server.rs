@@ -293,6 +293,7 @@ fn check_auth(
     let (rtype, link) = resource_for_path(path);
     if shared
         .key
+        .read()
         .verifies(&auth.signature, method.as_str(), &rtype, &link, date)
     {
         return Ok(());

@@ -47,7 +47,8 @@ pub enum SimError {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub store: Store,
-    pub key: MasterKey,
+    /// The account key requests must be signed with; replaced by [`rotate_key`].
+    pub key: parking_lot::RwLock<MasterKey>,
     pub partitions: usize,
     /// Default RU/s of new containers (f64 bits).
     pub default_ru: AtomicU64,
@@ -149,7 +150,7 @@ impl CosmosSimBuilder {
         })?;
         let shared = Arc::new(Shared {
             store: Store::default(),
-            key,
+            key: parking_lot::RwLock::new(key),
             partitions: self.partitions,
             default_ru: AtomicU64::new(self.ru_per_sec.to_bits()),
             faults: Faults::new(self.latency),
@@ -194,9 +195,27 @@ impl CosmosSim {
         self.shared.addr
     }
 
-    /// The account key (base64).
+    /// The account key the endpoint started with (base64); [`CosmosSim::rotate_key`] does
+    /// not change this answer.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Replaces the account key at run time, as a key rotation does: from now on only
+    /// requests signed with `key` (base64) are served, others are answered 401.
+    pub fn rotate_key(&self, key: &str) -> Result<(), SimError> {
+        rotate_key(&self.shared, key)
+    }
+
+    /// Deletes a container and its documents at run time (as the REST `DELETE` does);
+    /// requests naming it are answered 404 until it is created again.
+    pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {
+        self.shared
+            .store
+            .database(db)
+            .and_then(|d| d.containers.write().remove(coll))
+            .map(|_| tracing::info!(db, coll, "container deleted"))
+            .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))
     }
 
     /// Sets the added latency.
@@ -313,6 +332,13 @@ pub(crate) fn split_range(
         .ok_or_else(|| SimError::NoRange(range_id.to_string()))?;
     tracing::info!(db, coll, range_id, left = %children.0.id, right = %children.1.id, "range split");
     Ok(children)
+}
+
+pub(crate) fn rotate_key(shared: &Shared, key: &str) -> Result<(), SimError> {
+    let key = MasterKey::from_base64(key)?;
+    *shared.key.write() = key;
+    tracing::info!("account key rotated");
+    Ok(())
 }
 
 pub(crate) fn set_ru_per_sec(

@@ -68,6 +68,46 @@ async fn wrong_key_gets_401_with_the_signed_string() {
 }
 
 #[tokio::test]
+async fn a_rotated_key_refuses_the_old_one_and_a_deleted_container_answers_404() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let old = Rest::new(&sim.endpoint(), sim.key());
+    old.setup("db", "c").await;
+    sim.rotate_key(VECTOR_KEY).unwrap();
+    assert_eq!(old.send(Method::GET, "/dbs", &[], None).await.status, 401);
+    let new = Rest::new(&sim.endpoint(), VECTOR_KEY);
+    assert_eq!(
+        new.send(Method::GET, "/dbs/db/colls/c", &[], None)
+            .await
+            .status,
+        200
+    );
+    // Over the admin endpoint too.
+    let answer = reqwest::Client::new()
+        .post(format!("{}_admin/key", sim.endpoint()))
+        .body(format!(r#"{{"key":"{}"}}"#, sim.key()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(old.send(Method::GET, "/dbs", &[], None).await.status, 200);
+    assert_eq!(new.send(Method::GET, "/dbs", &[], None).await.status, 401);
+
+    sim.delete_container("db", "c").unwrap();
+    let gone = old
+        .send(Method::GET, "/dbs/db/colls/c/pkranges", &[], None)
+        .await;
+    assert_eq!(gone.status, 404);
+    assert!(sim.delete_container("db", "c").is_err());
+    sim.create_container("db", "c", "/deviceId").unwrap();
+    assert_eq!(
+        old.send(Method::GET, "/dbs/db/colls/c", &[], None)
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
 async fn account_databases_containers_and_ranges() {
     let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
     let rest = Rest::new(&sim.endpoint(), sim.key());

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use cosmos_wire::auth::{resource_for_path, url_encode};
+use cosmos_wire::auth::{MasterKey, resource_for_path, url_encode};
 use cosmos_wire::headers;
 use cosmos_wire::resources::ErrorBody;
 use cosmos_wire::status::{Disposition, disposition};
@@ -74,6 +74,9 @@ struct Inner {
 /// requests a bulk writer sends per second to one container share one signature.
 #[derive(Default)]
 struct Signatures {
+    /// The master key requests are signed with (`None` with a token credential); it can be
+    /// replaced while the client runs ([`CosmosClient::set_master_key`]).
+    key: Option<MasterKey>,
     /// Seconds since the Unix epoch that `date` spells.
     second: u64,
     date: String,
@@ -247,14 +250,33 @@ impl CosmosClient {
             .build()
             .map_err(CosmosError::Transport)?;
         let base = config.endpoint.as_str().trim_end_matches('/').to_string();
+        let key = match &config.credential {
+            Credential::MasterKey(key) => Some(key.clone()),
+            Credential::Token(_) => None,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
                 base,
                 config,
-                signatures: Mutex::default(),
+                signatures: Mutex::new(Signatures {
+                    key,
+                    ..Signatures::default()
+                }),
             }),
         })
+    }
+
+    /// Signs every request from now on with `key` (a rotated account key), for this client
+    /// and its clones. A client built with a token credential switches to the key.
+    pub fn set_master_key(&self, key: MasterKey) {
+        let mut cache = self
+            .inner
+            .signatures
+            .lock()
+            .expect("signature lock is never poisoned");
+        cache.key = Some(key);
+        cache.signed.clear();
     }
 
     /// The settings this client was built with.
@@ -332,13 +354,11 @@ impl CosmosClient {
                 .lock()
                 .expect("signature lock is never poisoned");
             if cache.second != second || cache.date.is_empty() {
-                *cache = Signatures {
-                    second,
-                    date: cosmos_wire::http_date(now),
-                    signed: Vec::new(),
-                };
+                cache.second = second;
+                cache.date = cosmos_wire::http_date(now);
+                cache.signed.clear();
             }
-            if let Credential::MasterKey(key) = &self.inner.config.credential {
+            if let Some(key) = &cache.key {
                 let hit = cache.signed.iter().find(|(verb, kind, link, _)| {
                     *verb == spec.method && *kind == resource_type && *link == resource_link
                 });

@@ -569,3 +569,48 @@ async fn undefined_keys_land_in_one_range_and_are_read_back_with_the_empty_objec
         .unwrap();
     assert_eq!(doc["seq"], 70);
 }
+
+/// A 404 that answers the batch request (the container is gone) is told apart from a 404 of
+/// one operation (the document is missing); a client signs with a rotated key once told.
+#[tokio::test]
+async fn whole_request_refusals_are_marked_and_a_rotated_key_is_taken() {
+    let sim = CosmosSim::builder().start().await.unwrap();
+    let container = setup(&sim).await;
+    let op = |kind, context| BulkOperation {
+        kind,
+        partition_key: "d1".into(),
+        id: Some("d1".into()),
+        body: Bytes::from(doc("d1", "d1", 1_000, 1)),
+        if_match: None,
+        context,
+    };
+    let (writer, mut outcomes) = container.bulk_writer::<u64>(BulkConfig::default());
+    writer.submit(op(OperationType::Replace, 1)).await.unwrap();
+    let missing_doc = outcomes.next().await.unwrap();
+    assert_eq!(
+        (missing_doc.status, missing_doc.whole_request),
+        (404, false)
+    );
+
+    sim.delete_container(DB, COLL).unwrap();
+    writer.submit(op(OperationType::Create, 2)).await.unwrap();
+    let missing_container = outcomes.next().await.unwrap();
+    assert_eq!(
+        (missing_container.status, missing_container.whole_request),
+        (404, true)
+    );
+    assert_eq!(missing_container.error, Some(FinalError::Rejected));
+
+    sim.create_container(DB, COLL, "/deviceId").unwrap();
+    const ROTATED: &str = "dGhlIHJvdGF0ZWQga2V5IG9mIHRoZSBhY2NvdW50";
+    sim.rotate_key(ROTATED).unwrap();
+    writer.submit(op(OperationType::Create, 3)).await.unwrap();
+    let refused = outcomes.next().await.unwrap();
+    assert_eq!((refused.status, refused.whole_request), (401, true));
+    container
+        .client()
+        .set_master_key(MasterKey::from_base64(ROTATED).unwrap());
+    writer.submit(op(OperationType::Create, 4)).await.unwrap();
+    let written = outcomes.next().await.unwrap();
+    assert_eq!((written.status, written.context), (201, 4));
+}

@@ -55,6 +55,8 @@ struct Answer<'a> {
     etag: Option<String>,
     /// Why the request failed when there was no answer.
     failure: Option<&'a CosmosError>,
+    /// Whether the answer was to the whole request, not to this operation.
+    whole_request: bool,
 }
 
 impl<T: Send + 'static> Shared<T> {
@@ -110,6 +112,7 @@ impl<T: Send + 'static> Shared<T> {
                                 retry_after: r.retry_after_milliseconds.map(Duration::from_millis),
                                 etag: r.e_tag,
                                 failure: None,
+                                whole_request: false,
                             };
                             match self.settle(op, answer, &mut done) {
                                 Some(true) => succeeded += 1,
@@ -151,7 +154,14 @@ impl<T: Send + 'static> Shared<T> {
                             failed += 1;
                             let error = Some(FinalError::Invalid(reason));
                             let range_id = &done.range_id;
-                            self.emit(op.into_outcome(response.status, 0, None, range_id, error));
+                            self.emit(op.into_outcome(
+                                response.status,
+                                0,
+                                None,
+                                range_id,
+                                error,
+                                false,
+                            ));
                         }
                         None => done.retry.push(op),
                     }
@@ -173,6 +183,7 @@ impl<T: Send + 'static> Shared<T> {
                         retry_after: response.retry_after,
                         etag: None,
                         failure: Some(&error),
+                        whole_request: true,
                     };
                     match self.settle(op, answer, &mut done) {
                         Some(true) => succeeded += 1,
@@ -190,6 +201,7 @@ impl<T: Send + 'static> Shared<T> {
                         retry_after: None,
                         etag: None,
                         failure: Some(&error),
+                        whole_request: true,
                     };
                     if self.settle(op, answer, &mut done).is_some() {
                         failed += 1;
@@ -249,6 +261,7 @@ impl<T: Send + 'static> Shared<T> {
                     answer.etag,
                     range_id,
                     None,
+                    answer.whole_request,
                 ));
                 return Some(true);
             }
@@ -263,6 +276,7 @@ impl<T: Send + 'static> Shared<T> {
                     None,
                     range_id,
                     Some(error),
+                    answer.whole_request,
                 ));
                 return Some(false);
             }
@@ -289,6 +303,7 @@ impl<T: Send + 'static> Shared<T> {
                 None,
                 range_id,
                 Some(error),
+                answer.whole_request,
             ));
             return Some(false);
         }
@@ -315,6 +330,7 @@ impl<T: Send + 'static> Shared<T> {
                 None,
                 range_id,
                 Some(FinalError::Request(error.to_string())),
+                true,
             );
             self.emit(outcome);
         }

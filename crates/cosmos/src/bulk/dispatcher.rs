@@ -235,11 +235,12 @@ impl<T: Send + 'static> Dispatcher<T> {
                 if self.refresh_failures >= self.shared.config.retry.max_attempts {
                     self.refresh_failures = 0;
                     let reason = error.to_string();
+                    let (status, substatus) = (error.status().unwrap_or(0), error.substatus());
                     for op in std::mem::take(&mut self.parked) {
-                        let error = FinalError::Ranges(reason.clone());
+                        let error = Some(FinalError::Ranges(reason.clone()));
                         self.shared.stats.update(|s| s.failed += 1);
                         self.shared
-                            .emit(op.into_outcome(0, 0, None, "", Some(error)));
+                            .emit(op.into_outcome(status, substatus, None, "", error, true));
                     }
                 } else if !self.parked.is_empty() {
                     self.start_refresh();

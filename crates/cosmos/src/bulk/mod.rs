@@ -157,6 +157,11 @@ pub struct Outcome<T> {
     pub range_id: String,
     /// Why it failed; `None` on success.
     pub error: Option<FinalError>,
+    /// Whether `status` answered the whole batch request (or the range map read) rather than
+    /// this operation alone: a 404 then means the container is missing, not the document, and
+    /// a 400 that the request was refused (e.g. an operation type the server does not
+    /// support in batches).
+    pub whole_request: bool,
 }
 
 impl<T> Outcome<T> {
@@ -291,6 +296,7 @@ impl<T> PendingOp<T> {
         etag: Option<String>,
         range_id: &str,
         error: Option<FinalError>,
+        whole_request: bool,
     ) -> Outcome<T> {
         Outcome {
             context: self.context,
@@ -301,6 +307,7 @@ impl<T> PendingOp<T> {
             etag,
             range_id: range_id.to_string(),
             error,
+            whole_request,
         }
     }
 }
@@ -405,6 +412,7 @@ impl<T: Send + 'static> BulkWriter<T> {
                 etag: None,
                 range_id: String::new(),
                 error: Some(FinalError::Invalid(reason)),
+                whole_request: false,
             };
             return match self.tx.send(Msg::Invalid(outcome)) {
                 Ok(()) => {

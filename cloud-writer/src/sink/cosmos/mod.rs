@@ -19,11 +19,24 @@
 //! of the attempts does not weaken the rule.
 //!
 //! A per-drone high-water mark ([`HighWater`]) skips positions already known superseded.
-//! Operations that ran out of retries (throttling, transient failures) are submitted
-//! again while the position is not stale; a position that turns stale meanwhile is
-//! dropped as stale. Every position ends written, superseded, stale or failed (counted),
-//! and only then is its message acknowledged.
+//!
+//! # Refusals
+//! Every answer that is not the state machine's business is classified
+//! ([`super::refusal`]): throttling past the retry budget is submitted again; a refusal of
+//! the document alone (too large, malformed) is dead-lettered and counted; a refusal that
+//! would hit every write (authorization, missing container, unsupported operation, outage)
+//! parks the position and holds the stream ([`super::hold`]) until a probe gets through,
+//! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
+//! position that turns stale while retried or parked is dropped as `stale_in_retry`.
+//! Every position ends written, superseded, stale or refused (counted), and only then is
+//! its message acknowledged. Positions count against the in-flight limit from the moment
+//! the sink takes them, reads and parked ones included.
+//!
+//! Files: this one holds the sink and the positions' state machine; `history.rs` the
+//! history documents; `parked.rs` what is parked while the stream is held and how it is
+//! sent again.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,7 +45,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::{
     BulkConfig, BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError,
-    OperationType, Outcome, QueryParameter, QueryRequest, QueryScope,
+    OperationType, Outcome,
 };
 use telemetry::document::{document_id, history_id};
 use telemetry::{Position, PositionOrder, StalenessPolicy};
@@ -41,9 +54,19 @@ use tokio::task::JoinHandle;
 
 use super::encode::Encoder;
 use super::high_water::HighWater;
+use super::hold::Hold;
+use super::refusal::{self, Refusal};
+use super::stored::{read_query, read_stored};
 use crate::config::NewestWins;
 use crate::metrics::Metrics;
 use crate::pipeline::PositionWrite;
+use crate::pipeline::reject::Rejects;
+
+mod history;
+mod parked;
+
+use history::HistoryDoc;
+use parked::Parked;
 
 /// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
 /// counted as failed. A conflict (409, 412) means another write of the same drone
@@ -54,6 +77,9 @@ use crate::pipeline::PositionWrite;
 const MAX_ROUNDS: u32 = 64;
 /// Point reads in flight at once (ETag mode).
 const MAX_READS: usize = 64;
+/// Pause before reading again after a read failed for a reason that holds nothing (e.g.
+/// an unreadable answer), so that such a failure does not spin.
+const READ_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Settings of the sink.
 #[derive(Debug, Clone)]
@@ -64,8 +90,12 @@ pub struct SinkSettings {
     pub staleness: StalenessPolicy,
     /// Drones whose high-water mark is kept.
     pub high_water_capacity: usize,
-    /// The bulk writer's settings.
+    /// The bulk writer's settings. Its queue capacity is also the in-flight limit of the
+    /// sink: positions (and history documents) from the moment the sink takes them until
+    /// they are final, ETag-mode reads and parked writes included.
     pub bulk: BulkConfig,
+    /// The account key's file (COSMOS_KEY_FILE), read again while Cosmos DB refuses the key.
+    pub key_file: Option<PathBuf>,
 }
 
 /// How the write of a position not known superseded starts, from what the high-water
@@ -101,6 +131,10 @@ struct Pending {
     received_at: Instant,
     latest: Option<Bytes>,
     patch: Option<Bytes>,
+    /// The `ifMatch` of its Replace: kept, so that a Replace sent again stays conditional.
+    if_match: Option<String>,
+    /// Whether it is the hold's probe (its next answer tells whether the cause is gone).
+    probe: bool,
     ack: crate::source::Ack,
     rounds: u32,
 }
@@ -109,13 +143,7 @@ struct Pending {
 #[derive(Debug)]
 enum Ctx {
     Latest(Box<Pending>, Step),
-    History {
-        device_id: String,
-        id: String,
-        body: Bytes,
-        device_time: DateTime<Utc>,
-        ack: crate::source::Ack,
-    },
+    History(HistoryDoc),
 }
 
 /// How a position ended.
@@ -123,7 +151,10 @@ enum Ctx {
 enum Final {
     Written,
     Superseded,
-    Stale,
+    /// Turned stale while retried or parked.
+    StaleInRetry,
+    /// Refused by the server for this document alone (the drop reason).
+    Refused(&'static str),
     Failed,
 }
 
@@ -137,9 +168,13 @@ struct Shared {
     high_water: Mutex<HighWater>,
     in_flight: AtomicUsize,
     idle: Notify,
+    /// The in-flight limit: one permit per position or history document not yet final.
+    slots: Semaphore,
     reads: Semaphore,
     /// The query reading a stored document's order (ETag mode).
     read_query: String,
+    hold: Arc<Hold<Parked>>,
+    rejects: Rejects,
 }
 
 /// The sink. Feed it with [`CosmosSink::write`]; [`CosmosSink::close`] waits for every
@@ -147,6 +182,7 @@ struct Shared {
 pub struct CosmosSink {
     shared: Arc<Shared>,
     outcomes: JoinHandle<()>,
+    supervisor: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for CosmosSink {
@@ -157,29 +193,48 @@ impl std::fmt::Debug for CosmosSink {
     }
 }
 
+impl Drop for CosmosSink {
+    /// A sink dropped without [`CosmosSink::close`] (the writer stopped while holding the
+    /// stream) stops probing; what it parked is never acknowledged.
+    fn drop(&mut self) {
+        self.supervisor.abort();
+    }
+}
+
 impl CosmosSink {
-    /// Starts the sink's bulk writer and outcome task on `container`.
+    /// Starts the sink's bulk writer, outcome task and hold supervisor on `container`;
+    /// documents Cosmos DB refuses go to `rejects`.
     pub fn start(
         container: ContainerClient,
         encoder: Encoder,
         settings: SinkSettings,
         metrics: Arc<Metrics>,
+        rejects: Rejects,
     ) -> CosmosSink {
         let (writer, outcomes) = container.bulk_writer::<Ctx>(settings.bulk.clone());
+        let hold = Arc::new(Hold::new(metrics.clone()));
         let shared = Arc::new(Shared {
             writer,
             container,
             high_water: Mutex::new(HighWater::new(settings.high_water_capacity)),
             read_query: read_query(encoder.layout().partition_key_path()),
             encoder,
+            slots: Semaphore::new(settings.bulk.queue_capacity.max(1)),
             settings,
             metrics,
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             reads: Semaphore::new(MAX_READS),
+            hold: hold.clone(),
+            rejects,
         });
         let outcomes = tokio::spawn(outcome_loop(shared.clone(), outcomes));
-        CosmosSink { shared, outcomes }
+        let supervisor = tokio::spawn(hold.supervise(shared.clone()));
+        CosmosSink {
+            shared,
+            outcomes,
+            supervisor,
+        }
     }
 
     /// Positions (and history documents) not yet final.
@@ -187,9 +242,23 @@ impl CosmosSink {
         self.shared.in_flight.load(Ordering::Acquire)
     }
 
-    /// Starts writing one coalesced position; waits while the bulk writer is full.
+    /// Starts writing one coalesced position; waits while the stream is held or the
+    /// in-flight limit is reached. A position that turned stale since the pipeline judged
+    /// it (its batch waited while the stream was held) is dropped as `stale_in_retry`.
     pub async fn write(&self, item: PositionWrite) {
         let shared = &self.shared;
+        shared.hold.wait_open().await;
+        if !shared.is_fresh(&item.position, item.enqueued) {
+            shared.metrics.dropped("stale_in_retry");
+            if shared
+                .encoder
+                .history_document(&item.position, item.enqueued)
+                .is_some()
+            {
+                shared.metrics.history_dropped("stale_in_retry");
+            }
+            return item.ack.finish();
+        }
         let order = item.position.order();
         let first = {
             let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
@@ -216,7 +285,8 @@ impl CosmosSink {
         if let Some(body) = shared.encoder.history_document(&position, enqueued) {
             self.write_history(&position, body, ack.clone()).await;
         }
-        let pending = Box::new(Pending {
+        shared.enter().await;
+        let mut pending = Box::new(Pending {
             doc_id: document_id(&position.device_id).into_owned(),
             position,
             order,
@@ -224,17 +294,17 @@ impl CosmosSink {
             received_at,
             latest: None,
             patch: None,
+            if_match: None,
+            probe: false,
             ack,
             rounds: 0,
         });
-        shared.enter();
         match first {
-            First::Create => shared.submit(shared.op(pending, Step::Create, None)).await,
-            First::Patch => shared.submit(shared.op(pending, Step::Patch, None)).await,
+            First::Create => shared.submit(shared.op(pending, Step::Create)).await,
+            First::Patch => shared.submit(shared.op(pending, Step::Patch)).await,
             First::Replace(etag) => {
-                shared
-                    .submit(shared.op(pending, Step::Replace, Some(etag)))
-                    .await;
+                pending.if_match = Some(etag);
+                shared.submit(shared.op(pending, Step::Replace)).await;
             }
             First::Read => shared.clone().read_then_write(pending),
         }
@@ -261,30 +331,25 @@ impl CosmosSink {
         ack: crate::source::Ack,
     ) {
         let shared = &self.shared;
-        shared.enter();
-        let op = BulkOperation {
-            kind: OperationType::Create,
-            partition_key: shared.encoder.partition_key(&position.device_id),
-            id: None,
-            body: body.clone(),
-            if_match: None,
-            context: Ctx::History {
-                device_id: position.device_id.clone(),
-                id: history_id(&position.device_id, position.seq),
-                body,
-                device_time: position.ts,
-                ack,
-            },
+        shared.enter().await;
+        let doc = HistoryDoc {
+            device_id: position.device_id.clone(),
+            id: history_id(&position.device_id, position.seq),
+            body,
+            device_time: position.ts,
+            ack,
+            probe: false,
         };
-        shared.submit(op).await;
+        shared.submit(shared.history_op(doc)).await;
     }
 
     /// Waits until every position written so far has its final outcome, then stops the
     /// bulk writer.
-    pub async fn close(self) {
+    pub async fn close(mut self) {
         self.shared.wait_idle().await;
+        self.supervisor.abort();
         self.shared.writer.clone().close().await;
-        let _ = self.outcomes.await;
+        let _ = (&mut self.outcomes).await;
     }
 
     /// Waits until nothing is in flight (everything submitted so far is final).
@@ -294,14 +359,23 @@ impl CosmosSink {
 }
 
 impl Shared {
-    fn enter(&self) {
+    /// Takes a write in: waits while the stream is held and while the in-flight limit is
+    /// reached.
+    async fn enter(&self) {
+        self.hold.wait_open().await;
+        if let Ok(slot) = self.slots.acquire().await {
+            slot.forget();
+        }
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.metrics.add_in_flight(1);
     }
 
     fn leave(&self) {
         self.metrics.add_in_flight(-1);
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let last = self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1;
+        // After the count, so that in flight never reads above the limit.
+        self.slots.add_permits(1);
+        if last {
             self.idle.notify_waiters();
         }
     }
@@ -316,12 +390,8 @@ impl Shared {
         }
     }
 
-    fn op(
-        &self,
-        mut pending: Box<Pending>,
-        step: Step,
-        etag: Option<String>,
-    ) -> BulkOperation<Ctx> {
+    /// The operation of `step` for a position; a Replace carries the position's `ifMatch`.
+    fn op(&self, mut pending: Box<Pending>, step: Step) -> BulkOperation<Ctx> {
         let encoder = &self.encoder;
         let p = &mut *pending;
         let (kind, id, body) = match step {
@@ -347,12 +417,16 @@ impl Shared {
                 }
             }
         };
+        let if_match = match step {
+            Step::Replace => pending.if_match.clone(),
+            Step::Create | Step::Patch => None,
+        };
         BulkOperation {
             kind,
             partition_key: encoder.partition_key(&pending.position.device_id),
             id,
             body,
-            if_match: etag,
+            if_match,
             context: Ctx::Latest(pending, step),
         }
     }
@@ -377,12 +451,22 @@ impl Shared {
             }
             let read = {
                 let _permit = self.reads.acquire().await;
-                self.read_stored(&pending.position.device_id, &pending.doc_id)
-                    .await
+                let device = &pending.position.device_id;
+                read_stored(&self.container, &self.read_query, device, &pending.doc_id).await
             };
+            let refusal = match &read {
+                Ok(_) => Refusal::None,
+                Err(err) => refusal::of_error(err),
+            };
+            match refusal {
+                Refusal::Hold(cause) => return self.park(Parked::Latest(pending, None), cause),
+                Refusal::None | Refusal::Again | Refusal::Document(_) => {
+                    self.answered(&mut pending.probe);
+                }
+            }
             match read {
                 Ok(None) => {
-                    let op = self.op(pending, Step::Create, None);
+                    let op = self.op(pending, Step::Create);
                     self.submit(op).await;
                 }
                 Ok(Some(stored)) if pending.order <= stored.order => {
@@ -393,84 +477,51 @@ impl Shared {
                     self.finish(*pending, Final::Superseded, None);
                 }
                 Ok(Some(stored)) => {
-                    let op = self.op(pending, Step::Replace, stored.etag);
+                    pending.if_match = stored.etag;
+                    let op = self.op(pending, Step::Replace);
                     self.submit(op).await;
                 }
                 Err(err) => {
                     tracing::warn!(device = %pending.position.device_id, error = %err, "reading the stored document failed; retrying");
+                    tokio::time::sleep(READ_RETRY_PAUSE).await;
                     self.retry_or_stale(pending, None).await;
                 }
             }
         });
     }
 
-    /// The stored document's order and ETag, by a query on its logical partition (a
-    /// point read of a missing document fails on some servers instead of answering 404).
-    async fn read_stored(
-        &self,
-        device_id: &str,
-        doc_id: &str,
-    ) -> Result<Option<Stored>, cosmos::CosmosError> {
-        let query = QueryRequest {
-            query: self.read_query.clone(),
-            parameters: vec![
-                QueryParameter {
-                    name: "@id".into(),
-                    value: doc_id.into(),
-                },
-                QueryParameter {
-                    name: "@pk".into(),
-                    value: device_id.into(),
-                },
-            ],
-        };
-        let response = self
-            .container
-            .query(&query, QueryScope::Partition(device_id.to_owned()))
-            .await?;
-        let Some(doc) = response.documents.into_iter().next() else {
-            return Ok(None);
-        };
-        let stored: StoredOrder =
-            serde_json::from_value(doc).map_err(|source| cosmos::CosmosError::Decode {
-                what: "stored position",
-                source,
-            })?;
-        Ok(Some(Stored {
-            order: PositionOrder {
-                device_time_ms: stored.device_time_ms,
-                seq: stored.seq,
-            },
-            etag: stored.etag,
-        }))
+    /// Whether a position is still fresh by the staleness rule.
+    fn is_fresh(&self, position: &Position, enqueued: Option<DateTime<Utc>>) -> bool {
+        self.settings
+            .staleness
+            .judge(Utc::now(), position.ts, enqueued)
+            .is_fresh()
     }
 
-    /// Submits a position again unless it turned stale meanwhile.
-    async fn retry_or_stale(self: &Arc<Self>, pending: Box<Pending>, step: Option<Step>) {
-        let now = Utc::now();
-        let verdict = self
-            .settings
-            .staleness
-            .judge(now, pending.position.ts, pending.enqueued);
-        if !verdict.is_fresh() {
-            self.finish(*pending, Final::Stale, None);
-            return;
+    /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
+    /// turned stale meanwhile; `false` when it did.
+    async fn retry_or_stale(self: &Arc<Self>, pending: Box<Pending>, step: Option<Step>) -> bool {
+        if !self.is_fresh(&pending.position, pending.enqueued) {
+            self.finish(*pending, Final::StaleInRetry, None);
+            return false;
         }
         match (step, self.settings.newest_wins) {
             (Some(step), _) => {
-                let op = self.op(pending, step, None);
+                let op = self.op(pending, step);
                 self.submit(op).await;
             }
             (None, NewestWins::Patch) => {
-                let op = self.op(pending, Step::Patch, None);
+                let op = self.op(pending, Step::Patch);
                 self.submit(op).await;
             }
             (None, NewestWins::Etag) => self.clone().read_then_write(pending),
         }
+        true
     }
 
     /// Records a position's final outcome and acknowledges its message.
-    fn finish(&self, pending: Pending, outcome: Final, etag: Option<String>) {
+    fn finish(&self, mut pending: Pending, outcome: Final, etag: Option<String>) {
+        self.answered(&mut pending.probe);
         match outcome {
             Final::Written => {
                 self.metrics.written("latest");
@@ -489,7 +540,17 @@ impl Shared {
                     .raise(&pending.position.device_id, pending.order, etag);
             }
             Final::Superseded => self.metrics.dropped("superseded"),
-            Final::Stale => self.metrics.dropped("stale"),
+            Final::StaleInRetry => self.metrics.dropped("stale_in_retry"),
+            Final::Refused(reason) => {
+                let payload = pending
+                    .latest
+                    .as_deref()
+                    .or(pending.patch.as_deref())
+                    .unwrap_or_default();
+                let detail = format!("Cosmos DB refused the document of {}", pending.doc_id);
+                self.rejects
+                    .record_refused(&pending.position.device_id, reason, detail, payload);
+            }
             Final::Failed => self.metrics.dropped("write_failed"),
         }
         pending.ack.finish();
@@ -507,18 +568,25 @@ impl Shared {
             status,
             error,
             etag,
+            whole_request,
         } = outcome;
-        if matches!(
-            error,
-            Some(
-                FinalError::RetriesExhausted { .. }
-                    | FinalError::Request(_)
-                    | FinalError::Ranges(_)
-            )
-        ) {
-            tracing::warn!(device = %pending.position.device_id, status, error = ?error, "write not done within its retry budget; submitting again");
-            self.retry_or_stale(pending, Some(step)).await;
-            return;
+        let kind = match step {
+            Step::Patch => OperationType::Patch,
+            Step::Create => OperationType::Create,
+            Step::Replace => OperationType::Replace,
+        };
+        match refusal::of_outcome(kind, status, error.as_ref(), whole_request) {
+            Refusal::Hold(cause) => return self.park(Parked::Latest(pending, Some(step)), cause),
+            Refusal::Again => {
+                self.answered(&mut pending.probe);
+                tracing::debug!(device = %pending.position.device_id, status, "throttled past the retry budget; submitting again");
+                self.retry_or_stale(pending, Some(step)).await;
+                return;
+            }
+            Refusal::Document(reason) => {
+                return self.finish(*pending, Final::Refused(reason), None);
+            }
+            Refusal::None => self.answered(&mut pending.probe),
         }
         let etag_mode = self.settings.newest_wins == NewestWins::Etag;
         match (step, status) {
@@ -527,7 +595,7 @@ impl Shared {
             }
             (Step::Patch, 412) => self.finish(*pending, Final::Superseded, None),
             (Step::Patch | Step::Replace, 404) => {
-                let op = self.op(pending, Step::Create, None);
+                let op = self.op(pending, Step::Create);
                 self.submit(op).await;
             }
             (Step::Replace, 412) | (Step::Create, 409) => {
@@ -541,7 +609,7 @@ impl Shared {
                         .forget_etag(&pending.position.device_id);
                     self.clone().read_then_write(pending);
                 } else {
-                    let op = self.op(pending, Step::Patch, None);
+                    let op = self.op(pending, Step::Patch);
                     self.submit(op).await;
                 }
             }
@@ -558,40 +626,7 @@ struct OutcomeInfo {
     status: u16,
     error: Option<FinalError>,
     etag: Option<String>,
-}
-
-/// The query of a stored document's order and ETag. It names the partition key in its
-/// filter too: some servers refuse single-partition queries that do not.
-fn read_query(pk_path: &telemetry::PartitionKeyPath) -> String {
-    let mut pk = String::from("c");
-    for segment in pk_path.segments() {
-        if segment
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            pk.push('.');
-            pk.push_str(segment);
-        } else {
-            pk.push_str(&format!("[{}]", serde_json::Value::from(segment.as_str())));
-        }
-    }
-    format!("SELECT c.deviceTimeMs, c.seq, c._etag FROM c WHERE c.id = @id AND {pk} = @pk")
-}
-
-/// The order fields and ETag of a stored document.
-#[derive(serde::Deserialize)]
-struct StoredOrder {
-    #[serde(rename = "deviceTimeMs")]
-    device_time_ms: i64,
-    seq: u64,
-    #[serde(rename = "_etag")]
-    etag: Option<String>,
-}
-
-/// What is stored for a drone.
-struct Stored {
-    order: PositionOrder,
-    etag: Option<String>,
+    whole_request: bool,
 }
 
 async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
@@ -605,6 +640,7 @@ async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
             etag,
             range_id,
             error,
+            whole_request,
             ..
         } = outcome;
         shared.metrics.cosmos_op(status, substatus);
@@ -613,18 +649,11 @@ async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
             status,
             error,
             etag,
+            whole_request,
         };
         match context {
             Ctx::Latest(pending, step) => shared.on_latest(pending, step, info).await,
-            Ctx::History {
-                device_id,
-                id,
-                body,
-                device_time,
-                ack,
-            } => {
-                on_history(&shared, device_id, id, body, device_time, ack, info).await;
-            }
+            Ctx::History(doc) => shared.on_history(doc, info).await,
         }
         if last_stats.elapsed() >= Duration::from_millis(500) {
             last_stats = Instant::now();
@@ -640,55 +669,4 @@ fn publish_stats(shared: &Shared) {
             .metrics
             .set_throttled(&range, stats.throttled_operations);
     }
-}
-
-async fn on_history(
-    shared: &Arc<Shared>,
-    device_id: String,
-    id: String,
-    body: Bytes,
-    device_time: DateTime<Utc>,
-    ack: crate::source::Ack,
-    info: OutcomeInfo,
-) {
-    match (info.status, &info.error) {
-        (200..=299, None) => shared.metrics.written("history"),
-        // Already written (a replay): nothing to do.
-        (409, _) => {}
-        (
-            _,
-            Some(
-                FinalError::RetriesExhausted { .. }
-                | FinalError::Request(_)
-                | FinalError::Ranges(_),
-            ),
-        ) if shared
-            .settings
-            .staleness
-            .judge(Utc::now(), device_time, None)
-            .is_fresh() =>
-        {
-            let op = BulkOperation {
-                kind: OperationType::Create,
-                partition_key: shared.encoder.partition_key(&device_id),
-                id: None,
-                body: body.clone(),
-                if_match: None,
-                context: Ctx::History {
-                    device_id,
-                    id,
-                    body,
-                    device_time,
-                    ack,
-                },
-            };
-            shared.submit(op).await;
-            return;
-        }
-        (status, error) => {
-            tracing::error!(id, status, ?error, "history document not written");
-        }
-    }
-    ack.finish();
-    shared.leave();
 }

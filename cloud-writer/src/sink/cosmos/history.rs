@@ -1,0 +1,92 @@
+//! History documents (HISTORY=true): one Create per fresh position, `id` =
+//! `{deviceId}:{seq}`; a 409 is a replay and final. Their refusals are classified like
+//! the positions' ([`super::refusal`]); those not written are counted in
+//! `history_dropped{reason}`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use cosmos::{BulkOperation, OperationType};
+
+use super::{Ctx, OutcomeInfo, Parked, Shared};
+use crate::sink::refusal::{self, Refusal};
+
+/// A history document being written.
+#[derive(Debug)]
+pub(super) struct HistoryDoc {
+    pub(super) device_id: String,
+    pub(super) id: String,
+    pub(super) body: Bytes,
+    pub(super) device_time: DateTime<Utc>,
+    pub(super) ack: crate::source::Ack,
+    pub(super) probe: bool,
+}
+
+impl Shared {
+    pub(super) fn history_op(&self, doc: HistoryDoc) -> BulkOperation<Ctx> {
+        BulkOperation {
+            kind: OperationType::Create,
+            partition_key: self.encoder.partition_key(&doc.device_id),
+            id: None,
+            body: doc.body.clone(),
+            if_match: None,
+            context: Ctx::History(doc),
+        }
+    }
+
+    /// Handles one outcome of a history document.
+    pub(super) async fn on_history(self: &Arc<Self>, mut doc: HistoryDoc, info: OutcomeInfo) {
+        let refusal = refusal::of_outcome(
+            OperationType::Create,
+            info.status,
+            info.error.as_ref(),
+            info.whole_request,
+        );
+        match refusal {
+            Refusal::Hold(cause) => return self.park(Parked::History(doc), cause),
+            Refusal::Again => {
+                self.answered(&mut doc.probe);
+                self.resubmit_history(doc).await;
+                return;
+            }
+            Refusal::Document(reason) => {
+                self.metrics.history_dropped(reason);
+                let detail = format!("Cosmos DB refused the history document {}", doc.id);
+                tracing::warn!(id = doc.id, reason, %detail, "history document not written");
+            }
+            // Written, or already written (409: a replay).
+            Refusal::None if matches!(info.status, 200..=299) => self.metrics.written("history"),
+            Refusal::None if info.status == 409 => {}
+            Refusal::None => {
+                tracing::error!(
+                    id = doc.id,
+                    status = info.status,
+                    "history document not written"
+                );
+                self.metrics.history_dropped("write_failed");
+            }
+        }
+        self.answered(&mut doc.probe);
+        doc.ack.finish();
+        self.leave();
+    }
+
+    /// Submits a history document again unless it turned stale; `false` when it did.
+    pub(super) async fn resubmit_history(&self, mut doc: HistoryDoc) -> bool {
+        if !self
+            .settings
+            .staleness
+            .judge(Utc::now(), doc.device_time, None)
+            .is_fresh()
+        {
+            self.metrics.history_dropped("stale_in_retry");
+            self.answered(&mut doc.probe);
+            doc.ack.finish();
+            self.leave();
+            return false;
+        }
+        self.submit(self.history_op(doc)).await;
+        true
+    }
+}

@@ -1,0 +1,86 @@
+//! Writes parked while the stream is held ([`crate::sink::hold`]): what is parked, how a
+//! probe's answer is reported, how parked writes are sent again, and the key file read
+//! again before each probe after a 401/403.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+use super::history::HistoryDoc;
+use super::{Pending, Shared, Step};
+use crate::sink::hold::Resubmit;
+use crate::sink::refusal::Cause;
+
+/// A write parked while the stream is held.
+#[derive(Debug)]
+pub(super) enum Parked {
+    /// A position and the step to send again (`None`: read the stored document first).
+    Latest(Box<Pending>, Option<Step>),
+    History(HistoryDoc),
+}
+
+impl Shared {
+    /// A probe got an answer other than a refusal of every write.
+    pub(super) fn answered(&self, probe: &mut bool) {
+        if std::mem::take(probe) {
+            self.hold.probe_passed();
+        }
+    }
+
+    /// Parks a write refused for `cause` (holding the stream).
+    pub(super) fn park(&self, parked: Parked, cause: Cause) {
+        let (parked, probe) = match parked {
+            Parked::Latest(mut p, step) => {
+                let probe = std::mem::take(&mut p.probe);
+                (Parked::Latest(p, step), probe)
+            }
+            Parked::History(mut h) => {
+                let probe = std::mem::take(&mut h.probe);
+                (Parked::History(h), probe)
+            }
+        };
+        self.hold.park(parked, cause, probe);
+    }
+
+    /// Reads the key file again and signs with its key from now on.
+    pub(super) fn reload_key(&self) {
+        let Some(path) = &self.settings.key_file else {
+            return;
+        };
+        let key = crate::config::read_key_file(path)
+            .map_err(|e| e.to_string())
+            .and_then(|key| {
+                cosmos::MasterKey::from_base64(key.expose())
+                    .map_err(|e| format!("COSMOS_KEY_FILE is not a base64 account key: {e}"))
+            });
+        match key {
+            Ok(key) => self.container.client().set_master_key(key),
+            Err(err) => tracing::warn!(error = %err, "cannot read COSMOS_KEY_FILE again"),
+        }
+    }
+}
+
+impl Resubmit<Parked> for Shared {
+    fn resubmit(self: Arc<Self>, item: Parked, probe: bool) -> BoxFuture<'static, bool> {
+        async move {
+            match item {
+                Parked::Latest(mut pending, step) => {
+                    pending.probe = probe;
+                    self.retry_or_stale(pending, step).await
+                }
+                Parked::History(mut doc) => {
+                    doc.probe = probe;
+                    self.resubmit_history(doc).await
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn before_probe(&self, cause: Cause) {
+        if cause == Cause::Unauthorized {
+            self.reload_key();
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! What a refusal by Cosmos DB means for the writer, decided from the answer alone (no I/O):
+//! the newest-wins state machine's business (a write, a missing document, a conflict, a
+//! failed condition), a refusal of one document (the message's own fault: dead-lettered,
+//! acknowledged and counted), or a refusal that would hit every write (authorization, a
+//! missing container, an operation the server does not support, an outage), which holds
+//! the stream until it goes away. The hold itself is [`super::hold`].
+
+use cosmos::{CosmosError, FinalError, OperationType};
+
+/// Why every write would be refused: the writer holds the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// 401/403: the key is wrong, rotated, or lacks the permission.
+    Unauthorized,
+    /// 404 for the request: the database or container does not exist.
+    ContainerMissing,
+    /// A batch with Patch refused as a whole: the server has no Patch in batches.
+    PatchUnsupported,
+    /// Another refusal of the whole request (400 and the like without a malformed body).
+    RequestRefused,
+    /// No answer, 5xx, or transient failures until the retry budget ran out.
+    Unavailable,
+}
+
+impl Cause {
+    /// The metric label (`writer_blocked{reason=...}`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Cause::Unauthorized => "unauthorized",
+            Cause::ContainerMissing => "container_missing",
+            Cause::PatchUnsupported => "patch_unsupported",
+            Cause::RequestRefused => "request_refused",
+            Cause::Unavailable => "unavailable",
+        }
+    }
+
+    /// What fixes it, for the log line.
+    pub fn remedy(self) -> &'static str {
+        match self {
+            Cause::Unauthorized => {
+                "Cosmos DB refuses the account key (401/403): put the account's current key into the file named by COSMOS_KEY_FILE (read again on every refusal), or restart with the right COSMOS_KEY"
+            }
+            Cause::ContainerMissing => {
+                "the database or container (COSMOS_DATABASE, COSMOS_CONTAINER) does not exist: create it again (partition key as COSMOS_PARTITION_KEY_PATH); writing resumes by itself"
+            }
+            Cause::PatchUnsupported => "the server refuses Patch in batches: set NEWEST_WINS=etag",
+            Cause::RequestRefused => {
+                "Cosmos DB refuses the batch requests as a whole: check COSMOS_ENDPOINT points at a Cosmos DB (NoSQL API) account and the server's log"
+            }
+            Cause::Unavailable => {
+                "Cosmos DB does not answer, or fails (5xx, timeouts, connections refused): check COSMOS_ENDPOINT, the network and the service's health"
+            }
+        }
+    }
+}
+
+/// What an answer means for the position whose operation it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No refusal to handle here: the state machine reads the status (2xx, 404 of a
+    /// document, 409, 412).
+    None,
+    /// Throttled until the retry budget ran out: submit again.
+    Again,
+    /// This document is refused: the drop reason (dead-lettered, acknowledged).
+    Document(&'static str),
+    /// Every write would be refused: hold the stream.
+    Hold(Cause),
+}
+
+/// Classifies the final outcome of a bulk operation of type `kind`.
+pub fn of_outcome(
+    kind: OperationType,
+    status: u16,
+    error: Option<&FinalError>,
+    whole_request: bool,
+) -> Refusal {
+    match error {
+        None => Refusal::None,
+        Some(FinalError::Invalid(_)) => Refusal::Document("document_malformed"),
+        Some(FinalError::RetriesExhausted { .. }) if status == 429 => Refusal::Again,
+        Some(FinalError::RetriesExhausted { .. } | FinalError::Request(_)) => {
+            Refusal::Hold(Cause::Unavailable)
+        }
+        Some(FinalError::Ranges(_)) => {
+            of_status(status, true).unwrap_or(Refusal::Hold(Cause::Unavailable))
+        }
+        Some(FinalError::Rejected) => match (status, whole_request, kind) {
+            (400, true, OperationType::Patch) => Refusal::Hold(Cause::PatchUnsupported),
+            // A Create never meets a missing document: its 404 is the container's.
+            (404, false, OperationType::Create) => Refusal::Hold(Cause::ContainerMissing),
+            (404 | 409 | 412, false, _) => Refusal::None,
+            _ => of_status(status, whole_request).unwrap_or(Refusal::None),
+        },
+    }
+}
+
+/// Classifies the error of a request made outside the bulk writer (the ETag mode's reads).
+pub fn of_error(error: &CosmosError) -> Refusal {
+    match error {
+        CosmosError::Service(e) => {
+            of_status(e.status, true).unwrap_or(Refusal::Hold(Cause::RequestRefused))
+        }
+        CosmosError::Credential(_) => Refusal::Hold(Cause::Unauthorized),
+        CosmosError::Timeout(_)
+        | CosmosError::Transport(_)
+        | CosmosError::Decode { .. }
+        | CosmosError::Protocol(_)
+        | CosmosError::Config(_) => Refusal::Hold(Cause::Unavailable),
+    }
+}
+
+/// The refusals a status means whoever it answered; `None` for a status the state machine
+/// handles.
+fn of_status(status: u16, whole_request: bool) -> Option<Refusal> {
+    Some(match status {
+        401 | 403 => Refusal::Hold(Cause::Unauthorized),
+        404 if whole_request => Refusal::Hold(Cause::ContainerMissing),
+        429 => Refusal::Again,
+        413 => Refusal::Document("document_too_large"),
+        0 | 408 | 449 | 500..=599 => Refusal::Hold(Cause::Unavailable),
+        400..=499 if whole_request => Refusal::Hold(Cause::RequestRefused),
+        400..=499 if !matches!(status, 404 | 409 | 412) => Refusal::Document("document_refused"),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use OperationType::{Create, Patch, Replace};
+
+    fn rejected(kind: OperationType, status: u16, whole: bool) -> Refusal {
+        of_outcome(kind, status, Some(&FinalError::Rejected), whole)
+    }
+
+    #[test]
+    fn answers_of_the_state_machine_are_not_refusals() {
+        assert_eq!(of_outcome(Patch, 200, None, false), Refusal::None);
+        assert_eq!(rejected(Patch, 412, false), Refusal::None);
+        assert_eq!(rejected(Patch, 404, false), Refusal::None);
+        assert_eq!(rejected(Replace, 404, false), Refusal::None);
+        assert_eq!(rejected(Create, 409, false), Refusal::None);
+    }
+
+    #[test]
+    fn refusals_that_hit_every_write_hold_the_stream() {
+        let hold = |c| Refusal::Hold(c);
+        assert_eq!(rejected(Create, 401, true), hold(Cause::Unauthorized));
+        assert_eq!(rejected(Patch, 403, false), hold(Cause::Unauthorized));
+        assert_eq!(rejected(Replace, 404, true), hold(Cause::ContainerMissing));
+        assert_eq!(rejected(Create, 404, false), hold(Cause::ContainerMissing));
+        assert_eq!(rejected(Patch, 400, true), hold(Cause::PatchUnsupported));
+        assert_eq!(rejected(Create, 400, true), hold(Cause::RequestRefused));
+        assert_eq!(rejected(Create, 501, false), hold(Cause::Unavailable));
+        let exhausted = FinalError::RetriesExhausted {
+            attempts: 10,
+            last: "status 503".into(),
+        };
+        assert_eq!(
+            of_outcome(Create, 503, Some(&exhausted), false),
+            hold(Cause::Unavailable)
+        );
+        assert_eq!(
+            of_outcome(
+                Create,
+                0,
+                Some(&FinalError::Request("refused".into())),
+                true
+            ),
+            hold(Cause::Unavailable)
+        );
+        let ranges = FinalError::Ranges("404".into());
+        assert_eq!(
+            of_outcome(Create, 404, Some(&ranges), true),
+            hold(Cause::ContainerMissing)
+        );
+        assert_eq!(
+            of_outcome(Create, 0, Some(&ranges), true),
+            hold(Cause::Unavailable)
+        );
+        assert_eq!(
+            of_outcome(Create, 429, Some(&exhausted), false),
+            Refusal::Again
+        );
+    }
+
+    #[test]
+    fn refusals_of_one_document_are_the_documents_own() {
+        assert_eq!(
+            rejected(Create, 413, false),
+            Refusal::Document("document_too_large")
+        );
+        assert_eq!(
+            rejected(Replace, 400, false),
+            Refusal::Document("document_refused")
+        );
+        assert_eq!(
+            of_outcome(Patch, 400, Some(&FinalError::Invalid("json".into())), true),
+            Refusal::Document("document_malformed")
+        );
+    }
+
+    #[test]
+    fn read_errors_are_classified_by_status() {
+        let service = |status| {
+            CosmosError::Service(cosmos::ServiceError {
+                status,
+                substatus: 0,
+                activity_id: None,
+                request_charge: 0.0,
+                retry_after: None,
+                message: String::new(),
+            })
+        };
+        assert_eq!(of_error(&service(401)), Refusal::Hold(Cause::Unauthorized));
+        assert_eq!(
+            of_error(&service(404)),
+            Refusal::Hold(Cause::ContainerMissing)
+        );
+        assert_eq!(of_error(&service(503)), Refusal::Hold(Cause::Unavailable));
+        assert_eq!(of_error(&service(429)), Refusal::Again);
+        assert_eq!(
+            of_error(&CosmosError::Timeout(std::time::Duration::from_secs(1))),
+            Refusal::Hold(Cause::Unavailable)
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! Refusals that would hit every write hold the stream instead of dropping it: the
+//! container deleted and created again mid-stream, and the account key rotated mid-stream
+//! (the writer is given the new key through COSMOS_KEY_FILE). MQTT from Mosquitto into the
+//! local endpoint: while held nothing more is written or acknowledged, `/readyz` answers
+//! 503 and `writer_blocked` names the reason; afterwards every drone is at its newest
+//! position and nothing was dropped as a failed write.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use cloud_writer::config::NewestWins;
+use cloud_writer::{Counts, Writer};
+use common::*;
+use cosmos_sim::CosmosSim;
+use test_harness::Mosquitto;
+
+const ROTATED: &str = "cm90YXRlZCBrZXkgb2YgdGhlIGxvY2FsIGVuZHBvaW50";
+
+async fn sim() -> CosmosSim {
+    CosmosSim::builder()
+        .partitions(2)
+        .ru_per_sec(f64::INFINITY)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Publishes `s` and waits until each of its messages has a final outcome (on top of
+/// `before` finished ones).
+async fn publish_and_finish(
+    writer: &Writer,
+    broker: &Mosquitto,
+    client: &str,
+    s: &Scenario,
+    before: u64,
+) -> Counts {
+    publish(broker.port(), client, &s.messages).await;
+    wait_final(writer, before + s.messages.len() as u64).await
+}
+
+/// Waits until `total` messages have a final outcome and nothing is in flight.
+async fn wait_final(writer: &Writer, total: u64) -> Counts {
+    wait_until(
+        "every message to have a final outcome",
+        Duration::from_secs(60),
+        || writer.counts(),
+        |c| c.finished() == total && c.in_flight == 0,
+    )
+    .await
+}
+
+async fn readyz(addr: SocketAddr) -> u16 {
+    reqwest::get(format!("http://{addr}/readyz"))
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn metrics_text(addr: SocketAddr) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Waits until the writer holds the stream for `reason`, then checks what holding means:
+/// not ready, the reason in the metrics, positions in flight (not acknowledged) and no
+/// more written while held.
+async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: &str) -> Counts {
+    wait_until(
+        "the writer to hold the stream",
+        Duration::from_secs(30),
+        || writer.metrics().blocked(),
+        |b| *b == Some(reason),
+    )
+    .await;
+    let addr = writer.metrics_addr().unwrap();
+    assert_eq!(readyz(addr).await, 503);
+    let text = metrics_text(addr).await;
+    assert!(
+        text.contains(&format!(
+            "cloud_writer_writer_blocked{{reason=\"{reason}\"}} 1"
+        )),
+        "{text}"
+    );
+    let held = writer.counts();
+    assert!(held.in_flight > 0, "{held:?}");
+    // Nothing is written while held, however often the writer probes.
+    let requests = sim.stats().requests;
+    wait_until(
+        "the writer to probe again",
+        Duration::from_secs(20),
+        || sim.stats().requests,
+        |r| *r >= requests + 2,
+    )
+    .await;
+    let later = writer.counts();
+    assert_eq!(later.written, held.written, "written while held: {later:?}");
+    // (The pipeline still judges a batch it had taken: invalid, spoofed, late and
+    // coalesced-away messages are counted, their acknowledgements wait in order.)
+    for reason in ["write_failed", "stale_in_retry", "document_refused"] {
+        assert_eq!(
+            later.dropped(reason),
+            held.dropped(reason),
+            "{reason}: {later:?}"
+        );
+    }
+    assert!(later.in_flight > 0, "{later:?}");
+    held
+}
+
+/// Runs a first fleet round through the writer, then `refuse`s: a second, newer round is
+/// published while the writer must hold the stream for `reason`. Then `cure`s and waits
+/// until every message is final: nothing failed, nothing turned stale, the writer ready.
+/// Returns both rounds.
+async fn hold_mid_stream(
+    writer: &Writer,
+    broker: &Mosquitto,
+    sim: &CosmosSim,
+    reason: &str,
+    refuse: impl FnOnce(),
+    cure: impl FnOnce(),
+) -> (Scenario, Scenario) {
+    let now = Utc::now();
+    let first = scenario(200, 3, now - TimeDelta::seconds(30));
+    let counts = publish_and_finish(writer, broker, "fleet-1", &first, 0).await;
+    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+
+    refuse();
+    let second = scenario(200, 3, now);
+    let before = counts.finished();
+    let publisher = {
+        let messages = second.messages.clone();
+        let port = broker.port();
+        tokio::spawn(async move { publish(port, "fleet-2", &messages).await })
+    };
+    let held = assert_held(writer, sim, reason).await;
+    assert!(held.finished() < before + second.messages.len() as u64);
+
+    cure();
+    publisher.await.unwrap();
+    let counts = wait_final(writer, before + second.messages.len() as u64).await;
+    assert_eq!(writer.metrics().blocked(), None);
+    assert!(writer.metrics().is_ready());
+    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+    assert_eq!(counts.dropped("stale_in_retry"), 0, "{counts:?}");
+    (first, second)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "recreated")).await;
+    let (_, second) = hold_mid_stream(
+        &writer,
+        &broker,
+        &sim,
+        "container_missing",
+        || sim.delete_container("telemetry", "recreated").unwrap(),
+        || {
+            sim.create_container("telemetry", "recreated", "/deviceId")
+                .unwrap()
+        },
+    )
+    .await;
+    // The first round went with the deleted container.
+    let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "recreated")).await;
+    assert_newest(&docs, &second.expected);
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_key() {
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosmos-key");
+    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "rotated");
+    settings.cosmos_key = None;
+    settings.cosmos_key_file = Some(key_file.clone());
+    settings.newest_wins = Some(NewestWins::Etag);
+    let writer = start_writer(settings).await;
+    let (first, second) = hold_mid_stream(
+        &writer,
+        &broker,
+        &sim,
+        "unauthorized",
+        || sim.rotate_key(ROTATED).unwrap(),
+        || std::fs::write(&key_file, ROTATED).unwrap(),
+    )
+    .await;
+    let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
+    ))
+    .unwrap()
+    .container("telemetry", "rotated");
+    let docs = latest_documents(&reader).await;
+    let mut expected = first.expected.clone();
+    expected.extend(second.expected.clone());
+    assert_newest(&docs, &expected);
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}
+
+/// Positions (and their history documents) held until they are older than STALE_AFTER are
+/// dropped as `stale_in_retry`, not `stale` (a late arrival), and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arrivals() {
+    const STALE_AFTER: Duration = Duration::from_secs(10);
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosmos-key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "turned-stale");
+    settings.cosmos_key = None;
+    settings.cosmos_key_file = Some(key_file.clone());
+    settings.history = Some(true);
+    settings.stale_after = Some(cloud_writer::config::DurationSetting(STALE_AFTER));
+    let writer = start_writer(settings).await;
+
+    sim.rotate_key(ROTATED).unwrap();
+    let at = Utc::now();
+    let messages: Vec<Publish> = (0..20)
+        .map(|d| Publish {
+            device: device(d),
+            payload: wire(&device(d), 1, at, 1.0, 2.0),
+        })
+        .collect();
+    publish(broker.port(), "fleet-stale", &messages).await;
+    wait_until(
+        "the writer to hold the stream",
+        Duration::from_secs(30),
+        || writer.metrics().blocked(),
+        |b| *b == Some("unauthorized"),
+    )
+    .await;
+    // Held until the positions are past STALE_AFTER.
+    let stale_at = at + TimeDelta::from_std(STALE_AFTER + Duration::from_secs(1)).unwrap();
+    wait_until(
+        "the held positions to turn stale",
+        STALE_AFTER * 3,
+        Utc::now,
+        |now| *now > stale_at,
+    )
+    .await;
+    std::fs::write(&key_file, ROTATED).unwrap();
+    let counts = wait_final(&writer, 20).await;
+    assert_eq!(counts.dropped("stale_in_retry"), 20, "{counts:?}");
+    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    assert_eq!(counts.history_dropped, 20, "{counts:?}");
+    assert_eq!(counts.written, 0, "{counts:?}");
+    let text = writer.metrics().render();
+    assert!(
+        text.contains("cloud_writer_history_dropped_total{reason=\"stale_in_retry\"} 20"),
+        "{text}"
+    );
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}
+
+/// SIGTERM (here: `shutdown`) while the stream is held stops at once, with an error that
+/// says the positions not written were not acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_while_held_acknowledges_nothing_and_says_so() {
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "stopped")).await;
+    sim.rotate_key(ROTATED).unwrap();
+    let s = scenario(50, 2, Utc::now());
+    publish(broker.port(), "fleet-stop", &s.messages).await;
+    assert_held(&writer, &sim, "unauthorized").await;
+    writer.shutdown();
+    let error = writer.wait().await.unwrap_err();
+    assert!(
+        matches!(error, cloud_writer::RunError::Held("unauthorized")),
+        "{error}"
+    );
+}
