@@ -145,10 +145,11 @@ async fn within_a_bbox_and_a_polygon_equals_an_independent_point_in_polygon() {
 async fn one_drone_and_its_track_take_one_call_each() {
     let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
     let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
-    let docs = seed_latest(&c, &scatter(20, 7)).await;
+    let points = scatter(20, 7);
+    let docs = seed_latest(&c, &points).await;
     // 90 minutes of history, one a minute: the default hour holds the newest 60.
-    let times = seed_history(&c, "drone-3", 90).await;
-    seed_history(&c, "drone-4", 5).await;
+    let times = seed_history(&c, "drone-3", 90, points[3]).await;
+    seed_history(&c, "drone-4", 5, points[4]).await;
     let (base, _stop) = serve(c, ApiOptions::default()).await;
 
     let got = get(&format!("{base}/api/drones/drone-3")).await;

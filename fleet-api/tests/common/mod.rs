@@ -91,7 +91,7 @@ pub async fn seed_latest(container: &ContainerClient, points: &[(f64, f64)]) -> 
             &format!("drone-{i}"),
             10,
             *p,
-            Duration::from_secs(i as u64 % 400),
+            Duration::from_secs(i as u64 * 53 % 900),
         );
         let doc = layout.latest(&pos, None);
         container
@@ -103,14 +103,20 @@ pub async fn seed_latest(container: &ContainerClient, points: &[(f64, f64)]) -> 
     docs
 }
 
-/// Writes `n` history documents of `device`, one a minute, the newest 30 s ago;
-/// returns their device times, oldest first.
-pub async fn seed_history(container: &ContainerClient, device: &str, n: u64) -> Vec<DateTime<Utc>> {
+/// Writes `n` history documents of `device`, one a minute, the newest 30 s ago, on a
+/// curve that ends at `end`; returns their device times, oldest first.
+pub async fn seed_history(
+    container: &ContainerClient,
+    device: &str,
+    n: u64,
+    end: (f64, f64),
+) -> Vec<DateTime<Utc>> {
     let layout = DocumentLayout::default();
     let mut times = Vec::new();
     for seq in 1..=n {
         let age = Duration::from_secs(60 * (n - seq + 1) - 30);
-        let p = (HOME.0 + seq as f64 * 0.001, HOME.1);
+        let back = (n - seq) as f64;
+        let p = (end.0 - back * 0.0008, end.1 - (back * 0.15).sin() * 0.01);
         let pos = position(device, seq, p, age);
         times.push(pos.ts);
         let doc = layout.history(&pos, None, None);
