@@ -91,6 +91,32 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// Starts logging to stderr in this format, filtered by `RUST_LOG` (default `info`).
+    pub fn init_logs(self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        match self {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+    }
+}
+
+/// Reads a TOML file of settings (of this program or another that configures itself the
+/// same way): keys are the environment variable names in lower case.
+pub fn read_settings_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    let file_error = |message: String| ConfigError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+    toml::from_str(&text).map_err(|e| file_error(e.to_string()))
+}
+
 /// Every setting as given by flags, environment or file; `None` when not given.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -258,12 +284,7 @@ impl Settings {
 
     /// Reads a TOML file of settings.
     pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        let file_error = |message: String| ConfigError::File {
-            path: path.to_path_buf(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        toml::from_str(&text).map_err(|e| file_error(e.to_string()))
+        read_settings_file(path)
     }
 
     /// The secrets that have no flag, from the environment.

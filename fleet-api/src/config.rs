@@ -1,6 +1,7 @@
 //! The API's settings: flags, environment variables and a TOML file, resolved into one typed
 //! [`ApiConfig`], the same way as the writer's (`cloud_writer::config`), whose [`Secret`],
-//! [`HumanDuration`], [`LogFormat`] and [`ConfigError`] it reuses.
+//! [`HumanDuration`], [`LogFormat`] (with its log setup), [`ConfigError`] and settings file
+//! reader it reuses.
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`FLEET_API_CONFIG`), then the default. File keys are the environment variable names in
@@ -12,6 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Args;
+use cloud_writer::config::read_settings_file;
 pub use cloud_writer::config::{ConfigError, HumanDuration, LogFormat, Secret};
 use serde::Deserialize;
 use url::Url;
@@ -169,12 +171,7 @@ impl Settings {
 
     /// Reads a TOML file of settings.
     pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        let file_error = |message: String| ConfigError::File {
-            path: path.to_path_buf(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        toml::from_str(&text).map_err(|e| file_error(e.to_string()))
+        read_settings_file(path)
     }
 
     /// The secrets that have no flag, from the environment.

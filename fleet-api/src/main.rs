@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
-use fleet_api::config::{ApiConfig, LogFormat, Settings};
+use fleet_api::config::{ApiConfig, Settings};
+use tokio::signal::unix::SignalKind;
 use tokio_util::sync::CancellationToken;
 
 /// Answers "which drones are within 1 km of here" and shows the fleet on a map.
@@ -28,18 +29,6 @@ fn resolve(cli: &Cli) -> anyhow::Result<ApiConfig> {
     Ok(settings.resolve()?)
 }
 
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -50,7 +39,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logs(config.log_format);
+    config.log_format.init_logs();
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -80,11 +69,16 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving the API and the map");
     println!("fleet-api: listening on http://{addr}/");
+    let mut terminate = tokio::signal::unix::signal(SignalKind::terminate())?;
     let stop = CancellationToken::new();
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            let _ = tokio::signal::ctrl_c().await;
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            tracing::info!("signal received: stopping");
             stop.cancel();
         }
     });
