@@ -259,9 +259,13 @@ fn limit(params: &HashMap<String, String>) -> Result<usize, ApiError> {
 
 fn device_id(id: &str) -> Result<&str, ApiError> {
     let chars = id.chars().count();
-    if chars == 0 || chars > MAX_DEVICE_ID_CHARS || id.chars().any(char::is_control) {
+    // IoT Hub device ids never hold `/` or `\` (nor can Cosmos DB ids).
+    if chars == 0
+        || chars > MAX_DEVICE_ID_CHARS
+        || id.chars().any(|c| c.is_control() || c == '/' || c == '\\')
+    {
         return Err(ApiError::BadRequest(format!(
-            "drone id: must be 1 to {MAX_DEVICE_ID_CHARS} characters without control characters"
+            "drone id: must be 1 to {MAX_DEVICE_ID_CHARS} characters without control characters, '/' or '\\'"
         )));
     }
     Ok(id)
@@ -474,6 +478,9 @@ mod tests {
         assert!(device_id("").is_err());
         assert!(device_id(&"x".repeat(129)).is_err());
         assert!(device_id("a\nb").is_err());
+        assert!(device_id("a/b").is_err());
+        assert!(device_id("a\\b").is_err());
+        assert!(device_id("drone#1?x").is_ok());
     }
 
     #[test]

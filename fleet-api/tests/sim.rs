@@ -150,7 +150,7 @@ async fn one_drone_and_its_track_take_one_call_each() {
     // 90 minutes of history, one a minute: the default hour holds the newest 60.
     let times = seed_history(&c, "drone-3", 90, points[3]).await;
     seed_history(&c, "drone-4", 5, points[4]).await;
-    let (base, _stop) = serve(c, ApiOptions::default()).await;
+    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
 
     let got = get(&format!("{base}/api/drones/drone-3")).await;
     assert_eq!(got.status, 200, "{}", got.body);
@@ -163,6 +163,16 @@ async fn one_drone_and_its_track_take_one_call_each() {
     assert_eq!(got.body["id"], "drone-3");
     assert_eq!(got.body["geometry"], docs[3]["location"]);
     assert_eq!(got.body["properties"]["seq"], 10);
+
+    // A device id that Cosmos DB cannot take as a document id as it is (escaped by the writer).
+    let odd = position("odd#1?x", 4, HOME, std::time::Duration::from_secs(1));
+    let doc = telemetry::DocumentLayout::default().latest(&odd, None);
+    c.upsert("odd#1?x", &serde_json::to_vec(&doc).unwrap())
+        .await
+        .unwrap();
+    let got = get(&format!("{base}/api/drones/odd%231%3Fx")).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(got.body["id"], "odd#1?x");
 
     let missing = get(&format!("{base}/api/drones/drone-999")).await;
     assert_eq!(missing.status, 404);
@@ -291,6 +301,7 @@ async fn bad_input_is_a_400_that_says_what_is_wrong() {
         ),
         ("/api/drones/within?bbox=3,2,1,4", "below maxLon"),
         ("/api/drones/drone-1/track?since=yesterday", "since"),
+        ("/api/drones/a%2Fb", "drone id"),
     ] {
         let got = get(&format!("{base}{path}")).await;
         assert_eq!(got.status, 400, "{path}: {}", got.body);
@@ -314,6 +325,9 @@ async fn bad_input_is_a_400_that_says_what_is_wrong() {
     let huge = vec![b' '; fleet_api::api::MAX_BODY_BYTES + 1];
     let got = post(&format!("{base}/api/drones/within"), huge).await;
     assert_eq!(got.status, 413, "{}", got.body);
+    // Device ids with characters Cosmos DB escapes are read like any other.
+    let odd = get(&format!("{base}/api/drones/drone%231%3Fx")).await;
+    assert_eq!(odd.status, 404, "{}", odd.body);
     // The server still answers after all that.
     assert_eq!(get(&format!("{base}/api/drones/drone-1")).await.status, 200);
     sim.shutdown().await;
