@@ -332,3 +332,28 @@ async fn bad_input_is_a_400_that_says_what_is_wrong() {
     assert_eq!(get(&format!("{base}/api/drones/drone-1")).await.status, 200);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn small_pages_follow_continuation_tokens_to_the_same_answer() {
+    let (sim, docs, base) = fleet(ApiOptions {
+        page_size: 7,
+        ..ApiOptions::default()
+    })
+    .await;
+    let got = get(&format!(
+        "{base}/api/drones/near?lat={}&lon={}&radius_m=4000",
+        HOME.1, HOME.0
+    ))
+    .await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    let want = expected(&docs, |p| haversine(HOME, p) <= 4000.0);
+    let found = ids(&got.body);
+    assert_eq!(found.len(), want.len(), "no duplicates across pages");
+    assert_eq!(found.into_iter().collect::<BTreeSet<_>>(), want);
+    // At least one page per 7 drones on each range, and one per range at the least.
+    assert!(
+        got.calls as usize >= want.len().div_ceil(7).max(4),
+        "{got:?}"
+    );
+    sim.shutdown().await;
+}
