@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -257,6 +258,12 @@ fn limit(params: &HashMap<String, String>) -> Result<usize, ApiError> {
     }
 }
 
+/// The id segment of the path, as text.
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id)
+        .map_err(|e| ApiError::BadRequest(format!("drone id: not a valid path segment ({e})")))
+}
+
 fn device_id(id: &str) -> Result<&str, ApiError> {
     let chars = id.chars().count();
     // IoT Hub device ids never hold `/` or `\` (nor can Cosmos DB ids).
@@ -354,12 +361,13 @@ async fn within_polygon(
 
 async fn one(
     State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let started = Instant::now();
     let answered = async {
         params(raw, &[])?;
+        let id = path_id(id)?;
         let id = device_id(&id)?;
         let answer = s.reads.one(id).await?;
         match answer.value {
@@ -419,12 +427,13 @@ fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value
 
 async fn track(
     State(s): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let started = Instant::now();
     let answered = async {
         let p = params(raw, &["since"])?;
+        let id = path_id(id)?;
         let id = device_id(&id)?;
         let since = since(&p, Utc::now())?;
         let answer = s.reads.track(id, since.timestamp_millis()).await?;

@@ -302,6 +302,7 @@ async fn bad_input_is_a_400_that_says_what_is_wrong() {
         ("/api/drones/within?bbox=3,2,1,4", "below maxLon"),
         ("/api/drones/drone-1/track?since=yesterday", "since"),
         ("/api/drones/a%2Fb", "drone id"),
+        ("/api/drones/%FF%FE", "drone id"),
     ] {
         let got = get(&format!("{base}{path}")).await;
         assert_eq!(got.status, 400, "{path}: {}", got.body);
