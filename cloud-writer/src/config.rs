@@ -106,6 +106,27 @@ impl LogFormat {
     }
 }
 
+/// The account key from `COSMOS_KEY` (a secret: read from the environment, never a flag).
+pub fn cosmos_key_from_env() -> Option<Secret> {
+    std::env::var("COSMOS_KEY").ok().map(Secret::new)
+}
+
+/// The account endpoint and key every program needs, or the error naming the one missing.
+pub fn cosmos_account(
+    endpoint: Option<Url>,
+    key: Option<Secret>,
+) -> Result<(Url, Secret), ConfigError> {
+    let endpoint = endpoint.ok_or(ConfigError::Missing {
+        name: "COSMOS_ENDPOINT",
+        hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
+    })?;
+    let key = key.ok_or(ConfigError::Missing {
+        name: "COSMOS_KEY",
+        hint: "the account key (environment variable or config file, never a flag)",
+    })?;
+    Ok((endpoint, key))
+}
+
 /// Reads a TOML file of settings (of this program or another that configures itself the
 /// same way): keys are the environment variable names in lower case.
 pub fn read_settings_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
@@ -290,21 +311,14 @@ impl Settings {
     /// The secrets that have no flag, from the environment.
     pub fn secrets_from_env() -> Settings {
         Settings {
-            cosmos_key: std::env::var("COSMOS_KEY").ok().map(Secret::new),
+            cosmos_key: cosmos_key_from_env(),
             ..Settings::default()
         }
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
     pub fn resolve(self) -> Result<WriterConfig, ConfigError> {
-        let endpoint = self.cosmos_endpoint.ok_or(ConfigError::Missing {
-            name: "COSMOS_ENDPOINT",
-            hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
-        })?;
-        let key = self.cosmos_key.ok_or(ConfigError::Missing {
-            name: "COSMOS_KEY",
-            hint: "the account key (environment variable or config file, never a flag)",
-        })?;
+        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, self.cosmos_key)?;
         let partition_key_path = self
             .cosmos_partition_key_path
             .as_deref()

@@ -1,7 +1,7 @@
 //! The API's settings: flags, environment variables and a TOML file, resolved into one typed
 //! [`ApiConfig`], the same way as the writer's (`cloud_writer::config`), whose [`Secret`],
-//! [`HumanDuration`], [`LogFormat`] (with its log setup), [`ConfigError`] and settings file
-//! reader it reuses.
+//! [`HumanDuration`], [`LogFormat`] (with its log setup), [`ConfigError`], settings file
+//! reader and Cosmos DB account checks it reuses.
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`FLEET_API_CONFIG`), then the default. File keys are the environment variable names in
@@ -13,8 +13,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Args;
-use cloud_writer::config::read_settings_file;
 pub use cloud_writer::config::{ConfigError, HumanDuration, LogFormat, Secret};
+use cloud_writer::config::{cosmos_account, cosmos_key_from_env, read_settings_file};
 use serde::Deserialize;
 use url::Url;
 
@@ -177,21 +177,14 @@ impl Settings {
     /// The secrets that have no flag, from the environment.
     pub fn secrets_from_env() -> Settings {
         Settings {
-            cosmos_key: std::env::var("COSMOS_KEY").ok().map(Secret::new),
+            cosmos_key: cosmos_key_from_env(),
             ..Settings::default()
         }
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
     pub fn resolve(self) -> Result<ApiConfig, ConfigError> {
-        let endpoint = self.cosmos_endpoint.ok_or(ConfigError::Missing {
-            name: "COSMOS_ENDPOINT",
-            hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
-        })?;
-        let key = self.cosmos_key.ok_or(ConfigError::Missing {
-            name: "COSMOS_KEY",
-            hint: "the account key (environment variable or config file, never a flag)",
-        })?;
+        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, self.cosmos_key)?;
         let defaults = ApiOptions::default();
         let page_size = self.query_page_size.unwrap_or(defaults.page_size);
         if page_size == 0 {
