@@ -50,6 +50,52 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// Starts logging to stderr in this format, filtered by `RUST_LOG` (default `info`).
+    pub fn init_logs(self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // Colour codes only for a person at a terminal, not in files or log collectors.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        match self {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+    }
+}
+
+/// The account key from `COSMOS_KEY`, or the file `COSMOS_KEY_FILE` names (a secret:
+/// never a flag).
+pub fn cosmos_key_from_env() -> Result<Option<Secret>, ConfigError> {
+    Ok(settings::secret_from_env("COSMOS_KEY")?)
+}
+
+/// The account endpoint and key every program needs, or the error naming the one missing.
+pub fn cosmos_account(
+    endpoint: Option<Url>,
+    key: Option<Secret>,
+) -> Result<(Url, Secret), ConfigError> {
+    let endpoint = endpoint.ok_or(ConfigError::Missing {
+        name: "COSMOS_ENDPOINT",
+        hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
+    })?;
+    let key = key.ok_or(ConfigError::Missing {
+        name: "COSMOS_KEY",
+        hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag)",
+    })?;
+    Ok((endpoint, key))
+}
+
+/// Reads a TOML file of settings (of this program or another that configures itself the
+/// same way): keys are the environment variable names in lower case. An error names the
+/// line and key, never the value.
+pub fn read_settings_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    Ok(settings::read_toml(path)?)
+}
+
 /// Every setting as given by flags, environment or file; `None` when not given.
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -275,14 +321,14 @@ impl Settings {
 
     /// Reads a TOML file of settings; an error names the line and key, never the value.
     pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        Ok(settings::read_toml(path)?)
+        read_settings_file(path)
     }
 
     /// The secrets, which have no flag: `COSMOS_KEY` and `WRITER_SOURCE`, each from its
     /// environment variable or the file its `*_FILE` variable names (`-`: standard input).
     pub fn secrets_from_env() -> Result<Settings, ConfigError> {
         Ok(Settings {
-            cosmos_key: settings::secret_from_env("COSMOS_KEY")?,
+            cosmos_key: cosmos_key_from_env()?,
             writer_source: settings::secret_from_env("WRITER_SOURCE")?,
             ..Settings::default()
         })
@@ -290,10 +336,12 @@ impl Settings {
 
     /// Resolves into a typed configuration, applying defaults and checking values.
     pub fn resolve(self) -> Result<WriterConfig, ConfigError> {
-        let endpoint = self.cosmos_endpoint.ok_or(ConfigError::Missing {
-            name: "COSMOS_ENDPOINT",
-            hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
-        })?;
+        let key = match (self.cosmos_key, &self.cosmos_key_file) {
+            (Some(key), _) => Some(key),
+            (None, Some(path)) => Some(read_key_file(path)?),
+            (None, None) => None,
+        };
+        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, key)?;
         let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
         let plain_http = endpoint.scheme() == "http";
         let insecure = if (plain_http || accept_invalid_certs) && !is_loopback(&endpoint) {
@@ -316,16 +364,6 @@ impl Settings {
             ))
         } else {
             None
-        };
-        let key = match (self.cosmos_key, &self.cosmos_key_file) {
-            (Some(key), _) => key,
-            (None, Some(path)) => read_key_file(path)?,
-            (None, None) => {
-                return Err(ConfigError::Missing {
-                    name: "COSMOS_KEY",
-                    hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag)",
-                });
-            }
         };
         let partition_key_path = self
             .cosmos_partition_key_path

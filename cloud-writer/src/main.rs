@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use cloud_writer::config::{DurationSetting, LogFormat, Settings, WriterConfig};
+use cloud_writer::config::{DurationSetting, Settings, WriterConfig};
 use cloud_writer::import::{FileSource, not_written, why};
 use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
 use cloud_writer::{Counts, Writer};
@@ -42,20 +42,6 @@ enum Command {
     Check,
 }
 
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in files or log collectors.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
     cli.settings.refuse_secret_flags()?;
     let mut settings = cli.settings.clone().or(Settings::secrets_from_env()?);
@@ -75,7 +61,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logs(config.log_format);
+    config.log_format.init_logs();
     let result = match cli.command {
         None | Some(Command::Run) => run(config).await,
         Some(Command::Import { file, stale_after }) => import(config, file, stale_after).await,

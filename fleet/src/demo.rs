@@ -4,8 +4,9 @@
 //! request units, several partitions and per-request latency), a fleet of simulated drones
 //! running the real edge-agent code (simulated position source, plain MQTT, a disk buffer
 //! in a temporary directory, time accelerated), and the real cloud writer, all started
-//! here. While it runs the live view ([`crate::view`]) shows the field metrics; at the end
-//! the report ([`crate::report`]) sums them up and answers a spatial query from Cosmos.
+//! here. While it runs the live view ([`crate::view`]) shows the field metrics and the read
+//! API serves the live map of the fleet ([`crate::api`]); at the end the report
+//! ([`crate::report`]) sums them up and answers a spatial query through the API.
 //!
 //! The scenarios put the field lessons side by side:
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
@@ -21,17 +22,18 @@
 //! flight time) is scaled the same way, so that falling behind shows within the run.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cloud_writer::{StartError, Writer};
-use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey, QueryRequest, QueryScope};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, AgentConfig, AgentHandle, SimConfig, SourceConfig};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::ServedApi;
 use crate::broker::{Broker, BrokerKind};
 use crate::geo::distance_m;
 use crate::prom::{self, Scrape};
@@ -134,6 +136,9 @@ pub struct DemoConfig {
     /// With [`Scenario::HotPartition`]: override the writer's partition key guard, so that
     /// it writes every document into the one undefined partition.
     pub force: bool,
+    /// Where the read API and the live map are served while the demo runs (a free port
+    /// of the same interface when this one is taken).
+    pub api_addr: SocketAddr,
 }
 
 impl Default for DemoConfig {
@@ -155,6 +160,7 @@ impl Default for DemoConfig {
             home: (sim.home_lat, sim.home_lon),
             area_radius_m: sim.area_radius_m,
             force: false,
+            api_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
         }
     }
 }
@@ -240,9 +246,9 @@ pub enum DemoError {
         /// Why.
         source: edge_agent::AgentError,
     },
-    /// The spatial query failed.
-    #[error("the spatial query failed: {0}")]
-    Query(#[from] cosmos::CosmosError),
+    /// The read API could not be served, or its spatial query failed.
+    #[error("the read API: {0}")]
+    Api(#[from] crate::api::ApiError),
     /// A file or directory could not be made.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -267,6 +273,13 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         Scenario::Bulk | Scenario::Serial => DEVICE_KEY,
     };
     sim.create_container(DATABASE, CONTAINER, container_key)?;
+    let api = ServedApi::start(&sim, DATABASE, CONTAINER, config.api_addr).await?;
+    if config.output != Output::Quiet {
+        println!(
+            "demo: the live map and the read API at {}/ while the demo runs",
+            api.url()
+        );
+    }
 
     let mut report = DemoReport {
         scenario: config.label(),
@@ -279,6 +292,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         endpoint_latency_ms: config.latency.as_millis() as u64,
         write_mode: write_mode(&config).to_owned(),
         cutoff_secs: config.cutoff().as_secs_f64(),
+        api_url: Some(api.url().to_owned()),
         ..DemoReport::default()
     };
 
@@ -350,7 +364,8 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
 
     sampler.finish(&mut report, &scrape, &sim.stats());
     report.published = published;
-    report.query = Some(spatial_query(&config, &sim, &observer).await?);
+    report.query = Some(spatial_query(&config, &api, &observer).await?);
+    drop(api);
     sim.shutdown().await;
     Ok(report)
 }
@@ -739,45 +754,16 @@ impl Observer {
     }
 }
 
-/// Asks Cosmos which drones are within [`QUERY_RADIUS_M`] of the fleet's home, across
-/// partitions, and checks the count against the observer's.
+/// Asks the read API which drones are within [`QUERY_RADIUS_M`] of the fleet's home (a
+/// fan-out over the partitions), and checks the answer against the observer's.
 async fn spatial_query(
     config: &DemoConfig,
-    sim: &CosmosSim,
+    api: &ServedApi,
     observer: &Observer,
 ) -> Result<SpatialAnswer, DemoError> {
     let (lat, lon) = config.home;
-    let key = MasterKey::from_base64(sim.key()).expect("the endpoint's key is base64");
-    let client = CosmosClient::new(CosmosConfig::new(
-        sim.endpoint().parse().expect("the endpoint is a URL"),
-        Credential::MasterKey(key),
-    ))?;
-    let point = format!(r#"{{"type":"Point","coordinates":[{lon},{lat}]}}"#);
-    let sql = format!(
-        "SELECT c.deviceId, ST_DISTANCE(c.location, {point}) AS distance FROM c \
-         WHERE ST_DISTANCE(c.location, {point}) < {QUERY_RADIUS_M}"
-    );
-    let response = client
-        .container(DATABASE, CONTAINER)
-        .query(
-            &QueryRequest {
-                query: sql.clone(),
-                parameters: Vec::new(),
-            },
-            QueryScope::AllRanges,
-        )
-        .await?;
-    let mut drones: Vec<(String, f64)> = response
-        .documents
-        .iter()
-        .filter_map(|d| {
-            Some((
-                d.get("deviceId")?.as_str()?.to_owned(),
-                d.get("distance")?.as_f64()?,
-            ))
-        })
-        .collect();
-    drones.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let answer = api.near((lat, lon), QUERY_RADIUS_M).await?;
+    let drones = answer.drones;
     let expected = observer.within((lat, lon), QUERY_RADIUS_M);
     let found: std::collections::BTreeSet<&str> =
         drones.iter().map(|(id, _)| id.as_str()).collect();
@@ -792,13 +778,13 @@ async fn spatial_query(
         .map(|id| (*id).to_owned())
         .collect();
     Ok(SpatialAnswer {
-        sql,
+        request: answer.request,
         lat,
         lon,
         radius_m: QUERY_RADIUS_M,
         drones,
-        request_charge: response.request_charge,
-        calls: response.calls,
+        request_charge: answer.request_charge,
+        calls: answer.calls,
         expected_from_published: expected.len(),
         missing,
         unexpected,

@@ -1,6 +1,7 @@
 //! The fleet tool: the demo that runs the whole pipeline on one machine, and the load
 //! generator.
 //!
+//! - [`api`]: the read API and the live map, served in-process while the demo runs.
 //! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to.
 //! - [`demo`]: the demo orchestration; [`report`]: its final report.
 //! - [`geo`]: great-circle distance.
@@ -9,6 +10,7 @@
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
 //! - [`view`]: the live terminal view of a run.
 
+pub mod api;
 pub mod broker;
 pub mod demo;
 pub mod geo;

@@ -63,6 +63,10 @@ struct DemoArgs {
     /// Print one summary line per second instead of redrawing the view.
     #[arg(long)]
     lines: bool,
+    /// Where the live map and the read API are served while the demo runs (a free port
+    /// when this one is taken).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    api_addr: std::net::SocketAddr,
     /// Write the report (with the timeline) as JSON to this file as well.
     #[arg(long)]
     report_json: Option<std::path::PathBuf>,
@@ -146,6 +150,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),
         force: args.force,
+        api_addr: args.api_addr,
         output: if terminal {
             Output::Terminal
         } else {

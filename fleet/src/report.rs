@@ -58,6 +58,8 @@ pub struct DemoReport {
     pub partitions_detail: Vec<PartitionTotals>,
     /// One point per view interval.
     pub timeline: Vec<TimelinePoint>,
+    /// Where the read API and the live map were served during the run.
+    pub api_url: Option<String>,
     /// The spatial query and its answer.
     pub query: Option<SpatialAnswer>,
 }
@@ -103,8 +105,8 @@ pub struct TimelinePoint {
 /// The answer to "which drones are within R metres of this point".
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SpatialAnswer {
-    /// The SQL text sent.
-    pub sql: String,
+    /// The request sent to the read API.
+    pub request: String,
     /// Latitude of the point.
     pub lat: f64,
     /// Longitude of the point.
@@ -264,7 +266,7 @@ impl DemoReport {
                     first_ids(&q.unexpected)
                 );
             }
-            let _ = writeln!(s, "  {}", q.sql);
+            let _ = writeln!(s, "  GET {}", q.request);
             for (id, d) in q.drones.iter().take(20) {
                 let _ = writeln!(s, "  {id:<14} {d:>6.0} m");
             }

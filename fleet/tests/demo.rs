@@ -14,6 +14,7 @@ fn small(scenario: Scenario) -> DemoConfig {
         speedup: 10.0,
         output: Output::Quiet,
         tick: Duration::from_millis(500),
+        api_addr: "127.0.0.1:0".parse().unwrap(),
         ..DemoConfig::default()
     }
 }
@@ -60,7 +61,14 @@ async fn bulk_demo_writes_every_position_and_answers_the_spatial_query() {
         query.drones.windows(2).all(|w| w[0].1 <= w[1].1),
         "nearest first"
     );
-    // A fan-out: one call per range at least.
+    // Through the read API, a fan-out: one call per range at least.
+    assert!(
+        query
+            .request
+            .starts_with(report.api_url.as_deref().unwrap()),
+        "{query:?}"
+    );
+    assert!(query.request.contains("/api/drones/near?"), "{query:?}");
     assert!(query.calls >= 4);
     assert!(query.request_charge > 0.0);
 }

@@ -7,7 +7,9 @@
 //! - [`partition_key`]: partition key values, a string or the undefined key;
 //! - [`bulk`]: the partition-aware bulk writer with per-range AIMD concurrency, retries of
 //!   every transient per-operation failure, and one final outcome per operation;
-//! - [`query`]: single-partition and fanned-out cross-partition queries.
+//! - [`query`]: single-partition and fanned-out cross-partition queries;
+//! - [`fanout`]: the same with a bounded degree of parallelism, and reads that report their
+//!   RU, calls and 429s.
 //!
 //! The wire format itself (signatures, EPK hashing, batch bodies, resource bodies) lives in
 //! `cosmos-wire`, shared with the local endpoint.
@@ -17,6 +19,7 @@ pub mod client;
 pub mod container;
 pub mod credential;
 mod error;
+pub mod fanout;
 pub mod partition_key;
 pub mod query;
 pub mod ranges;
@@ -36,6 +39,7 @@ pub use cosmos_wire::resources::{
 };
 pub use credential::{Credential, TokenCredential};
 pub use error::{CosmosError, ServiceError};
+pub use fanout::{CountedQuery, QueryOptions, ReadCost, ReadFailure};
 pub use partition_key::PartitionKey;
 pub use query::{QueryResponse, QueryScope};
 pub use ranges::RangeMap;

@@ -4,6 +4,8 @@
 //!   directory and log (`apt-get install mosquitto`).
 //! - [`CosmosDbServer`]: `@vercel/cosmosdb-server` from `tools/node`
 //!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
+//! - [`Chromium`]: Debian's `chromium`, headless, to dump a page's DOM or screenshot it
+//!   (`apt-get install chromium`).
 //!
 //! A missing program or package is an error that says how to install it; nothing is
 //! skipped. The library is synchronous (std::process), so it works from plain and from
@@ -13,11 +15,13 @@
 //! Children are spawned with `PR_SET_PDEATHSIG`, so they also die when the test process
 //! is killed and no `Drop` runs.
 
+mod chromium;
 mod cosmosdb;
 mod error;
 mod mosquitto;
 mod process;
 
+pub use chromium::Chromium;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;
 pub use mosquitto::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};

@@ -1,0 +1,514 @@
+//! The HTTP API: routes, request checks, GeoJSON answers, the cost headers and metrics of
+//! every answer, and the embedded map page.
+//!
+//! Every answer of a read carries `x-query-request-charge` (RU) and `x-query-calls` (Cosmos
+//! HTTP calls, retries included), with `x-query-throttled` (calls answered 429) and
+//! `x-query-parallelism` (most ranges asked at once), also when it failed; bad input is a 400 whose JSON body
+//! says what is wrong, an unknown drone a 404. Request bodies are bounded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::{DateTime, Utc};
+use cosmos::{ReadCost, ReadFailure};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ApiOptions;
+use crate::geo::{self, BadInput, LonLat, Polygon};
+use crate::metrics::Metrics;
+use crate::reads::{Drone, Reads, TrackPoint};
+
+/// Largest request body (a polygon), bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Most drones one answer lists.
+pub const MAX_LIMIT: usize = 10_000;
+/// Longest device id (IoT Hub's limit).
+const MAX_DEVICE_ID_CHARS: usize = 128;
+/// The track's default span.
+const DEFAULT_TRACK_SPAN: Duration = Duration::from_secs(3600);
+
+/// The map page, with `__REFRESH_MS__` standing for the refresh interval.
+const MAP_PAGE: &str = include_str!("map.html");
+
+/// What every request handler shares.
+#[derive(Debug)]
+struct Shared {
+    reads: Reads,
+    metrics: Arc<Metrics>,
+    options: ApiOptions,
+    page: String,
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+enum ApiError {
+    BadRequest(String),
+    /// Not found, with what finding out cost (when Cosmos DB was asked).
+    NotFound(String, Option<ReadCost>),
+    TooLarge,
+    Cosmos(ReadFailure),
+}
+
+impl From<BadInput> for ApiError {
+    fn from(e: BadInput) -> Self {
+        ApiError::BadRequest(e.0)
+    }
+}
+
+impl From<ReadFailure> for ApiError {
+    fn from(e: ReadFailure) -> Self {
+        ApiError::Cosmos(e)
+    }
+}
+
+impl ApiError {
+    fn status_and_body(&self) -> (StatusCode, Value) {
+        let body = |code: &str, message: &str| json!({"error": code, "message": message});
+        match self {
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, body("bad_request", m)),
+            ApiError::NotFound(m, _) => (StatusCode::NOT_FOUND, body("not_found", m)),
+            ApiError::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                body(
+                    "too_large",
+                    &format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+                ),
+            ),
+            ApiError::Cosmos(f) if f.source.status() == Some(429) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                body(
+                    "throttled",
+                    "Cosmos DB kept throttling (429) past the retry budget; try again later",
+                ),
+            ),
+            ApiError::Cosmos(f) => {
+                tracing::warn!(error = %f.source, "read failed");
+                (
+                    StatusCode::BAD_GATEWAY,
+                    body(
+                        "cosmos",
+                        &format!("the read from Cosmos DB failed: {}", f.source),
+                    ),
+                )
+            }
+        }
+    }
+
+    fn cost(&self) -> Option<ReadCost> {
+        match self {
+            ApiError::Cosmos(f) => Some(f.cost),
+            ApiError::NotFound(_, cost) => *cost,
+            _ => None,
+        }
+    }
+}
+
+/// The answer of a read: a JSON body and what it cost.
+type Answered = Result<(Value, ReadCost), ApiError>;
+
+/// The API's router, reading through `reads`, recording into `metrics`.
+pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Router {
+    let page = MAP_PAGE.replace(
+        "__REFRESH_MS__",
+        &options.map_refresh.as_millis().to_string(),
+    );
+    let shared = Arc::new(Shared {
+        reads,
+        metrics,
+        options,
+        page,
+    });
+    Router::new()
+        .route("/", get(map_page))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics_text))
+        .route("/api/drones", get(all))
+        .route("/api/drones/near", get(near))
+        .route("/api/drones/within", get(within_bbox).post(within_polygon))
+        .route("/api/drones/:id", get(one))
+        .route("/api/drones/:id/track", get(track))
+        .fallback(|| async {
+            error_response(ApiError::NotFound(
+                "no such route; see GET /api/drones/near, /api/drones/within, /api/drones/{id}, /api/drones/{id}/track".into(),
+                None,
+            ))
+        })
+        // Bodies are read with their own bound (answered as JSON); this layer's is lifted.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(shared)
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+async fn map_page(State(s): State<Arc<Shared>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        s.page.clone(),
+    )
+        .into_response()
+}
+
+async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+fn error_response(error: ApiError) -> Response {
+    let (status, body) = error.status_and_body();
+    (status, axum::Json(body)).into_response()
+}
+
+/// Turns an answer into a response with the cost headers, and records it.
+fn finish(s: &Shared, route: &'static str, started: Instant, answered: Answered) -> Response {
+    let (mut response, cost) = match answered {
+        Ok((body, cost)) => {
+            let mut r = axum::Json(body).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/geo+json"),
+            );
+            (r, Some(cost))
+        }
+        Err(e) => {
+            let cost = e.cost();
+            (error_response(e), cost)
+        }
+    };
+    if let Some(cost) = &cost {
+        let headers = response.headers_mut();
+        let number = |v: String| HeaderValue::from_str(&v).expect("a number is a header value");
+        headers.insert(
+            "x-query-request-charge",
+            number(format!("{:.2}", cost.request_charge)),
+        );
+        headers.insert("x-query-calls", number(cost.calls.to_string()));
+        headers.insert("x-query-throttled", number(cost.throttled.to_string()));
+        headers.insert(
+            "x-query-parallelism",
+            number(cost.peak_parallelism.to_string()),
+        );
+    }
+    s.metrics.record(
+        route,
+        response.status().as_u16(),
+        cost.as_ref(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// The query string's parameters; names outside `accepted` are refused.
+fn params(raw: Option<String>, accepted: &[&str]) -> Result<HashMap<String, String>, ApiError> {
+    let raw = raw.unwrap_or_default();
+    let mut map = HashMap::new();
+    for (name, value) in url::form_urlencoded::parse(raw.as_bytes()) {
+        if !accepted.contains(&name.as_ref()) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown parameter '{name}'; this route takes {}",
+                accepted.join(", ")
+            )));
+        }
+        map.insert(name.into_owned(), value.into_owned());
+    }
+    Ok(map)
+}
+
+fn required<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str, ApiError> {
+    params
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::BadRequest(format!("parameter '{name}' is missing")))
+}
+
+fn limit(params: &HashMap<String, String>) -> Result<usize, ApiError> {
+    match params.get("limit") {
+        None => Ok(MAX_LIMIT),
+        Some(text) => text
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "limit: '{text}' is not a whole number from 1 to {MAX_LIMIT}"
+                ))
+            }),
+    }
+}
+
+/// The id segment of the path, as text.
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id)
+        .map_err(|e| ApiError::BadRequest(format!("drone id: not a valid path segment ({e})")))
+}
+
+fn device_id(id: &str) -> Result<&str, ApiError> {
+    let chars = id.chars().count();
+    // IoT Hub device ids never hold `/` or `\` (nor can Cosmos DB ids).
+    if chars == 0
+        || chars > MAX_DEVICE_ID_CHARS
+        || id.chars().any(|c| c.is_control() || c == '/' || c == '\\')
+    {
+        return Err(ApiError::BadRequest(format!(
+            "drone id: must be 1 to {MAX_DEVICE_ID_CHARS} characters without control characters, '/' or '\\'"
+        )));
+    }
+    Ok(id)
+}
+
+fn collection(drones: &[Drone], limit: usize) -> Value {
+    let now = Utc::now();
+    let features: Vec<Value> = drones
+        .iter()
+        .take(limit)
+        .map(|d| d.to_feature(now))
+        .collect();
+    json!({
+        "type": "FeatureCollection",
+        "numberMatched": drones.len(),
+        "numberReturned": features.len(),
+        "features": features,
+    })
+}
+
+async fn all(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        let p = params(raw, &["limit"])?;
+        let limit = limit(&p)?;
+        let answer = s.reads.all().await?;
+        Ok((collection(&answer.value, limit), answer.cost))
+    }
+    .await;
+    finish(&s, "all", started, answered)
+}
+
+async fn near(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        let p = params(raw, &["lat", "lon", "radius_m", "limit"])?;
+        let lat = geo::number("lat", required(&p, "lat")?)?;
+        let lon = geo::number("lon", required(&p, "lon")?)?;
+        let at = LonLat::new(lon, lat, "point")?;
+        let radius = geo::radius(required(&p, "radius_m")?, s.options.max_radius_m)?;
+        let limit = limit(&p)?;
+        let answer = s.reads.near(at, radius).await?;
+        Ok((collection(&answer.value, limit), answer.cost))
+    }
+    .await;
+    finish(&s, "near", started, answered)
+}
+
+async fn within_bbox(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        let p = params(raw, &["bbox", "limit"])?;
+        let area = Polygon::from_bbox(required(&p, "bbox")?)?;
+        let limit = limit(&p)?;
+        let answer = s.reads.within(&area).await?;
+        Ok((collection(&answer.value, limit), answer.cost))
+    }
+    .await;
+    finish(&s, "within", started, answered)
+}
+
+async fn within_polygon(
+    State(s): State<Arc<Shared>>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        let p = params(raw, &["limit"])?;
+        let limit = limit(&p)?;
+        let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+            .await
+            .map_err(|_| ApiError::TooLarge)?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "polygon: the body is not JSON ({e}); send a GeoJSON Polygon"
+            ))
+        })?;
+        let area = Polygon::from_geojson(&value)?;
+        let answer = s.reads.within(&area).await?;
+        Ok((collection(&answer.value, limit), answer.cost))
+    }
+    .await;
+    finish(&s, "within", started, answered)
+}
+
+async fn one(
+    State(s): State<Arc<Shared>>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        params(raw, &[])?;
+        let id = path_id(id)?;
+        let id = device_id(&id)?;
+        let answer = s.reads.one(id).await?;
+        match answer.value {
+            Some(drone) => Ok((drone.to_feature(Utc::now()), answer.cost)),
+            None => Err(ApiError::NotFound(
+                format!("no drone with id '{id}'"),
+                Some(answer.cost),
+            )),
+        }
+    }
+    .await;
+    finish(&s, "by_id", started, answered)
+}
+
+/// `since`: an RFC 3339 time, or a duration back from now (`30m`, `2h`).
+fn since(p: &HashMap<String, String>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+    let Some(text) = p.get("since") else {
+        return Ok(now - DEFAULT_TRACK_SPAN);
+    };
+    if let Ok(time) = text.parse::<DateTime<Utc>>() {
+        return Ok(time);
+    }
+    text.parse::<settings::DurationSetting>()
+        .ok()
+        .map(settings::DurationSetting::get)
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .and_then(|d| now.checked_sub_signed(d))
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "since: '{text}' is not an RFC 3339 time (2026-11-22T09:00:00Z) or a duration back from now (30m, 2h)"
+            ))
+        })
+}
+
+fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value {
+    let coordinates: Vec<Value> = points
+        .iter()
+        .filter_map(|p| p.location.get("coordinates").cloned())
+        .collect();
+    let geometry = match coordinates.len() {
+        0 => Value::Null,
+        1 => json!({"type": "Point", "coordinates": coordinates[0]}),
+        _ => json!({"type": "LineString", "coordinates": coordinates}),
+    };
+    json!({
+        "type": "Feature",
+        "id": id,
+        "geometry": geometry,
+        "properties": {
+            "deviceId": id,
+            "since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "points": points.len(),
+            "seq": points.iter().map(|p| p.seq).collect::<Vec<_>>(),
+            "deviceTimes": points.iter().map(|p| p.device_time.as_str()).collect::<Vec<_>>(),
+        },
+    })
+}
+
+async fn track(
+    State(s): State<Arc<Shared>>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let started = Instant::now();
+    let answered = async {
+        let p = params(raw, &["since"])?;
+        let id = path_id(id)?;
+        let id = device_id(&id)?;
+        let since = since(&p, Utc::now())?;
+        let answer = s.reads.track(id, since.timestamp_millis()).await?;
+        Ok((track_feature(id, since, &answer.value), answer.cost))
+    }
+    .await;
+    finish(&s, "track", started, answered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_checked_by_name() {
+        let p = params(Some("lat=1&lon=2".into()), &["lat", "lon"]).unwrap();
+        assert_eq!(required(&p, "lat").unwrap(), "1");
+        assert!(
+            matches!(required(&p, "radius_m"), Err(ApiError::BadRequest(m)) if m.contains("radius_m"))
+        );
+        let err = params(Some("radius=3".into()), &["radius_m"]).unwrap_err();
+        assert!(matches!(err, ApiError::BadRequest(m) if m.contains("unknown parameter 'radius'")));
+        let p = params(Some("limit=0".into()), &["limit"]).unwrap();
+        assert!(limit(&p).is_err());
+        let p = params(Some("limit=5".into()), &["limit"]).unwrap();
+        assert_eq!(limit(&p).unwrap(), 5);
+    }
+
+    #[test]
+    fn since_is_a_time_or_a_duration_back() {
+        let now: DateTime<Utc> = "2026-11-22T10:00:00Z".parse().unwrap();
+        let p = |v: &str| HashMap::from([("since".to_string(), v.to_string())]);
+        assert_eq!(
+            since(&HashMap::new(), now).unwrap(),
+            now - chrono::Duration::hours(1)
+        );
+        assert_eq!(
+            since(&p("30m"), now).unwrap(),
+            now - chrono::Duration::minutes(30)
+        );
+        assert_eq!(
+            since(&p("2026-11-22T09:15:00Z"), now).unwrap(),
+            "2026-11-22T09:15:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert!(since(&p("yesterday"), now).is_err());
+    }
+
+    #[test]
+    fn device_ids_are_bounded() {
+        assert!(device_id("drone-1").is_ok());
+        assert!(device_id("").is_err());
+        assert!(device_id(&"x".repeat(129)).is_err());
+        assert!(device_id("a\nb").is_err());
+        assert!(device_id("a/b").is_err());
+        assert!(device_id("a\\b").is_err());
+        assert!(device_id("drone#1?x").is_ok());
+    }
+
+    #[test]
+    fn a_track_of_one_point_is_a_point_and_of_none_is_null() {
+        let since = Utc::now();
+        let point = |seq| TrackPoint {
+            seq,
+            device_time: "t".into(),
+            device_time_ms: seq as i64,
+            location: json!({"type":"Point","coordinates":[1.0, 2.0]}),
+        };
+        assert_eq!(track_feature("d", since, &[])["geometry"], Value::Null);
+        assert_eq!(
+            track_feature("d", since, &[point(1)])["geometry"]["type"],
+            "Point"
+        );
+        let line = track_feature("d", since, &[point(1), point(2)]);
+        assert_eq!(line["geometry"]["type"], "LineString");
+        assert_eq!(line["properties"]["seq"], json!([1, 2]));
+    }
+}

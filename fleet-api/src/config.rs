@@ -1,0 +1,298 @@
+//! The API's settings: flags, environment variables and a TOML file, resolved into one typed
+//! [`ApiConfig`], the same way as the writer's (`cloud_writer::config`), whose [`Secret`],
+//! [`DurationSetting`], [`LogFormat`] (with its log setup), [`ConfigError`], settings file
+//! reader and Cosmos DB account checks it reuses.
+//!
+//! Precedence: flag, then environment variable, then the file given by `--config`
+//! (`FLEET_API_CONFIG`), then the default. File keys are the environment variable names in
+//! lower case. The account key (`COSMOS_KEY`) comes from the environment or the file only.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Args;
+pub use cloud_writer::config::{ConfigError, DurationSetting, LogFormat, Secret};
+use cloud_writer::config::{cosmos_account, cosmos_key_from_env, read_settings_file};
+use serde::Deserialize;
+use url::Url;
+
+/// How many ranges a cross-partition query asks at once: a number, or `serial` (one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parallelism(pub usize);
+
+impl FromStr for Parallelism {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "serial" => Ok(Parallelism(1)),
+            n => match n.parse::<usize>() {
+                Ok(n) if (1..=256).contains(&n) => Ok(Parallelism(n)),
+                _ => Err(format!("'{n}' is not a number from 1 to 256 or 'serial'")),
+            },
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Parallelism {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            N(u64),
+            S(String),
+        }
+        let text = match Form::deserialize(d)? {
+            Form::N(n) => n.to_string(),
+            Form::S(s) => s,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Every setting as given by flags, environment or file; `None` when not given.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
+    #[arg(long, env = "COSMOS_ENDPOINT")]
+    pub cosmos_endpoint: Option<Url>,
+    /// Cosmos DB account key (environment or file only).
+    #[arg(skip)]
+    pub cosmos_key: Option<Secret>,
+    /// Database name [default: telemetry]
+    #[arg(long, env = "COSMOS_DATABASE")]
+    pub cosmos_database: Option<String>,
+    /// Container of the position documents [default: positions]
+    #[arg(long, env = "COSMOS_CONTAINER")]
+    pub cosmos_container: Option<String>,
+    /// Accept self-signed certificates (local emulators only).
+    #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
+    pub cosmos_accept_invalid_certs: Option<bool>,
+    /// Address the API and the map listen on [default: 127.0.0.1:8080]
+    #[arg(long, env = "API_ADDR")]
+    pub api_addr: Option<SocketAddr>,
+    /// Ranges a cross-partition query asks at once: 1 to 256, or serial [default: 8]
+    #[arg(long, env = "QUERY_MAX_PARALLELISM")]
+    pub query_max_parallelism: Option<Parallelism>,
+    /// Results per page of a query (x-ms-max-item-count) [default: 1000]
+    #[arg(long, env = "QUERY_PAGE_SIZE")]
+    pub query_page_size: Option<u32>,
+    /// Largest radius of a near query, metres [default: 50000]
+    #[arg(long, env = "NEAR_MAX_RADIUS_M")]
+    pub near_max_radius_m: Option<f64>,
+    /// How often the map refreshes [default: 2s]
+    #[arg(long, env = "MAP_REFRESH")]
+    pub map_refresh: Option<DurationSetting>,
+    /// Log format: text or json [default: text]
+    #[arg(long, env = "LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+macro_rules! merge_fields {
+    ($self:ident, $other:ident, $($field:ident),* $(,)?) => {
+        Settings { $($field: $self.$field.or($other.$field)),* }
+    };
+}
+
+/// The Cosmos DB side.
+#[derive(Debug, Clone)]
+pub struct CosmosSettings {
+    /// Account endpoint.
+    pub endpoint: Url,
+    /// Account key.
+    pub key: Secret,
+    /// Database.
+    pub database: String,
+    /// Container of the position documents.
+    pub container: String,
+    /// Accept self-signed certificates (emulators only).
+    pub accept_invalid_certs: bool,
+}
+
+/// How the API reads and what it accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiOptions {
+    /// Ranges a cross-partition query asks at once (1: serially).
+    pub max_parallelism: usize,
+    /// Results per query page.
+    pub page_size: u32,
+    /// Largest radius of a near query, metres.
+    pub max_radius_m: f64,
+    /// How often the map refreshes.
+    pub map_refresh: Duration,
+}
+
+impl Default for ApiOptions {
+    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s.
+    fn default() -> Self {
+        Self {
+            max_parallelism: 8,
+            page_size: 1000,
+            max_radius_m: 50_000.0,
+            map_refresh: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Cosmos DB.
+    pub cosmos: CosmosSettings,
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Reads and limits.
+    pub options: ApiOptions,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+impl Settings {
+    /// Fills every setting not given here from `other`.
+    pub fn or(self, other: Settings) -> Settings {
+        merge_fields!(
+            self,
+            other,
+            cosmos_endpoint,
+            cosmos_key,
+            cosmos_database,
+            cosmos_container,
+            cosmos_accept_invalid_certs,
+            api_addr,
+            query_max_parallelism,
+            query_page_size,
+            near_max_radius_m,
+            map_refresh,
+            log_format,
+        )
+    }
+
+    /// Reads a TOML file of settings.
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        read_settings_file(path)
+    }
+
+    /// The secrets that have no flag: `COSMOS_KEY`, from the environment or the file
+    /// `COSMOS_KEY_FILE` names.
+    pub fn secrets_from_env() -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            cosmos_key: cosmos_key_from_env()?,
+            ..Settings::default()
+        })
+    }
+
+    /// Resolves into a typed configuration, applying defaults and checking values.
+    pub fn resolve(self) -> Result<ApiConfig, ConfigError> {
+        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, self.cosmos_key)?;
+        let defaults = ApiOptions::default();
+        let page_size = self.query_page_size.unwrap_or(defaults.page_size);
+        if page_size == 0 {
+            return Err(ConfigError::Invalid {
+                name: "QUERY_PAGE_SIZE",
+                message: "must be at least 1".into(),
+            });
+        }
+        let max_radius_m = self.near_max_radius_m.unwrap_or(defaults.max_radius_m);
+        if !(max_radius_m.is_finite() && max_radius_m > 0.0 && max_radius_m <= 20_000_000.0) {
+            return Err(ConfigError::Invalid {
+                name: "NEAR_MAX_RADIUS_M",
+                message: "must be a number of metres above 0 and at most 20000000".into(),
+            });
+        }
+        let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
+        if map_refresh < Duration::from_millis(100) {
+            return Err(ConfigError::Invalid {
+                name: "MAP_REFRESH",
+                message: "must be at least 100ms".into(),
+            });
+        }
+        Ok(ApiConfig {
+            cosmos: CosmosSettings {
+                endpoint,
+                key,
+                database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
+                container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
+                accept_invalid_certs: self.cosmos_accept_invalid_certs.unwrap_or(false),
+            },
+            addr: self
+                .api_addr
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            options: ApiOptions {
+                max_parallelism: self
+                    .query_max_parallelism
+                    .map_or(defaults.max_parallelism, |p| p.0),
+                page_size,
+                max_radius_m,
+                map_refresh,
+            },
+            log_format: self.log_format.unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Settings {
+        Settings {
+            cosmos_endpoint: Some(Url::parse("http://127.0.0.1:8081").unwrap()),
+            cosmos_key: Some(Secret::new("a2V5")),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let config = base().resolve().unwrap();
+        assert_eq!(config.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(config.cosmos.database, "telemetry");
+        assert_eq!(config.cosmos.container, "positions");
+        assert_eq!(config.options, ApiOptions::default());
+    }
+
+    #[test]
+    fn flags_and_env_win_over_the_file_and_serial_is_one() {
+        let file: Settings = toml::from_str(
+            "api_addr = \"0.0.0.0:9000\"\nquery_max_parallelism = \"serial\"\ncosmos_container = \"c\"\n",
+        )
+        .unwrap();
+        let config = Settings {
+            cosmos_container: Some("given".into()),
+            ..base()
+        }
+        .or(file)
+        .resolve()
+        .unwrap();
+        assert_eq!(config.addr, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(config.options.max_parallelism, 1);
+        assert_eq!(config.cosmos.container, "given");
+        let numeric: Settings = toml::from_str("query_max_parallelism = 4").unwrap();
+        assert_eq!(numeric.query_max_parallelism, Some(Parallelism(4)));
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        let err = Settings::default().resolve().unwrap_err().to_string();
+        assert!(err.contains("COSMOS_ENDPOINT"), "{err}");
+        let err = Settings {
+            near_max_radius_m: Some(-1.0),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("NEAR_MAX_RADIUS_M"), "{err}");
+        assert!("0".parse::<Parallelism>().is_err());
+        assert!("many".parse::<Parallelism>().is_err());
+        assert!(toml::from_str::<Settings>("api_adr = \"x\"").is_err());
+    }
+
+    #[test]
+    fn the_key_never_shows_in_debug() {
+        let shown = format!("{:?}", base().resolve().unwrap());
+        assert!(!shown.contains("a2V5"), "{shown}");
+    }
+}

@@ -1,0 +1,314 @@
+//! The areas a request names, checked: a point with a radius, a bounding box, a polygon.
+//! Every check says what is wrong, so that the API can answer 400 with it. Turns valid
+//! areas into the GeoJSON Cosmos DB's spatial functions take (longitude first, outer ring
+//! counter-clockwise as Cosmos DB requires).
+
+use serde_json::{Value, json};
+
+/// Most vertices of a polygon a request may send.
+pub const MAX_POLYGON_VERTICES: usize = 1000;
+
+/// A request's input that cannot be used; the message says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+fn bad(message: impl Into<String>) -> BadInput {
+    BadInput(message.into())
+}
+
+/// A WGS-84 position in degrees.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LonLat {
+    /// Longitude, -180 to 180.
+    pub lon: f64,
+    /// Latitude, -90 to 90.
+    pub lat: f64,
+}
+
+impl LonLat {
+    /// A checked position; `what` names it in messages.
+    pub fn new(lon: f64, lat: f64, what: &str) -> Result<Self, BadInput> {
+        if !(lat.is_finite() && (-90.0..=90.0).contains(&lat)) {
+            return Err(bad(format!(
+                "{what}: latitude {lat} is out of range (-90 to 90)"
+            )));
+        }
+        if !(lon.is_finite() && (-180.0..=180.0).contains(&lon)) {
+            return Err(bad(format!(
+                "{what}: longitude {lon} is out of range (-180 to 180)"
+            )));
+        }
+        Ok(Self { lon, lat })
+    }
+
+    /// The GeoJSON Point.
+    pub fn to_geojson(self) -> Value {
+        json!({"type": "Point", "coordinates": [self.lon, self.lat]})
+    }
+}
+
+/// Parses one number of a request; `name` names it in messages.
+pub fn number(name: &str, text: &str) -> Result<f64, BadInput> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| bad(format!("{name}: '{text}' is not a number")))
+}
+
+/// A radius in metres, above 0 and at most `max_m`.
+pub fn radius(text: &str, max_m: f64) -> Result<f64, BadInput> {
+    let r = number("radius_m", text)?;
+    if r <= 0.0 {
+        return Err(bad(format!("radius_m: {r} must be above 0")));
+    }
+    if r > max_m {
+        return Err(bad(format!(
+            "radius_m: {r} is above the largest radius this API answers, {max_m} m"
+        )));
+    }
+    Ok(r)
+}
+
+/// A polygon: one outer ring, closed, counter-clockwise, without holes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Polygon {
+    ring: Vec<LonLat>,
+}
+
+impl Polygon {
+    /// The box `minLon,minLat,maxLon,maxLat` (the `bbox` order of GeoJSON).
+    pub fn from_bbox(text: &str) -> Result<Self, BadInput> {
+        let parts: Vec<&str> = text.split(',').collect();
+        if parts.len() != 4 {
+            return Err(bad(format!(
+                "bbox: '{text}' is not minLon,minLat,maxLon,maxLat (4 numbers, {} given)",
+                parts.len()
+            )));
+        }
+        let names = ["minLon", "minLat", "maxLon", "maxLat"];
+        let mut v = [0.0; 4];
+        for (i, part) in parts.iter().enumerate() {
+            v[i] = number(&format!("bbox {}", names[i]), part)?;
+        }
+        let min = LonLat::new(v[0], v[1], "bbox min corner")?;
+        let max = LonLat::new(v[2], v[3], "bbox max corner")?;
+        if min.lon >= max.lon {
+            return Err(bad(format!(
+                "bbox: minLon {} must be below maxLon {} (boxes across the antimeridian are not supported)",
+                min.lon, max.lon
+            )));
+        }
+        if min.lat >= max.lat {
+            return Err(bad(format!(
+                "bbox: minLat {} must be below maxLat {}",
+                min.lat, max.lat
+            )));
+        }
+        let corner = |lon, lat| LonLat { lon, lat };
+        Ok(Self {
+            ring: vec![
+                corner(min.lon, min.lat),
+                corner(max.lon, min.lat),
+                corner(max.lon, max.lat),
+                corner(min.lon, max.lat),
+                corner(min.lon, min.lat),
+            ],
+        })
+    }
+
+    /// A GeoJSON Polygon geometry, or a Feature holding one. Holes are refused; the outer
+    /// ring is turned counter-clockwise if it is not.
+    pub fn from_geojson(value: &Value) -> Result<Self, BadInput> {
+        let geometry = match value.get("type").and_then(Value::as_str) {
+            Some("Feature") => value
+                .get("geometry")
+                .ok_or_else(|| bad("polygon: the Feature has no geometry"))?,
+            Some("Polygon") => value,
+            Some(other) => {
+                return Err(bad(format!(
+                    "polygon: type '{other}' is not a Polygon or a Feature holding one"
+                )));
+            }
+            None => {
+                return Err(bad(
+                    "polygon: the body is not a GeoJSON object with a \"type\" (a Polygon or a Feature)",
+                ));
+            }
+        };
+        if geometry.get("type").and_then(Value::as_str) != Some("Polygon") {
+            return Err(bad("polygon: the Feature's geometry is not a Polygon"));
+        }
+        let rings = geometry
+            .get("coordinates")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("polygon: \"coordinates\" is not an array of rings"))?;
+        match rings.len() {
+            0 => return Err(bad("polygon: no ring given")),
+            1 => {}
+            n => {
+                return Err(bad(format!(
+                    "polygon: {n} rings given; holes are not supported, send one outer ring"
+                )));
+            }
+        }
+        let points = rings[0]
+            .as_array()
+            .ok_or_else(|| bad("polygon: the ring is not an array of positions"))?;
+        if points.len() > MAX_POLYGON_VERTICES + 1 {
+            return Err(bad(format!(
+                "polygon: {} positions; at most {MAX_POLYGON_VERTICES} vertices are accepted",
+                points.len()
+            )));
+        }
+        let mut ring = Vec::with_capacity(points.len());
+        for (i, p) in points.iter().enumerate() {
+            let pair = p.as_array().filter(|a| a.len() >= 2).ok_or_else(|| {
+                bad(format!(
+                    "polygon: position {i} is not [longitude, latitude]"
+                ))
+            })?;
+            let coord = |j: usize| {
+                pair[j].as_f64().ok_or_else(|| {
+                    bad(format!(
+                        "polygon: position {i} has a coordinate that is not a number"
+                    ))
+                })
+            };
+            ring.push(LonLat::new(
+                coord(0)?,
+                coord(1)?,
+                &format!("polygon position {i}"),
+            )?);
+        }
+        if ring.len() < 4 {
+            return Err(bad(format!(
+                "polygon: the ring has {} positions; a closed ring needs at least 4 (the first repeated last)",
+                ring.len()
+            )));
+        }
+        if ring.first() != ring.last() {
+            return Err(bad(
+                "polygon: the ring is not closed (its last position must repeat its first)",
+            ));
+        }
+        let area = signed_area(&ring);
+        if area == 0.0 {
+            return Err(bad("polygon: the ring encloses no area"));
+        }
+        if area < 0.0 {
+            ring.reverse();
+        }
+        Ok(Self { ring })
+    }
+
+    /// The GeoJSON Polygon.
+    pub fn to_geojson(&self) -> Value {
+        let ring: Vec<[f64; 2]> = self.ring.iter().map(|p| [p.lon, p.lat]).collect();
+        json!({"type": "Polygon", "coordinates": [ring]})
+    }
+}
+
+/// Twice the signed area of a ring in the longitude/latitude plane (shoelace): positive
+/// when counter-clockwise.
+fn signed_area(ring: &[LonLat]) -> f64 {
+    ring.windows(2)
+        .map(|w| w[0].lon * w[1].lat - w[1].lon * w[0].lat)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn checks_coordinates_and_radius() {
+        assert!(LonLat::new(-122.1, 47.6, "p").is_ok());
+        let err = LonLat::new(10.0, 91.0, "point").unwrap_err().0;
+        assert!(err.contains("latitude 91"), "{err}");
+        let err = LonLat::new(181.0, 0.0, "point").unwrap_err().0;
+        assert!(err.contains("longitude 181"), "{err}");
+        assert!(LonLat::new(f64::NAN, 0.0, "p").is_err());
+        assert_eq!(radius("1000", 5000.0), Ok(1000.0));
+        assert!(radius("0", 5000.0).unwrap_err().0.contains("above 0"));
+        assert!(radius("6000", 5000.0).unwrap_err().0.contains("largest"));
+        assert!(radius("x", 5000.0).unwrap_err().0.contains("not a number"));
+        assert!(radius("inf", 5000.0).is_err());
+    }
+
+    #[test]
+    fn bbox_becomes_a_counter_clockwise_polygon() {
+        let p = Polygon::from_bbox("-122.2,47.6,-122.0,47.7").unwrap();
+        assert_eq!(
+            p.to_geojson(),
+            json!({"type":"Polygon","coordinates":[[[-122.2,47.6],[-122.0,47.6],[-122.0,47.7],[-122.2,47.7],[-122.2,47.6]]]})
+        );
+        assert!(signed_area(&p.ring) > 0.0);
+        for (text, says) in [
+            ("1,2,3", "4 numbers"),
+            ("a,2,3,4", "minLon"),
+            ("3,2,1,4", "below maxLon"),
+            ("1,4,3,2", "below maxLat"),
+            ("1,2,3,95", "latitude 95"),
+        ] {
+            let err = Polygon::from_bbox(text).unwrap_err().0;
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn polygons_are_checked_and_turned_counter_clockwise() {
+        let cw = json!({"type":"Polygon","coordinates":[[[0,0],[0,1],[1,1],[1,0],[0,0]]]});
+        let p = Polygon::from_geojson(&cw).unwrap();
+        assert!(signed_area(&p.ring) > 0.0);
+        let feature = json!({"type":"Feature","geometry":cw,"properties":{}});
+        assert_eq!(Polygon::from_geojson(&feature).unwrap(), p);
+        for (body, says) in [
+            (json!({"type":"Point","coordinates":[0,0]}), "not a Polygon"),
+            (json!([1, 2]), "GeoJSON object"),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,0],[1,1],[0,0]]]}),
+                "at least 4",
+            ),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,0],[0,1],[1,1],[1,0]]]}),
+                "not closed",
+            ),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,0],[0,100],[1,1],[0,0]]]}),
+                "latitude 100",
+            ),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,0],[1,1],[2,2],[0,0]]]}),
+                "no area",
+            ),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,0],[0,1],[1,1],[0,0]],[[0,0],[0,1],[1,1],[0,0]]]}),
+                "holes",
+            ),
+            (
+                json!({"type":"Polygon","coordinates":[[[0,"a"],[0,1],[1,1],[0,0]]]}),
+                "not a number",
+            ),
+        ] {
+            let err = Polygon::from_geojson(&body).unwrap_err().0;
+            assert!(err.contains(says), "{body}: {err}");
+        }
+    }
+
+    proptest! {
+        /// Any JSON is answered with a polygon or a message, never a panic.
+        #[test]
+        fn any_json_is_answered(text in "\\PC{0,80}", n in -1e3f64..1e3) {
+            let _ = Polygon::from_bbox(&text);
+            let _ = radius(&text, 1000.0);
+            let body = json!({"type":"Polygon","coordinates":[[[n, n], [n, 1], [text.clone(), 2], [n, n]]]});
+            let _ = Polygon::from_geojson(&body);
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                let _ = Polygon::from_geojson(&v);
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The read side of the fleet: an HTTP API that answers which drones are near a point or
+//! inside an area, reads one drone and its recent track, and serves a live map of the fleet,
+//! all from the Cosmos DB container the cloud writer fills.
+//!
+//! - [`config`]: settings (flags, environment, TOML), resolved like the writer's;
+//! - [`geo`]: the areas a request names, checked;
+//! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
+//! - [`api`]: the routes, the cost headers, the embedded map page;
+//! - [`metrics`]: Prometheus metrics per route.
+//!
+//! Running the API in-process (the demo does):
+//! ```no_run
+//! # async fn demo(container: cosmos::ContainerClient) -> std::io::Result<()> {
+//! let router = fleet_api::router(container, fleet_api::ApiOptions::default());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let stop = tokio_util::sync::CancellationToken::new();
+//! fleet_api::api::serve(listener, router, stop).await
+//! # }
+//! ```
+
+pub mod api;
+pub mod config;
+pub mod geo;
+pub mod metrics;
+pub mod reads;
+
+use std::sync::Arc;
+
+pub use config::{ApiConfig, ApiOptions, Settings};
+
+/// The API's router over `container`, with its own metrics.
+pub fn router(container: cosmos::ContainerClient, options: ApiOptions) -> axum::Router {
+    let query = cosmos::QueryOptions {
+        max_parallelism: options.max_parallelism,
+        max_item_count: Some(options.page_size),
+    };
+    api::router(
+        reads::Reads::new(container, query),
+        options,
+        Arc::new(metrics::Metrics::default()),
+    )
+}

@@ -1,0 +1,88 @@
+//! `fleet-api`: serves the read API and the live map of the fleet from Cosmos DB.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
+use fleet_api::config::{ApiConfig, Settings};
+use tokio::signal::unix::SignalKind;
+use tokio_util::sync::CancellationToken;
+
+/// Answers "which drones are within 1 km of here" and shows the fleet on a map.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TOML file of settings (keys: the environment variable names in lower case).
+    #[arg(long, env = "FLEET_API_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+fn resolve(cli: &Cli) -> anyhow::Result<ApiConfig> {
+    let mut settings = cli.settings.clone().or(Settings::secrets_from_env()?);
+    if let Some(path) = &cli.config {
+        settings = settings.or(Settings::from_file(path)?);
+    }
+    Ok(settings.resolve()?)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match resolve(&cli) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("fleet-api: configuration error: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
+    config.log_format.init_logs();
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("fleet-api: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: ApiConfig) -> anyhow::Result<()> {
+    let key = MasterKey::from_base64(config.cosmos.key.expose())
+        .map_err(|e| anyhow::anyhow!("COSMOS_KEY is not a base64 account key: {e}"))?;
+    let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), Credential::MasterKey(key));
+    cosmos.accept_invalid_certs = config.cosmos.accept_invalid_certs;
+    let client = CosmosClient::new(cosmos)?;
+    let container = client.container(&config.cosmos.database, &config.cosmos.container);
+    container.properties().await.with_context(|| {
+        format!(
+            "cannot read container {}/{} at {} (check COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER)",
+            config.cosmos.database, config.cosmos.container, config.cosmos.endpoint
+        )
+    })?;
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .with_context(|| format!("cannot listen on {} (API_ADDR)", config.addr))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "serving the API and the map");
+    println!("fleet-api: listening on http://{addr}/");
+    let mut terminate = tokio::signal::unix::signal(SignalKind::terminate())?;
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            tracing::info!("signal received: stopping");
+            stop.cancel();
+        }
+    });
+    let router = fleet_api::router(container, config.options);
+    fleet_api::api::serve(listener, router, stop).await?;
+    Ok(())
+}

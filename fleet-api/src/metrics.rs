@@ -1,0 +1,159 @@
+//! The API's Prometheus metrics, per route: requests by status, RU per operation, Cosmos
+//! calls per operation, latency, and 429s the reads met. Served as text at `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use cosmos::ReadCost;
+
+type RouteLabel = [(&'static str, &'static str); 1];
+type RouteStatus = [(&'static str, String); 2];
+
+/// Buckets of RU per operation: a point read is about 1 RU, a fan-out tens to hundreds.
+const RU_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+/// Buckets of calls per operation: 1 for a point read, one per range for a fan-out.
+const CALL_BUCKETS: [f64; 9] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0];
+/// Buckets of latency, seconds.
+const LATENCY_BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+#[derive(Clone)]
+struct Buckets(&'static [f64]);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+/// The metrics of one API. Cheap to update from any request.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteStatus, Counter>,
+    request_charge: Family<RouteLabel, Histogram, Buckets>,
+    calls: Family<RouteLabel, Histogram, Buckets>,
+    latency: Family<RouteLabel, Histogram, Buckets>,
+    throttled: Family<RouteLabel, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            request_charge: Family::new_with_constructor(Buckets(&RU_BUCKETS)),
+            calls: Family::new_with_constructor(Buckets(&CALL_BUCKETS)),
+            latency: Family::new_with_constructor(Buckets(&LATENCY_BUCKETS)),
+            throttled: Family::default(),
+        };
+        let r = &mut metrics.registry;
+        r.register(
+            "fleet_api_requests",
+            "API requests by route and HTTP status",
+            metrics.requests.clone(),
+        );
+        r.register(
+            "fleet_api_request_charge",
+            "Cosmos DB request units per API operation, by route",
+            metrics.request_charge.clone(),
+        );
+        r.register(
+            "fleet_api_cosmos_calls",
+            "Cosmos DB HTTP calls per API operation (ranges, pages and retries), by route",
+            metrics.calls.clone(),
+        );
+        r.register(
+            "fleet_api_request_duration_seconds",
+            "Time to answer an API request, by route",
+            metrics.latency.clone(),
+        );
+        r.register(
+            "fleet_api_cosmos_throttled",
+            "Cosmos DB calls answered 429 (and retried after their retry-after), by route",
+            metrics.throttled.clone(),
+        );
+        metrics
+    }
+}
+
+impl Metrics {
+    /// Records one answered request of `route`.
+    pub fn record(&self, route: &'static str, status: u16, cost: Option<&ReadCost>, secs: f64) {
+        let label = [("route", route)];
+        self.requests
+            .get_or_create(&[("route", route.to_string()), ("status", status.to_string())])
+            .inc();
+        self.latency.get_or_create(&label).observe(secs);
+        if let Some(cost) = cost {
+            self.request_charge
+                .get_or_create(&label)
+                .observe(cost.request_charge);
+            self.calls
+                .get_or_create(&label)
+                .observe(f64::from(cost.calls));
+            self.throttled
+                .get_or_create(&label)
+                .inc_by(u64::from(cost.throttled));
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String does not fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_cost_per_route() {
+        let m = Metrics::default();
+        let cost = ReadCost {
+            request_charge: 12.5,
+            calls: 4,
+            throttled: 1,
+            ..ReadCost::default()
+        };
+        m.record("near", 200, Some(&cost), 0.02);
+        m.record("near", 400, None, 0.001);
+        let text = m.render();
+        assert!(
+            text.contains("fleet_api_requests_total{route=\"near\",status=\"200\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_api_requests_total{route=\"near\",status=\"400\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_api_request_charge_sum{route=\"near\"} 12.5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_api_cosmos_calls_sum{route=\"near\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_api_cosmos_throttled_total{route=\"near\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fleet_api_request_duration_seconds_count{route=\"near\"} 2"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! The questions the API asks Cosmos DB, and the drones and track points they answer with.
+//!
+//! The writer keeps one "latest" document per drone (`id` = the document id of the device,
+//! partition key = the device id) and, in history mode, one "history" document per position
+//! in the drone's own logical partition (see `telemetry::document`). So:
+//! - near / within / all: a cross-partition query over the latest documents, fanned out over
+//!   the ranges (`ST_DISTANCE` / `ST_WITHIN` on `location`);
+//! - one drone: a point read (one call);
+//! - a track: a query on the drone's logical partition (one call per page).
+
+use chrono::{DateTime, Utc};
+use cosmos::{
+    ContainerClient, QueryOptions, QueryParameter, QueryRequest, QueryScope, ReadCost, ReadFailure,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::geo::{LonLat, Polygon};
+
+/// The fields of a latest document the API shows.
+const DRONE_FIELDS: &str = "c.deviceId, c.seq, c.deviceTime, c.deviceTimeMs, c.location, \
+                            c.altM, c.headingDeg, c.speedMps, c.batteryPct";
+
+/// A drone's newest position as stored.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drone {
+    /// The device id.
+    pub device_id: String,
+    /// The position's sequence number.
+    pub seq: u64,
+    /// Device time, RFC 3339.
+    pub device_time: String,
+    /// Device time, Unix milliseconds.
+    pub device_time_ms: i64,
+    /// The GeoJSON Point.
+    pub location: Value,
+    /// Altitude, metres.
+    pub alt_m: Option<f64>,
+    /// Heading, degrees.
+    pub heading_deg: Option<f64>,
+    /// Ground speed, m/s.
+    pub speed_mps: Option<f64>,
+    /// Battery, percent.
+    pub battery_pct: Option<f64>,
+    /// Distance from the query's point, metres (near queries only).
+    pub distance_m: Option<f64>,
+}
+
+impl Drone {
+    /// The drone as a GeoJSON Feature; `now` gives its age.
+    pub fn to_feature(&self, now: DateTime<Utc>) -> Value {
+        let age_s = (now.timestamp_millis() - self.device_time_ms) as f64 / 1000.0;
+        let mut properties = json!({
+            "deviceId": self.device_id,
+            "seq": self.seq,
+            "deviceTime": self.device_time,
+            "ageS": age_s,
+        });
+        let optional = [
+            ("distanceM", self.distance_m),
+            ("altM", self.alt_m),
+            ("headingDeg", self.heading_deg),
+            ("speedMps", self.speed_mps),
+            ("batteryPct", self.battery_pct),
+        ];
+        for (name, value) in optional {
+            if let Some(v) = value {
+                properties[name] = json!(v);
+            }
+        }
+        json!({
+            "type": "Feature",
+            "id": self.device_id,
+            "geometry": self.location,
+            "properties": properties,
+        })
+    }
+}
+
+/// One position of a track.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrackPoint {
+    /// Sequence number.
+    pub seq: u64,
+    /// Device time, RFC 3339.
+    pub device_time: String,
+    /// Device time, Unix milliseconds.
+    pub device_time_ms: i64,
+    /// The GeoJSON Point.
+    pub location: Value,
+}
+
+/// An answer and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer<T> {
+    /// The answer.
+    pub value: T,
+    /// RU, calls and 429s.
+    pub cost: ReadCost,
+}
+
+/// The reads of the API on one container.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    container: ContainerClient,
+    options: QueryOptions,
+}
+
+fn param(name: &str, value: Value) -> QueryParameter {
+    QueryParameter {
+        name: name.to_string(),
+        value,
+    }
+}
+
+/// Decodes documents, leaving out (and logging) those that are not drones.
+fn decode_all<T: serde::de::DeserializeOwned>(documents: Vec<Value>) -> Vec<T> {
+    documents
+        .into_iter()
+        .filter_map(|d| match serde_json::from_value(d) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(error = %e, "a document lacks the fields of a position: left out");
+                None
+            }
+        })
+        .collect()
+}
+
+impl Reads {
+    /// Reads from `container`, fanning queries out as `options` say.
+    pub fn new(container: ContainerClient, options: QueryOptions) -> Self {
+        Self { container, options }
+    }
+
+    /// The container read from.
+    pub fn container(&self) -> &ContainerClient {
+        &self.container
+    }
+
+    async fn fan_out(&self, query: QueryRequest) -> Result<Answer<Vec<Drone>>, ReadFailure> {
+        let answer = self
+            .container
+            .query_counted(&query, &QueryScope::AllRanges, &self.options)
+            .await?;
+        Ok(Answer {
+            value: decode_all(answer.documents),
+            cost: answer.cost,
+        })
+    }
+
+    /// The drones within `radius_m` of `at`, nearest first (ties by id).
+    pub async fn near(&self, at: LonLat, radius_m: f64) -> Result<Answer<Vec<Drone>>, ReadFailure> {
+        let query = QueryRequest {
+            query: format!(
+                "SELECT {DRONE_FIELDS}, ST_DISTANCE(c.location, @here) AS distanceM FROM c \
+                 WHERE c.kind = @kind AND ST_DISTANCE(c.location, @here) <= @radius"
+            ),
+            parameters: vec![
+                param("@here", at.to_geojson()),
+                param("@kind", json!("latest")),
+                param("@radius", json!(radius_m)),
+            ],
+        };
+        let mut answer = self.fan_out(query).await?;
+        answer.value.sort_by(|a, b| {
+            let d = |x: &Drone| x.distance_m.unwrap_or(f64::INFINITY);
+            d(a).total_cmp(&d(b))
+                .then_with(|| a.device_id.cmp(&b.device_id))
+        });
+        Ok(answer)
+    }
+
+    /// The drones inside `area`, by id.
+    pub async fn within(&self, area: &Polygon) -> Result<Answer<Vec<Drone>>, ReadFailure> {
+        let query = QueryRequest {
+            query: format!(
+                "SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind AND ST_WITHIN(c.location, @area)"
+            ),
+            parameters: vec![
+                param("@kind", json!("latest")),
+                param("@area", area.to_geojson()),
+            ],
+        };
+        let mut answer = self.fan_out(query).await?;
+        answer.value.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+        Ok(answer)
+    }
+
+    /// Every drone, by id.
+    pub async fn all(&self) -> Result<Answer<Vec<Drone>>, ReadFailure> {
+        let query = QueryRequest {
+            query: format!("SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind"),
+            parameters: vec![param("@kind", json!("latest"))],
+        };
+        let mut answer = self.fan_out(query).await?;
+        answer.value.sort_by(|a, b| a.device_id.cmp(&b.device_id));
+        Ok(answer)
+    }
+
+    /// One drone by a point read; `None` if it has no latest document.
+    pub async fn one(&self, device_id: &str) -> Result<Answer<Option<Drone>>, ReadFailure> {
+        let id = telemetry::document::document_id(device_id);
+        let (doc, cost) = self.container.read_counted(device_id, &id).await?;
+        let value = doc
+            .and_then(|d| serde_json::from_slice::<Value>(&d.body).ok())
+            .filter(|d| d.get("kind").and_then(Value::as_str) == Some("latest"))
+            .and_then(|d| decode_all::<Drone>(vec![d]).pop());
+        Ok(Answer { value, cost })
+    }
+
+    /// The drone's positions since `since_ms` (Unix milliseconds), oldest first, from its
+    /// history documents: one query on its logical partition.
+    pub async fn track(
+        &self,
+        device_id: &str,
+        since_ms: i64,
+    ) -> Result<Answer<Vec<TrackPoint>>, ReadFailure> {
+        // The device id is also in the filter: the partition key header scopes the query on
+        // Cosmos DB, and the filter keeps the answer right on servers that ignore it.
+        let query = QueryRequest {
+            query: "SELECT c.seq, c.deviceTime, c.deviceTimeMs, c.location FROM c \
+                    WHERE c.deviceId = @id AND c.kind = @kind AND c.deviceTimeMs >= @since \
+                    ORDER BY c.deviceTimeMs"
+                .to_string(),
+            parameters: vec![
+                param("@id", json!(device_id)),
+                param("@kind", json!("history")),
+                param("@since", json!(since_ms)),
+            ],
+        };
+        let answer = self
+            .container
+            .query_counted(
+                &query,
+                &QueryScope::Partition(device_id.to_string()),
+                &self.options,
+            )
+            .await?;
+        let mut value: Vec<TrackPoint> = decode_all(answer.documents);
+        value.sort_by_key(|p| (p.device_time_ms, p.seq));
+        Ok(Answer {
+            value,
+            cost: answer.cost,
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! The map in Debian's `chromium` (headless), loaded from a running `fleet-api` binary over
+//! the local Cosmos endpoint: after the first update the page has drawn exactly as many
+//! drones as the API returns. Chromium must be installed (`./scripts/test-all` installs it);
+//! without it this test fails and says how to install it.
+//!
+//! `FLEET_MAP_SCREENSHOT=docs/img/fleet-map.png` also saves a screenshot of the map, with a
+//! drone and its track selected and a radius query drawn (how the README's picture is made).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use cosmos_sim::CosmosSim;
+use test_harness::Chromium;
+
+/// The `fleet-api` binary, killed when dropped.
+struct Running {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary on a free port and reads the address it prints.
+fn start_binary(sim: &CosmosSim) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-api"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("COSMOS_ENDPOINT", sim.endpoint())
+        .env("COSMOS_KEY", sim.key())
+        .env("API_ADDR", "127.0.0.1:0")
+        .env("MAP_REFRESH", "500ms")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the fleet-api binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("fleet-api: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    Running { child, base }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_map_draws_every_drone_the_api_returns() {
+    let chromium = Chromium::find().unwrap_or_else(|e| {
+        panic!("the map test needs Debian's chromium: {e} (./scripts/test-all installs it)")
+    });
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let points = scatter(75, 0xb10b);
+    seed_latest(&c, &points).await;
+    seed_history(&c, "drone-3", 40, points[3]).await;
+    let api = start_binary(&sim);
+
+    let listed = get(&format!("{}/api/drones", api.base)).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let expected = ids(&listed.body).len();
+    assert_eq!(expected, 75);
+
+    let url = format!("{}/", api.base);
+    let budget = Duration::from_secs(3);
+    let dom = tokio::task::spawn_blocking({
+        let chromium = chromium.clone();
+        let url = url.clone();
+        move || chromium.dump_dom(&url, budget)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        dom.contains("data-updated="),
+        "the page did not finish its first update: {dom}"
+    );
+    let drawn = dom.matches("data-drone-id=").count();
+    assert_eq!(
+        drawn, expected,
+        "drones drawn on the map vs returned by the API"
+    );
+
+    if let Some(path) = std::env::var_os("FLEET_MAP_SCREENSHOT") {
+        let shot = format!(
+            "{}/?select=drone-3&near={},{},2500",
+            api.base, HOME.1, HOME.0
+        );
+        tokio::task::spawn_blocking(move || {
+            chromium.screenshot(&shot, std::path::Path::new(&path), (1280, 800), budget)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    drop(api);
+    sim.shutdown().await;
+}

@@ -1,0 +1,156 @@
+//! The read side during the demo: `fleet-api`'s router served in-process over the demo's
+//! local endpoint (the live map and the API while the fleet flies), and the report's
+//! spatial question asked through it.
+
+use std::net::SocketAddr;
+
+use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
+use cosmos_sim::CosmosSim;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// The API and the map, served until dropped.
+#[derive(Debug)]
+pub struct ServedApi {
+    url: String,
+    stop: CancellationToken,
+}
+
+impl Drop for ServedApi {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The answer of `GET /api/drones/near`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearAnswer {
+    /// The request sent.
+    pub request: String,
+    /// Device id and distance in metres, nearest first.
+    pub drones: Vec<(String, f64)>,
+    /// `x-query-request-charge`.
+    pub request_charge: f64,
+    /// `x-query-calls`.
+    pub calls: u32,
+}
+
+/// Why the API could not be served or asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The address could not be bound.
+    #[error("cannot serve the API on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The client could not be built.
+    #[error("{0}")]
+    Cosmos(#[from] cosmos::CosmosError),
+    /// The request failed or its answer was not a FeatureCollection.
+    #[error("GET {request}: {message}")]
+    Request {
+        /// The request.
+        request: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl ServedApi {
+    /// Serves the API over `database`/`container` of `sim` on `addr`; when that address
+    /// is taken, on a free port of the same interface.
+    pub async fn start(
+        sim: &CosmosSim,
+        database: &str,
+        container: &str,
+        addr: SocketAddr,
+    ) -> Result<ServedApi, ApiError> {
+        let key = MasterKey::from_base64(sim.key()).expect("the endpoint's key is base64");
+        let client = CosmosClient::new(CosmosConfig::new(
+            sim.endpoint().parse().expect("the endpoint is a URL"),
+            Credential::MasterKey(key),
+        ))?;
+        let listener = match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => listener,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && addr.port() != 0 => {
+                tokio::net::TcpListener::bind(SocketAddr::new(addr.ip(), 0))
+                    .await
+                    .map_err(|source| ApiError::Bind { addr, source })?
+            }
+            Err(source) => return Err(ApiError::Bind { addr, source }),
+        };
+        let bound = listener
+            .local_addr()
+            .map_err(|source| ApiError::Bind { addr, source })?;
+        let router = fleet_api::router(
+            client.container(database, container),
+            fleet_api::ApiOptions::default(),
+        );
+        let stop = CancellationToken::new();
+        tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
+        Ok(ServedApi {
+            url: format!("http://{bound}"),
+            stop,
+        })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:8080`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Asks which drones are within `radius_m` of `(lat, lon)`.
+    pub async fn near(
+        &self,
+        (lat, lon): (f64, f64),
+        radius_m: f64,
+    ) -> Result<NearAnswer, ApiError> {
+        let request = format!(
+            "{}/api/drones/near?lat={lat}&lon={lon}&radius_m={radius_m}",
+            self.url
+        );
+        let fail = |message: String| ApiError::Request {
+            request: request.clone(),
+            message,
+        };
+        let response = reqwest::get(&request)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .unwrap_or_default()
+        };
+        let request_charge = header("x-query-request-charge").parse().unwrap_or(0.0);
+        let calls = header("x-query-calls").parse().unwrap_or(0);
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| fail(e.to_string()))?;
+        if !status.is_success() {
+            return Err(fail(format!("{status}: {body}")));
+        }
+        let features = body["features"]
+            .as_array()
+            .ok_or_else(|| fail(format!("not a FeatureCollection: {body}")))?;
+        let drones = features
+            .iter()
+            .filter_map(|f| {
+                Some((
+                    f["id"].as_str()?.to_owned(),
+                    f["properties"]["distanceM"].as_f64()?,
+                ))
+            })
+            .collect();
+        Ok(NearAnswer {
+            request,
+            drones,
+            request_charge,
+            calls,
+        })
+    }
+}
