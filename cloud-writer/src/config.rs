@@ -20,7 +20,7 @@ use serde::Deserialize;
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
-pub use settings::{DurationSetting, Secret};
+pub use settings::{DurationSetting, LogFormat, Secret};
 
 /// The smallest `SOURCE_MAX_BYTES` (a few hundred positions).
 pub const SOURCE_MAX_BYTES_FLOOR: usize = 64 * 1024;
@@ -37,34 +37,6 @@ pub enum NewestWins {
     /// Read the stored document, then Replace with its ETag (`ifMatch`) or Create;
     /// retried on 412/409. For servers without batch Patch (`@vercel/cosmosdb-server`).
     Etag,
-}
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-impl LogFormat {
-    /// Starts logging to stderr in this format, filtered by `RUST_LOG` (default `info`).
-    pub fn init_logs(self) {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            // Colour codes only for a person at a terminal, not in files or log collectors.
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-        match self {
-            LogFormat::Text => builder.init(),
-            LogFormat::Json => builder.json().init(),
-        }
-    }
 }
 
 /// The account key from `COSMOS_KEY`, or the file `COSMOS_KEY_FILE` names (a secret:

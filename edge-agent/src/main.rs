@@ -13,6 +13,7 @@ use edge_agent::config::{DurationSetting, Secret, Settings, SourceConfig};
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
+use settings::LogFormat;
 
 /// Drone edge agent: publishes the drone's position to Azure IoT Hub (or an MQTT broker)
 /// every interval, with store-and-forward on disk.
@@ -57,7 +58,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_json);
+    if cli.log_json {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    }
+    .init_logs();
     let outcome = match cli.command {
         Some(Command::SasToken { ttl, expiry }) => print_sas_token(ttl, expiry),
         Some(Command::Check { timeout }) => {
@@ -73,21 +79,6 @@ fn main() -> ExitCode {
             eprintln!("edge-agent: {err:#}");
             ExitCode::from(2)
         }
-    }
-}
-
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in files or log collectors.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }
 
