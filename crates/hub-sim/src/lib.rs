@@ -2,7 +2,8 @@
 //!
 //! Devices connect over MQTT 3.1.1 on TLS (or on WebSockets at `/$iothub/websocket`) with a
 //! SAS token or a registered X.509 certificate; every accepted message is routed to one
-//! partition of the built-in Event Hubs-compatible endpoint.
+//! partition of the built-in Event Hubs-compatible endpoint, which consumers read over AMQP 1.0
+//! (CBS, management, partition receivers with filters and owner levels).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hub_sim::HubError> {
@@ -14,9 +15,10 @@
 //! ```
 //!
 //! Modules: [`registry`] (devices), [`sas`] (tokens), [`tls`] (the CA and certificates),
-//! [`mqtt`] (the device side), [`routing`] (partitions), [`faults`], [`stats`], [`state`]
+//! [`mqtt`] (the device side), [`routing`] (partitions), [`amqp`] (the consumer side), [`faults`], [`stats`], [`state`]
 //! (the state directory).
 
+pub mod amqp;
 pub mod faults;
 pub mod mqtt;
 pub mod registry;

@@ -65,6 +65,9 @@ struct RunArgs {
     /// MQTT over WebSockets (TLS) port.
     #[arg(long, env = "HUB_SIM_WS_PORT", default_value_t = 443)]
     ws_port: u16,
+    /// AMQP port of the built-in Event Hubs endpoint (plain, as Microsoft's emulator).
+    #[arg(long, env = "HUB_SIM_AMQP_PORT", default_value_t = 5672)]
+    amqp_port: u16,
     /// Events kept per partition at most.
     #[arg(long, env = "HUB_SIM_RETAIN_EVENTS", default_value_t = Retention::default().max_events)]
     retain_events: usize,
@@ -137,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
     config.partitions = run.partitions;
     config.mqtt_port = run.mqtt_port;
     config.ws_port = run.ws_port;
+    config.amqp_port = run.amqp_port;
     config.retention = Retention {
         max_events: run.retain_events,
         max_bytes: run.retain_bytes,
@@ -147,9 +151,10 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("hub-sim did not start")?;
     println!(
-        "hub-sim: MQTT/TLS {} WebSockets {} state {}",
+        "hub-sim: MQTT/TLS {} WebSockets {} AMQP {} state {}",
         hub.mqtt_addr(),
         hub.ws_addr(),
+        hub.amqp_addr(),
         state_dir.display()
     );
     tokio::signal::ctrl_c().await?;

@@ -1,10 +1,12 @@
 //! The running hub: its settings, the state every server shares, starting the listeners and
 //! the library API (devices, partitions, faults, stats, shutdown).
 
+use crate::amqp::consumer::Owners;
+use crate::amqp::server::{AmqpServer, AmqpShared};
 use crate::faults::{FaultSettings, Faults};
 use crate::mqtt::listener::{self, Framing};
 use crate::registry::{Registry, RegistryError};
-use crate::routing::{Partitions, Retention};
+use crate::routing::{Partitions, Retention, now_ms};
 use crate::state::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
@@ -56,6 +58,8 @@ pub struct HubConfig {
     pub mqtt_port: u16,
     /// MQTT over WebSockets port (0: any free port).
     pub ws_port: u16,
+    /// AMQP (plain, as Microsoft's emulator) port of the built-in endpoint (0: any free port).
+    pub amqp_port: u16,
     /// Retention per partition.
     pub retention: Retention,
     /// Devices to register at start, `{prefix}{i}` for i in 0..n, listed in `devices.txt`.
@@ -75,6 +79,7 @@ impl HubConfig {
             partitions: 4,
             mqtt_port: 0,
             ws_port: 0,
+            amqp_port: 0,
             retention: Retention::default(),
             devices: 0,
             device_prefix: "device-".into(),
@@ -137,6 +142,7 @@ pub struct HubSim {
     ca: Ca,
     mqtt_addr: SocketAddr,
     ws_addr: SocketAddr,
+    amqp: AmqpServer,
     stop: CancellationToken,
 }
 
@@ -193,11 +199,37 @@ impl HubSim {
                 stop.clone(),
             ));
         }
+        let amqp_addr = SocketAddr::new(config.bind, config.amqp_port);
+        let amqp = AmqpServer::start(
+            AmqpShared {
+                hub: shared.clone(),
+                hub_name: config.hub_name.clone(),
+                key: keys.service.clone(),
+                owners: Owners::default(),
+                created_ms: now_ms(),
+            },
+            amqp_addr,
+            stop.clone(),
+        )
+        .await
+        .map_err(|source| HubError::Bind {
+            addr: amqp_addr,
+            source,
+        })?;
+        state::write(
+            &dir.join("eventhub-connection-string"),
+            &state::eventhub_connection_string(
+                &config.host,
+                amqp.addr().port(),
+                &keys.service,
+                &config.hub_name,
+            ),
+        )?;
         state::write(
             &dir.join("service-connection-string"),
             &state::service_connection_string(&config.host, &keys.iothubowner),
         )?;
-        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, hub = %config.hub_name, "hub-sim listening");
+        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
         Ok(HubSim {
             shared,
             config,
@@ -205,6 +237,7 @@ impl HubSim {
             ca,
             mqtt_addr,
             ws_addr,
+            amqp,
             stop,
         })
     }
@@ -222,6 +255,35 @@ impl HubSim {
     /// The MQTT over WebSockets address.
     pub fn ws_addr(&self) -> SocketAddr {
         self.ws_addr
+    }
+
+    /// The AMQP address of the built-in endpoint.
+    pub fn amqp_addr(&self) -> SocketAddr {
+        self.amqp.addr()
+    }
+
+    /// The built-in endpoint's connection string (`service` policy, emulator form).
+    pub fn eventhub_connection_string(&self) -> String {
+        state::eventhub_connection_string(
+            &self.config.host,
+            self.amqp.addr().port(),
+            &self.keys.service,
+            &self.config.hub_name,
+        )
+    }
+
+    /// Stops the AMQP side: the listener closes and every AMQP connection drops.
+    pub fn stop_amqp(&self) {
+        self.amqp.stop();
+    }
+
+    /// Starts the AMQP side again on the same port.
+    pub async fn restart_amqp(&self) -> Result<(), HubError> {
+        let addr = self.amqp.addr();
+        self.amqp
+            .restart()
+            .await
+            .map_err(|source| HubError::Bind { addr, source })
     }
 
     /// The CA certificate clients trust, PEM.
