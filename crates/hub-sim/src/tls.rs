@@ -39,6 +39,18 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
+/// A certificate the CA issued, with its key.
+pub struct Issued {
+    /// The certificate, DER.
+    pub cert: CertificateDer<'static>,
+    /// The certificate, PEM.
+    pub cert_pem: String,
+    /// The key, PKCS#8 DER.
+    pub key: PrivatePkcs8KeyDer<'static>,
+    /// The key, PEM.
+    pub key_pem: String,
+}
+
 /// The hub's certificate authority.
 pub struct Ca {
     /// The CA certificate, PEM (what clients trust).
@@ -101,13 +113,8 @@ impl Ca {
         })
     }
 
-    /// Issues a leaf certificate for `names` (server or client use): the chain's leaf and its
-    /// key (PKCS#8 DER).
-    pub fn issue(
-        &self,
-        names: &[String],
-        common_name: &str,
-    ) -> Result<(CertificateDer<'static>, PrivatePkcs8KeyDer<'static>, String), TlsError> {
+    /// Issues a leaf certificate for `names` (server or client use).
+    pub fn issue(&self, names: &[String], common_name: &str) -> Result<Issued, TlsError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(names.to_vec())?;
         params
@@ -125,19 +132,19 @@ impl Ca {
         params.not_before = rcgen::date_time_ymd(2024, 1, 1);
         params.not_after = rcgen::date_time_ymd(2049, 12, 31);
         let cert = params.signed_by(&key, &self.issuer)?;
-        let key_pem = key.serialize_pem();
-        Ok((
-            cert.der().clone(),
-            PrivatePkcs8KeyDer::from(key.serialize_der()),
-            key_pem,
-        ))
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert: cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(key.serialize_der()),
+        })
     }
 
     /// The server configuration for `host` (plus `localhost` and `127.0.0.1`).
     pub fn server_config(&self, host: &str) -> Result<Arc<ServerConfig>, TlsError> {
         let mut names = vec![host.to_owned(), "localhost".into(), "127.0.0.1".into()];
         names.dedup();
-        let (cert, key, _) = self.issue(&names, host)?;
+        let Issued { cert, key, .. } = self.issue(&names, host)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = Arc::new(AnyClientCert {
             algorithms: provider.signature_verification_algorithms,

@@ -113,3 +113,143 @@ async fn a_wrong_key_is_refused() {
     assert_eq!(stats.connections_accepted, 0);
     assert!(all_events(&hub).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_device_sdk_sends_over_websockets() {
+    let hub = TestHub::start(1).await;
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.ws_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_WEBSOCKETS", "1".to_string()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+    ];
+    let (outcome, ok) = run_script("device", "device.py", &["send".into(), "5".into()], &env).await;
+    assert!(ok, "{outcome}");
+    let events = all_events(&hub);
+    assert_eq!(events.len(), 5);
+    assert!(events.iter().all(|e| &*e.message.device_id == "drone-0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_x509_device_is_known_by_its_certificate_thumbprint() {
+    let hub = TestHub::start(0).await;
+    let issued = hub.hub.ca().issue(&["cam-1".into()], "cam-1").unwrap();
+    let stranger = hub.hub.ca().issue(&["cam-1".into()], "cam-1").unwrap();
+    hub.hub
+        .add_x509_device("cam-1", &hub_sim::tls::thumbprint(&issued.cert))
+        .unwrap();
+    let write = |name: &str, text: &str| {
+        let path = hub.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let env = |name: &str, cert: &str, key: &str| {
+        vec![
+            ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+            ("HUB_SIM_CA", hub.ca_path()),
+            ("HUB_SIM_HOST", "localhost".to_string()),
+            ("HUB_SIM_DEVICE_ID", "cam-1".to_string()),
+            ("HUB_SIM_CERT", write(&format!("{name}.pem"), cert)),
+            ("HUB_SIM_KEY", write(&format!("{name}-key.pem"), key)),
+        ]
+    };
+    let registered = env("registered", &issued.cert_pem, &issued.key_pem);
+    let (outcome, ok) = run_script(
+        "device",
+        "device.py",
+        &["send".into(), "3".into()],
+        &registered,
+    )
+    .await;
+    assert!(ok, "{outcome}");
+    let events = all_events(&hub);
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[0].message.auth, hub_sim::routing::AuthMethod::X509);
+
+    let unknown = env("stranger", &stranger.cert_pem, &stranger.key_pem);
+    let (outcome, ok) = run_script("device", "device.py", &["refused".into()], &unknown).await;
+    assert!(
+        ok,
+        "a certificate that is not registered connected: {outcome}"
+    );
+    assert_eq!(
+        hub.hub
+            .stats()
+            .connections_refused
+            .get("unknown_certificate"),
+        Some(&1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_disconnects_a_device_when_its_token_expires() {
+    let hub = TestHub::start(1).await;
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+        ("HUB_SIM_TTL", "3".to_string()),
+    ];
+    let (outcome, ok) = run_script("device", "paho_device.py", &["expiry".into()], &env).await;
+    assert!(ok, "{outcome}");
+    assert_eq!(outcome["connected"], true, "{outcome}");
+    let after = outcome["disconnected_after"]
+        .as_f64()
+        .expect("the hub never disconnected");
+    let expiry_in = outcome["expiry_in"].as_f64().unwrap();
+    assert!(
+        after >= expiry_in - 0.5,
+        "disconnected at {after} s, before the expiry at {expiry_in} s"
+    );
+    assert_eq!(
+        hub.hub.stats().connections_refused.get("token_expired"),
+        Some(&1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaking_a_publish_rule_closes_the_connection_and_is_counted() {
+    let hub = TestHub::start(1).await;
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+    ];
+    for (mode, reason) in [
+        ("wrong-topic", "topic"),
+        ("qos2", "qos2"),
+        ("too-large", "payload_too_large"),
+    ] {
+        let (outcome, ok) = run_script("device", "paho_device.py", &[mode.into()], &env).await;
+        assert!(ok, "{outcome}");
+        assert_eq!(outcome["connected"], true, "{mode}: {outcome}");
+        assert_eq!(outcome["disconnected"], true, "{mode}: {outcome}");
+        assert_eq!(
+            hub.hub.stats().messages_refused.get(reason),
+            Some(&1),
+            "{mode}"
+        );
+    }
+    assert!(all_events(&hub).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_connection_of_a_device_drops_the_first() {
+    let hub = TestHub::start(1).await;
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+    ];
+    let (outcome, ok) = run_script("device", "paho_device.py", &["takeover".into()], &env).await;
+    assert!(ok, "{outcome}");
+    assert_eq!(outcome["first_disconnected"], true, "{outcome}");
+    assert_eq!(outcome["second_connected"], true, "{outcome}");
+    assert_eq!(
+        hub.hub
+            .stats()
+            .connections_refused
+            .get("replaced_by_new_connection"),
+        Some(&1)
+    );
+}
