@@ -115,6 +115,13 @@ mod tests {
         }
         assert_eq!(held, 20);
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+        faults.update(FaultSettings {
+            latency_ms: 250,
+            throttle_per_sec: 0,
+        });
+        let start = Instant::now();
+        assert!(!faults.admit().await);
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
         faults.update(FaultSettings::default());
         assert!(!faults.admit().await);
     }

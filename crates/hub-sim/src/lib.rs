@@ -18,6 +18,7 @@
 //! [`mqtt`] (the device side), [`routing`] (partitions), [`amqp`] (the consumer side), [`faults`], [`stats`], [`state`]
 //! (the state directory).
 
+mod admin;
 pub mod amqp;
 pub mod faults;
 pub mod mqtt;

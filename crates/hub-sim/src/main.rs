@@ -68,6 +68,9 @@ struct RunArgs {
     /// AMQP port of the built-in Event Hubs endpoint (plain, as Microsoft's emulator).
     #[arg(long, env = "HUB_SIM_AMQP_PORT", default_value_t = 5672)]
     amqp_port: u16,
+    /// Admin HTTP port (faults, devices, metrics; no authentication). Off when not given.
+    #[arg(long, env = "HUB_SIM_ADMIN_PORT")]
+    admin_port: Option<u16>,
     /// Events kept per partition at most.
     #[arg(long, env = "HUB_SIM_RETAIN_EVENTS", default_value_t = Retention::default().max_events)]
     retain_events: usize,
@@ -141,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
     config.mqtt_port = run.mqtt_port;
     config.ws_port = run.ws_port;
     config.amqp_port = run.amqp_port;
+    config.admin_port = run.admin_port;
     config.retention = Retention {
         max_events: run.retain_events,
         max_bytes: run.retain_bytes,
@@ -157,6 +161,9 @@ async fn main() -> anyhow::Result<()> {
         hub.amqp_addr(),
         state_dir.display()
     );
+    if let Some(admin) = hub.admin_addr() {
+        println!("hub-sim: admin http://{admin}/metrics");
+    }
     tokio::signal::ctrl_c().await?;
     hub.shutdown().await;
     Ok(())

@@ -1,6 +1,7 @@
 //! The running hub: its settings, the state every server shares, starting the listeners and
 //! the library API (devices, partitions, faults, stats, shutdown).
 
+use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
 use crate::amqp::server::{AmqpServer, AmqpShared};
 use crate::faults::{FaultSettings, Faults};
@@ -58,6 +59,8 @@ pub struct HubConfig {
     pub mqtt_port: u16,
     /// MQTT over WebSockets port (0: any free port).
     pub ws_port: u16,
+    /// Admin HTTP port (faults, devices, metrics); `None`: no admin endpoint.
+    pub admin_port: Option<u16>,
     /// AMQP (plain, as Microsoft's emulator) port of the built-in endpoint (0: any free port).
     pub amqp_port: u16,
     /// Retention per partition.
@@ -80,6 +83,7 @@ impl HubConfig {
             mqtt_port: 0,
             ws_port: 0,
             amqp_port: 0,
+            admin_port: None,
             retention: Retention::default(),
             devices: 0,
             device_prefix: "device-".into(),
@@ -142,7 +146,8 @@ pub struct HubSim {
     ca: Ca,
     mqtt_addr: SocketAddr,
     ws_addr: SocketAddr,
-    amqp: AmqpServer,
+    amqp: Arc<AmqpServer>,
+    admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
 }
 
@@ -216,6 +221,19 @@ impl HubSim {
             addr: amqp_addr,
             source,
         })?;
+        let amqp = Arc::new(amqp);
+        let admin_addr = match config.admin_port {
+            Some(port) => {
+                let (listener, addr) = bind(config.bind, port).await?;
+                let admin = Arc::new(Admin {
+                    shared: shared.clone(),
+                    amqp: amqp.clone(),
+                });
+                tokio::spawn(crate::admin::run(admin, listener, stop.clone()));
+                Some(addr)
+            }
+            None => None,
+        };
         state::write(
             &dir.join("eventhub-connection-string"),
             &state::eventhub_connection_string(
@@ -238,6 +256,7 @@ impl HubSim {
             mqtt_addr,
             ws_addr,
             amqp,
+            admin_addr,
             stop,
         })
     }
@@ -255,6 +274,11 @@ impl HubSim {
     /// The MQTT over WebSockets address.
     pub fn ws_addr(&self) -> SocketAddr {
         self.ws_addr
+    }
+
+    /// The admin endpoint's address, if it was asked for.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The AMQP address of the built-in endpoint.

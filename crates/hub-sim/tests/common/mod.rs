@@ -14,8 +14,13 @@ pub struct TestHub {
 
 impl TestHub {
     pub async fn start(devices: usize) -> TestHub {
+        Self::start_with(devices, |_| {}).await
+    }
+
+    pub async fn start_with(devices: usize, adjust: impl FnOnce(&mut HubConfig)) -> TestHub {
         let dir = tempfile::tempdir().unwrap();
         let mut config = HubConfig::new(dir.path());
+        adjust(&mut config);
         config.devices = devices;
         config.device_prefix = "drone-".into();
         let hub = HubSim::start(config).await.unwrap();
