@@ -1,0 +1,153 @@
+//! The admin HTTP endpoint (plain HTTP on `--admin-port`, no authentication: bind it to
+//! loopback). Everything it does is also a method of [`crate::HubSim`].
+//!
+//! | method and path | body | answer |
+//! | --- | --- | --- |
+//! | `GET /metrics` | | Prometheus text: messages accepted and refused by reason, connections, AMQP deliveries, per partition depth and last sequence number |
+//! | `GET /stats` | | the same as JSON ([`crate::Stats`]) |
+//! | `GET /faults` | | the current [`FaultSettings`] |
+//! | `POST /faults` | [`FaultSettings`] (`latencyMs`, `throttlePerSec`; missing fields are 0) | the settings after the change |
+//! | `POST /faults/drop-devices` | | closes every device connection |
+//! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
+//! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
+//! | `POST /devices/{id}` | optional `{"x509Thumbprint": "..."}` | `{"connectionString": ...}` for a SAS device, `{}` for X.509 |
+
+use crate::amqp::server::AmqpServer;
+use crate::faults::FaultSettings;
+use crate::sim::Shared;
+use crate::state;
+use crate::stats::Stats;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// What the admin endpoint acts on.
+pub(crate) struct Admin {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) amqp: Arc<AmqpServer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AddDevice {
+    x509_thumbprint: Option<String>,
+}
+
+fn reply(status: StatusCode, body: Value) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("valid response")
+}
+
+fn error(status: StatusCode, message: impl std::fmt::Display) -> Response<Full<Bytes>> {
+    reply(status, json!({ "error": message.to_string() }))
+}
+
+async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = request.method().clone();
+    let path = request.uri().path().trim_end_matches('/').to_owned();
+    let body = match request.into_body().collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let shared = &admin.shared;
+    let stats = || Stats::collect(&shared.counters, &shared.partitions);
+    match (&method, path.as_str()) {
+        (&Method::GET, "/metrics") => Response::builder()
+            .header("content-type", "text/plain; version=0.0.4")
+            .body(Full::new(Bytes::from(stats().to_prometheus())))
+            .expect("valid response"),
+        (&Method::GET, "/stats") => reply(StatusCode::OK, json!(stats())),
+        (&Method::GET, "/faults") => reply(StatusCode::OK, json!(shared.faults.settings())),
+        (&Method::POST, "/faults") => match serde_json::from_slice::<FaultSettings>(&body) {
+            Ok(settings) => {
+                shared.faults.update(settings);
+                reply(StatusCode::OK, json!(shared.faults.settings()))
+            }
+            Err(e) => error(
+                StatusCode::BAD_REQUEST,
+                format!("expected {{\"latencyMs\",\"throttlePerSec\"}}: {e}"),
+            ),
+        },
+        (&Method::POST, "/faults/drop-devices") => {
+            shared.faults.drop_device_connections();
+            reply(StatusCode::OK, json!({}))
+        }
+        (&Method::POST, "/faults/amqp/stop") => {
+            admin.amqp.stop();
+            reply(StatusCode::OK, json!({}))
+        }
+        (&Method::POST, "/faults/amqp/start") => match admin.amqp.restart().await {
+            Ok(()) => reply(StatusCode::OK, json!({})),
+            Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        },
+        (&Method::POST, p) if p.starts_with("/devices/") => {
+            let id = &p["/devices/".len()..];
+            let request: AddDevice = if body.is_empty() {
+                AddDevice::default()
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(r) => r,
+                    Err(e) => return error(StatusCode::BAD_REQUEST, e),
+                }
+            };
+            match request.x509_thumbprint {
+                Some(thumbprint) => match shared.registry.add_x509(id, &thumbprint) {
+                    Ok(()) => reply(StatusCode::OK, json!({})),
+                    Err(e) => error(StatusCode::BAD_REQUEST, e),
+                },
+                None => match shared.registry.add_sas(id) {
+                    Ok(key) => reply(
+                        StatusCode::OK,
+                        json!({
+                            "connectionString": state::device_connection_string(&shared.host, id, &key)
+                        }),
+                    ),
+                    Err(e) => error(StatusCode::BAD_REQUEST, e),
+                },
+            }
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            format!("no admin route {method} {path}"),
+        ),
+    }
+}
+
+/// Serves the admin endpoint on `listener` until `stop` is cancelled.
+pub(crate) async fn run(admin: Arc<Admin>, listener: TcpListener, stop: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let admin = admin.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(handle(&admin, request).await) }
+            });
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+}

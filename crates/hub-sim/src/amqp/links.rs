@@ -1,0 +1,205 @@
+//! The tasks behind each accepted link: a request node's incoming requests, its outgoing
+//! replies, and a partition receiver's deliveries (credit-based: `send` waits for the
+//! client's credit).
+//!
+//! Messages go out with `send_batchable`: pre-settled, they need no outcome, and the transfer
+//! then carries its last field (`batchable`), so the frame's field list is complete. pyamqp
+//! (the Python SDK's AMQP stack) reads a transfer's payload at a fixed index and cannot read a
+//! transfer whose trailing default fields were left out.
+
+use super::consumer::{PartitionAddress, start_of, to_message};
+use super::requests::{self, ConnectionAuth, Node, Response};
+use super::server::AmqpShared;
+use fe2o3_amqp::link::{Receiver, Sender};
+use fe2o3_amqp::types::definitions::{self, AmqpError, LinkError};
+use fe2o3_amqp::types::messaging::{Body, Source};
+use fe2o3_amqp::types::primitives::Value;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The reply channels of one session, by node (`$cbs`, `$management`).
+pub(crate) type Replies = Arc<Mutex<HashMap<String, mpsc::Sender<Response>>>>;
+
+/// Which request node a link belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    /// `$cbs`.
+    Cbs,
+    /// `$management`.
+    Management,
+}
+
+impl NodeKind {
+    /// The node of an address, if it is one.
+    pub(crate) fn of(address: &str) -> Option<NodeKind> {
+        match address {
+            "$cbs" => Some(NodeKind::Cbs),
+            "$management" => Some(NodeKind::Management),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            NodeKind::Cbs => "$cbs",
+            NodeKind::Management => "$management",
+        }
+    }
+}
+
+/// Forwards replies of `node` to the client's receiver link.
+pub(crate) async fn reply_link(mut sender: Sender, node: NodeKind, replies: Replies) {
+    let (tx, mut rx) = mpsc::channel::<Response>(16);
+    replies.lock().insert(node.name().to_owned(), tx);
+    while let Some(response) = rx.recv().await {
+        if sender.send_batchable(response).await.is_err() {
+            break;
+        }
+    }
+    let _ = sender.close().await;
+}
+
+/// Serves requests arriving on the client's sender link to `node`.
+pub(crate) async fn request_link(
+    mut receiver: Receiver,
+    node: NodeKind,
+    amqp: Arc<AmqpShared>,
+    auth: Arc<ConnectionAuth>,
+    replies: Replies,
+) {
+    loop {
+        let delivery = match receiver.recv::<Body<Value>>().await {
+            Ok(delivery) => delivery,
+            Err(_) => break,
+        };
+        let _ = receiver.accept(&delivery).await;
+        let context = Node {
+            hub: &amqp.hub_name,
+            key: &amqp.key,
+            partitions: &amqp.hub.partitions,
+            created_ms: amqp.created_ms,
+        };
+        let (response, refused) = match node {
+            NodeKind::Cbs => requests::cbs(&context, &auth, delivery.message()),
+            NodeKind::Management => requests::management(&context, &auth, delivery.message()),
+        };
+        if let Some(reason) = refused {
+            amqp.hub.counters.add("amqp_refused", reason, 1);
+        }
+        let reply = replies.lock().get(node.name()).cloned();
+        match reply {
+            Some(reply) => {
+                if reply.send(response).await.is_err() {
+                    break;
+                }
+            }
+            None => tracing::debug!(node = node.name(), "a request arrived with no reply link"),
+        }
+    }
+    let _ = receiver.close().await;
+}
+
+fn link_error(
+    condition: impl Into<definitions::ErrorCondition>,
+    text: String,
+) -> definitions::Error {
+    definitions::Error::new(condition, Some(text), None)
+}
+
+/// Refuses a link that was accepted only to be detached with `error`.
+pub(crate) async fn refuse_sender(
+    sender: Sender,
+    amqp: &AmqpShared,
+    reason: &'static str,
+    text: String,
+) {
+    amqp.hub.counters.add("amqp_refused", reason, 1);
+    let condition = match reason {
+        "link_unauthorized" => AmqpError::UnauthorizedAccess.into(),
+        "owner_level" => LinkError::Stolen.into(),
+        _ => definitions::ErrorCondition::from(AmqpError::NotFound),
+    };
+    let _ = sender.close_with_error(link_error(condition, text)).await;
+}
+
+/// Delivers a partition's events to one receiver until it detaches, is stolen, or the
+/// server stops.
+pub(crate) async fn partition_link(
+    mut sender: Sender,
+    address: PartitionAddress,
+    source: Option<Source>,
+    epoch: Option<i64>,
+    amqp: Arc<AmqpShared>,
+    auth: Arc<ConnectionAuth>,
+    stop: CancellationToken,
+) {
+    if !auth.is_authorized() {
+        return refuse_sender(
+            sender,
+            &amqp,
+            "link_unauthorized",
+            "put a token on $cbs first".into(),
+        )
+        .await;
+    }
+    let index = match address.partition.parse::<usize>() {
+        Ok(i)
+            if address.hub.eq_ignore_ascii_case(&amqp.hub_name)
+                && i < amqp.hub.partitions.count() =>
+        {
+            i
+        }
+        _ => {
+            let text = format!("no partition {} of {}", address.partition, address.hub);
+            return refuse_sender(sender, &amqp, "link_not_found", text).await;
+        }
+    };
+    let start = match start_of(source.as_ref()) {
+        Ok(start) => start,
+        Err(text) => return refuse_sender(sender, &amqp, "link_filter", text).await,
+    };
+    let (reader, stolen) = match amqp.owners.claim(&address.group, index, epoch) {
+        Ok(claim) => claim,
+        Err(refused) => return refuse_sender(sender, &amqp, "owner_level", refused.0).await,
+    };
+    let partition = amqp.hub.partitions.get(index).expect("index checked");
+    let mut next = partition.resolve(start);
+    let mut watch = partition.watch();
+    let mut batch = Vec::with_capacity(256);
+    let outcome: Option<String> = 'deliver: loop {
+        batch.clear();
+        partition.read(next, 256, &mut batch);
+        if batch.is_empty() {
+            tokio::select! {
+                _ = stop.cancelled() => break None,
+                _ = stolen.cancelled() => break Some(format!("a receiver with a higher owner level took partition {index}")),
+                _ = watch.changed() => continue,
+                _ = sender.on_detach() => break None,
+            }
+        }
+        for event in batch.drain(..) {
+            let message = to_message(&event);
+            tokio::select! {
+                _ = stop.cancelled() => break 'deliver None,
+                _ = stolen.cancelled() => break 'deliver Some(format!("a receiver with a higher owner level took partition {index}")),
+                sent = sender.send_batchable(message) => if sent.is_err() { break 'deliver None },
+            }
+            next = event.sequence_number + 1;
+            amqp.hub.counters.add("events_delivered", "", 1);
+        }
+    };
+    amqp.owners.release(&address.group, index, reader);
+    match outcome {
+        Some(text) => {
+            let _ = sender
+                .close_with_error(link_error(LinkError::Stolen, text))
+                .await;
+        }
+        None => {
+            let _ = sender.close().await;
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The AMQP listener: connections (SASL, then CBS), sessions, and the dispatch of each
+//! attaching link by its address to [`super::links`]. It can be stopped and started again
+//! on the same port while the hub runs.
+
+use super::consumer::{Owners, epoch_of, parse_address};
+use super::links::{self, NodeKind, Replies};
+use super::requests::ConnectionAuth;
+use super::sasl::CbsSasl;
+use crate::sim::Shared;
+use fe2o3_amqp::acceptor::{
+    ConnectionAcceptor, LinkAcceptor, LinkEndpoint, ListenerSessionHandle, SessionAcceptor,
+    SupportedSenderSettleModes,
+};
+use fe2o3_amqp::types::definitions::{Fields, Role, SenderSettleMode};
+use fe2o3_amqp::types::messaging::TargetArchetype;
+use fe2o3_amqp::types::performatives::Attach;
+use fe2o3_amqp::types::primitives::{Symbol, Value};
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// The idle time-out the hub announces (clients send empty frames well within it).
+const IDLE_TIME_OUT_MS: u32 = 240_000;
+
+/// The properties of OPEN, BEGIN and ATTACH. pyamqp indexes these performatives' fields up
+/// to the last one (properties), so they are always sent in full.
+fn product() -> Fields {
+    let mut fields = Fields::new();
+    fields.insert(Symbol::from("product"), Value::String("hub-sim".into()));
+    fields
+}
+
+/// The most links per session, stated explicitly in BEGIN.
+const HANDLE_MAX: u32 = 65_535;
+
+/// What the AMQP side shares across connections.
+pub(crate) struct AmqpShared {
+    pub(crate) hub: Arc<Shared>,
+    pub(crate) hub_name: String,
+    pub(crate) key: String,
+    pub(crate) owners: Owners,
+    pub(crate) created_ms: i64,
+}
+
+/// The AMQP server: started, stopped and started again on one address.
+pub(crate) struct AmqpServer {
+    shared: Arc<AmqpShared>,
+    addr: SocketAddr,
+    running: Mutex<Option<CancellationToken>>,
+    hub_stop: CancellationToken,
+}
+
+impl AmqpServer {
+    /// Binds `addr` and starts serving.
+    pub(crate) async fn start(
+        shared: AmqpShared,
+        addr: SocketAddr,
+        hub_stop: CancellationToken,
+    ) -> std::io::Result<AmqpServer> {
+        let listener = TcpListener::bind(addr).await?;
+        let server = AmqpServer {
+            shared: Arc::new(shared),
+            addr: listener.local_addr()?,
+            running: Mutex::new(None),
+            hub_stop,
+        };
+        server.serve(listener);
+        Ok(server)
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let stop = self.hub_stop.child_token();
+        *self.running.lock() = Some(stop.clone());
+        tokio::spawn(accept_loop(self.shared.clone(), listener, stop));
+    }
+
+    /// The bound address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Closes the listener and every AMQP connection.
+    pub(crate) fn stop(&self) {
+        if let Some(stop) = self.running.lock().take() {
+            stop.cancel();
+        }
+    }
+
+    /// Starts serving again on the same address (after [`AmqpServer::stop`]).
+    pub(crate) async fn restart(&self) -> std::io::Result<()> {
+        self.stop();
+        let listener = TcpListener::bind(self.addr).await?;
+        self.serve(listener);
+        Ok(())
+    }
+}
+
+async fn accept_loop(shared: Arc<AmqpShared>, listener: TcpListener, stop: CancellationToken) {
+    loop {
+        let tcp = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "AMQP accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        tokio::spawn(connection(shared.clone(), tcp, stop.clone()));
+    }
+}
+
+async fn connection(shared: Arc<AmqpShared>, tcp: TcpStream, stop: CancellationToken) {
+    let _ = tcp.set_nodelay(true);
+    let acceptor = ConnectionAcceptor::builder()
+        .container_id("hub-sim")
+        // pyamqp reads the idle time-out field of OPEN unconditionally: always send it.
+        .idle_time_out(IDLE_TIME_OUT_MS)
+        .properties(product())
+        .sasl_acceptor(CbsSasl)
+        .build();
+    let mut connection = tokio::select! {
+        _ = stop.cancelled() => return,
+        accepted = acceptor.accept(tcp) => match accepted {
+            Ok(connection) => connection,
+            Err(e) => {
+                tracing::debug!(error = %e, "AMQP connection not opened");
+                return;
+            }
+        },
+    };
+    let auth = Arc::new(ConnectionAuth::default());
+    // pyamqp takes handle-max from BEGIN as sent: an omitted (default) one breaks it.
+    let sessions = SessionAcceptor::builder()
+        .handle_max(HANDLE_MAX)
+        .properties(product())
+        .build();
+    loop {
+        let incoming = tokio::select! {
+            _ = stop.cancelled() => break,
+            incoming = connection.next_incoming_session() => match incoming {
+                Some(incoming) => incoming,
+                None => break,
+            },
+        };
+        match sessions
+            .accept_incoming_session(incoming, &mut connection)
+            .await
+        {
+            Ok(session) => {
+                tokio::spawn(session_loop(
+                    shared.clone(),
+                    auth.clone(),
+                    session,
+                    stop.clone(),
+                ));
+            }
+            Err(e) => tracing::debug!(error = %e, "AMQP session not begun"),
+        }
+    }
+    let _ = connection.close().await;
+}
+
+#[allow(irrefutable_let_patterns)] // `Coordinator` exists only with fe2o3's transaction feature
+fn target_address(attach: &Attach) -> Option<String> {
+    let target = attach.target.as_deref()?;
+    if let TargetArchetype::Target(target) = target {
+        target.address.clone()
+    } else {
+        None
+    }
+}
+
+async fn session_loop(
+    shared: Arc<AmqpShared>,
+    auth: Arc<ConnectionAuth>,
+    mut session: ListenerSessionHandle,
+    stop: CancellationToken,
+) {
+    let requests = LinkAcceptor::builder().properties(product()).build();
+    // Events and replies go out pre-settled: the client's credit paces them.
+    let deliveries = LinkAcceptor::builder()
+        .supported_sender_settle_modes(SupportedSenderSettleModes::Settled)
+        .fallback_sender_settle_mode(SenderSettleMode::Settled)
+        .properties(product())
+        .build();
+    let replies = Replies::default();
+    loop {
+        let attach = tokio::select! {
+            _ = stop.cancelled() => break,
+            attach = session.next_incoming_attach() => match attach {
+                Some(attach) => attach,
+                None => break,
+            },
+        };
+        let source = attach.source.as_deref().cloned();
+        let source_address = source.as_ref().and_then(|s| s.address.clone());
+        let epoch = epoch_of(attach.properties.as_ref());
+        let role = attach.role.clone();
+        let target = target_address(&attach);
+        let acceptor = match role {
+            Role::Sender => &requests,
+            Role::Receiver => &deliveries,
+        };
+        let link = match acceptor.accept_incoming_attach(attach, &mut session).await {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::debug!(error = %e, "AMQP link not attached");
+                continue;
+            }
+        };
+        let (shared, auth, replies, stop) =
+            (shared.clone(), auth.clone(), replies.clone(), stop.clone());
+        match link {
+            LinkEndpoint::Receiver(receiver) => match target.as_deref().and_then(NodeKind::of) {
+                Some(node) => {
+                    tokio::spawn(links::request_link(receiver, node, shared, auth, replies));
+                }
+                None => {
+                    shared.hub.counters.add("amqp_refused", "link_not_found", 1);
+                    let error = fe2o3_amqp::types::definitions::Error::new(
+                        fe2o3_amqp::types::definitions::AmqpError::NotFound,
+                        Some(format!("hub-sim does not receive on {target:?}")),
+                        None,
+                    );
+                    tokio::spawn(async move {
+                        let _ = receiver.close_with_error(error).await;
+                    });
+                }
+            },
+            LinkEndpoint::Sender(sender) => {
+                let address = source_address.unwrap_or_default();
+                if let Some(node) = NodeKind::of(&address) {
+                    tokio::spawn(links::reply_link(sender, node, replies));
+                } else if let Some(partition) = parse_address(&address) {
+                    tokio::spawn(links::partition_link(
+                        sender, partition, source, epoch, shared, auth, stop,
+                    ));
+                } else {
+                    tokio::spawn(async move {
+                        let text = format!("no entity at {address}");
+                        links::refuse_sender(sender, &shared, "link_not_found", text).await;
+                    });
+                }
+            }
+        }
+    }
+    let _ = session.end().await;
+}

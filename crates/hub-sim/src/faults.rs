@@ -1,0 +1,136 @@
+//! Faults switchable while the hub runs: drop every device connection, latency added before a
+//! device message is enqueued, and a device-to-cloud throttle (messages per second across the
+//! hub, as IoT Hub's tiers meter them: a message over the rate waits, which holds its PUBACK
+//! back). Stopping and restarting the AMQP side is the server's own switch
+//! ([`crate::HubSim::stop_amqp`]).
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// The settings that can change at run time (the admin endpoint's JSON).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultSettings {
+    /// Milliseconds added before each device message is enqueued.
+    pub latency_ms: u64,
+    /// Device-to-cloud messages per second across the hub; 0 is no throttle.
+    pub throttle_per_sec: u64,
+}
+
+/// The live fault switches.
+#[derive(Debug)]
+pub struct Faults {
+    latency_ms: AtomicU64,
+    throttle_per_sec: AtomicU64,
+    next_slot: Mutex<Option<Instant>>,
+    drop_devices: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            latency_ms: AtomicU64::new(0),
+            throttle_per_sec: AtomicU64::new(0),
+            next_slot: Mutex::new(None),
+            drop_devices: watch::channel(0).0,
+        }
+    }
+}
+
+impl Faults {
+    /// The current settings.
+    pub fn settings(&self) -> FaultSettings {
+        FaultSettings {
+            latency_ms: self.latency_ms.load(Ordering::Relaxed),
+            throttle_per_sec: self.throttle_per_sec.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Replaces the settings.
+    pub fn update(&self, settings: FaultSettings) {
+        self.latency_ms
+            .store(settings.latency_ms, Ordering::Relaxed);
+        self.throttle_per_sec
+            .store(settings.throttle_per_sec, Ordering::Relaxed);
+        *self.next_slot.lock() = None;
+    }
+
+    /// Closes every device connection now (devices may connect again).
+    pub fn drop_device_connections(&self) {
+        self.drop_devices.send_modify(|generation| *generation += 1);
+    }
+
+    /// A watch that changes whenever device connections are to be dropped.
+    pub(crate) fn device_drops(&self) -> watch::Receiver<u64> {
+        self.drop_devices.subscribe()
+    }
+
+    /// Waits as the settings demand before one device message is enqueued; true if the
+    /// throttle held it back.
+    pub(crate) async fn admit(&self) -> bool {
+        let latency = self.latency_ms.load(Ordering::Relaxed);
+        if latency > 0 {
+            tokio::time::sleep(Duration::from_millis(latency)).await;
+        }
+        let rate = self.throttle_per_sec.load(Ordering::Relaxed);
+        if rate == 0 {
+            return false;
+        }
+        let interval = Duration::from_secs_f64(1.0 / rate as f64);
+        let now = Instant::now();
+        let slot = {
+            let mut next = self.next_slot.lock();
+            let slot = next.map_or(now, |n| n.max(now));
+            *next = Some(slot + interval);
+            slot
+        };
+        if slot > now {
+            tokio::time::sleep_until(slot).await;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_throttle_spaces_messages_at_its_rate() {
+        let faults = Faults::default();
+        faults.update(FaultSettings {
+            latency_ms: 0,
+            throttle_per_sec: 10,
+        });
+        let start = Instant::now();
+        let mut held = 0;
+        for _ in 0..21 {
+            held += usize::from(faults.admit().await);
+        }
+        assert_eq!(held, 20);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        faults.update(FaultSettings {
+            latency_ms: 250,
+            throttle_per_sec: 0,
+        });
+        let start = Instant::now();
+        assert!(!faults.admit().await);
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
+        faults.update(FaultSettings::default());
+        assert!(!faults.admit().await);
+    }
+
+    #[tokio::test]
+    async fn dropping_connections_wakes_watchers() {
+        let faults = Faults::default();
+        let mut watch = faults.device_drops();
+        faults.drop_device_connections();
+        watch.changed().await.unwrap();
+    }
+}

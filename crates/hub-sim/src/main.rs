@@ -1,0 +1,170 @@
+//! `hub-sim`: the local IoT Hub as a standalone server, and `hub-sim device add` to register
+//! devices in its state directory (also while it runs).
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use hub_sim::registry::Registry;
+use hub_sim::routing::Retention;
+use hub_sim::{HubConfig, HubSim, state};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// A local IoT Hub: devices over MQTT (TLS, WebSockets; SAS or X.509), the built-in
+/// Event Hubs endpoint over AMQP.
+#[derive(Debug, Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Manage devices in a state directory.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum DeviceCommand {
+    /// Registers a device and prints its connection string (SAS) or registers a thumbprint.
+    Add {
+        /// The hub's state directory.
+        #[arg(long, env = "HUB_SIM_STATE_DIR")]
+        state_dir: PathBuf,
+        /// Register an X.509 device by its certificate's SHA-256 thumbprint (hex) instead.
+        #[arg(long)]
+        x509_thumbprint: Option<String>,
+        /// The device id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Where the CA, keys, device registry and client files live.
+    #[arg(long, env = "HUB_SIM_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// The hub's name (the Event Hubs entity path).
+    #[arg(long, env = "HUB_SIM_HUB_NAME", default_value = "hub-sim")]
+    hub_name: String,
+    /// The host name clients use (certificate, user names, tokens).
+    #[arg(long, env = "HUB_SIM_HOST", default_value = "localhost")]
+    host: String,
+    /// Address to bind.
+    #[arg(long, env = "HUB_SIM_BIND", default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// Partitions of the built-in endpoint.
+    #[arg(long, env = "HUB_SIM_PARTITIONS", default_value_t = 4)]
+    partitions: usize,
+    /// MQTT over TLS port.
+    #[arg(long, env = "HUB_SIM_MQTT_PORT", default_value_t = 8883)]
+    mqtt_port: u16,
+    /// MQTT over WebSockets (TLS) port.
+    #[arg(long, env = "HUB_SIM_WS_PORT", default_value_t = 443)]
+    ws_port: u16,
+    /// AMQP port of the built-in Event Hubs endpoint (plain, as Microsoft's emulator).
+    #[arg(long, env = "HUB_SIM_AMQP_PORT", default_value_t = 5672)]
+    amqp_port: u16,
+    /// Admin HTTP port (faults, devices, metrics; no authentication). Off when not given.
+    #[arg(long, env = "HUB_SIM_ADMIN_PORT")]
+    admin_port: Option<u16>,
+    /// Events kept per partition at most.
+    #[arg(long, env = "HUB_SIM_RETAIN_EVENTS", default_value_t = Retention::default().max_events)]
+    retain_events: usize,
+    /// Body bytes kept per partition at most.
+    #[arg(long, env = "HUB_SIM_RETAIN_BYTES", default_value_t = Retention::default().max_bytes)]
+    retain_bytes: usize,
+    /// Devices to register at start (listed with their connection strings in devices.txt).
+    #[arg(long, env = "HUB_SIM_DEVICES", default_value_t = 0)]
+    devices: usize,
+    /// Prefix of those devices' ids (`{prefix}{i}`).
+    #[arg(long, env = "HUB_SIM_DEVICE_PREFIX", default_value = "device-")]
+    device_prefix: String,
+}
+
+/// The host a running (or earlier) hub wrote into its service connection string.
+fn host_of(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("service-connection-string");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: start the hub once with this --state-dir",
+            path.display()
+        )
+    })?;
+    text.split(';')
+        .find_map(|part| part.strip_prefix("HostName="))
+        .map(str::to_owned)
+        .with_context(|| format!("{} has no HostName", path.display()))
+}
+
+fn device_add(state_dir: &Path, id: &str, thumbprint: Option<&str>) -> anyhow::Result<()> {
+    let registry = Registry::open(&state_dir.join("registry.json"))?;
+    match thumbprint {
+        Some(thumbprint) => {
+            registry.add_x509(id, thumbprint)?;
+            println!("registered X.509 device {id}");
+        }
+        None => {
+            let key = registry.add_sas(id)?;
+            let host = host_of(state_dir)?;
+            println!("{}", state::device_connection_string(&host, id, &key));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    if let Some(Command::Device(DeviceCommand::Add {
+        state_dir,
+        x509_thumbprint,
+        id,
+    })) = cli.command
+    {
+        return device_add(&state_dir, &id, x509_thumbprint.as_deref());
+    }
+    let run = cli.run;
+    let state_dir = run
+        .state_dir
+        .context("--state-dir (or HUB_SIM_STATE_DIR) is required: where the hub keeps its CA, keys and client files")?;
+    let mut config = HubConfig::new(&state_dir);
+    config.hub_name = run.hub_name;
+    config.host = run.host;
+    config.bind = run.bind;
+    config.partitions = run.partitions;
+    config.mqtt_port = run.mqtt_port;
+    config.ws_port = run.ws_port;
+    config.amqp_port = run.amqp_port;
+    config.admin_port = run.admin_port;
+    config.retention = Retention {
+        max_events: run.retain_events,
+        max_bytes: run.retain_bytes,
+    };
+    config.devices = run.devices;
+    config.device_prefix = run.device_prefix;
+    let hub = HubSim::start(config)
+        .await
+        .context("hub-sim did not start")?;
+    println!(
+        "hub-sim: MQTT/TLS {} WebSockets {} AMQP {} state {}",
+        hub.mqtt_addr(),
+        hub.ws_addr(),
+        hub.amqp_addr(),
+        state_dir.display()
+    );
+    if let Some(admin) = hub.admin_addr() {
+        println!("hub-sim: admin http://{admin}/metrics");
+    }
+    tokio::signal::ctrl_c().await?;
+    hub.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! One device connection after TLS (and WebSocket) setup: CONNECT and its decision, then
+//! publishes, subscriptions and pings until the device leaves or the hub closes the
+//! connection (a rule broken, the token expired, the same device connected again, or the
+//! drop-all fault). Packets are read and written with rumqttc's MQTT 3.1.1 codec.
+
+use super::connect::authenticate;
+use super::topic::{apply_properties, may_subscribe, telemetry_properties};
+use crate::routing::Incoming;
+use crate::sas::now_secs;
+use crate::sim::Shared;
+use bytes::BytesMut;
+use rumqttc::mqttbytes::v4::{
+    self, ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode,
+    UnsubAck,
+};
+use rumqttc::mqttbytes::{Error as CodecError, QoS};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The largest message payload IoT Hub takes.
+pub const MAX_PAYLOAD: usize = 256 * 1024;
+/// The largest packet read: a full payload plus a topic and property bag.
+const MAX_PACKET: usize = MAX_PAYLOAD + 64 * 1024;
+/// How long a new connection has to send CONNECT.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+enum ReadError {
+    Closed,
+    TooLarge,
+    Malformed,
+}
+
+async fn read_packet<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut BytesMut,
+) -> Result<Packet, ReadError> {
+    loop {
+        match v4::read(buf, MAX_PACKET) {
+            Ok(packet) => return Ok(packet),
+            Err(CodecError::InsufficientBytes(_)) => {}
+            Err(CodecError::PayloadSizeLimitExceeded(_)) => return Err(ReadError::TooLarge),
+            Err(_) => return Err(ReadError::Malformed),
+        }
+        // `read_buf` is cancel-safe: a select that drops this future loses no bytes.
+        match reader.read_buf(buf).await {
+            Ok(0) | Err(_) => return Err(ReadError::Closed),
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn write<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    encode: impl FnOnce(&mut BytesMut) -> Result<usize, CodecError>,
+) -> std::io::Result<()> {
+    let mut out = BytesMut::with_capacity(16);
+    encode(&mut out).map_err(std::io::Error::other)?;
+    writer.write_all(&out).await?;
+    writer.flush().await
+}
+
+/// Why the hub ended a connection (counted under `connections_refused`).
+fn close_reason(e: ReadError) -> &'static str {
+    match e {
+        ReadError::Closed => "",
+        ReadError::TooLarge => "payload_too_large",
+        ReadError::Malformed => "malformed_packet",
+    }
+}
+
+/// Serves one device connection. `client_cert` is the SHA-256 thumbprint of the TLS client
+/// certificate, if one was presented.
+pub(crate) async fn serve<S>(shared: Arc<Shared>, stream: S, client_cert: Option<String>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let connect =
+        match tokio::time::timeout(CONNECT_TIMEOUT, read_packet(&mut reader, &mut buf)).await {
+            Ok(Ok(Packet::Connect(connect))) => connect,
+            _ => {
+                shared.counters.add("connections_refused", "no_connect", 1);
+                return;
+            }
+        };
+    let decision = authenticate(
+        &shared.registry,
+        &shared.host,
+        &connect.client_id,
+        connect.login.as_ref(),
+        client_cert.as_deref(),
+        now_secs(),
+    );
+    let auth = match decision {
+        Ok(auth) => auth,
+        Err(refusal) => {
+            shared
+                .counters
+                .add("connections_refused", refusal.reason, 1);
+            tracing::info!(client = %connect.client_id, reason = refusal.reason, "connection refused");
+            let _ = write(&mut writer, |b| ConnAck::new(refusal.code, false).write(b)).await;
+            return;
+        }
+    };
+    let (conn_id, kicked) = shared.sessions.register(&auth.device_id);
+    if write(&mut writer, |b| {
+        ConnAck::new(ConnectReturnCode::Success, false).write(b)
+    })
+    .await
+    .is_err()
+    {
+        shared.sessions.unregister(&auth.device_id, conn_id);
+        return;
+    }
+    shared.counters.add("connections_accepted", "", 1);
+    tracing::debug!(device = %auth.device_id, "device connected");
+
+    let device: Arc<str> = auth.device_id.as_str().into();
+    let expiry = auth.expiry.map(|se| {
+        let left = UNIX_EPOCH + Duration::from_secs(se);
+        let left = left
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        tokio::time::Instant::now() + left
+    });
+    let keep_alive = match connect.keep_alive {
+        0 => None,
+        secs => Some(Duration::from_millis(u64::from(secs) * 1500)),
+    };
+    let mut drops = shared.faults.device_drops();
+    let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+    let reason: &'static str = loop {
+        let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
+        let packet = tokio::select! {
+            _ = kicked.cancelled() => break "replaced_by_new_connection",
+            _ = drops.changed() => break "dropped_by_fault",
+            _ = tokio::time::sleep_until(expiry.unwrap_or(far)) => break "token_expired",
+            _ = tokio::time::sleep_until(idle_deadline) => break "keep_alive_timeout",
+            packet = read_packet(&mut reader, &mut buf) => packet,
+        };
+        let packet = match packet {
+            Ok(packet) => packet,
+            Err(e) => break close_reason(e),
+        };
+        let written = match packet {
+            Packet::Publish(publish) => {
+                if publish.qos == QoS::ExactlyOnce {
+                    shared.counters.add("messages_refused", "qos2", 1);
+                    break "qos2";
+                }
+                if publish.payload.len() > MAX_PAYLOAD {
+                    shared
+                        .counters
+                        .add("messages_refused", "payload_too_large", 1);
+                    break "payload_too_large";
+                }
+                let pairs = match telemetry_properties(&publish.topic, &device) {
+                    Ok(pairs) => pairs,
+                    Err(_) => {
+                        shared.counters.add("messages_refused", "topic", 1);
+                        break "topic";
+                    }
+                };
+                let mut message = Incoming::new(&device, publish.payload);
+                message.device_id = device.clone();
+                message.auth = auth.method;
+                apply_properties(&mut message, pairs);
+                if shared.faults.admit().await {
+                    shared.counters.add("messages_throttled", "", 1);
+                }
+                shared.partitions.route(message);
+                shared.counters.add("messages_accepted", "", 1);
+                if publish.qos == QoS::AtLeastOnce {
+                    write(&mut writer, |b| PubAck::new(publish.pkid).write(b)).await
+                } else {
+                    Ok(())
+                }
+            }
+            Packet::Subscribe(subscribe) => {
+                let codes = subscribe
+                    .filters
+                    .iter()
+                    .map(|f| {
+                        if may_subscribe(&f.path, &device) {
+                            SubscribeReasonCode::Success(match f.qos {
+                                QoS::AtMostOnce => QoS::AtMostOnce,
+                                _ => QoS::AtLeastOnce,
+                            })
+                        } else {
+                            SubscribeReasonCode::Failure
+                        }
+                    })
+                    .collect();
+                write(&mut writer, |b| SubAck::new(subscribe.pkid, codes).write(b)).await
+            }
+            Packet::Unsubscribe(unsubscribe) => {
+                write(&mut writer, |b| UnsubAck::new(unsubscribe.pkid).write(b)).await
+            }
+            Packet::PingReq => write(&mut writer, |b| PingResp.write(b)).await,
+            Packet::PubAck(_) => Ok(()),
+            Packet::Disconnect => break "",
+            _ => break "protocol_violation",
+        };
+        if written.is_err() {
+            break "";
+        }
+    };
+    shared.sessions.unregister(&device, conn_id);
+    if !reason.is_empty() {
+        shared.counters.add("connections_refused", reason, 1);
+        tracing::info!(device = %device, reason, "connection closed by the hub");
+    }
+    let _ = writer.shutdown().await;
+}

@@ -1,0 +1,374 @@
+//! The running hub: its settings, the state every server shares, starting the listeners and
+//! the library API (devices, partitions, faults, stats, shutdown).
+
+use crate::admin::Admin;
+use crate::amqp::consumer::Owners;
+use crate::amqp::server::{AmqpServer, AmqpShared};
+use crate::faults::{FaultSettings, Faults};
+use crate::mqtt::listener::{self, Framing};
+use crate::registry::{Registry, RegistryError};
+use crate::routing::{Partitions, Retention, now_ms};
+use crate::state::{self, PolicyKeys, StateError};
+use crate::stats::{Counters, Stats};
+use crate::tls::{Ca, TlsError};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Why the hub could not start or act.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The state directory.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The registry.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// Certificates or TLS.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// A port could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// Settings of a hub (see the binary's `--help` for each).
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// Where the CA, keys, registry and client files live.
+    pub state_dir: PathBuf,
+    /// The hub's name (the Event Hubs entity path).
+    pub hub_name: String,
+    /// The host name clients use (certificate name, user names, token resources).
+    pub host: String,
+    /// The address to bind.
+    pub bind: IpAddr,
+    /// Partitions of the built-in endpoint.
+    pub partitions: usize,
+    /// MQTT over TLS port (0: any free port).
+    pub mqtt_port: u16,
+    /// MQTT over WebSockets port (0: any free port).
+    pub ws_port: u16,
+    /// Admin HTTP port (faults, devices, metrics); `None`: no admin endpoint.
+    pub admin_port: Option<u16>,
+    /// AMQP (plain, as Microsoft's emulator) port of the built-in endpoint (0: any free port).
+    pub amqp_port: u16,
+    /// Retention per partition.
+    pub retention: Retention,
+    /// Devices to register at start, `{prefix}{i}` for i in 0..n, listed in `devices.txt`.
+    pub devices: usize,
+    /// Prefix of those devices' ids.
+    pub device_prefix: String,
+}
+
+impl HubConfig {
+    /// Defaults: hub `hub-sim`, host `localhost`, 4 partitions, any free ports on 127.0.0.1.
+    pub fn new(state_dir: impl Into<PathBuf>) -> HubConfig {
+        HubConfig {
+            state_dir: state_dir.into(),
+            hub_name: "hub-sim".into(),
+            host: "localhost".into(),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            partitions: 4,
+            mqtt_port: 0,
+            ws_port: 0,
+            amqp_port: 0,
+            admin_port: None,
+            retention: Retention::default(),
+            devices: 0,
+            device_prefix: "device-".into(),
+        }
+    }
+}
+
+/// The live device connections: one per device, a newer one ends the older.
+#[derive(Debug, Default)]
+pub(crate) struct DeviceSessions {
+    live: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    next_id: AtomicU64,
+}
+
+impl DeviceSessions {
+    /// Registers a connection of `device`, ending the one it replaces.
+    pub(crate) fn register(&self, device: &str) -> (u64, CancellationToken) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        if let Some((_, old)) = self
+            .live
+            .lock()
+            .insert(device.to_owned(), (id, token.clone()))
+        {
+            old.cancel();
+        }
+        (id, token)
+    }
+
+    /// Forgets connection `id` of `device` if it is still the live one.
+    pub(crate) fn unregister(&self, device: &str, id: u64) {
+        let mut live = self.live.lock();
+        if live.get(device).is_some_and(|(live_id, _)| *live_id == id) {
+            live.remove(device);
+        }
+    }
+
+    /// Devices connected now.
+    pub(crate) fn count(&self) -> usize {
+        self.live.lock().len()
+    }
+}
+
+/// What every server of the hub shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) host: String,
+    pub(crate) registry: Registry,
+    pub(crate) partitions: Partitions,
+    pub(crate) faults: Faults,
+    pub(crate) counters: Counters,
+    pub(crate) sessions: DeviceSessions,
+}
+
+/// A running hub. Dropping it does not stop it: call [`HubSim::shutdown`].
+pub struct HubSim {
+    shared: Arc<Shared>,
+    config: HubConfig,
+    keys: PolicyKeys,
+    ca: Ca,
+    mqtt_addr: SocketAddr,
+    ws_addr: SocketAddr,
+    amqp: Arc<AmqpServer>,
+    admin_addr: Option<SocketAddr>,
+    stop: CancellationToken,
+}
+
+async fn bind(ip: IpAddr, port: u16) -> Result<(TcpListener, SocketAddr), HubError> {
+    let addr = SocketAddr::new(ip, port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| HubError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| HubError::Bind { addr, source })?;
+    Ok((listener, local))
+}
+
+impl HubSim {
+    /// Starts a hub: prepares the state directory, binds every port, writes the client files.
+    pub async fn start(config: HubConfig) -> Result<HubSim, HubError> {
+        let dir = config.state_dir.clone();
+        state::ensure_dir(&dir)?;
+        let ca = Ca::load_or_create(&dir)?;
+        let keys = state::policy_keys(&dir)?;
+        let registry = Registry::open(&dir.join("registry.json"))?;
+        let mut device_lines = String::new();
+        for i in 0..config.devices {
+            let id = format!("{}{i}", config.device_prefix);
+            let key = registry.add_sas(&id)?;
+            device_lines.push_str(&state::device_connection_string(&config.host, &id, &key));
+            device_lines.push('\n');
+        }
+        if config.devices > 0 {
+            state::write(&dir.join("devices.txt"), &device_lines)?;
+        }
+        let tls = tokio_rustls::TlsAcceptor::from(ca.server_config(&config.host)?);
+        let (mqtt_listener, mqtt_addr) = bind(config.bind, config.mqtt_port).await?;
+        let (ws_listener, ws_addr) = bind(config.bind, config.ws_port).await?;
+        let shared = Arc::new(Shared {
+            host: config.host.clone(),
+            registry,
+            partitions: Partitions::new(config.partitions, config.retention),
+            faults: Faults::default(),
+            counters: Counters::default(),
+            sessions: DeviceSessions::default(),
+        });
+        let stop = CancellationToken::new();
+        for (listener, framing) in [
+            (mqtt_listener, Framing::Mqtt),
+            (ws_listener, Framing::WebSocket),
+        ] {
+            tokio::spawn(listener::run(
+                shared.clone(),
+                listener,
+                tls.clone(),
+                framing,
+                stop.clone(),
+            ));
+        }
+        let amqp_addr = SocketAddr::new(config.bind, config.amqp_port);
+        let amqp = AmqpServer::start(
+            AmqpShared {
+                hub: shared.clone(),
+                hub_name: config.hub_name.clone(),
+                key: keys.service.clone(),
+                owners: Owners::default(),
+                created_ms: now_ms(),
+            },
+            amqp_addr,
+            stop.clone(),
+        )
+        .await
+        .map_err(|source| HubError::Bind {
+            addr: amqp_addr,
+            source,
+        })?;
+        let amqp = Arc::new(amqp);
+        let admin_addr = match config.admin_port {
+            Some(port) => {
+                let (listener, addr) = bind(config.bind, port).await?;
+                let admin = Arc::new(Admin {
+                    shared: shared.clone(),
+                    amqp: amqp.clone(),
+                });
+                tokio::spawn(crate::admin::run(admin, listener, stop.clone()));
+                Some(addr)
+            }
+            None => None,
+        };
+        state::write(
+            &dir.join("eventhub-connection-string"),
+            &state::eventhub_connection_string(
+                &config.host,
+                amqp.addr().port(),
+                &keys.service,
+                &config.hub_name,
+            ),
+        )?;
+        state::write(
+            &dir.join("service-connection-string"),
+            &state::service_connection_string(&config.host, &keys.iothubowner),
+        )?;
+        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
+        Ok(HubSim {
+            shared,
+            config,
+            keys,
+            ca,
+            mqtt_addr,
+            ws_addr,
+            amqp,
+            admin_addr,
+            stop,
+        })
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &HubConfig {
+        &self.config
+    }
+
+    /// The MQTT over TLS address.
+    pub fn mqtt_addr(&self) -> SocketAddr {
+        self.mqtt_addr
+    }
+
+    /// The MQTT over WebSockets address.
+    pub fn ws_addr(&self) -> SocketAddr {
+        self.ws_addr
+    }
+
+    /// The admin endpoint's address, if it was asked for.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The AMQP address of the built-in endpoint.
+    pub fn amqp_addr(&self) -> SocketAddr {
+        self.amqp.addr()
+    }
+
+    /// The built-in endpoint's connection string (`service` policy, emulator form).
+    pub fn eventhub_connection_string(&self) -> String {
+        state::eventhub_connection_string(
+            &self.config.host,
+            self.amqp.addr().port(),
+            &self.keys.service,
+            &self.config.hub_name,
+        )
+    }
+
+    /// Stops the AMQP side: the listener closes and every AMQP connection drops.
+    pub fn stop_amqp(&self) {
+        self.amqp.stop();
+    }
+
+    /// Starts the AMQP side again on the same port.
+    pub async fn restart_amqp(&self) -> Result<(), HubError> {
+        let addr = self.amqp.addr();
+        self.amqp
+            .restart()
+            .await
+            .map_err(|source| HubError::Bind { addr, source })
+    }
+
+    /// The CA certificate clients trust, PEM.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca.cert_pem
+    }
+
+    /// The CA, to issue client certificates for X.509 devices in tests.
+    pub fn ca(&self) -> &Ca {
+        &self.ca
+    }
+
+    /// The policy keys.
+    pub fn policy_keys(&self) -> &PolicyKeys {
+        &self.keys
+    }
+
+    /// Registers a SAS device (or finds it) and returns its connection string.
+    pub fn add_device(&self, id: &str) -> Result<String, HubError> {
+        let key = self.shared.registry.add_sas(id)?;
+        Ok(state::device_connection_string(&self.config.host, id, &key))
+    }
+
+    /// Registers an X.509 device by its certificate's SHA-256 thumbprint.
+    pub fn add_x509_device(&self, id: &str, thumbprint: &str) -> Result<(), HubError> {
+        Ok(self.shared.registry.add_x509(id, thumbprint)?)
+    }
+
+    /// The partitions of the built-in endpoint (read them, or fill them directly).
+    pub fn partitions(&self) -> &Partitions {
+        &self.shared.partitions
+    }
+
+    /// Counters and partition state now.
+    pub fn stats(&self) -> Stats {
+        Stats::collect(&self.shared.counters, &self.shared.partitions)
+    }
+
+    /// Devices connected now.
+    pub fn connected_devices(&self) -> usize {
+        self.shared.sessions.count()
+    }
+
+    /// The fault settings now.
+    pub fn faults(&self) -> FaultSettings {
+        self.shared.faults.settings()
+    }
+
+    /// Changes the latency and throttle settings.
+    pub fn set_faults(&self, settings: FaultSettings) {
+        self.shared.faults.update(settings);
+    }
+
+    /// Closes every device connection now.
+    pub fn drop_device_connections(&self) {
+        self.shared.faults.drop_device_connections();
+    }
+
+    /// Stops every listener and connection.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        tokio::task::yield_now().await;
+    }
+}

@@ -1,0 +1,114 @@
+//! Faults switched through the admin endpoint while SDK clients run.
+
+mod common;
+
+use common::{TestHub, run_script};
+use std::time::Duration;
+
+async fn admin_hub(devices: usize) -> (TestHub, String) {
+    let hub = TestHub::start_with(devices, |c| c.admin_port = Some(0)).await;
+    let base = format!("http://{}", hub.hub.admin_addr().unwrap());
+    (hub, base)
+}
+
+async fn post(url: String, body: &str) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(url)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_device_connections_disconnects_a_connected_device() {
+    let (hub, base) = admin_hub(1).await;
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+        ("HUB_SIM_TTL", "120".to_string()),
+    ];
+    let device = tokio::spawn(async move {
+        run_script("device", "paho_device.py", &["expiry".into()], &env).await
+    });
+    // Wait (bounded) for the device to be connected, then drop it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while hub.hub.connected_devices() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the device never connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    post(format!("{base}/faults/drop-devices"), "").await;
+    let (outcome, ok) = device.await.unwrap();
+    assert!(ok, "{outcome}");
+    let after = outcome["disconnected_after"]
+        .as_f64()
+        .expect("not disconnected");
+    assert!(after < 60.0, "{outcome}");
+    assert_eq!(
+        hub.hub.stats().connections_refused.get("dropped_by_fault"),
+        Some(&1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_amqp_side_stops_and_starts_again_on_its_port() {
+    let (hub, base) = admin_hub(0).await;
+    let env = vec![("HUB_SIM_EVENTHUB", hub.file("eventhub-connection-string"))];
+    post(format!("{base}/faults/amqp/stop"), "").await;
+    let (outcome, ok) = run_script("eventhub", "eventhub.py", &["refused".into()], &env).await;
+    assert!(ok, "the endpoint answered while stopped: {outcome}");
+    assert_eq!(outcome["refused"], "ConnectError", "{outcome}");
+    post(format!("{base}/faults/amqp/start"), "").await;
+    let (ids, ok) = run_script("eventhub", "eventhub.py", &["ids".into()], &env).await;
+    assert!(ok, "{ids}");
+    assert_eq!(ids["ids"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_throttle_holds_device_messages_back_and_metrics_show_it() {
+    let (hub, base) = admin_hub(1).await;
+    let settings = post(format!("{base}/faults"), r#"{"throttlePerSec": 20}"#).await;
+    assert_eq!(settings["throttlePerSec"], 20);
+    let env = vec![
+        ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
+        ("HUB_SIM_CA", hub.ca_path()),
+        ("HUB_SIM_CONNECTION_STRING", hub.device_strings().remove(0)),
+    ];
+    let (outcome, ok) =
+        run_script("device", "device.py", &["send".into(), "10".into()], &env).await;
+    assert!(ok, "{outcome}");
+    let stats = hub.hub.stats();
+    assert_eq!(stats.messages_accepted, 10);
+    assert!(stats.messages_throttled >= 8, "{stats:?}");
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("hub_sim_messages_accepted_total 10"),
+        "{metrics}"
+    );
+    let partition = hub.hub.partitions().partition_of("drone-0");
+    assert!(
+        metrics.contains(&format!(
+            "hub_sim_partition_last_sequence_number{{partition=\"{partition}\"}} 9"
+        )),
+        "{metrics}"
+    );
+    let added = post(format!("{base}/devices/late-1"), "").await;
+    assert!(
+        added["connectionString"]
+            .as_str()
+            .unwrap()
+            .starts_with("HostName=localhost;DeviceId=late-1;SharedAccessKey="),
+        "{added}"
+    );
+}
