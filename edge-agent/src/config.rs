@@ -116,6 +116,9 @@ pub struct TransportConfig {
     pub backoff: BackoffConfig,
     /// Publishes awaiting PUBACK at most.
     pub max_inflight: u16,
+    /// The CA (PEM) to trust for TLS instead of the system's roots: a gateway's, a local
+    /// hub's.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl TransportConfig {
@@ -131,6 +134,7 @@ impl TransportConfig {
             connect_timeout: Duration::from_secs(10),
             backoff: BackoffConfig::default(),
             max_inflight: 10,
+            ca_file: None,
         }
     }
 }
@@ -285,6 +289,13 @@ pub struct Settings {
     /// IoT Hub transport: `mqtt` (TLS on 8883) or `websockets` (WSS on 443).
     #[arg(long, env = "IOTHUB_TRANSPORT")]
     pub iothub_transport: Option<String>,
+    /// The CA (PEM) that signed the hub's certificate, trusted instead of the system's
+    /// roots: a gateway's or a local hub's.
+    #[arg(long, env = "IOTHUB_CA_FILE")]
+    pub iothub_ca_file: Option<PathBuf>,
+    /// The hub's port, for a gateway or a local hub [default: 8883, websockets 443]
+    #[arg(long, env = "IOTHUB_PORT")]
+    pub iothub_port: Option<u16>,
     /// SAS token lifetime (default 1h).
     #[arg(long, env = "SAS_TOKEN_TTL")]
     pub sas_token_ttl: Option<DurationSetting>,
@@ -363,7 +374,8 @@ impl Settings {
         fill!(self, fallback:
             position_source, mavlink_address, gpsd_address, sim_home_lat, sim_home_lon,
             sim_seed, sim_speed_mps, sim_speedup, report_interval, max_fix_age,
-            connection_string, iothub_transport, sas_token_ttl, sas_renew_fraction,
+            connection_string, iothub_transport, iothub_ca_file, iothub_port, sas_token_ttl,
+            sas_renew_fraction,
             x509_cert_file, x509_key_file, mqtt_url, device_id, buffer_dir, buffer_max_bytes,
             buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, mqtt_keep_alive, status_file,
         );
@@ -510,10 +522,14 @@ impl Settings {
                 let endpoint = match self.iothub_transport.as_deref().unwrap_or("mqtt") {
                     "mqtt" => Endpoint::Tls {
                         host: cs.host.clone(),
-                        port: 8883,
+                        port: self.iothub_port.unwrap_or(8883),
                     },
                     "websockets" => Endpoint::WebSocket {
-                        url: format!("wss://{}:443/$iothub/websocket", cs.host),
+                        url: format!(
+                            "wss://{}:{}/$iothub/websocket",
+                            cs.host,
+                            self.iothub_port.unwrap_or(443)
+                        ),
                     },
                     other => {
                         return Err(invalid(
@@ -522,9 +538,18 @@ impl Settings {
                         ));
                     }
                 };
+                if let Some(ca) = &self.iothub_ca_file {
+                    if !ca.is_file() {
+                        return Err(invalid(
+                            "IOTHUB_CA_FILE",
+                            format!("{} is not a readable file", ca.display()),
+                        ));
+                    }
+                }
                 let transport = TransportConfig {
                     endpoint,
                     auth,
+                    ca_file: self.iothub_ca_file.clone(),
                     ..TransportConfig::plain(&cs.host, 8883)
                 };
                 Ok((cs.device_id, transport))

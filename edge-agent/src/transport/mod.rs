@@ -107,10 +107,10 @@ impl Dialer {
     pub fn new(config: TransportConfig, device_id: String) -> Result<Dialer, TransportError> {
         let transport = match &config.endpoint {
             Endpoint::Tcp { .. } => Transport::Tcp,
-            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config.auth)?),
+            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config)?),
             // `ws://` (no TLS) is for local brokers and tests; IoT Hub is always `wss://`.
             Endpoint::WebSocket { url } if url.starts_with("ws://") => Transport::Ws,
-            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config.auth)?),
+            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config)?),
         };
         Ok(Dialer {
             config,

@@ -1,22 +1,27 @@
 //! TLS for IoT Hub: the server is verified against the system's root certificates (the OS
-//! store, or `SSL_CERT_FILE`/`SSL_CERT_DIR`); with X.509 authentication the client presents
-//! its certificate chain and key (PEM files). The PEM handling is `client-tls`'s, shared
-//! with the writer's `mqtts://` source.
+//! store, or `SSL_CERT_FILE`/`SSL_CERT_DIR`), or against `IOTHUB_CA_FILE` alone (a gateway's
+//! or a local hub's CA); with X.509 authentication the client presents its certificate chain
+//! and key (PEM files). The PEM handling is `client-tls`'s, shared with the writer's
+//! `mqtts://` source.
 
 pub use client_tls::TlsError;
 use client_tls::{Identity, Trust};
 use rumqttc::TlsConfiguration;
 
-use crate::config::Auth;
+use crate::config::{Auth, TransportConfig};
 
-/// The rustls configuration for `auth`.
-pub(super) fn configuration(auth: &Auth) -> Result<TlsConfiguration, TlsError> {
-    let identity = match auth {
+/// The rustls configuration for a transport's trust and authentication.
+pub(super) fn configuration(config: &TransportConfig) -> Result<TlsConfiguration, TlsError> {
+    let identity = match &config.auth {
         Auth::X509(x509) => Some(Identity {
             cert_path: x509.cert_path.clone(),
             key_path: x509.key_path.clone(),
         }),
         Auth::Anonymous | Auth::Sas(_) => None,
     };
-    client_tls::mqtt_tls(&Trust::System, identity.as_ref())
+    let trust = match &config.ca_file {
+        Some(ca) => Trust::CaFile(ca.clone()),
+        None => Trust::System,
+    };
+    client_tls::mqtt_tls(&trust, identity.as_ref())
 }
