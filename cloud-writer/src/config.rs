@@ -144,6 +144,11 @@ pub struct Settings {
     /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
     #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
     pub eventhubs_checkpoint_container: Option<String>,
+    /// The address the Event Hubs client dials instead of the namespace's (an AMQP proxy or
+    /// a private link), e.g. amqps://proxy.example:5671 [default: the namespace; for a
+    /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
+    #[arg(long, env = "EVENTHUBS_CUSTOM_ENDPOINT")]
+    pub eventhubs_custom_endpoint: Option<Url>,
     /// Positions later than this are dropped as stale [default: 5m]
     #[arg(long, env = "STALE_AFTER")]
     pub stale_after: Option<DurationSetting>,
@@ -257,6 +262,7 @@ impl Settings {
             eventhubs_consumer_group,
             eventhubs_start_position,
             eventhubs_checkpoint_container,
+            eventhubs_custom_endpoint,
             stale_after,
             future_tolerance,
             metrics_addr,
@@ -449,6 +455,7 @@ impl Settings {
                 checkpoint_container: self
                     .eventhubs_checkpoint_container
                     .unwrap_or_else(|| "checkpoints".into()),
+                custom_endpoint: self.eventhubs_custom_endpoint,
             },
             staleness,
             metrics_addr,
@@ -505,6 +512,9 @@ pub struct EventHubsConnection {
     pub key_name: String,
     /// `EntityPath`: the event hub.
     pub entity_path: String,
+    /// With `UseDevelopmentEmulator=true` (a local emulator, or `hub-sim`): the Endpoint's
+    /// host and port as a plain AMQP address, `amqp://localhost:5672`.
+    pub emulator_endpoint: Option<String>,
     /// The whole connection string (for the SDK).
     pub raw: Secret,
 }
@@ -515,6 +525,7 @@ impl fmt::Debug for EventHubsConnection {
             .field("namespace", &self.namespace)
             .field("key_name", &self.key_name)
             .field("entity_path", &self.entity_path)
+            .field("emulator_endpoint", &self.emulator_endpoint)
             .finish_non_exhaustive()
     }
 }
@@ -550,12 +561,40 @@ impl EventHubsConnection {
                 "the Event Hubs connection string has no EntityPath: use the IoT hub's built-in endpoint's Event Hub-compatible connection string, {CONNECTION_STRING_SHAPE}"
             )));
         };
+        let value_of = |name: &str| {
+            text.split(';').find_map(|part| {
+                let (key, value) = part.split_once('=')?;
+                key.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| value.trim().to_string())
+            })
+        };
+        let emulator_endpoint = value_of("UseDevelopmentEmulator")
+            .filter(|v| v.eq_ignore_ascii_case("true"))
+            .and_then(|_| value_of("Endpoint"))
+            .and_then(|endpoint| {
+                let host = endpoint
+                    .split_once("://")
+                    .map_or(endpoint.as_str(), |(_, h)| h);
+                let host = host.trim_end_matches('/');
+                (!host.is_empty()).then(|| format!("amqp://{host}"))
+            });
         Ok(EventHubsConnection {
             namespace: parsed.fully_qualified_namespace.clone(),
             key_name,
             entity_path,
+            emulator_endpoint,
             raw: Secret::new(text),
         })
+    }
+
+    /// The address the client dials: `custom` when given, the Endpoint as plain AMQP for a
+    /// development emulator (as Microsoft's emulator speaks), else the SDK's default
+    /// (`amqps://` to the namespace).
+    pub fn dial_endpoint(&self, custom: Option<&Url>) -> Option<String> {
+        custom
+            .map(Url::to_string)
+            .or_else(|| self.emulator_endpoint.clone())
     }
 }
 
@@ -676,6 +715,8 @@ pub struct EventHubsSettings {
     pub start_position: StartAt,
     /// Container of checkpoints and ownerships.
     pub checkpoint_container: String,
+    /// The address to dial instead of the namespace's, if any.
+    pub custom_endpoint: Option<Url>,
 }
 
 /// History mode: every fresh position also as its own document.
@@ -935,6 +976,38 @@ mod tests {
         assert_eq!(hub.entity_path, "hub");
         let mqtt = SourceSpec::parse("mqtt://u:hunter2@broker:1883").unwrap();
         assert!(!format!("{mqtt:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn an_emulator_string_is_dialled_as_plain_amqp_unless_a_custom_endpoint_is_set() {
+        let parse = |text: &str| match SourceSpec::parse(text).unwrap() {
+            SourceSpec::EventHubs(connection) => connection,
+            other => panic!("{other:?}"),
+        };
+        let emulator = parse(
+            "Endpoint=sb://localhost:5673;SharedAccessKeyName=service;SharedAccessKey=c2VjcmV0;EntityPath=hub;UseDevelopmentEmulator=true",
+        );
+        assert_eq!(
+            emulator.dial_endpoint(None).as_deref(),
+            Some("amqp://localhost:5673")
+        );
+        let proxy = Url::parse("amqps://proxy.example:5671").unwrap();
+        assert_eq!(
+            emulator.dial_endpoint(Some(&proxy)).as_deref(),
+            Some("amqps://proxy.example:5671")
+        );
+        let hub = parse(
+            "Endpoint=sb://hub.servicebus.windows.net/;SharedAccessKeyName=service;SharedAccessKey=c2VjcmV0;EntityPath=hub",
+        );
+        assert_eq!(hub.dial_endpoint(None), None);
+        assert_eq!(
+            hub.dial_endpoint(Some(&proxy)).as_deref(),
+            Some("amqps://proxy.example:5671")
+        );
+        let off = parse(
+            "Endpoint=sb://localhost:5673;SharedAccessKeyName=service;SharedAccessKey=c2VjcmV0;EntityPath=hub;UseDevelopmentEmulator=false",
+        );
+        assert_eq!(off.dial_endpoint(None), None);
     }
 
     #[test]

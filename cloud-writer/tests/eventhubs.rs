@@ -273,6 +273,7 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
             consumer_group: GROUP.into(),
             start_position: StartAt::Earliest,
             checkpoint_container: "checkpoints".into(),
+            custom_endpoint: None,
         },
         CheckpointContainer {
             client: client.clone(),

@@ -226,10 +226,14 @@ async fn run(
     let hub = format!("{}/{}", connection.namespace, connection.entity_path);
     tracing::info!(%hub, consumer_group = %settings.consumer_group, "connecting to Event Hubs");
     // Connecting retries for up to a minute: a stop meanwhile ends the source at once.
-    let open = ConsumerClient::builder()
+    let mut builder = ConsumerClient::builder()
         .with_consumer_group(settings.consumer_group.clone())
-        .with_application_id("cloud-writer".into())
-        .open_with_connection_string(connection.raw.expose(), None);
+        .with_application_id("cloud-writer".into());
+    if let Some(endpoint) = connection.dial_endpoint(settings.custom_endpoint.as_ref()) {
+        tracing::info!(%endpoint, "dialling a custom Event Hubs endpoint");
+        builder = builder.with_custom_endpoint(endpoint);
+    }
+    let open = builder.open_with_connection_string(connection.raw.expose(), None);
     let opened = tokio::select! {
         opened = open => opened,
         () = control.stop.cancelled() => return Ok(()),

@@ -7,7 +7,7 @@
 use crate::routing::Partitions;
 use crate::sas::{SasToken, normalise_resource, now_secs};
 use fe2o3_amqp::types::messaging::{ApplicationProperties, Body, Message, Properties};
-use fe2o3_amqp::types::primitives::{OrderedMap, SimpleValue, Timestamp, Value};
+use fe2o3_amqp::types::primitives::{Array, OrderedMap, SimpleValue, Timestamp, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A response ready to send: its properties, status and body.
@@ -183,7 +183,7 @@ pub(crate) fn management(
     }
     match app_string(request, "type").as_deref() {
         Some("com.microsoft:eventhub") => {
-            let ids = (0..node.partitions.count())
+            let ids: Vec<Value> = (0..node.partitions.count())
                 .map(|i| Value::String(i.to_string()))
                 .collect();
             let body = map(vec![
@@ -196,7 +196,9 @@ pub(crate) fn management(
                     "partition_count",
                     Value::Int(node.partitions.count() as i32),
                 ),
-                ("partition_ids", Value::List(ids)),
+                // An AMQP array of strings, as the service sends it (the Rust SDK accepts
+                // nothing else; the Python SDK also takes a list).
+                ("partition_ids", Value::Array(Array::from(ids))),
             ]);
             (respond(request, 200, "OK", body), None)
         }
