@@ -169,3 +169,60 @@ async fn check_refuses_a_hub_whose_ca_is_not_trusted() {
     assert_eq!(hub.stats().messages_accepted, 0);
     hub.shutdown().await;
 }
+
+/// SAS renewal against a hub that disconnects a device when its token expires: with
+/// 60 s tokens renewed at 10 % of their life, the agent reconnects with a fresh token
+/// every 6 s, before any expiry, and the positions arrive without a gap in `seq`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sas_tokens_are_renewed_before_the_hub_would_disconnect_and_no_seq_is_missed() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = start_hub(dir.path()).await;
+    let connection_string = hub.add_device(DEVICE).unwrap();
+    let mut agent = agent(
+        &hub,
+        dir.path(),
+        &[
+            ("IOTHUB_DEVICE_CONNECTION_STRING", connection_string),
+            ("IOTHUB_PORT", hub.mqtt_addr().port().to_string()),
+            ("SAS_TOKEN_TTL", "60s".into()),
+            ("SAS_RENEW_FRACTION", "0.1".into()),
+        ],
+    );
+    let partition = hub
+        .partitions()
+        .get(hub.partitions().partition_of(DEVICE))
+        .unwrap();
+    let mut changes = partition.watch();
+    // Two renewals (three connections), and every seq up to the newest arrived.
+    let seqs = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let mut events = Vec::new();
+            partition.read(0, 10_000, &mut events);
+            let mut seqs: Vec<u64> = events
+                .iter()
+                .map(|e| {
+                    let body: serde_json::Value = serde_json::from_slice(&e.message.body).unwrap();
+                    body["seq"].as_u64().unwrap()
+                })
+                .collect();
+            seqs.sort_unstable();
+            let contiguous = seqs.iter().enumerate().all(|(i, s)| *s == i as u64 + 1);
+            if hub.stats().connections_accepted >= 3 && contiguous && seqs.len() > 60 {
+                return seqs;
+            }
+            changes.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("two renewals and every seq delivered");
+    let stats = hub.stats();
+    assert!(
+        stats.connections_refused.is_empty(),
+        "the hub refused or closed a connection: {:?}",
+        stats.connections_refused
+    );
+    assert_eq!(seqs.first(), Some(&1));
+    agent.start_kill().unwrap();
+    agent.wait().await.unwrap();
+    hub.shutdown().await;
+}
