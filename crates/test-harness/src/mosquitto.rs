@@ -318,6 +318,8 @@ impl Mosquitto {
             file.try_clone()
                 .map_err(HarnessError::io("duplicate the mosquitto.log handle"))
         };
+        // The log is kept across restarts: count this start's "running" line only.
+        let runs_before = self.log().matches(" running").count();
         let mut command =
             process::command(&self.program, ["-c".as_ref(), self.conf_path().as_os_str()]);
         command
@@ -332,8 +334,26 @@ impl Mosquitto {
             .chain(self.ws_port)
             .chain(self.tls_port)
             .collect();
-        let readiness = process::wait_until_accepting(child, &ports, READY_TIMEOUT)
+        let mut readiness = process::wait_until_accepting(child, &ports, READY_TIMEOUT)
             .map_err(HarnessError::io("wait for mosquitto"))?;
+        if let Readiness::Ready = readiness {
+            // A port that accepts may belong to another process that took the free port
+            // first (this broker then failed to bind it and exits): only the broker's own
+            // "running" line, logged once every listener is bound, says that it is ours.
+            let log_path = self.log_path();
+            let running = || process::read_log(&log_path).matches(" running").count() > runs_before;
+            let child = self.child.as_mut().expect("launched above");
+            let mut exited = None;
+            process::wait_until(READY_TIMEOUT, || {
+                exited = child.try_wait().ok().flatten();
+                exited.is_some() || running()
+            });
+            readiness = match exited {
+                Some(status) => Readiness::Exited(status),
+                None if running() => Readiness::Ready,
+                None => Readiness::TimedOut,
+            };
+        }
         match readiness {
             Readiness::Ready => Ok(()),
             Readiness::Exited(status) => {
