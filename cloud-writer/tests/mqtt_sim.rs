@@ -266,6 +266,9 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     // Every write waits 6 s: three keep-alive periods.
     let stall = Duration::from_secs(6);
     sim.set_latency(stall);
+    // Every write from here on takes the stall, so everything is written no sooner than
+    // `stall` from now, however long publishing takes on a busy machine.
+    let stalled_since = std::time::Instant::now();
     let now = Utc::now();
     let total = 1_500;
     let messages: Vec<Publish> = (0..total)
@@ -275,7 +278,6 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
         })
         .collect();
     publish(broker.port(), "fleet-blocked", &messages).await;
-    let stalled_since = std::time::Instant::now();
     // New writes go through at once; those already waiting finish their 6 s.
     wait_until(
         "the broker's window to fill",
