@@ -153,6 +153,8 @@ impl Replica {
             .env("COSMOS_CREATE_IF_MISSING", "true")
             .env("WRITER_SOURCE", hub.eventhub_connection_string())
             .env("EVENTHUBS_START_POSITION", "earliest")
+            .env("EVENTHUBS_LOAD_BALANCING_INTERVAL", "2s")
+            .env("EVENTHUBS_OWNERSHIP_EXPIRY", "10s")
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
             .env("RUST_LOG", "warn,cloud_writer=info")
             .stdin(Stdio::null())
@@ -167,20 +169,8 @@ impl Replica {
         }
     }
 
-    /// The partitions named in the log lines that contain `message`.
-    fn partitions_logged(&self, message: &str) -> BTreeSet<String> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines()
-            .filter(|line| line.contains(message))
-            .filter_map(|line| {
-                let rest = &line[line.find("partition=")? + "partition=".len()..];
-                let id = rest.split_whitespace().next()?.trim_matches('"');
-                Some(id.to_owned())
-            })
-            .collect()
-    }
-
-    /// Its counters: messages received, documents written, drops by reason.
+    /// Its counters (messages received, documents written, drops by reason) and the
+    /// partitions it reads.
     async fn counts(&self) -> Counts {
         let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
         let Ok(response) = reqwest::get(&url).await else {
@@ -197,8 +187,7 @@ impl Replica {
                 counts.received += value;
             } else if name.starts_with("cloud_writer_documents_written_total") {
                 counts.written += value;
-            } else if let Some(labels) = name.strip_prefix("cloud_writer_messages_dropped_total{")
-            {
+            } else if let Some(labels) = name.strip_prefix("cloud_writer_messages_dropped_total{") {
                 let reason = labels
                     .split("reason=\"")
                     .nth(1)
@@ -209,7 +198,33 @@ impl Replica {
                 }
             }
         }
+        (counts.owned, counts.ownership_changes) = self.ownership();
         counts
+    }
+
+    /// The partitions it reads and the changes so far, from its log: a partition is read
+    /// from "reading partition" until "partition lost" or "partition closed".
+    fn ownership(&self) -> (BTreeSet<String>, u64) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let (mut owned, mut changes) = (BTreeSet::new(), 0);
+        for line in text.lines() {
+            let Some(at) = line.find("partition=") else {
+                continue;
+            };
+            let id = line[at + "partition=".len()..]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            if line.contains("reading partition") {
+                owned.insert(id);
+                changes += 1;
+            } else if line.contains("partition lost") || line.contains("partition closed") {
+                owned.remove(&id);
+                changes += 1;
+            }
+        }
+        (owned, changes)
     }
 }
 
@@ -225,12 +240,16 @@ impl Drop for Replica {
     }
 }
 
-/// A replica's counters, or their sum.
+/// A replica's counters and partitions, or their sums.
 #[derive(Debug, Default, Clone, PartialEq)]
 struct Counts {
     received: u64,
     written: u64,
     dropped: BTreeMap<String, u64>,
+    /// The partitions it reads.
+    owned: BTreeSet<String>,
+    /// Partitions claimed, lost and released so far.
+    ownership_changes: u64,
 }
 
 impl Counts {
@@ -248,10 +267,13 @@ impl Counts {
     }
 }
 
-/// The newest position of each drone among the events the hub accepted:
-/// (deviceTimeMs, seq, lat, lon), and the number of events.
-fn newest_accepted(hub: &HubSim) -> (HashMap<String, (i64, u64, f64, f64)>, u64) {
-    let mut newest: HashMap<String, (i64, u64, f64, f64)> = HashMap::new();
+/// A drone's position as `common::assert_newest` checks it: (deviceTimeMs, seq, lat, lon).
+type Newest = HashMap<String, (i64, u64, f64, f64)>;
+
+/// The newest position of each drone among the events the hub accepted, and the number
+/// of events.
+fn newest_accepted(hub: &HubSim) -> (Newest, u64) {
+    let mut newest = Newest::new();
     let mut events_seen = 0;
     for index in 0..hub.partitions().count() {
         let mut events = Vec::new();
@@ -308,34 +330,30 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         .await
         .unwrap();
 
-    // Replica a claims the 4 partitions; replica b then takes 2 of them (the processor's
-    // greedy balancing: b steals up to its share, its receivers' owner level detaches a's).
-    // The drones start only once each replica reads its 2, so that no partition moves
-    // while positions flow.
+    // Replica a claims the 4 partitions; replica b then takes its share (the processor's
+    // greedy balancing: b claims up to 2 at once, and its receivers' owner level detaches
+    // a's). The drones start only once each replica reads its 2 (a has seen 2 of its
+    // receivers detached), so that no partition moves while positions flow.
     let a = Replica::start("writer-a", &hub, &sim, dir.path());
     wait_for(
         "replica a reading the 4 partitions",
         Duration::from_secs(60),
-        async || a.partitions_logged("reading partition"),
-        |p| p.len() == 4,
+        async || a.counts().await,
+        |c| c.owned.len() == 4,
     )
     .await;
     let b = Replica::start("writer-b", &hub, &sim, dir.path());
     let started = Instant::now();
-    let (moved, reading_b) = wait_for(
+    let balanced = wait_for(
         "replica b taking 2 partitions from replica a",
         Duration::from_secs(60),
-        async || {
-            (
-                a.partitions_logged("partition lost"),
-                b.partitions_logged("reading partition"),
-            )
-        },
-        |(lost, read)| lost.len() == 2 && lost == read,
+        async || (a.counts().await, b.counts().await),
+        |(a, b)| a.owned.len() == 2 && b.owned.len() == 2 && a.owned.is_disjoint(&b.owned),
     )
     .await;
     eprintln!(
-        "partitions {moved:?} moved from replica a to b in {:.1} s",
+        "partitions {:?} moved from replica a to b in {:.1} s",
+        balanced.1.owned,
         started.elapsed().as_secs_f64()
     );
 
@@ -451,10 +469,14 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     assert_eq!(sum.settled(), published, "{counts:?}");
     // Both replicas wrote, from their own partitions.
     assert!(counts.0.written > 0 && counts.1.written > 0, "{counts:?}");
-    // No partition moved after the start.
-    assert_eq!(a.partitions_logged("partition lost"), moved);
-    assert_eq!(b.partitions_logged("reading partition"), reading_b);
-    assert!(b.partitions_logged("partition lost").is_empty());
+    // No partition moved after the balancing.
+    assert_eq!(counts.0.owned, balanced.0.owned, "{counts:?}");
+    assert_eq!(counts.1.owned, balanced.1.owned, "{counts:?}");
+    assert_eq!(
+        counts.0.ownership_changes + counts.1.ownership_changes,
+        balanced.0.ownership_changes + balanced.1.ownership_changes,
+        "{counts:?}"
+    );
 
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "positions")).await;
     common::assert_newest(&docs, &expected);
