@@ -300,7 +300,10 @@ async fn mqtt_run(fleet: Fleet) -> Run {
     }
     let deadline = Instant::now() + Duration::from_secs(300);
     while publishers.acked() < total {
-        assert!(Instant::now() < deadline, "the broker did not take them all");
+        assert!(
+            Instant::now() < deadline,
+            "the broker did not take them all"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for client in &publishers.clients {
@@ -353,7 +356,10 @@ fn report(name: &str, fleet: &Fleet, runs: &[Run]) {
             run.peak_rss_kib / 1024,
             f.received,
             f.written,
-            f.dropped.iter().filter(|(_, n)| **n > 0).collect::<BTreeMap<_, _>>(),
+            f.dropped
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .collect::<BTreeMap<_, _>>(),
         );
         assert_eq!(f.received, total, "{f:?}");
         assert_eq!(f.settled(), total, "{f:?}");
