@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{KEY, container, latest_documents};
+use common::{KEY, container, free_port, latest_documents};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
 use hub_sim::{HubConfig, HubSim};
@@ -95,14 +95,6 @@ fn raise_open_file_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Sends SIGTERM to `child`.
