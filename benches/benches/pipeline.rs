@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benches::{Publishers, selected, wire_payload};
 use bytes::Bytes;
 use chrono::Utc;
 use cloud_writer::Writer;
@@ -32,20 +33,12 @@ use cosmos_sim::CosmosSim;
 use cosmos_wire::batch::{BatchBody, OperationRef, OperationType, partition_key_json};
 use cosmos_wire::epk::epk_u128_of_str;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use rumqttc::{AsyncClient, QoS};
 use telemetry::{DocumentLayout, StalenessPolicy};
 use test_harness::Mosquitto;
 
 /// Messages per pipeline batch (the writer's default batch size).
 const BATCH: usize = 2_000;
-
-fn payload(device: &str, seq: u64) -> Vec<u8> {
-    let ts = Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ");
-    format!(
-        r#"{{"v":1,"deviceId":"{device}","seq":{seq},"ts":"{ts}","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}}"#
-    )
-    .into_bytes()
-}
 
 /// CPU time this thread has run (`CLOCK_THREAD_CPUTIME_ID`, exact to the nanosecond; the
 /// scheduler's statistics advance only at ticks and context switches).
@@ -117,7 +110,10 @@ fn to_batches(
 
 fn bytes_to_batched_document(c: &mut Criterion) {
     let devices: Vec<String> = (0..BATCH).map(|d| format!("drone-{d:05}")).collect();
-    let payloads: Vec<Bytes> = devices.iter().map(|d| Bytes::from(payload(d, 7))).collect();
+    let payloads: Vec<Bytes> = devices
+        .iter()
+        .map(|d| Bytes::from(wire_payload(d, 7, Utc::now())))
+        .collect();
     let metrics = Arc::new(Metrics::new());
     let rejects = Rejects::new(metrics.clone(), None).unwrap();
     let policy = StalenessPolicy::default();
@@ -185,29 +181,6 @@ fn percentile_bound(metrics: &Metrics, q: f64) -> Option<f64> {
         .map(|(le, _)| *le)
 }
 
-/// Publishers, each on its own connection, with a count of PUBACKs received.
-async fn publishers(port: u16, n: usize) -> Vec<AsyncClient> {
-    let mut clients = Vec::new();
-    for i in 0..n {
-        let mut options = MqttOptions::new(format!("bench-publisher-{i}"), "127.0.0.1", port);
-        options
-            .set_inflight(1000)
-            .set_request_channel_capacity(20_000)
-            .set_keep_alive(Duration::from_secs(30));
-        let (client, mut eventloop) = AsyncClient::new(options, 20_000);
-        tokio::spawn(async move {
-            loop {
-                match eventloop.poll().await {
-                    Ok(Event::Incoming(Packet::PubAck(_))) | Ok(_) => {}
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        });
-        clients.push(client);
-    }
-    clients
-}
-
 /// A harness-started Mosquitto, the unthrottled local endpoint (4 ranges) and the writer
 /// in-process, subscribed; `connections` publishing connections.
 struct Stack {
@@ -243,7 +216,8 @@ impl Stack {
                 assert!(Instant::now() < deadline, "the writer did not get ready");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            let clients = publishers(broker.port(), connections).await;
+            let clients =
+                Publishers::connect(broker.port(), connections, "bench-publisher-").clients;
             (sim, writer, clients)
         });
         Stack {
@@ -285,7 +259,7 @@ fn e2e_publish(client: &AsyncClient, n: usize, seq: u64) -> impl Future<Output =
     let device = format!("drone-{:05}", n % E2E_DRONES);
     async move {
         let topic = format!("devices/{device}/messages/events/");
-        let body = payload(&device, seq);
+        let body = wire_payload(&device, seq, Utc::now());
         client
             .publish(topic, QoS::AtLeastOnce, false, body)
             .await
@@ -341,39 +315,6 @@ fn mosquitto_to_cosmos(c: &mut Criterion) {
         stack.writer.counts()
     );
     stack.stop(&rt);
-}
-
-/// Whether a bench named `name` is selected: `cargo bench` passes `--bench` and the
-/// filter, if any; CI's quick mode (`cargo test --benches`) passes neither.
-fn selected(name: &str) -> (bool, bool) {
-    /// Criterion's options that take a value as the next argument.
-    const WITH_VALUE: [&str; 12] = [
-        "--warm-up-time",
-        "--measurement-time",
-        "--sample-size",
-        "--profile-time",
-        "--save-baseline",
-        "--baseline",
-        "--load-baseline",
-        "--output-format",
-        "--color",
-        "--nresamples",
-        "--noise-threshold",
-        "--plotting-backend",
-    ];
-    let mut args = std::env::args().skip(1);
-    let (mut full, mut filters) = (false, Vec::new());
-    while let Some(arg) = args.next() {
-        if arg == "--bench" {
-            full = true;
-        } else if WITH_VALUE.contains(&arg.as_str()) {
-            args.next();
-        } else if !arg.starts_with('-') {
-            filters.push(arg);
-        }
-    }
-    let chosen = filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
-    (chosen, full)
 }
 
 /// `pipeline/mosquitto_to_cosmos_paced`: positions published at a fixed rate

@@ -14,14 +14,6 @@ use test_harness::Mosquitto;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cloud-writer");
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn command(endpoint: &str, source: &str, container: &str, metrics_port: u16) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_clear()

@@ -3,24 +3,27 @@
 //!
 //! Every drone has its own MQTT connection (client id = device id), made by the edge
 //! agent's transport ([`edge_agent::transport::Dialer`]: plain MQTT, or IoT Hub over TLS
-//! with SAS tokens from device connection strings), and publishes at QoS 1 to IoT Hub's
+//! with SAS tokens from device connection strings, trusting the system's roots or a given
+//! CA, on port 8883 or a given one, as the agent does), and publishes at QoS 1 to IoT Hub's
 //! device-to-cloud topic ([`edge_agent::transport::event_topic`]), so the same run works
 //! against IoT Hub and against any broker the cloud writer reads. Positions come from the
 //! edge agent's simulated routes ([`edge_agent::SimRoute`], seeded by the drone's index).
 //! The drones' publications are spread evenly over each interval (no lock-step bursts).
-//! A run longer than a SAS token's renewal time reconnects each drone with a fresh token. The report gives messages
-//! sent and acknowledged, throughput, and publish latency (PUBLISH written to PUBACK
+//! A run longer than a SAS token's renewal time reconnects each drone with a fresh token.
+//! The report gives messages sent and acknowledged, throughput, and publish latency (PUBLISH written to PUBACK
 //! received) p50/p99; with a writer's metrics endpoint, also what the writer received and
 //! wrote, its drops by reason, its throttled requests and its lateness.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use rumqttc::{Event, Outgoing, Packet, QoS};
+use rumqttc::{Event, EventLoop, Outgoing, Packet, QoS};
 use serde::Serialize;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use edge_agent::config::Settings as AgentSettings;
@@ -41,10 +44,15 @@ pub enum Target {
         port: u16,
     },
     /// IoT Hub: one device connection string per drone (the drone count is at most their
-    /// number).
+    /// number), MQTT over TLS with SAS tokens, as the edge agent connects.
     IotHub {
         /// `HostName=...;DeviceId=...;SharedAccessKey=...`, one per drone.
         connection_strings: Vec<String>,
+        /// The CA (PEM) that signed the hub's certificate, trusted instead of the system's
+        /// roots: a gateway's or a local hub's (the agent's `IOTHUB_CA_FILE`).
+        ca_file: Option<PathBuf>,
+        /// The hub's MQTT port when it is not 8883 (the agent's `IOTHUB_PORT`).
+        port: Option<u16>,
     },
 }
 
@@ -268,11 +276,17 @@ fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, Loadg
                 ..AgentSettings::default()
             })
             .collect(),
-        Target::IotHub { connection_strings } => connection_strings
+        Target::IotHub {
+            connection_strings,
+            ca_file,
+            port,
+        } => connection_strings
             .iter()
             .take(config.drones)
             .map(|cs| AgentSettings {
                 connection_string: Some(edge_agent::config::Secret::new(cs.as_str())),
+                iothub_ca_file: ca_file.clone(),
+                iothub_port: *port,
                 ..AgentSettings::default()
             })
             .collect(),
@@ -297,6 +311,57 @@ fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, Loadg
         .collect()
 }
 
+/// What a drone's connection reports.
+enum LinkEvent {
+    /// A PUBLISH with this packet id was written.
+    Written(u16),
+    /// The broker acknowledged this packet id.
+    Acked(u16),
+    /// The connection failed (it is made again after a pause).
+    Failed(String),
+}
+
+/// One connection of a drone, its event loop polled by a task of its own: a poll is not
+/// cancelled when the drone's ticker fires, which would drop a TLS handshake half done
+/// (the broker then sees a failed handshake and a second connection). Dropping it stops
+/// the task.
+struct Link {
+    events: mpsc::UnboundedReceiver<LinkEvent>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    fn drive(mut eventloop: EventLoop) -> Link {
+        let (tx, events) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            loop {
+                let event = match eventloop.poll().await {
+                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => LinkEvent::Written(pkid),
+                    Ok(Event::Incoming(Packet::PubAck(ack))) => LinkEvent::Acked(ack.pkid),
+                    Ok(_) => continue,
+                    Err(err) => {
+                        if tx.send(LinkEvent::Failed(err.to_string())).is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                };
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        Link { events, task }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// One simulated drone of the load generator.
 struct Drone {
     device_id: String,
@@ -314,7 +379,8 @@ impl Drone {
     /// Publishes until the deadline, the count budget or `stop`; then waits (at most the
     /// drain time) for its acknowledgements. Returns its publish latencies in seconds.
     async fn run(self, deadline: Instant, stop: CancellationToken) -> Vec<f64> {
-        let (mut client, mut eventloop, mut renew_after) = self.dialer.dial();
+        let (mut client, eventloop, mut renew_after) = self.dialer.dial();
+        let mut link = Link::drive(eventloop);
         let mut link_started = Instant::now();
         let mut written_at: HashMap<u16, Instant> = HashMap::new();
         let mut latencies = Vec::new();
@@ -335,7 +401,9 @@ impl Drone {
                 // A fresh SAS token before the hub disconnects us; unacknowledged
                 // publishes of the old link are given up (counted as not acknowledged).
                 let _ = client.try_disconnect();
+                let eventloop;
                 (client, eventloop, renew_after) = self.dialer.dial();
+                link = Link::drive(eventloop);
                 link_started = Instant::now();
                 written_at.clear();
                 outstanding = 0;
@@ -363,12 +431,12 @@ impl Drone {
                     drain_until = Some(Instant::now() + self.drain);
                 }
                 _ = tokio::time::sleep_until(drain_until.unwrap_or(deadline).into()), if drain_until.is_some() => {}
-                event = eventloop.poll() => match event {
-                    Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                Some(event) = link.events.recv() => match event {
+                    LinkEvent::Written(pkid) => {
                         written_at.insert(pkid, Instant::now());
                     }
-                    Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                        if let Some(at) = written_at.remove(&ack.pkid) {
+                    LinkEvent::Acked(pkid) => {
+                        if let Some(at) = written_at.remove(&pkid) {
                             latencies.push(at.elapsed().as_secs_f64());
                         }
                         outstanding = outstanding.saturating_sub(1);
@@ -376,11 +444,9 @@ impl Drone {
                         let since = self.start.elapsed().as_micros() as u64;
                         self.counters.last_ack_us.fetch_max(since, Ordering::Relaxed);
                     }
-                    Ok(_) => {}
-                    Err(err) => {
+                    LinkEvent::Failed(error) => {
                         self.counters.connection_errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(device = %self.device_id, error = %err, "connection error");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        tracing::debug!(device = %self.device_id, %error, "connection error");
                     }
                 }
             }

@@ -81,6 +81,13 @@ struct LoadgenArgs {
     /// (`HostName=...;DeviceId=...;SharedAccessKey=...`), one per line and drone.
     #[arg(long, env = "FLEET_DEVICE_CONNECTION_STRINGS", conflicts_with = "url")]
     device_connection_strings: Option<std::path::PathBuf>,
+    /// With --device-connection-strings: the CA (PEM) that signed the hub's certificate,
+    /// trusted instead of the system's roots (a gateway's, or a local hub's `ca.pem`).
+    #[arg(long, env = "IOTHUB_CA_FILE", requires = "device_connection_strings")]
+    iothub_ca_file: Option<std::path::PathBuf>,
+    /// With --device-connection-strings: the hub's MQTT port [default: 8883].
+    #[arg(long, env = "IOTHUB_PORT", requires = "device_connection_strings")]
+    iothub_port: Option<u16>,
     /// Number of drones, one MQTT connection each (with connection strings: at most one
     /// per line).
     #[arg(long, default_value_t = 100)]
@@ -209,6 +216,8 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
                 .filter(|l| !l.is_empty() && !l.starts_with('#'))
                 .map(str::to_owned)
                 .collect(),
+            ca_file: args.iothub_ca_file.clone(),
+            port: args.iothub_port,
         }
     } else if args.url == "embedded" {
         let broker = tokio::task::spawn_blocking(|| Broker::start(BrokerKind::Embedded))
@@ -226,7 +235,9 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
     };
     let destination = match &target {
         Target::Mqtt { host, port } => format!("mqtt://{host}:{port}"),
-        Target::IotHub { connection_strings } => {
+        Target::IotHub {
+            connection_strings, ..
+        } => {
             format!(
                 "IoT Hub ({} device connection strings)",
                 connection_strings.len()
@@ -235,7 +246,9 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
     };
     let drones = match &target {
         Target::Mqtt { .. } => args.drones,
-        Target::IotHub { connection_strings } => args.drones.min(connection_strings.len()),
+        Target::IotHub {
+            connection_strings, ..
+        } => args.drones.min(connection_strings.len()),
     };
     let config = LoadgenConfig {
         target,

@@ -192,6 +192,15 @@ pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
     }
 }
 
+/// A free port on 127.0.0.1 (for a writer process's metrics endpoint).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A client for a container.
 pub fn container(endpoint: &str, database: &str, name: &str) -> ContainerClient {
     let key = MasterKey::from_base64(KEY).unwrap();

@@ -6,7 +6,7 @@
 //! of its own with a single-threaded runtime, because the SDK's partition event stream
 //! is not `Send`), which turns
 //! events into [`Message`](crate::source::Message)s ([`PartitionCheckpoints::message_of`]) and writes the
-//! partition's checkpoint every [`CHECKPOINT_INTERVAL`], only up to the last event whose
+//! partition's checkpoint every `EVENTHUBS_CHECKPOINT_INTERVAL`, only up to the last event whose
 //! outcome and whose predecessors' outcomes are final. A partition that is lost (another
 //! replica claimed it, or the receiver failed) is checkpointed as far as it is final and
 //! forgotten: its pending events come again to whoever reads it next. On stop, the tasks
@@ -24,7 +24,8 @@ use std::time::Duration;
 use azure_messaging_eventhubs::models::{ReceivedEventData, StartPositions};
 use azure_messaging_eventhubs::processor::PartitionClient;
 use azure_messaging_eventhubs::{
-    CheckpointStore, ConsumerClient, EventHubsError, EventProcessor, StartLocation, StartPosition,
+    CheckpointStore, ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy,
+    StartLocation, StartPosition,
 };
 use cosmos::CosmosClient;
 use futures::future::BoxFuture;
@@ -35,13 +36,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::store::{CosmosCheckpointStore, Scope};
 use super::{EventParts, PartitionCheckpoints};
-use crate::config::{EventHubsConnection, EventHubsSettings, StartAt};
+use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
 use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{Source, SourceControl, SourceError};
 
-/// How often each partition's final position is written to the checkpoint store.
-pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+/// A duration as the SDK takes it (saturating: the settings are far below its range).
+fn sdk_duration(duration: Duration) -> azure_core::time::Duration {
+    azure_core::time::Duration::try_from(duration).unwrap_or(azure_core::time::Duration::MAX)
+}
 
 /// Where the checkpoint container lives.
 #[derive(Debug, Clone)]
@@ -109,6 +112,16 @@ pub fn start_position(start: StartAt) -> StartPosition {
     }
 }
 
+/// This replica's owner id in the checkpoint store. The SDK's processor takes the AMQP
+/// connection's name for it, which is the client's application id: one name shared by
+/// every replica would make them all one owner, each reading every partition. So it is
+/// the host name (which pod owns which partition) and a random part (two replicas on one
+/// host, or a restarted one, are different owners).
+pub fn owner_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    format!("cloud-writer-{host}-{:08x}", rand::random::<u32>())
+}
+
 /// The TLS stack of the AMQP connection builds its configuration from the process-wide
 /// rustls provider; with two providers compiled in (ring for HTTPS, aws-lc-rs for the
 /// AMQP crates), rustls cannot pick one, so this process names it.
@@ -125,7 +138,7 @@ struct Shared {
     /// The sequence number last written as each partition's checkpoint.
     written: Mutex<HashMap<String, i64>>,
     metrics: Arc<Metrics>,
-    /// How often a partition's checkpoint is written ([`CHECKPOINT_INTERVAL`]).
+    /// How often a partition's checkpoint is written (`EVENTHUBS_CHECKPOINT_INTERVAL`).
     checkpoint_interval: Duration,
 }
 
@@ -226,9 +239,11 @@ async fn run(
     let hub = format!("{}/{}", connection.namespace, connection.entity_path);
     tracing::info!(%hub, consumer_group = %settings.consumer_group, "connecting to Event Hubs");
     // Connecting retries for up to a minute: a stop meanwhile ends the source at once.
+    let owner = owner_id();
+    tracing::info!(%owner, "owner id of this replica in the checkpoint store");
     let mut builder = ConsumerClient::builder()
         .with_consumer_group(settings.consumer_group.clone())
-        .with_application_id("cloud-writer".into());
+        .with_application_id(owner);
     if let Some(endpoint) = connection.dial_endpoint(settings.custom_endpoint.as_ref()) {
         tracing::info!(%endpoint, "dialling a custom Event Hubs endpoint");
         builder = builder.with_custom_endpoint(endpoint);
@@ -244,7 +259,14 @@ async fn run(
                 "cannot connect to Event Hubs {hub}: {e} (check WRITER_SOURCE: the built-in endpoint's Event Hub-compatible connection string, and EVENTHUBS_CONSUMER_GROUP)"
             ))
         })?;
+    let balancing = settings.balancing;
     let build = EventProcessor::builder()
+        .with_update_interval(sdk_duration(balancing.interval))
+        .with_partition_expiration_duration(sdk_duration(balancing.ownership_expiry))
+        .with_load_balancing_strategy(match balancing.strategy {
+            LoadBalancing::Greedy => ProcessorStrategy::Greedy,
+            LoadBalancing::Balanced => ProcessorStrategy::Balanced,
+        })
         .with_start_positions(StartPositions {
             per_partition: HashMap::new(),
             default: start_position(settings.start_position),
@@ -269,7 +291,7 @@ async fn run(
         tracker: PartitionCheckpoints::new(metrics.clone()),
         written: Mutex::default(),
         metrics: metrics.clone(),
-        checkpoint_interval: CHECKPOINT_INTERVAL,
+        checkpoint_interval: settings.checkpoint_interval,
     });
     let reading = control.stop.child_token();
     let (clients, readers_done) = spawn_readers(shared.clone(), tx, reading.clone())?;

@@ -2,16 +2,32 @@
 //! replies, and a partition receiver's deliveries (credit-based: `send` waits for the
 //! client's credit).
 //!
-//! Messages go out with `send_batchable`: pre-settled, they need no outcome, and the transfer
-//! then carries its last field (`batchable`), so the frame's field list is complete. pyamqp
-//! (the Python SDK's AMQP stack) reads a transfer's payload at a fixed index and cannot read a
-//! transfer whose trailing default fields were left out.
+//! Deliveries are settled as the receiver asked at attach: unsettled (for the client to settle)
+//! when it asked for `snd-settle-mode` `unsettled` (Python's pyamqp does), pre-settled when it
+//! asked for `settled` (Microsoft's .NET and Go clients do) or `mixed` (fe2o3-amqp's default,
+//! under Microsoft's Rust SDK), where the sender chooses per delivery. The hub chooses
+//! pre-settled for `mixed` because fe2o3-amqp's sender records an unsettled delivery only after
+//! its transfer is handed on, so a client's disposition that arrives first is lost and the
+//! delivery is never settled; the client pays a disposition per event for nothing, as Event
+//! Hubs ignores outcomes. The settlement of an unsettled delivery is not awaited either (a
+//! lost one stays in fe2o3-amqp's map of the link until it detaches). Replies on `$cbs` and
+//! `$management` follow the same rule.
+//!
+//! Credit is the client's: `send` waits for it. fe2o3-amqp's receivers in `CreditMode::Auto`
+//! grant more credit only as they dispose of deliveries, so a reader on that crate must accept
+//! each delivery, pre-settled or not (Microsoft's Rust SDK does), or it stops after its first
+//! credit window.
+//!
+//! Messages go out with `send_batchable`, so the transfer carries its last field
+//! (`batchable`) and its field list is complete: pyamqp reads a transfer's payload at a fixed
+//! index and cannot read a transfer whose trailing default fields were left out.
 
 use super::consumer::{PartitionAddress, start_of, to_message};
 use super::requests::{self, ConnectionAuth, Node, Response};
 use super::server::AmqpShared;
+use fe2o3_amqp::Sendable;
 use fe2o3_amqp::link::{Receiver, Sender};
-use fe2o3_amqp::types::definitions::{self, AmqpError, LinkError};
+use fe2o3_amqp::types::definitions::{self, AmqpError, LinkError, SenderSettleMode};
 use fe2o3_amqp::types::messaging::{Body, Source};
 use fe2o3_amqp::types::primitives::Value;
 use parking_lot::Mutex;
@@ -50,12 +66,38 @@ impl NodeKind {
     }
 }
 
-/// Forwards replies of `node` to the client's receiver link.
-pub(crate) async fn reply_link(mut sender: Sender, node: NodeKind, replies: Replies) {
+/// Whether the hub sends pre-settled to a receiver that asked for `mode` at attach (see the
+/// module's documentation).
+pub(crate) fn presettled(mode: &SenderSettleMode) -> bool {
+    match mode {
+        SenderSettleMode::Settled | SenderSettleMode::Mixed => true,
+        SenderSettleMode::Unsettled => false,
+    }
+}
+
+/// Forwards replies of `node` to the client's receiver link, pre-settled or not as for events.
+pub(crate) async fn reply_link(
+    mut sender: Sender,
+    node: NodeKind,
+    replies: Replies,
+    settled: bool,
+) {
     let (tx, mut rx) = mpsc::channel::<Response>(16);
     replies.lock().insert(node.name().to_owned(), tx);
-    while let Some(response) = rx.recv().await {
-        if sender.send_batchable(response).await.is_err() {
+    loop {
+        let response = tokio::select! {
+            response = rx.recv() => match response {
+                Some(response) => response,
+                None => break,
+            },
+            // The client closes its reply link: answer its detach.
+            _ = sender.on_detach() => break,
+        };
+        let reply = Sendable::builder()
+            .message(response)
+            .settled(settled)
+            .build();
+        if sender.send_batchable(reply).await.is_err() {
             break;
         }
     }
@@ -125,17 +167,33 @@ pub(crate) async fn refuse_sender(
     let _ = sender.close_with_error(link_error(condition, text)).await;
 }
 
+/// What a partition receiver asked for at attach.
+pub(crate) struct PartitionReceiver {
+    /// The partition address.
+    pub(crate) address: PartitionAddress,
+    /// Its source (the filter that says where to start).
+    pub(crate) source: Option<Source>,
+    /// Its owner level.
+    pub(crate) epoch: Option<i64>,
+    /// Whether its deliveries go out pre-settled (it did not ask for `unsettled`).
+    pub(crate) settled: bool,
+}
+
 /// Delivers a partition's events to one receiver until it detaches, is stolen, or the
 /// server stops.
 pub(crate) async fn partition_link(
     mut sender: Sender,
-    address: PartitionAddress,
-    source: Option<Source>,
-    epoch: Option<i64>,
+    receiver: PartitionReceiver,
     amqp: Arc<AmqpShared>,
     auth: Arc<ConnectionAuth>,
     stop: CancellationToken,
 ) {
+    let PartitionReceiver {
+        address,
+        source,
+        epoch,
+        settled,
+    } = receiver;
     if !auth.is_authorized() {
         return refuse_sender(
             sender,
@@ -165,6 +223,7 @@ pub(crate) async fn partition_link(
         Ok(claim) => claim,
         Err(refused) => return refuse_sender(sender, &amqp, "owner_level", refused.0).await,
     };
+    let stolen_text = || format!("a receiver with a higher owner level took partition {index}");
     let partition = amqp.hub.partitions.get(index).expect("index checked");
     let mut next = partition.resolve(start);
     let mut watch = partition.watch();
@@ -175,16 +234,21 @@ pub(crate) async fn partition_link(
         if batch.is_empty() {
             tokio::select! {
                 _ = stop.cancelled() => break None,
-                _ = stolen.cancelled() => break Some(format!("a receiver with a higher owner level took partition {index}")),
+                _ = stolen.cancelled() => break Some(stolen_text()),
                 _ = watch.changed() => continue,
                 _ = sender.on_detach() => break None,
             }
         }
         for event in batch.drain(..) {
-            let message = to_message(&event);
+            let message = Sendable::builder()
+                .message(to_message(&event))
+                .settled(settled)
+                .build();
+            // The settlement of an unsettled delivery is not awaited: Event Hubs ignores
+            // outcomes, and the client's credit alone paces delivery.
             tokio::select! {
                 _ = stop.cancelled() => break 'deliver None,
-                _ = stolen.cancelled() => break 'deliver Some(format!("a receiver with a higher owner level took partition {index}")),
+                _ = stolen.cancelled() => break 'deliver Some(stolen_text()),
                 sent = sender.send_batchable(message) => if sent.is_err() { break 'deliver None },
             }
             next = event.sequence_number + 1;
@@ -201,5 +265,17 @@ pub(crate) async fn partition_link(
         None => {
             let _ = sender.close().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_receiver_that_asks_for_unsettled_gets_unsettled_deliveries() {
+        assert!(presettled(&SenderSettleMode::Settled));
+        assert!(presettled(&SenderSettleMode::Mixed));
+        assert!(!presettled(&SenderSettleMode::Unsettled));
     }
 }

@@ -9,9 +9,8 @@ use super::sasl::CbsSasl;
 use crate::sim::Shared;
 use fe2o3_amqp::acceptor::{
     ConnectionAcceptor, LinkAcceptor, LinkEndpoint, ListenerSessionHandle, SessionAcceptor,
-    SupportedSenderSettleModes,
 };
-use fe2o3_amqp::types::definitions::{Fields, Role, SenderSettleMode};
+use fe2o3_amqp::types::definitions::Fields;
 use fe2o3_amqp::types::messaging::TargetArchetype;
 use fe2o3_amqp::types::performatives::Attach;
 use fe2o3_amqp::types::primitives::{Symbol, Value};
@@ -182,13 +181,9 @@ async fn session_loop(
     mut session: ListenerSessionHandle,
     stop: CancellationToken,
 ) {
-    let requests = LinkAcceptor::builder().properties(product()).build();
-    // Events and replies go out pre-settled: the client's credit paces them.
-    let deliveries = LinkAcceptor::builder()
-        .supported_sender_settle_modes(SupportedSenderSettleModes::Settled)
-        .fallback_sender_settle_mode(SenderSettleMode::Settled)
-        .properties(product())
-        .build();
+    // Every settle mode a client asks for is taken, as the service does; what the hub's
+    // senders then send is said in [`links`].
+    let acceptor = LinkAcceptor::builder().properties(product()).build();
     let replies = Replies::default();
     loop {
         let attach = tokio::select! {
@@ -201,12 +196,8 @@ async fn session_loop(
         let source = attach.source.as_deref().cloned();
         let source_address = source.as_ref().and_then(|s| s.address.clone());
         let epoch = epoch_of(attach.properties.as_ref());
-        let role = attach.role.clone();
+        let settled = links::presettled(&attach.snd_settle_mode);
         let target = target_address(&attach);
-        let acceptor = match role {
-            Role::Sender => &requests,
-            Role::Receiver => &deliveries,
-        };
         let link = match acceptor.accept_incoming_attach(attach, &mut session).await {
             Ok(link) => link,
             Err(e) => {
@@ -236,11 +227,15 @@ async fn session_loop(
             LinkEndpoint::Sender(sender) => {
                 let address = source_address.unwrap_or_default();
                 if let Some(node) = NodeKind::of(&address) {
-                    tokio::spawn(links::reply_link(sender, node, replies));
+                    tokio::spawn(links::reply_link(sender, node, replies, settled));
                 } else if let Some(partition) = parse_address(&address) {
-                    tokio::spawn(links::partition_link(
-                        sender, partition, source, epoch, shared, auth, stop,
-                    ));
+                    let receiver = links::PartitionReceiver {
+                        address: partition,
+                        source,
+                        epoch,
+                        settled,
+                    };
+                    tokio::spawn(links::partition_link(sender, receiver, shared, auth, stop));
                 } else {
                     tokio::spawn(async move {
                         let text = format!("no entity at {address}");

@@ -2,6 +2,8 @@
 //! scripts run from the virtual environments that scripts/test-all installs.
 #![allow(dead_code)] // each test binary uses part of this
 
+pub mod readers;
+
 use hub_sim::{HubConfig, HubSim};
 use std::path::PathBuf;
 use std::process::Command;
