@@ -3,8 +3,9 @@
 //!
 //! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
 //! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges, the bytes held in the source queue and acknowledgement lag per source
-//! partition are all here. The names are listed in the crate README.
+//! gauges, the bytes held in the source queue, acknowledgement lag per source
+//! partition, and the answers of `/readyz` and `/healthz` as gauges (for alert rules) are
+//! all here. The names are listed in the crate README.
 
 pub mod server;
 
@@ -71,6 +72,8 @@ pub struct Metrics {
     blocked: Family<Label, Gauge>,
     history_dropped: Family<Label, Counter>,
     fallback: Gauge,
+    ready_gauge: Gauge,
+    live_gauge: Gauge,
     ready: AtomicBool,
     /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
     progress: Mutex<(u64, Instant)>,
@@ -122,11 +125,11 @@ impl Default for Metrics {
 }
 
 /// Upper bounds (seconds) of the lateness histograms: fine below a second, where the
-/// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then up to the 5-minute
-/// cutoff and past it.
-const LATENESS_BUCKETS: [f64; 20] = [
+/// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then every minute up to the
+/// 5-minute cutoff (so an alert can tell lateness approaching it) and past it.
+const LATENESS_BUCKETS: [f64; 23] = [
     0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
-    60.0, 300.0, 600.0,
+    60.0, 120.0, 180.0, 240.0, 300.0, 600.0,
 ];
 
 impl Metrics {
@@ -154,6 +157,8 @@ impl Metrics {
             blocked: Family::default(),
             history_dropped: Family::default(),
             fallback: Gauge::default(),
+            ready_gauge: Gauge::default(),
+            live_gauge: Gauge::default(),
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
@@ -258,7 +263,24 @@ impl Metrics {
             "1 when the writer fell back to NEWEST_WINS=etag because the server has no Patch in batches",
             m.fallback.clone(),
         );
+        r.register(
+            "ready",
+            "1 while /readyz answers 200: started, source connected, stream not held (updated when /metrics is scraped)",
+            m.ready_gauge.clone(),
+        );
+        r.register(
+            "live",
+            "1 while /healthz answers 200: no work pending, or an outcome within HEALTHZ_STALL_AFTER (updated when /metrics is scraped)",
+            m.live_gauge.clone(),
+        );
         m
+    }
+
+    /// Sets the `ready` and `live` gauges to what `/readyz` and `/healthz` answer now
+    /// (liveness under `stall_after`); the metrics server calls it before rendering.
+    pub fn update_health(&self, stall_after: Duration) {
+        self.ready_gauge.set(i64::from(self.is_ready()));
+        self.live_gauge.set(i64::from(self.is_live(stall_after)));
     }
 
     /// Holds the stream for `reason` (one of [`HOLD_REASONS`]), or resumes with `None`.
