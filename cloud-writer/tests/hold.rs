@@ -149,14 +149,10 @@ async fn assert_broker_keeps_the_unacknowledged(writer: &Writer, broker: &Mosqui
     let mut stored = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while stored < unfinished {
-        let event = tokio::time::timeout_at(deadline, eventloop.poll())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the broker stores {stored} messages; the writer has {unfinished} unfinished"
-                )
-            })
-            .expect("$SYS subscription");
+        let Ok(event) = tokio::time::timeout_at(deadline, eventloop.poll()).await else {
+            panic!("the broker stores {stored} messages; the writer has {unfinished} unfinished");
+        };
+        let event = event.expect("$SYS subscription");
         if let Event::Incoming(Packet::Publish(p)) = event {
             stored = std::str::from_utf8(&p.payload).unwrap().parse().unwrap();
         }
