@@ -43,17 +43,6 @@ async fn publish_and_finish(
     wait_final(writer, before + s.messages.len() as u64).await
 }
 
-/// Waits until `total` messages have a final outcome and nothing is in flight.
-async fn wait_final(writer: &Writer, total: u64) -> Counts {
-    wait_until(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        || writer.counts(),
-        |c| c.finished() == total && c.in_flight == 0,
-    )
-    .await
-}
-
 async fn readyz(addr: SocketAddr) -> u16 {
     reqwest::get(format!("http://{addr}/readyz"))
         .await

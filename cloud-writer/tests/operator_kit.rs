@@ -123,22 +123,20 @@ const FUNCTIONS: &[&str] = &[
     "topk",
 ];
 
-/// PromQL keywords that are neither functions nor metric names.
+/// PromQL keywords that are neither functions nor metric names (besides [`GROUPING`]).
 const KEYWORDS: &[&str] = &[
-    "and",
-    "or",
-    "unless",
-    "bool",
-    "atan2",
+    "and", "or", "unless", "bool", "atan2", "offset", "inf", "nan",
+];
+
+/// The grouping keywords, each followed by a label list (`group_left` and `group_right`
+/// may stand alone).
+const GROUPING: [&str; 6] = [
     "by",
     "without",
     "on",
     "ignoring",
     "group_left",
     "group_right",
-    "offset",
-    "inf",
-    "nan",
 ];
 
 /// Replaces the spans `open ... close` of `text` with a space (no nesting, as in PromQL's
@@ -187,14 +185,6 @@ fn without_strings(text: &str) -> String {
 /// `ignoring (...)`, `group_left (...)`, `group_right (...)`) with their keyword, so that an
 /// aggregation's name is followed by its parenthesis (`sum by (a) (x)` reads `sum (x)`).
 fn without_grouping(text: &str) -> String {
-    const GROUPING: [&str; 6] = [
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-    ];
     let chars: Vec<char> = text.chars().collect();
     let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut out = String::with_capacity(text.len());
@@ -283,7 +273,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
                     next += 1;
                 }
                 i = next;
-            } else if KEYWORDS.contains(&lower.as_str()) {
+            } else if KEYWORDS.contains(&lower.as_str()) || GROUPING.contains(&lower.as_str()) {
                 // `and (`, `or (`: an operator before a parenthesis.
             } else if chars.get(next) == Some(&'(') {
                 assert!(

@@ -59,13 +59,7 @@ async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream
     messages.extend(fleet.messages.iter().cloned());
     publish(broker.port(), "fleet-refused", &messages).await;
     let total = messages.len() as u64;
-    let counts = wait_until(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        || writer.counts(),
-        |c| c.finished() == total && c.in_flight == 0,
-    )
-    .await;
+    let counts = wait_final(&writer, total).await;
 
     // Counted by its reason, and nothing else dropped but the fleet's own bad messages.
     assert_eq!(counts.dropped("document_too_large"), 1, "{counts:?}");
