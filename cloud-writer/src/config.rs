@@ -149,6 +149,20 @@ pub struct Settings {
     /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
     #[arg(long, env = "EVENTHUBS_CUSTOM_ENDPOINT")]
     pub eventhubs_custom_endpoint: Option<Url>,
+    /// How often each replica balances the partitions and renews its ownerships [default: 10s]
+    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_INTERVAL")]
+    pub eventhubs_load_balancing_interval: Option<DurationSetting>,
+    /// How long an ownership holds without renewal: the partitions of a replica that died
+    /// move after it; longer than the interval [default: 30s]
+    #[arg(long, env = "EVENTHUBS_OWNERSHIP_EXPIRY")]
+    pub eventhubs_ownership_expiry: Option<DurationSetting>,
+    /// greedy (take the whole fair share at once) or balanced (one partition per interval)
+    /// [default: greedy]
+    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_STRATEGY")]
+    pub eventhubs_load_balancing_strategy: Option<LoadBalancing>,
+    /// How often each partition's checkpoint is written (up to its last final event) [default: 5s]
+    #[arg(long, env = "EVENTHUBS_CHECKPOINT_INTERVAL")]
+    pub eventhubs_checkpoint_interval: Option<DurationSetting>,
     /// Positions later than this are dropped as stale [default: 5m]
     #[arg(long, env = "STALE_AFTER")]
     pub stale_after: Option<DurationSetting>,
@@ -263,6 +277,10 @@ impl Settings {
             eventhubs_start_position,
             eventhubs_checkpoint_container,
             eventhubs_custom_endpoint,
+            eventhubs_load_balancing_interval,
+            eventhubs_ownership_expiry,
+            eventhubs_load_balancing_strategy,
+            eventhubs_checkpoint_interval,
             stale_after,
             future_tolerance,
             metrics_addr,
@@ -456,6 +474,16 @@ impl Settings {
                     .eventhubs_checkpoint_container
                     .unwrap_or_else(|| "checkpoints".into()),
                 custom_endpoint: self.eventhubs_custom_endpoint,
+                balancing: Balancing::resolve(
+                    self.eventhubs_load_balancing_interval,
+                    self.eventhubs_ownership_expiry,
+                    self.eventhubs_load_balancing_strategy,
+                )?,
+                checkpoint_interval: positive(
+                    "EVENTHUBS_CHECKPOINT_INTERVAL",
+                    self.eventhubs_checkpoint_interval,
+                    DEFAULT_CHECKPOINT_INTERVAL,
+                )?,
             },
             staleness,
             metrics_addr,
@@ -717,6 +745,118 @@ pub struct EventHubsSettings {
     pub checkpoint_container: String,
     /// The address to dial instead of the namespace's, if any.
     pub custom_endpoint: Option<Url>,
+    /// How the replicas share the partitions.
+    pub balancing: Balancing,
+    /// How often each partition's checkpoint is written.
+    pub checkpoint_interval: Duration,
+}
+
+impl EventHubsSettings {
+    /// The settings of a consumer group with every other setting at its default.
+    pub fn new(consumer_group: &str, start_position: StartAt) -> Self {
+        EventHubsSettings {
+            consumer_group: consumer_group.into(),
+            start_position,
+            checkpoint_container: "checkpoints".into(),
+            custom_endpoint: None,
+            balancing: Balancing::default(),
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
+        }
+    }
+}
+
+/// The default `EVENTHUBS_LOAD_BALANCING_INTERVAL`: a new replica gets its share, and a
+/// replica's surplus moves, within about one interval.
+pub const DEFAULT_LOAD_BALANCING_INTERVAL: Duration = Duration::from_secs(10);
+/// The default `EVENTHUBS_OWNERSHIP_EXPIRY`: three renewals may fail before a replica's
+/// partitions move; a killed replica's partitions move after it.
+pub const DEFAULT_OWNERSHIP_EXPIRY: Duration = Duration::from_secs(30);
+/// The default `EVENTHUBS_CHECKPOINT_INTERVAL`.
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How a replica claims partitions (the SDK's `ProcessorStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadBalancing {
+    /// Claim the whole fair share at once (unowned, expired, then taken from replicas
+    /// above their share): a new or restarted replica is at full share after one interval.
+    #[default]
+    Greedy,
+    /// Claim one partition per interval: less contention when many replicas start at
+    /// once, a slower balance.
+    Balanced,
+}
+
+/// The partition sharing between replicas: the SDK processor's update interval, ownership
+/// expiry and strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balancing {
+    /// How often ownerships are balanced and renewed.
+    pub interval: Duration,
+    /// How long an ownership holds without renewal.
+    pub ownership_expiry: Duration,
+    /// Greedy or balanced.
+    pub strategy: LoadBalancing,
+}
+
+impl Default for Balancing {
+    fn default() -> Self {
+        Balancing {
+            interval: DEFAULT_LOAD_BALANCING_INTERVAL,
+            ownership_expiry: DEFAULT_OWNERSHIP_EXPIRY,
+            strategy: LoadBalancing::Greedy,
+        }
+    }
+}
+
+impl Balancing {
+    /// The settings given, with defaults; refuses an expiry not longer than the interval.
+    pub fn resolve(
+        interval: Option<DurationSetting>,
+        expiry: Option<DurationSetting>,
+        strategy: Option<LoadBalancing>,
+    ) -> Result<Self, ConfigError> {
+        let interval = positive(
+            "EVENTHUBS_LOAD_BALANCING_INTERVAL",
+            interval,
+            DEFAULT_LOAD_BALANCING_INTERVAL,
+        )?;
+        let ownership_expiry = positive(
+            "EVENTHUBS_OWNERSHIP_EXPIRY",
+            expiry,
+            DEFAULT_OWNERSHIP_EXPIRY,
+        )?;
+        if ownership_expiry <= interval {
+            return Err(ConfigError::Invalid {
+                name: "EVENTHUBS_OWNERSHIP_EXPIRY",
+                message: format!(
+                    "{ownership_expiry:?} is not longer than EVENTHUBS_LOAD_BALANCING_INTERVAL ({interval:?}): every ownership would expire before its renewal and the replicas would take partitions from each other at every interval. Set EVENTHUBS_OWNERSHIP_EXPIRY to at least twice the interval (e.g. {:?}), or shorten the interval",
+                    interval * 3
+                ),
+            });
+        }
+        Ok(Balancing {
+            interval,
+            ownership_expiry,
+            strategy: strategy.unwrap_or_default(),
+        })
+    }
+}
+
+/// A duration setting that must be above zero, or its default.
+fn positive(
+    name: &'static str,
+    value: Option<DurationSetting>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match value.map(DurationSetting::get) {
+        None => Ok(default),
+        Some(d) if d.is_zero() => Err(ConfigError::Invalid {
+            name,
+            message: format!("must be longer than zero (default {default:?})"),
+        }),
+        Some(d) => Ok(d),
+    }
 }
 
 /// History mode: every fresh position also as its own document.
@@ -948,6 +1088,61 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("WRITER_SOURCE"), "{err}");
+    }
+
+    #[test]
+    fn load_balancing_settings_default_and_refuse_an_expiry_within_the_interval() {
+        let resolved = base().resolve().unwrap().eventhubs;
+        assert_eq!(resolved.balancing, Balancing::default());
+        assert_eq!(resolved.balancing.interval, Duration::from_secs(10));
+        assert_eq!(resolved.balancing.ownership_expiry, Duration::from_secs(30));
+        assert_eq!(resolved.checkpoint_interval, Duration::from_secs(5));
+        let d = |text: &str| Some(text.parse::<DurationSetting>().unwrap());
+        let given = Settings {
+            eventhubs_load_balancing_interval: d("2s"),
+            eventhubs_ownership_expiry: d("6"),
+            eventhubs_load_balancing_strategy: Some(LoadBalancing::Balanced),
+            eventhubs_checkpoint_interval: d("250ms"),
+            ..base()
+        }
+        .resolve()
+        .unwrap()
+        .eventhubs;
+        assert_eq!(
+            given.balancing,
+            Balancing {
+                interval: Duration::from_secs(2),
+                ownership_expiry: Duration::from_secs(6),
+                strategy: LoadBalancing::Balanced,
+            }
+        );
+        assert_eq!(given.checkpoint_interval, Duration::from_millis(250));
+        for (interval, expiry) in [("30s", "30s"), ("30s", "20s"), ("", "5s")] {
+            let err = Settings {
+                eventhubs_load_balancing_interval: (!interval.is_empty())
+                    .then(|| d(interval))
+                    .flatten(),
+                eventhubs_ownership_expiry: d(expiry),
+                ..base()
+            }
+            .resolve()
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.starts_with("EVENTHUBS_OWNERSHIP_EXPIRY")
+                    && err.contains("EVENTHUBS_LOAD_BALANCING_INTERVAL")
+                    && err.contains("at least twice"),
+                "{err}"
+            );
+        }
+        let err = Settings {
+            eventhubs_checkpoint_interval: d("0s"),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("EVENTHUBS_CHECKPOINT_INTERVAL"), "{err}");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
 //! status codes, RU per partition key range (the heat map), in-flight and backlog
 //! gauges, the bytes held in the source queue, acknowledgement lag per source
-//! partition, and the answers of `/readyz` and `/healthz` as gauges (for alert rules) are
-//! all here. The names are listed in the crate README.
+//! partition, the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
+//! the Event Hubs source the partitions this replica owns, their ownership changes and every
+//! partition's checkpoint lag in events are all here. The names are listed in the crate
+//! README.
 
 pub mod server;
 
@@ -50,6 +52,29 @@ pub const HOLD_REASONS: [&str; 5] = [
     "unavailable",
 ];
 
+/// A change of this replica's ownership of an Event Hubs partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnershipChange {
+    /// It started reading the partition.
+    Claimed,
+    /// It stopped reading the partition without giving it up: another replica took it
+    /// over, or the receiver or the processor failed.
+    Lost,
+    /// It gave the partition up at a graceful stop.
+    Released,
+}
+
+impl OwnershipChange {
+    /// The `change` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnershipChange::Claimed => "claimed",
+            OwnershipChange::Lost => "lost",
+            OwnershipChange::Released => "released",
+        }
+    }
+}
+
 /// The writer's metrics. Cheap to update from any task.
 pub struct Metrics {
     registry: Registry,
@@ -74,6 +99,9 @@ pub struct Metrics {
     fallback: Gauge,
     ready_gauge: Gauge,
     live_gauge: Gauge,
+    partition_owned: Family<Label, Gauge>,
+    lag_events: Family<Label, Gauge>,
+    ownership_changes: Family<Labels2, Counter>,
     ready: AtomicBool,
     /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
     progress: Mutex<(u64, Instant)>,
@@ -159,6 +187,9 @@ impl Metrics {
             fallback: Gauge::default(),
             ready_gauge: Gauge::default(),
             live_gauge: Gauge::default(),
+            partition_owned: Family::default(),
+            lag_events: Family::default(),
+            ownership_changes: Family::default(),
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
@@ -273,6 +304,21 @@ impl Metrics {
             "1 while /healthz answers 200: no work pending, or an outcome within HEALTHZ_STALL_AFTER (updated when /metrics is scraped)",
             m.live_gauge.clone(),
         );
+        r.register(
+            "eventhubs_partition_owned",
+            "1 while this replica reads the Event Hubs partition, 0 after it lost or released it",
+            m.partition_owned.clone(),
+        );
+        r.register(
+            "eventhubs_lag_events",
+            "Events of the partition enqueued after this consumer group's checkpoint (every partition of the hub)",
+            m.lag_events.clone(),
+        );
+        r.register(
+            "eventhubs_ownership_changes",
+            "Changes of this replica's partition ownership, by partition and change (claimed, lost, released)",
+            m.ownership_changes.clone(),
+        );
         m
     }
 
@@ -281,6 +327,30 @@ impl Metrics {
     pub fn update_health(&self, stall_after: Duration) {
         self.ready_gauge.set(i64::from(self.is_ready()));
         self.live_gauge.set(i64::from(self.is_live(stall_after)));
+    }
+
+    /// Whether this replica reads Event Hubs partition `partition`.
+    pub fn set_partition_owned(&self, partition: &str, owned: bool) {
+        self.partition_owned
+            .get_or_create(&label("partition", partition))
+            .set(i64::from(owned));
+    }
+
+    /// One change of this replica's ownership of `partition`.
+    pub fn ownership_change(&self, partition: &str, change: OwnershipChange) {
+        self.ownership_changes
+            .get_or_create(&[
+                ("partition", partition.to_owned()),
+                ("change", change.as_str().to_owned()),
+            ])
+            .inc();
+    }
+
+    /// Events of `partition` enqueued after the consumer group's checkpoint.
+    pub fn set_lag_events(&self, partition: &str, events: i64) {
+        self.lag_events
+            .get_or_create(&label("partition", partition))
+            .set(events);
     }
 
     /// Holds the stream for `reason` (one of [`HOLD_REASONS`]), or resumes with `None`.
@@ -499,6 +569,11 @@ mod tests {
         m.request_units("0", 5.5);
         m.set_throttled("0", 3);
         m.set_ack_lag("mqtt", 2);
+        m.set_partition_owned("3", true);
+        m.set_partition_owned("1", false);
+        m.ownership_change("3", OwnershipChange::Claimed);
+        m.ownership_change("1", OwnershipChange::Released);
+        m.set_lag_events("2", 17);
         m.lateness(Duration::from_millis(20), Duration::from_millis(40));
         let text = m.render();
         for needle in [
@@ -511,6 +586,11 @@ mod tests {
             "cloud_writer_cosmos_request_units_total{range=\"0\"} 5.5",
             "cloud_writer_checkpoint_lag{partition=\"mqtt\"} 2",
             "cloud_writer_lateness_device_to_written_seconds_count 1",
+            "cloud_writer_eventhubs_partition_owned{partition=\"3\"} 1",
+            "cloud_writer_eventhubs_partition_owned{partition=\"1\"} 0",
+            "cloud_writer_eventhubs_ownership_changes_total{partition=\"3\",change=\"claimed\"} 1",
+            "cloud_writer_eventhubs_ownership_changes_total{partition=\"1\",change=\"released\"} 1",
+            "cloud_writer_eventhubs_lag_events{partition=\"2\"} 17",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -269,12 +269,7 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
     .unwrap();
     let source = Box::new(EventHubsSource::new(
         connection,
-        EventHubsSettings {
-            consumer_group: GROUP.into(),
-            start_position: StartAt::Earliest,
-            checkpoint_container: "checkpoints".into(),
-            custom_endpoint: None,
-        },
+        EventHubsSettings::new(GROUP, StartAt::Earliest),
         CheckpointContainer {
             client: client.clone(),
             database: "telemetry".into(),

@@ -12,6 +12,7 @@
 //! when it and every earlier message of the same stream (MQTT connection, Event Hubs
 //! partition) are final.
 
+pub mod backoff;
 pub mod eventhubs;
 pub mod mqtt;
 pub mod queue;

@@ -30,6 +30,7 @@ use rumqttc::{
 use tokio::sync::mpsc;
 use url::Url;
 
+use super::backoff::Backoff;
 use super::queue::{QueueSender, Reservation, message_bytes};
 use super::{Ack, AckQueue, AckSink, Message, Source, SourceControl, SourceError};
 use crate::config::MqttTls;
@@ -403,7 +404,7 @@ async fn run(
                 if control.stop.is_cancelled() {
                     break Ok(());
                 }
-                let delay = backoff.next();
+                let delay = backoff.next_delay();
                 if let ConnectionError::MqttState(StateError::Deserialization(
                     mqttbytes::Error::PayloadSizeLimitExceeded(size),
                 )) = &err
@@ -487,24 +488,6 @@ fn message_of(publish: &Publish, acker: &Arc<Acker>) -> Option<Message> {
     })
 }
 
-/// Exponential reconnect backoff with full jitter, 100 ms to 10 s.
-#[derive(Debug, Default)]
-struct Backoff {
-    attempt: u32,
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let cap = 100u64.saturating_mul(1 << self.attempt.min(7)).min(10_000);
-        self.attempt += 1;
-        Duration::from_millis(rand::random_range(cap / 2..=cap))
-    }
-
-    fn reset(&mut self) {
-        self.attempt = 0;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,17 +520,5 @@ mod tests {
             "$share/writers/devices/+/messages/events/#"
         );
         assert!(!format!("{settings:?}").contains("pw"));
-    }
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let mut backoff = Backoff::default();
-        let first = backoff.next();
-        assert!(first <= Duration::from_millis(100));
-        for _ in 0..20 {
-            assert!(backoff.next() <= Duration::from_secs(10));
-        }
-        backoff.reset();
-        assert!(backoff.next() <= Duration::from_millis(100));
     }
 }
