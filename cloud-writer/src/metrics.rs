@@ -3,10 +3,11 @@
 //!
 //! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
 //! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges, the bytes held in the source queue and acknowledgement lag per source
-//! partition are all here, and for the Event Hubs source the partitions this replica owns,
-//! their ownership changes and every partition's checkpoint lag in events. The names are
-//! listed in the crate README.
+//! gauges, the bytes held in the source queue, acknowledgement lag per source
+//! partition, the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
+//! the Event Hubs source the partitions this replica owns, their ownership changes and every
+//! partition's checkpoint lag in events are all here. The names are listed in the crate
+//! README.
 
 pub mod server;
 
@@ -96,6 +97,8 @@ pub struct Metrics {
     blocked: Family<Label, Gauge>,
     history_dropped: Family<Label, Counter>,
     fallback: Gauge,
+    ready_gauge: Gauge,
+    live_gauge: Gauge,
     partition_owned: Family<Label, Gauge>,
     lag_events: Family<Label, Gauge>,
     ownership_changes: Family<Labels2, Counter>,
@@ -150,11 +153,11 @@ impl Default for Metrics {
 }
 
 /// Upper bounds (seconds) of the lateness histograms: fine below a second, where the
-/// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then up to the 5-minute
-/// cutoff and past it.
-const LATENESS_BUCKETS: [f64; 20] = [
+/// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then every minute up to the
+/// 5-minute cutoff (so an alert can tell lateness approaching it) and past it.
+const LATENESS_BUCKETS: [f64; 23] = [
     0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
-    60.0, 300.0, 600.0,
+    60.0, 120.0, 180.0, 240.0, 300.0, 600.0,
 ];
 
 impl Metrics {
@@ -182,6 +185,8 @@ impl Metrics {
             blocked: Family::default(),
             history_dropped: Family::default(),
             fallback: Gauge::default(),
+            ready_gauge: Gauge::default(),
+            live_gauge: Gauge::default(),
             partition_owned: Family::default(),
             lag_events: Family::default(),
             ownership_changes: Family::default(),
@@ -290,6 +295,16 @@ impl Metrics {
             m.fallback.clone(),
         );
         r.register(
+            "ready",
+            "1 while /readyz answers 200: started, source connected, stream not held (updated when /metrics is scraped)",
+            m.ready_gauge.clone(),
+        );
+        r.register(
+            "live",
+            "1 while /healthz answers 200: no work pending, or an outcome within HEALTHZ_STALL_AFTER (updated when /metrics is scraped)",
+            m.live_gauge.clone(),
+        );
+        r.register(
             "eventhubs_partition_owned",
             "1 while this replica reads the Event Hubs partition, 0 after it lost or released it",
             m.partition_owned.clone(),
@@ -305,6 +320,13 @@ impl Metrics {
             m.ownership_changes.clone(),
         );
         m
+    }
+
+    /// Sets the `ready` and `live` gauges to what `/readyz` and `/healthz` answer now
+    /// (liveness under `stall_after`); the metrics server calls it before rendering.
+    pub fn update_health(&self, stall_after: Duration) {
+        self.ready_gauge.set(i64::from(self.is_ready()));
+        self.live_gauge.set(i64::from(self.is_live(stall_after)));
     }
 
     /// Whether this replica reads Event Hubs partition `partition`.

@@ -109,11 +109,14 @@ fn respond(
     stall_after: Duration,
 ) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match req.uri().path() {
-        "/metrics" => (
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            metrics.render(),
-        ),
+        "/metrics" => {
+            metrics.update_health(stall_after);
+            (
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                metrics.render(),
+            )
+        }
         "/healthz" if metrics.is_live(stall_after) => {
             (StatusCode::OK, "text/plain", "ok\n".to_string())
         }
@@ -199,6 +202,38 @@ mod tests {
         assert!(get(addr, "/healthz").await.contains("503"));
         metrics.set_in_flight(0);
         assert!(get(addr, "/healthz").await.contains("200"));
+        shutdown.cancel();
+    }
+
+    /// The body of a GET of `/metrics`.
+    async fn scrape(addr: SocketAddr) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let text = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        stream.write_all(text.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    /// The alert rules read `/readyz` and `/healthz` from these two gauges.
+    #[tokio::test]
+    async fn metrics_carry_the_answers_of_readyz_and_healthz() {
+        let (addr, metrics, shutdown) = start(ServeSettings::new(Duration::ZERO)).await;
+        let text = scrape(addr).await;
+        assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");
+        assert!(text.contains("\ncloud_writer_live 1\n"), "{text}");
+        metrics.set_ready(true);
+        metrics.set_source_connected(true);
+        let text = scrape(addr).await;
+        assert!(text.contains("\ncloud_writer_ready 1\n"), "{text}");
+        assert!(get(addr, "/readyz").await.contains("200"));
+        metrics.set_blocked(Some("unavailable"));
+        metrics.set_in_flight(1);
+        let text = scrape(addr).await;
+        assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");
+        assert!(text.contains("\ncloud_writer_live 0\n"), "{text}");
+        assert!(get(addr, "/readyz").await.contains("503"));
+        assert!(get(addr, "/healthz").await.contains("503"));
         shutdown.cancel();
     }
 

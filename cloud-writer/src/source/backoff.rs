@@ -13,7 +13,7 @@ pub struct Backoff {
 impl Backoff {
     /// The wait before the next attempt: half to all of 100 ms doubled per attempt so
     /// far, at most 10 s.
-    pub fn next(&mut self) -> Duration {
+    pub fn next_delay(&mut self) -> Duration {
         let cap = 100u64.saturating_mul(1 << self.attempt.min(7)).min(10_000);
         self.attempt += 1;
         Duration::from_millis(rand::random_range(cap / 2..=cap))
@@ -32,13 +32,13 @@ mod tests {
     #[test]
     fn backoff_grows_and_is_capped() {
         let mut backoff = Backoff::default();
-        let first = backoff.next();
+        let first = backoff.next_delay();
         assert!(first <= Duration::from_millis(100));
         for _ in 0..20 {
-            assert!(backoff.next() <= Duration::from_secs(10));
+            assert!(backoff.next_delay() <= Duration::from_secs(10));
         }
-        assert!(backoff.next() >= Duration::from_secs(5));
+        assert!(backoff.next_delay() >= Duration::from_secs(5));
         backoff.reset();
-        assert!(backoff.next() <= Duration::from_millis(100));
+        assert!(backoff.next_delay() <= Duration::from_millis(100));
     }
 }

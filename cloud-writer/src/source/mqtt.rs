@@ -404,7 +404,7 @@ async fn run(
                 if control.stop.is_cancelled() {
                     break Ok(());
                 }
-                let delay = backoff.next();
+                let delay = backoff.next_delay();
                 if let ConnectionError::MqttState(StateError::Deserialization(
                     mqttbytes::Error::PayloadSizeLimitExceeded(size),
                 )) = &err

@@ -280,6 +280,17 @@ pub async fn wait_subscribed(writer: &cloud_writer::Writer) {
     .await;
 }
 
+/// Waits until `total` messages have a final outcome and nothing is in flight.
+pub async fn wait_final(writer: &cloud_writer::Writer, total: u64) -> cloud_writer::Counts {
+    wait_until(
+        "every message to have a final outcome",
+        Duration::from_secs(60),
+        || writer.counts(),
+        |c| c.finished() == total && c.in_flight == 0,
+    )
+    .await
+}
+
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
 /// with `what` and the last state otherwise.
 pub async fn wait_until<S: std::fmt::Debug>(

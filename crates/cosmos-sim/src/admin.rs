@@ -59,7 +59,7 @@ pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
                 400,
                 0,
                 format!(
-                    "expected {{\"latencyMs\",\"errorRate503\",\"timeoutRate\",\"timeoutMs\"}}: {e}"
+                    "expected {{\"latencyMs\",\"errorRate503\",\"timeoutRate\",\"timeoutMs\",\"maxDocumentBytes\"}}: {e}"
                 ),
             ),
         },

@@ -147,6 +147,8 @@ pub struct Ctx<'a> {
     pub container: &'a Container,
     /// The `_ts` of documents written by this request.
     pub ts: u64,
+    /// The largest document body written, in bytes (413 beyond).
+    pub max_document_bytes: usize,
 }
 
 /// The 400 of a document whose key is not the one the request names.
@@ -202,7 +204,14 @@ impl<'a> Ctx<'a> {
             store,
             container,
             ts: unix_now(),
+            max_document_bytes: crate::faults::MAX_DOCUMENT_BYTES as usize,
         }
+    }
+
+    /// Refuses documents larger than `bytes` (413), as the service refuses those over 2 MB.
+    pub fn max_document_bytes(mut self, bytes: usize) -> Self {
+        self.max_document_bytes = bytes;
+        self
     }
 
     /// Checks a document body (valid JSON): an object with a string `id` whose key is `pk`
@@ -215,6 +224,18 @@ impl<'a> Ctx<'a> {
         fields: Option<Fields<'b>>,
         pk: Option<PartitionKey>,
     ) -> Result<Checked<'b>, Outcome> {
+        if body.len() > self.max_document_bytes {
+            return Err(Outcome::error(
+                413,
+                0,
+                0.0,
+                format!(
+                    "Request size is too large: the document is {} bytes, at most {}.",
+                    body.len(),
+                    self.max_document_bytes
+                ),
+            ));
+        }
         let path = &self.container.pk_path;
         match fields {
             Some(fields) if !fields.system => {

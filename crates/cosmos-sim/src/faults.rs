@@ -1,9 +1,13 @@
 //! Faults switchable at run time: added latency, a rate of 503 answers, a rate of requests that
-//! hang and then answer 408 (request timeout).
+//! hang and then answer 408 (request timeout), and the largest document accepted (the
+//! service's 2 MB, lowered so that ordinary documents are refused as too large).
 
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// The largest document Cosmos DB accepts: 2 MB of JSON.
+pub const MAX_DOCUMENT_BYTES: u64 = 2 * 1024 * 1024;
 
 /// The fault settings, as the admin endpoint reads and writes them (every field optional on
 /// write: only the given ones change).
@@ -22,6 +26,10 @@ pub struct FaultSettings {
     /// How long a timed-out request is held, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The largest document written (created, upserted, replaced) in bytes; a larger one is
+    /// answered 413 without effect. [`MAX_DOCUMENT_BYTES`] unless lowered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_document_bytes: Option<u64>,
 }
 
 /// The live fault state, read on every request without locks.
@@ -31,6 +39,7 @@ pub struct Faults {
     error_rate_503: AtomicU64,
     timeout_rate: AtomicU64,
     timeout_ms: AtomicU64,
+    max_document_bytes: AtomicU64,
 }
 
 /// What to do with a request before serving it.
@@ -52,6 +61,7 @@ impl Faults {
             error_rate_503: AtomicU64::new(0f64.to_bits()),
             timeout_rate: AtomicU64::new(0f64.to_bits()),
             timeout_ms: AtomicU64::new(5_000),
+            max_document_bytes: AtomicU64::new(MAX_DOCUMENT_BYTES),
         }
     }
 
@@ -71,6 +81,9 @@ impl Faults {
         if let Some(ms) = s.timeout_ms {
             self.timeout_ms.store(ms, Ordering::Relaxed);
         }
+        if let Some(bytes) = s.max_document_bytes {
+            self.max_document_bytes.store(bytes, Ordering::Relaxed);
+        }
     }
 
     /// The current settings, all fields present.
@@ -80,7 +93,13 @@ impl Faults {
             error_rate_503: Some(f64::from_bits(self.error_rate_503.load(Ordering::Relaxed))),
             timeout_rate: Some(f64::from_bits(self.timeout_rate.load(Ordering::Relaxed))),
             timeout_ms: Some(self.timeout_ms.load(Ordering::Relaxed)),
+            max_document_bytes: Some(self.max_document_bytes.load(Ordering::Relaxed)),
         }
+    }
+
+    /// The largest document accepted, in bytes.
+    pub fn max_document_bytes(&self) -> usize {
+        usize::try_from(self.max_document_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
     }
 
     /// The added latency.

@@ -399,7 +399,8 @@ fn route(shared: &Shared, method: &Method, path: &str, headers: &HeaderMap, body
             let Some(c) = shared.store.container(db, coll) else {
                 return not_found("container", coll);
             };
-            let ctx = Ctx::new(&shared.store, &c);
+            let ctx =
+                Ctx::new(&shared.store, &c).max_document_bytes(shared.faults.max_document_bytes());
             match (method, rest) {
                 (&Method::GET, ["pkranges"]) => pkranges(&c),
                 (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {

@@ -219,3 +219,64 @@ async fn injected_503_timeouts_and_latency() {
     assert_eq!(status, 200);
     assert!(stats["requests"].as_u64().unwrap() >= 4);
 }
+
+/// Documents over the size limit are refused alone (413 in a bulk batch, the others
+/// written), as the service refuses documents over 2 MB; the limit is lowered at run time.
+#[tokio::test]
+async fn documents_over_the_size_limit_are_refused_alone() {
+    let (sim, rest) = start(1, 1_000_000.0).await;
+    let (_, faults) = admin(&sim, Method::GET, "faults", Value::Null).await;
+    assert_eq!(faults["maxDocumentBytes"], 2 * 1024 * 1024);
+    let (status, faults) = admin(
+        &sim,
+        Method::POST,
+        "faults",
+        json!({"maxDocumentBytes": 100}),
+    )
+    .await;
+    assert_eq!(
+        (status, faults["maxDocumentBytes"].as_u64()),
+        (200, Some(100))
+    );
+    let small = json!({"id": "a", "deviceId": "a"}).to_string();
+    let large = json!({"id": "b", "deviceId": "b", "pad": "x".repeat(100)}).to_string();
+    let (pa, pb) = (partition_key_json("a"), partition_key_json("b"));
+    let ops: Vec<Op<'_>> = vec![
+        (
+            OperationType::Create,
+            pa.as_str(),
+            None,
+            Some(small.as_str()),
+        ),
+        (
+            OperationType::Create,
+            pb.as_str(),
+            None,
+            Some(large.as_str()),
+        ),
+    ];
+    let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
+    assert_eq!(r.status, 207);
+    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+    assert_eq!(results[0].status_code, 201);
+    assert_eq!(results[1].status_code, 413);
+    for (id, status) in [("a", 200), ("b", 404)] {
+        let path = format!("/dbs/db/colls/c/docs/{id}");
+        let headers = [(h::PARTITION_KEY, partition_key_json(id))];
+        let r = rest.send(Method::GET, &path, &headers, None).await;
+        assert_eq!(r.status, status, "{id}");
+    }
+    // Back to the service's limit: the same document is taken.
+    sim.set_faults(cosmos_sim::FaultSettings {
+        max_document_bytes: Some(cosmos_sim::faults::MAX_DOCUMENT_BYTES),
+        ..Default::default()
+    });
+    let ops: Vec<Op<'_>> = vec![(
+        OperationType::Create,
+        pb.as_str(),
+        None,
+        Some(large.as_str()),
+    )];
+    let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
+    assert_eq!(r.status, 200);
+}

@@ -6,16 +6,20 @@
 //! - Times: the event's enqueued time (`x-opt-enqueued-time`) is the message's enqueued
 //!   time; the device's `iothub-creation-time-utc` application property is informational
 //!   (the payload's `ts` is the device time the pipeline uses).
-//! - Checkpoints: [`PartitionCheckpoints`] keeps each partition's events in order and
-//!   releases a checkpoint only up to the last event whose outcome is final and all of
-//!   whose predecessors are final, so a restart resumes after written events only.
+//! - Checkpoints: [`PartitionCheckpoints`] keeps each partition's events in order (one
+//!   [`PartitionQueue`] per reading of the partition) and releases a checkpoint only up to
+//!   the last event whose outcome is final and all of whose predecessors are final, so a
+//!   restart resumes after written events only.
 //!
 //! The adapter works on [`EventParts`], the fields the SDK's [`ReceivedEventData`]
 //! exposes (`system_properties()`, `enqueued_time()`, `sequence_number()`, `offset()`,
 //! `event_data().properties()`, `event_data().body()`), taken by
 //! [`EventParts::of_received`]; the checkpoint store is [`store::CosmosCheckpointStore`];
-//! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`].
+//! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`], its
+//! partition readers are in [`partitions`], the lag of every partition in [`lag`].
 
+pub mod lag;
+pub mod partitions;
 pub mod processor;
 pub mod store;
 
@@ -145,7 +149,9 @@ impl EventParts {
     }
 }
 
-/// The in-order checkpoint positions of every partition this replica reads.
+/// The in-order checkpoint positions of every partition this replica reads: one
+/// [`PartitionQueue`] per reading of a partition, the current one of each partition
+/// listed here.
 #[derive(Debug, Clone)]
 pub struct PartitionCheckpoints {
     inner: Arc<Inner>,
@@ -153,11 +159,18 @@ pub struct PartitionCheckpoints {
 
 #[derive(Debug)]
 struct Inner {
-    partitions: Mutex<HashMap<String, Arc<Partition>>>,
+    partitions: Mutex<HashMap<String, PartitionQueue>>,
     metrics: Arc<Metrics>,
 }
 
-/// One partition's queue and its releasable checkpoint.
+/// The events of one reading of a partition, in the order read, and its releasable
+/// checkpoint. Each reading (a receiver, from the partition's checkpoint on) has its own
+/// queue: events of an earlier reading never let a later one's checkpoint skip ahead.
+#[derive(Debug, Clone)]
+pub struct PartitionQueue {
+    partition: Arc<Partition>,
+}
+
 #[derive(Debug)]
 struct Partition {
     id: String,
@@ -182,36 +195,13 @@ impl AckSink for Partition {
     }
 }
 
-impl PartitionCheckpoints {
-    /// Checkpoint tracking reporting lag to `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        PartitionCheckpoints {
-            inner: Arc::new(Inner {
-                partitions: Mutex::new(HashMap::new()),
-                metrics,
-            }),
-        }
+impl PartitionQueue {
+    /// The partition.
+    pub fn id(&self) -> &str {
+        &self.partition.id
     }
 
-    fn partition(&self, id: &str) -> Arc<Partition> {
-        let mut partitions = self
-            .inner
-            .partitions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        partitions
-            .entry(id.to_owned())
-            .or_insert_with(|| {
-                Arc::new(Partition {
-                    id: id.to_owned(),
-                    state: Mutex::default(),
-                    metrics: self.inner.metrics.clone(),
-                })
-            })
-            .clone()
-    }
-
-    /// Turns an event into a message whose [`Ack`] advances its partition's checkpoint.
+    /// Turns an event into a message whose [`Ack`] advances this queue's checkpoint.
     /// An event without identity is entered too (and its outcome is final at once: it
     /// is dropped and counted by the caller), so that it does not hold the checkpoint back.
     pub fn message_of(&self, event: &EventParts) -> Result<Message, (EventError, Ack)> {
@@ -221,8 +211,8 @@ impl PartitionCheckpoints {
                 Ack::none(),
             )
         })?;
-        let partition = self.partition(&event.partition_id);
-        let index = partition
+        let index = self
+            .partition
             .state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -231,7 +221,7 @@ impl PartitionCheckpoints {
                 sequence_number,
                 offset: event.offset.clone(),
             });
-        let ack = Ack::new(partition, index);
+        let ack = Ack::new(self.partition.clone(), index);
         let Some(identity) = event.identity() else {
             return Err((
                 EventError::NoIdentity {
@@ -250,47 +240,74 @@ impl PartitionCheckpoints {
         })
     }
 
-    /// The position to checkpoint for `partition_id`: the last event whose outcome and
+    /// The position to checkpoint: the last event of this reading whose outcome and
     /// whose predecessors' outcomes are all final.
-    pub fn checkpoint(&self, partition_id: &str) -> Option<EventPosition> {
-        let partitions = self
-            .inner
-            .partitions
+    pub fn checkpoint(&self) -> Option<EventPosition> {
+        self.partition
+            .state
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let partition = partitions.get(partition_id)?;
-        let state = partition.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.checkpoint.clone()
+            .unwrap_or_else(|e| e.into_inner())
+            .checkpoint
+            .clone()
+    }
+}
+
+impl PartitionCheckpoints {
+    /// Checkpoint tracking reporting lag to `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        PartitionCheckpoints {
+            inner: Arc::new(Inner {
+                partitions: Mutex::new(HashMap::new()),
+                metrics,
+            }),
+        }
     }
 
-    /// The partitions this replica has read since they were last released.
-    pub fn partitions(&self) -> Vec<String> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PartitionQueue>> {
         self.inner
             .partitions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
     }
 
-    /// Forgets a partition's pending events (ownership lost: another replica goes on
-    /// from the last checkpoint).
-    pub fn release(&self, partition_id: &str) {
-        if let Some(partition) = self
-            .inner
-            .partitions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(partition_id)
+    /// Starts a reading of `partition_id`: a new queue, now the partition's current one.
+    pub fn open(&self, partition_id: &str) -> PartitionQueue {
+        let queue = PartitionQueue {
+            partition: Arc::new(Partition {
+                id: partition_id.to_owned(),
+                state: Mutex::default(),
+                metrics: self.inner.metrics.clone(),
+            }),
+        };
+        self.lock().insert(partition_id.to_owned(), queue.clone());
+        queue
+    }
+
+    /// The current reading of every partition, for the last checkpoints at shutdown.
+    pub fn queues(&self) -> Vec<PartitionQueue> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Ends a reading (its partition lost): its pending events are forgotten (another
+    /// reading goes on from the last checkpoint), and the partition is no longer listed
+    /// unless a newer reading of it is current.
+    pub fn release(&self, queue: &PartitionQueue) {
         {
-            partition
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .queue
-                .reset();
+            let mut partitions = self.lock();
+            if partitions
+                .get(queue.id())
+                .is_some_and(|current| Arc::ptr_eq(&current.partition, &queue.partition))
+            {
+                partitions.remove(queue.id());
+            }
         }
+        let mut state = queue
+            .partition
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        state.queue.reset();
+        state.checkpoint = None;
     }
 }
 
@@ -383,7 +400,8 @@ mod tests {
     #[test]
     fn identity_and_times_come_from_the_hub() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let message = tracker.message_of(&event("0", 7, Some("drone-9"))).unwrap();
+        let queue = tracker.open("0");
+        let message = queue.message_of(&event("0", 7, Some("drone-9"))).unwrap();
         assert_eq!(message.identity, "drone-9");
         assert_eq!(
             message.enqueued_time,
@@ -393,14 +411,14 @@ mod tests {
             event("0", 7, None).creation_time(),
             Some("2026-11-22T09:15:02.100Z".parse().unwrap())
         );
-        let (err, ack) = tracker.message_of(&event("0", 8, None)).unwrap_err();
+        let (err, ack) = queue.message_of(&event("0", 8, None)).unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }));
         ack.finish();
     }
 
     #[test]
     fn received_events_become_messages_with_the_hub_identity_and_times() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
+        let queue = PartitionCheckpoints::new(Arc::new(Metrics::new())).open("3");
         let received =
             ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
         let parts = EventParts::of_received("3", &received);
@@ -411,7 +429,7 @@ mod tests {
             parts.creation_time(),
             Some("2026-11-22T09:15:02.100Z".parse().unwrap())
         );
-        let message = tracker.message_of(&parts).unwrap();
+        let message = queue.message_of(&parts).unwrap();
         assert_eq!(message.identity, "drone-7");
         assert_eq!(
             message.enqueued_time,
@@ -420,7 +438,7 @@ mod tests {
         assert_eq!(&message.payload[..], b"{\"v\":1}");
         message.ack.finish();
         assert_eq!(
-            tracker.checkpoint("3"),
+            queue.checkpoint(),
             Some(EventPosition {
                 sequence_number: 41,
                 offset: Some("13120".into())
@@ -431,50 +449,83 @@ mod tests {
         // turned into a message, but once counted it lets the checkpoint move past it.
         let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
         let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
-        let (err, ack) = tracker
+        let (err, ack) = queue
             .message_of(&EventParts::of_received("3", &anonymous))
             .unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
-        let next = tracker
+        let next = queue
             .message_of(&EventParts::of_received("3", &next))
             .unwrap();
         next.ack.finish();
-        assert_eq!(tracker.checkpoint("3").unwrap().sequence_number, 41);
+        assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
         ack.finish();
-        assert_eq!(tracker.checkpoint("3").unwrap().sequence_number, 43);
+        assert_eq!(queue.checkpoint().unwrap().sequence_number, 43);
     }
 
     #[test]
     fn checkpoint_advances_only_over_final_outcomes_in_order() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let m1 = tracker.message_of(&event("1", 100, Some("a"))).unwrap();
-        let m2 = tracker.message_of(&event("1", 101, Some("b"))).unwrap();
-        let m3 = tracker.message_of(&event("1", 102, Some("c"))).unwrap();
-        let other = tracker.message_of(&event("2", 5, Some("a"))).unwrap();
-        assert_eq!(tracker.checkpoint("1"), None);
+        let (one, two) = (tracker.open("1"), tracker.open("2"));
+        let m1 = one.message_of(&event("1", 100, Some("a"))).unwrap();
+        let m2 = one.message_of(&event("1", 101, Some("b"))).unwrap();
+        let m3 = one.message_of(&event("1", 102, Some("c"))).unwrap();
+        let other = two.message_of(&event("2", 5, Some("a"))).unwrap();
+        assert_eq!(one.checkpoint(), None);
         m3.ack.finish();
-        assert_eq!(tracker.checkpoint("1"), None, "102 is final but 100 is not");
+        assert_eq!(one.checkpoint(), None, "102 is final but 100 is not");
         m1.ack.finish();
-        assert_eq!(tracker.checkpoint("1").unwrap().sequence_number, 100);
+        assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
         // An abandoned outcome (shutdown) never checkpoints.
         drop(m2.ack);
-        assert_eq!(tracker.checkpoint("1").unwrap().sequence_number, 100);
+        assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
         other.ack.finish();
         assert_eq!(
-            tracker.checkpoint("2"),
+            two.checkpoint(),
             Some(EventPosition {
                 sequence_number: 5,
                 offset: Some("2560".into())
             })
         );
+        let mut listed: Vec<String> = tracker.queues().iter().map(|q| q.id().to_owned()).collect();
+        listed.sort();
+        assert_eq!(listed, ["1", "2"]);
     }
 
     #[test]
-    fn released_partition_forgets_pending_events() {
+    fn released_reading_forgets_pending_events() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let m = tracker.message_of(&event("3", 1, Some("a"))).unwrap();
-        tracker.release("3");
+        let queue = tracker.open("3");
+        let m = queue.message_of(&event("3", 1, Some("a"))).unwrap();
+        tracker.release(&queue);
         m.ack.finish();
-        assert_eq!(tracker.checkpoint("3"), None);
+        assert_eq!(queue.checkpoint(), None);
+        assert!(tracker.queues().is_empty());
+    }
+
+    /// A partition opened again (its receiver failed and the processor opened a new one)
+    /// while the earlier reading still ends: the earlier reading's events, pending in the
+    /// pipeline, never let the new reading's checkpoint pass them, and the earlier
+    /// reading's release leaves the new one listed.
+    #[test]
+    fn a_new_reading_of_a_partition_has_its_own_queue() {
+        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
+        let first = tracker.open("0");
+        let pending = first.message_of(&event("0", 10, Some("a"))).unwrap();
+        let second = tracker.open("0");
+        let again = second.message_of(&event("0", 10, Some("a"))).unwrap();
+        let next = second.message_of(&event("0", 11, Some("b"))).unwrap();
+        tracker.release(&first);
+        next.ack.finish();
+        assert_eq!(
+            second.checkpoint(),
+            None,
+            "10 is not final in the new reading"
+        );
+        pending.ack.finish();
+        assert_eq!(second.checkpoint(), None);
+        again.ack.finish();
+        assert_eq!(second.checkpoint().unwrap().sequence_number, 11);
+        let listed: Vec<String> = tracker.queues().iter().map(|q| q.id().to_owned()).collect();
+        assert_eq!(listed, ["0"]);
     }
 }

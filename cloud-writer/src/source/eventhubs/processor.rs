@@ -1,45 +1,51 @@
 //! The Event Hubs source: runs the SDK's `EventProcessor` on IoT Hub's built-in endpoint
 //! (a connection string), with the checkpoint store in Cosmos DB, so that several writer
-//! replicas share the partitions.
+//! replicas share the partitions: balanced by the processor every
+//! `EVENTHUBS_LOAD_BALANCING_INTERVAL`, a dead replica's ownerships taken over after
+//! `EVENTHUBS_OWNERSHIP_EXPIRY`, each partition read by this replica's
+//! [`partitions`](super::partitions) readers from its checkpoint on.
 //!
-//! Each partition the processor hands this replica is read by its own task (on a thread
-//! of its own with a single-threaded runtime, because the SDK's partition event stream
-//! is not `Send`), which turns
-//! events into [`Message`](crate::source::Message)s ([`PartitionCheckpoints::message_of`]) and writes the
-//! partition's checkpoint every `EVENTHUBS_CHECKPOINT_INTERVAL`, only up to the last event whose
-//! outcome and whose predecessors' outcomes are final. A partition that is lost (another
-//! replica claimed it, or the receiver failed) is checkpointed as far as it is final and
-//! forgotten: its pending events come again to whoever reads it next. On stop, the tasks
-//! stop taking events, and once the pipeline has drained, every partition is
-//! checkpointed a last time.
+//! A session is one consumer connection with its processor, its readers and its lag
+//! monitor ([`lag`](super::lag)). When the processor fails (the checkpoint store refusing,
+//! the hub out of reach), the session ends: its readings are checkpointed as far as they
+//! are final and forgotten, `source_connected` turns 0, a line per load-balancing interval
+//! says why, and a new session starts after a backoff, resuming from the checkpoints under
+//! the same owner id, so the ownerships that did not expire meanwhile are still this
+//! replica's. A receiver that fails alone is opened again by the processor at its next
+//! balancing. Only a hub that refuses the connection string (key, policy or entity) before
+//! any session ran stops the source, with a message naming the setting.
 //!
-//! A failure of the processor itself (its checkpoint store unreachable, the hub refusing
-//! the connection) ends the source with an error, so the writer exits non-zero and is
-//! restarted; nothing is lost, since checkpoints only cover written events.
+//! On stop the readers stop taking events and the processor stops renewing; once the
+//! pipeline has drained, every partition is checkpointed a last time and given up in the
+//! checkpoint store, so the other replicas take them at their next balancing rather than
+//! after the ownership expiry.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use azure_messaging_eventhubs::models::{ReceivedEventData, StartPositions};
-use azure_messaging_eventhubs::processor::PartitionClient;
+use azure_core::http::StatusCode;
+use azure_core_amqp::AmqpError;
+use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
+use azure_messaging_eventhubs::models::StartPositions;
 use azure_messaging_eventhubs::{
-    CheckpointStore, ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy,
-    StartLocation, StartPosition,
+    ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy, StartLocation, StartPosition,
 };
 use cosmos::CosmosClient;
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use futures::{FutureExt, Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::{JoinSet, LocalSet};
 use tokio_util::sync::CancellationToken;
 
+use super::lag::{self, PollError};
+use super::partitions::{Shared, spawn_readers};
 use super::store::{CosmosCheckpointStore, Scope};
-use super::{EventParts, PartitionCheckpoints};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
 use crate::metrics::Metrics;
+use crate::source::backoff::Backoff;
 use crate::source::queue::QueueSender;
 use crate::source::{Source, SourceControl, SourceError};
+
+/// Longest wait for a client to close its connection.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A duration as the SDK takes it (saturating: the settings are far below its range).
 fn sdk_duration(duration: Duration) -> azure_core::time::Duration {
@@ -130,90 +136,172 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// What every partition task shares.
-struct Shared {
-    store: CosmosCheckpointStore,
-    scope: Scope,
-    tracker: PartitionCheckpoints,
-    /// The sequence number last written as each partition's checkpoint.
-    written: Mutex<HashMap<String, i64>>,
-    metrics: Arc<Metrics>,
-    /// How often a partition's checkpoint is written (`EVENTHUBS_CHECKPOINT_INTERVAL`).
-    checkpoint_interval: Duration,
+/// Whether the hub refused the client itself: a management or claims-based-security
+/// answer 401, 403 or 404, or a link refused as unauthorized or not found. The connection
+/// string (its key, policy or entity) is wrong, not the network.
+pub fn hub_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(amqp) = err.downcast_ref::<AmqpError>() {
+            match amqp.kind() {
+                AmqpErrorKind::ManagementStatusCode(
+                    StatusCode::Unauthorized | StatusCode::Forbidden | StatusCode::NotFound,
+                    _,
+                ) => return true,
+                AmqpErrorKind::AmqpDescribedError(described)
+                    if matches!(
+                        described.condition,
+                        AmqpErrorCondition::UnauthorizedAccess | AmqpErrorCondition::NotFound
+                    ) =>
+                {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        cause = err.source();
+    }
+    false
 }
 
-impl Shared {
-    /// Writes the partition's checkpoint if its final position moved since the last write.
-    async fn flush(&self, partition: &str) {
-        let Some(position) = self.tracker.checkpoint(partition) else {
-            return;
-        };
-        let already = self
-            .written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(partition)
-            .copied();
-        if already.is_some_and(|seq| seq >= position.sequence_number) {
+/// The error's message and, when deeper, its root cause (the SDK wraps the hub's answer
+/// in several layers).
+fn cause_of(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut root = err;
+    while let Some(source) = root.source() {
+        root = source;
+    }
+    let (top, root) = (err.to_string(), root.to_string());
+    if top.contains(&root) {
+        top
+    } else {
+        format!("{top}: {root}")
+    }
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    /// The source stops.
+    Stopped,
+    /// The session failed; another starts after a backoff.
+    Failed(Failure),
+}
+
+/// A failed session.
+struct Failure {
+    /// What failed.
+    what: &'static str,
+    /// Why.
+    cause: String,
+    /// The hub refused the connection string.
+    refused: bool,
+}
+
+impl Failure {
+    fn of(what: &'static str, err: &EventHubsError) -> SessionEnd {
+        SessionEnd::Failed(Failure {
+            what,
+            cause: cause_of(err),
+            refused: hub_refused(err),
+        })
+    }
+}
+
+/// Logs failed sessions, one line per interval at most (the others at debug level).
+struct Reporter {
+    every: Duration,
+    last: Option<Instant>,
+    quiet: u32,
+}
+
+impl Reporter {
+    fn failed(&mut self, hub: &str, failure: &Failure, retry_in: Duration) {
+        if self.last.is_some_and(|last| last.elapsed() < self.every) {
+            self.quiet += 1;
+            tracing::debug!(%hub, what = failure.what, cause = %failure.cause, ?retry_in, "Event Hubs source: rebuilding");
             return;
         }
-        let checkpoint = self.scope.checkpoint(
-            partition,
-            Some(position.sequence_number),
-            position.offset.clone(),
+        tracing::warn!(
+            %hub,
+            what = failure.what,
+            cause = %failure.cause,
+            ?retry_in,
+            failures_since_last_line = self.quiet + 1,
+            "Event Hubs source disconnected: rebuilding the consumer and its processor; the checkpoints written so far are kept and reading resumes from them"
         );
-        match CheckpointStore::update_checkpoint(&self.store, checkpoint).await {
-            Ok(()) => {
-                tracing::debug!(%partition, sequence_number = position.sequence_number, "checkpoint written");
-                self.written
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(partition.to_owned(), position.sequence_number);
-            }
-            Err(err) => {
-                tracing::warn!(%partition, error = %err, "checkpoint not written; trying again at the next interval");
-            }
+        self.last = Some(Instant::now());
+        self.quiet = 0;
+    }
+}
+
+/// What every session of the source uses.
+struct Context {
+    connection: EventHubsConnection,
+    settings: EventHubsSettings,
+    /// This replica's owner id.
+    owner: String,
+    /// `namespace/event hub`, for logs.
+    hub: String,
+    shared: Arc<Shared>,
+    tx: QueueSender,
+}
+
+impl Context {
+    /// Opens a client of the hub named `application_id` (for the processor's client, the
+    /// owner id).
+    async fn open(&self, application_id: String) -> Result<ConsumerClient, EventHubsError> {
+        let mut builder = ConsumerClient::builder()
+            .with_consumer_group(self.settings.consumer_group.clone())
+            .with_application_id(application_id);
+        if let Some(endpoint) = self
+            .connection
+            .dial_endpoint(self.settings.custom_endpoint.as_ref())
+        {
+            builder = builder.with_custom_endpoint(endpoint);
         }
+        builder
+            .open_with_connection_string(self.connection.raw.expose(), None)
+            .await
     }
 
-    /// Forgets a lost partition.
-    fn release(&self, partition: &str) {
-        self.tracker.release(partition);
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(partition);
-        self.metrics.set_ack_lag(partition, 0);
-    }
-
-    /// Sends one event on as a message; false when the pipeline no longer takes any.
-    async fn forward(
+    /// Builds the processor on `consumer`.
+    async fn processor(
         &self,
-        partition: &str,
-        event: &ReceivedEventData,
-        tx: &QueueSender,
-        reading: &CancellationToken,
-    ) -> bool {
-        let parts = EventParts::of_received(partition, event);
-        match self.tracker.message_of(&parts) {
-            Ok(message) => {
-                self.metrics.received();
-                tokio::select! {
-                    sent = tx.send(message) => sent.is_ok(),
-                    // Not sent: its acknowledgement is abandoned, the event comes again.
-                    () = reading.cancelled() => false,
-                }
-            }
-            Err((err, ack)) => {
-                // Not a device message: dropped and counted, so it does not hold the
-                // checkpoint back.
-                self.metrics.dropped("unroutable");
-                tracing::warn!(error = %err, "event dropped");
-                ack.finish();
-                true
-            }
-        }
+        consumer: ConsumerClient,
+    ) -> Result<Arc<EventProcessor>, EventHubsError> {
+        let balancing = self.settings.balancing;
+        EventProcessor::builder()
+            .with_update_interval(sdk_duration(balancing.interval))
+            .with_partition_expiration_duration(sdk_duration(balancing.ownership_expiry))
+            .with_load_balancing_strategy(match balancing.strategy {
+                LoadBalancing::Greedy => ProcessorStrategy::Greedy,
+                LoadBalancing::Balanced => ProcessorStrategy::Balanced,
+            })
+            .with_start_positions(StartPositions {
+                per_partition: Default::default(),
+                default: start_position(self.settings.start_position),
+            })
+            .build(consumer, Arc::new(self.shared.store.clone()))
+            .await
     }
+}
+
+/// `future`'s output, or `None` when `stop` fires first.
+async fn until<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        () = stop.cancelled() => None,
+        out = future => Some(out),
+    }
+}
+
+/// Closes a client in the background, at most [`CLOSE_TIMEOUT`]: a hub that does not
+/// answer the detach of a link never holds the source up.
+fn close_client(client: ConsumerClient) {
+    tokio::spawn(async move {
+        if let Ok(Err(err)) = tokio::time::timeout(CLOSE_TIMEOUT, client.close()).await {
+            tracing::debug!(error = %err, "closing an Event Hubs client failed");
+        }
+    });
 }
 
 async fn run(
@@ -236,251 +324,274 @@ async fn run(
     .await
     .map_err(|e| SourceError::Config(e.to_string()))?;
     install_tls_provider();
-    let hub = format!("{}/{}", connection.namespace, connection.entity_path);
-    tracing::info!(%hub, consumer_group = %settings.consumer_group, "connecting to Event Hubs");
-    // Connecting retries for up to a minute: a stop meanwhile ends the source at once.
     let owner = owner_id();
-    tracing::info!(%owner, "owner id of this replica in the checkpoint store");
-    let mut builder = ConsumerClient::builder()
-        .with_consumer_group(settings.consumer_group.clone())
-        .with_application_id(owner);
+    let hub = format!("{}/{}", connection.namespace, connection.entity_path);
+    tracing::info!(%hub, consumer_group = %settings.consumer_group, %owner, "connecting to Event Hubs");
     if let Some(endpoint) = connection.dial_endpoint(settings.custom_endpoint.as_ref()) {
         tracing::info!(%endpoint, "dialling a custom Event Hubs endpoint");
-        builder = builder.with_custom_endpoint(endpoint);
     }
-    let open = builder.open_with_connection_string(connection.raw.expose(), None);
-    let opened = tokio::select! {
-        opened = open => opened,
-        () = control.stop.cancelled() => return Ok(()),
-    };
-    let consumer = opened
-        .map_err(|e| {
-            SourceError::Failed(format!(
-                "cannot connect to Event Hubs {hub}: {e} (check WRITER_SOURCE: the built-in endpoint's Event Hub-compatible connection string, and EVENTHUBS_CONSUMER_GROUP)"
-            ))
-        })?;
-    let balancing = settings.balancing;
-    let build = EventProcessor::builder()
-        .with_update_interval(sdk_duration(balancing.interval))
-        .with_partition_expiration_duration(sdk_duration(balancing.ownership_expiry))
-        .with_load_balancing_strategy(match balancing.strategy {
-            LoadBalancing::Greedy => ProcessorStrategy::Greedy,
-            LoadBalancing::Balanced => ProcessorStrategy::Balanced,
-        })
-        .with_start_positions(StartPositions {
-            per_partition: HashMap::new(),
-            default: start_position(settings.start_position),
-        })
-        .build(consumer, Arc::new(store.clone()));
-    let built = tokio::select! {
-        built = build => built,
-        () = control.stop.cancelled() => return Ok(()),
-    };
-    let processor = built.map_err(|e| {
-        SourceError::Failed(format!(
-            "cannot start the Event Hubs processor on {hub}: {e}"
-        ))
-    })?;
-    let shared = Arc::new(Shared {
+    let scope = Scope::new(
+        &connection.namespace,
+        &connection.entity_path,
+        &settings.consumer_group,
+    );
+    let shared = Arc::new(Shared::new(
         store,
-        scope: Scope::new(
-            &connection.namespace,
-            &connection.entity_path,
-            &settings.consumer_group,
-        ),
-        tracker: PartitionCheckpoints::new(metrics.clone()),
-        written: Mutex::default(),
-        metrics: metrics.clone(),
-        checkpoint_interval: settings.checkpoint_interval,
-    });
-    let reading = control.stop.child_token();
-    let (clients, readers_done) = spawn_readers(shared.clone(), tx, reading.clone())?;
+        scope,
+        metrics.clone(),
+        settings.checkpoint_interval,
+    ));
+    let interval = settings.balancing.interval;
+    let ctx = Context {
+        connection,
+        settings,
+        owner,
+        hub,
+        shared,
+        tx,
+    };
+    let mut backoff = Backoff::default();
+    let mut reporter = Reporter {
+        every: interval,
+        last: None,
+        quiet: 0,
+    };
+    let mut ran = false;
+    let result = loop {
+        let started = Instant::now();
+        match session(&ctx, &control.stop, &mut ran).await {
+            SessionEnd::Stopped => break Ok(()),
+            SessionEnd::Failed(failure) => {
+                metrics.set_source_connected(false);
+                if failure.refused && !ran {
+                    break Err(SourceError::Failed(format!(
+                        "the hub {} refused the connection ({}): check WRITER_SOURCE, the built-in endpoint's Event Hub-compatible connection string (its SharedAccessKey, a policy with the Service connect or Listen right, and EntityPath), and EVENTHUBS_CONSUMER_GROUP",
+                        ctx.hub, failure.cause
+                    )));
+                }
+                if started.elapsed() >= interval {
+                    backoff.reset();
+                }
+                let delay = backoff.next_delay();
+                reporter.failed(&ctx.hub, &failure, delay);
+                if until(&control.stop, tokio::time::sleep(delay))
+                    .await
+                    .is_none()
+                {
+                    break Ok(());
+                }
+            }
+        }
+    };
+    tracing::info!("Event Hubs source: no longer taking events");
+    metrics.set_source_connected(false);
+    // The last sender of the pipeline's input goes: the pipeline drains.
+    let Context {
+        shared, owner, tx, ..
+    } = ctx;
+    drop(tx);
+    control.drained.cancelled().await;
+    // Every taken event's outcome is final (or abandoned): checkpoint what was written,
+    // then give the partitions up.
+    for queue in shared.tracker.queues() {
+        shared.flush(&queue).await;
+    }
+    if ran {
+        give_up(&shared, &owner).await;
+    }
+    result
+}
+
+/// Gives this replica's partitions up in the checkpoint store, so that the other
+/// replicas take them at their next balancing.
+async fn give_up(shared: &Shared, owner: &str) {
+    match shared.store.relinquish(&shared.scope, owner).await {
+        Ok(partitions) => {
+            tracing::info!(
+                ?partitions,
+                "partitions given up: the other replicas take them at their next balancing"
+            );
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "partitions not given up: the other replicas take them once the ownerships expire (EVENTHUBS_OWNERSHIP_EXPIRY)");
+        }
+    }
+    shared.released();
+}
+
+/// One session: a consumer connection, its processor, the readers of the partitions it
+/// hands this replica, and the lag monitor; until the source stops or the processor fails.
+/// Sets `ran` once the processor runs (the hub took the connection string).
+async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> SessionEnd {
+    // A client of its own for the management requests (partition ids, then the lag):
+    // the processor takes its client.
+    let monitor = match until(stop, ctx.open(format!("{}-monitor", ctx.owner))).await {
+        None => return SessionEnd::Stopped,
+        Some(Err(err)) => return Failure::of("cannot connect to the hub", &err),
+        Some(Ok(client)) => client,
+    };
+    let partitions = match until(stop, monitor.get_eventhub_properties()).await {
+        Some(Ok(properties)) => properties.partition_ids,
+        other => {
+            close_client(monitor);
+            return match other {
+                Some(Err(err)) => Failure::of("the hub does not answer", &err),
+                _ => SessionEnd::Stopped,
+            };
+        }
+    };
+    let processor = match until(stop, async {
+        let consumer = ctx.open(ctx.owner.clone()).await?;
+        ctx.processor(consumer).await
+    })
+    .await
+    {
+        Some(Ok(processor)) => processor,
+        other => {
+            close_client(monitor);
+            return match other {
+                Some(Err(err)) => Failure::of("cannot start the processor", &err),
+                _ => SessionEnd::Stopped,
+            };
+        }
+    };
+    let reading = stop.child_token();
+    let (clients, readers_done) = match spawn_readers(
+        ctx.shared.clone(),
+        ctx.tx.clone(),
+        reading.clone(),
+        stop.clone(),
+    ) {
+        Ok(readers) => readers,
+        Err(err) => {
+            close_client(monitor);
+            return SessionEnd::Failed(Failure {
+                what: "cannot start the partition readers",
+                cause: err.to_string(),
+                refused: false,
+            });
+        }
+    };
+    *ran = true;
     let mut processor_task = tokio::spawn({
         let processor = processor.clone();
         async move { processor.run().await }
     });
-    metrics.set_source_connected(true);
-    tracing::info!(%hub, "Event Hubs processor running");
-    let result = loop {
+    let monitor_task = tokio::spawn(monitor_hub(
+        monitor,
+        partitions,
+        ctx.shared.clone(),
+        ctx.settings.balancing.interval,
+        reading.clone(),
+    ));
+    tracing::info!(hub = %ctx.hub, "Event Hubs processor running");
+    let failed = |what: &'static str, cause: String| {
+        SessionEnd::Failed(Failure {
+            what,
+            cause,
+            refused: false,
+        })
+    };
+    let end = loop {
         tokio::select! {
             biased;
-            () = reading.cancelled() => break Ok(()),
+            () = stop.cancelled() => break SessionEnd::Stopped,
             joined = &mut processor_task => {
-                let why = match joined {
+                let cause = match joined {
                     Ok(Ok(())) => "it stopped".to_owned(),
-                    Ok(Err(err)) => err.to_string(),
+                    Ok(Err(err)) => cause_of(&err),
                     Err(err) => err.to_string(),
                 };
-                break Err(SourceError::Failed(format!("the Event Hubs processor failed: {why}")));
+                break failed("the processor failed", cause);
             }
             client = processor.next_partition_client() => match client {
                 Ok(client) => {
                     if clients.send(client).is_err() {
-                        break Err(SourceError::Failed("the partition readers stopped".into()));
+                        break failed("the partition readers stopped", String::new());
                     }
                 }
-                Err(err) => break Err(SourceError::Failed(format!("the Event Hubs processor failed: {err}"))),
+                Err(err) => break failed("the processor failed", cause_of(&err)),
             },
         }
     };
-    tracing::info!("Event Hubs source: no longer taking events");
+    // No more renewals or receivers; the readers end (keeping their events when the
+    // source stops, else checkpointing and forgetting them).
     reading.cancel();
-    let _ = processor.shutdown().await;
-    // The readers end, dropping the last senders of the pipeline's input.
+    processor_task.abort();
+    let _ = processor_task.await;
     drop(clients);
     let _ = readers_done.await;
-    // Every taken event's outcome is final (or abandoned): checkpoint what was written.
-    control.drained.cancelled().await;
-    for partition in shared.tracker.partitions() {
-        shared.flush(&partition).await;
-    }
-    processor_task.abort();
-    metrics.set_source_connected(false);
-    result
-}
-
-/// Starts the thread that reads the partitions sent to the returned channel, each in a
-/// task of its own, until the channel closes and every task has ended (then the
-/// returned receiver resolves).
-fn spawn_readers(
-    shared: Arc<Shared>,
-    tx: QueueSender,
-    reading: CancellationToken,
-) -> Result<
-    (
-        mpsc::UnboundedSender<Arc<PartitionClient>>,
-        oneshot::Receiver<()>,
-    ),
-    SourceError,
-> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
-    let (clients_tx, mut clients) = mpsc::unbounded_channel::<Arc<PartitionClient>>();
-    let (done_tx, done) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("eventhubs-partitions".into())
-        .spawn(move || {
-            LocalSet::new().block_on(&runtime, async move {
-                let mut tasks = JoinSet::new();
-                loop {
-                    tokio::select! {
-                        client = clients.recv() => match client {
-                            Some(client) => {
-                                tasks.spawn_local(read_partition(client, shared.clone(), tx.clone(), reading.clone()));
-                            }
-                            None => break,
-                        },
-                        Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                    }
+    let _ = monitor_task.await;
+    match Arc::try_unwrap(processor) {
+        Ok(processor) => {
+            tokio::spawn(async move {
+                if let Ok(Err(err)) = tokio::time::timeout(CLOSE_TIMEOUT, processor.close()).await {
+                    tracing::debug!(error = %err, "closing the processor failed");
                 }
-                drop(tx);
-                while tasks.join_next().await.is_some() {}
             });
-            let _ = done_tx.send(());
-        })
-        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
-    Ok((clients_tx, done))
+        }
+        Err(_) => {
+            tracing::debug!("the processor is still shared; its connection is left to the hub")
+        }
+    }
+    end
 }
 
-/// Reads one partition until it is lost or the source stops.
-async fn read_partition(
-    client: Arc<PartitionClient>,
+/// Reports every partition's lag every interval, and whether the hub answers
+/// (`source_connected`), until `reading` is cancelled.
+async fn monitor_hub(
+    hub: ConsumerClient,
+    partitions: Vec<String>,
     shared: Arc<Shared>,
-    tx: QueueSender,
+    interval: Duration,
     reading: CancellationToken,
 ) {
-    let partition = client.get_partition_id().to_owned();
-    tracing::info!(%partition, "reading partition");
-    shared
-        .read(&partition, client.stream_events(), &tx, &reading)
-        .await;
-    // Closing removes it from the processor, which may hand it out again later.
-    if let Ok(client) = Arc::try_unwrap(client) {
-        if let Err(err) = client.close().await {
-            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+    let metrics = &shared.metrics;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut answered = None;
+    loop {
+        if until(&reading, ticker.tick()).await.is_none() {
+            break;
         }
-    }
-}
-
-impl Shared {
-    /// Reads a partition's events until the stream ends (the partition is lost) or
-    /// `reading` is cancelled, checkpointing every [`Shared::checkpoint_interval`]. A lost
-    /// partition is checkpointed as far as it is final, then forgotten (its other events
-    /// come again to the next reader).
-    async fn read(
-        &self,
-        partition: &str,
-        events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
-        tx: &QueueSender,
-        reading: &CancellationToken,
-    ) {
-        futures::pin_mut!(events);
-        let mut ticker = tokio::time::interval(self.checkpoint_interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                biased;
-                () = reading.cancelled() => return,
-                _ = ticker.tick() => self.flush(partition).await,
-                event = events.next() => match event {
-                    Some(Ok(event)) => {
-                        if !self.forward(partition, &event, tx, reading).await {
-                            return;
-                        }
-                    }
-                    Some(Err(err)) => {
-                        tracing::info!(%partition, error = %err, "partition lost");
-                        break;
-                    }
-                    None => {
-                        tracing::info!(%partition, "partition closed");
-                        break;
-                    }
-                },
+        let Some(polled) = until(
+            &reading,
+            tokio::time::timeout(interval, lag::poll(&hub, &partitions, &shared)),
+        )
+        .await
+        else {
+            break;
+        };
+        let unanswered = match polled {
+            Ok(Ok(())) => None,
+            Ok(Err(PollError::Store(cause))) => {
+                tracing::warn!(%cause, "the partitions' lag is not updated");
+                None
+            }
+            Ok(Err(err @ PollError::Hub { .. })) => Some(err.to_string()),
+            Err(_) => Some(format!("the hub does not answer within {interval:?}")),
+        };
+        match unanswered {
+            None => {
+                if answered != Some(true) {
+                    tracing::info!("Event Hubs source connected");
+                    metrics.set_source_connected(true);
+                }
+                answered = Some(true);
+            }
+            Some(cause) => {
+                metrics.set_source_connected(false);
+                tracing::warn!(%cause, "Event Hubs source: the hub is out of reach; the receivers retry, and the processor opens them again");
+                answered = Some(false);
             }
         }
-        self.flush(partition).await;
-        self.release(partition);
     }
+    close_client(hub);
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
-    use cosmos::{CosmosConfig, Credential, MasterKey};
-    use cosmos_sim::CosmosSim;
-
     use super::*;
-    use crate::source::Message;
-    use crate::source::eventhubs::test_events::amqp_message;
-
-    async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
-        store
-            .list_checkpoints("hub.servicebus.windows.net", "hub", "$Default")
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|c| c.partition_id == partition)
-            .and_then(|c| c.sequence_number)
-    }
-
-    async fn wait_for_checkpoint(store: &CosmosCheckpointStore, partition: &str, seq: i64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let now = checkpoint_of(store, partition).await;
-            if now == Some(seq) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "checkpoint {now:?}, expected {seq}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
 
     #[test]
     fn start_positions_are_exclusive() {
@@ -498,74 +609,31 @@ mod tests {
         );
     }
 
-    /// A partition read from SDK events: its checkpoint in the Cosmos store follows the
-    /// final outcomes in order, and a lost partition is checkpointed and forgotten.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn partition_checkpoints_follow_final_outcomes_in_order() {
-        let sim = CosmosSim::builder().start().await.unwrap();
-        let key = MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
-        let client = CosmosClient::new(CosmosConfig::new(
-            sim.endpoint().parse().unwrap(),
-            Credential::MasterKey(key),
-        ))
-        .unwrap();
-        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", true)
-            .await
-            .unwrap();
-        let metrics = Arc::new(Metrics::new());
-        let shared = Shared {
-            store: store.clone(),
-            scope: Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
-            tracker: PartitionCheckpoints::new(metrics.clone()),
-            written: Mutex::default(),
-            metrics: metrics.clone(),
-            checkpoint_interval: Duration::from_millis(20),
+    #[test]
+    fn a_refusal_is_told_from_a_network_failure() {
+        let refused = |code| {
+            EventHubsError::from(AmqpError::from(azure_core::Error::with_error(
+                azure_core::error::ErrorKind::Other,
+                AmqpError::from(AmqpErrorKind::ManagementStatusCode(
+                    code,
+                    Some("signature does not match".into()),
+                )),
+                "Error authorizing management path",
+            )))
         };
-        // Events 10..=13 of partition 4 (11 without a device identity), then the
-        // partition stays open until `lose` fires.
-        let events: Vec<Result<ReceivedEventData, EventHubsError>> = [
-            (10, Some("a")),
-            (11, None),
-            (12, Some("b")),
-            (13, Some("c")),
-        ]
-        .into_iter()
-        .map(|(seq, device)| Ok(amqp_message(seq, device, 1_795_338_903_000).into()))
-        .collect();
-        let (lose, lost) = oneshot::channel::<()>();
-        let stream = futures::stream::iter(events).chain(
-            futures::stream::once(async move {
-                let _ = lost.await;
-            })
-            .filter_map(|()| async { None }),
+        let unauthorized = refused(StatusCode::Unauthorized);
+        assert!(hub_refused(&unauthorized));
+        assert!(
+            cause_of(&unauthorized).contains("401"),
+            "{}",
+            cause_of(&unauthorized)
         );
-        let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
-        let reading = CancellationToken::new();
-        let pipeline = async {
-            let mut messages: Vec<Message> = Vec::new();
-            for _ in 0..3 {
-                messages.push(rx.recv().await.unwrap());
-            }
-            let identities: Vec<&str> = messages.iter().map(|m| m.identity.as_str()).collect();
-            assert_eq!(identities, ["a", "b", "c"]);
-            let c = messages.pop().unwrap();
-            let b = messages.pop().unwrap();
-            let a = messages.pop().unwrap();
-            // 13 final before 10: nothing to checkpoint yet.
-            c.ack.finish();
-            shared.flush("4").await;
-            assert_eq!(checkpoint_of(&store, "4").await, None);
-            // 10 final, 11 dropped and counted, 12 pending: checkpoint 11.
-            a.ack.finish();
-            wait_for_checkpoint(&store, "4", 11).await;
-            b.ack.finish();
-            wait_for_checkpoint(&store, "4", 13).await;
-            assert_eq!(metrics.counts().dropped("unroutable"), 1);
-            let _ = lose.send(());
-        };
-        tokio::join!(shared.read("4", stream, &tx, &reading), pipeline);
-        // Lost: forgotten, with its checkpoint kept.
-        assert!(shared.tracker.partitions().is_empty());
-        assert_eq!(checkpoint_of(&store, "4").await, Some(13));
+        assert!(hub_refused(&refused(StatusCode::NotFound)));
+        assert!(!hub_refused(&refused(StatusCode::ServiceUnavailable)));
+        let unreachable = EventHubsError::from(AmqpError::from(azure_core::Error::new(
+            azure_core::error::ErrorKind::Io,
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        )));
+        assert!(!hub_refused(&unreachable));
     }
 }

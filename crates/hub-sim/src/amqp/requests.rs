@@ -236,6 +236,11 @@ pub(crate) fn management(
                     Value::Timestamp(Timestamp::from_milliseconds(info.last_enqueued_ms)),
                 ),
                 ("is_partition_empty", Value::Bool(info.is_empty())),
+                // The service sends the geo-replication epochs to clients that declare
+                // `com.microsoft:georeplication` (the Rust SDK does, and refuses an answer
+                // without them); this hub has no replication: -1.
+                ("begin_sequence_number_epoch", Value::Long(-1)),
+                ("last_enqueued_sequence_number_epoch", Value::Long(-1)),
             ]);
             (respond(request, 200, "OK", body), None)
         }
@@ -359,6 +364,10 @@ mod tests {
         assert_eq!(
             map.get(&Value::String("is_partition_empty".into())),
             Some(&Value::Bool(false))
+        );
+        assert_eq!(
+            map.get(&Value::String("last_enqueued_sequence_number_epoch".into())),
+            Some(&Value::Long(-1))
         );
         assert_eq!(status(&read("9")), 404);
     }
