@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::backoff::BackoffConfig;
 use crate::source::SimConfig;
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
+use netkit::backoff::BackoffConfig;
 
 pub use settings::{DurationSetting, Secret, SecretBytes};
 

@@ -27,7 +27,6 @@
 //! ```
 
 pub mod agent;
-pub mod backoff;
 pub mod buffer;
 pub mod config;
 pub mod source;

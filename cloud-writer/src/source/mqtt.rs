@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use client_tls::Trust;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use netkit::backoff::{Backoff, BackoffConfig};
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, Publish, QoS,
     Request, StateError, TlsConfiguration, Transport, mqttbytes,
@@ -274,7 +275,7 @@ async fn run(
         metrics: metrics.clone(),
     });
     let filter = settings.filter();
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::new(RECONNECT_BACKOFF);
     // The connection whose PUBACKs may be sent; 0 before the first CONNACK.
     let mut connection = 0;
     // PUBACKs of the current connection not yet handed to the event loop.
@@ -403,7 +404,7 @@ async fn run(
                 if control.stop.is_cancelled() {
                     break Ok(());
                 }
-                let delay = backoff.next();
+                let delay = backoff.next_delay();
                 if let ConnectionError::MqttState(StateError::Deserialization(
                     mqttbytes::Error::PayloadSizeLimitExceeded(size),
                 )) = &err
@@ -487,23 +488,11 @@ fn message_of(publish: &Publish, acker: &Arc<Acker>) -> Option<Message> {
     })
 }
 
-/// Exponential reconnect backoff with full jitter, 100 ms to 10 s.
-#[derive(Debug, Default)]
-struct Backoff {
-    attempt: u32,
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let cap = 100u64.saturating_mul(1 << self.attempt.min(7)).min(10_000);
-        self.attempt += 1;
-        Duration::from_millis(rand::random_range(cap / 2..=cap))
-    }
-
-    fn reset(&mut self) {
-        self.attempt = 0;
-    }
-}
+/// Reconnect backoff: full jitter over a window that doubles from 100 ms to 10 s.
+const RECONNECT_BACKOFF: BackoffConfig = BackoffConfig {
+    base: Duration::from_millis(100),
+    cap: Duration::from_secs(10),
+};
 
 #[cfg(test)]
 mod tests {
@@ -541,13 +530,13 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let mut backoff = Backoff::default();
-        let first = backoff.next();
+        let mut backoff = Backoff::new(RECONNECT_BACKOFF);
+        let first = backoff.next_delay();
         assert!(first <= Duration::from_millis(100));
         for _ in 0..20 {
-            assert!(backoff.next() <= Duration::from_secs(10));
+            assert!(backoff.next_delay() <= Duration::from_secs(10));
         }
         backoff.reset();
-        assert!(backoff.next() <= Duration::from_millis(100));
+        assert!(backoff.next_delay() <= Duration::from_millis(100));
     }
 }

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use cosmos_wire::auth::url_encode;
 use cosmos_wire::headers;
 use cosmos_wire::resources::ErrorBody;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -140,5 +139,5 @@ impl RawResponse {
 
 /// Percent-encodes one name (database, container, document id) for a URL path.
 pub(crate) fn path_segment(name: &str) -> String {
-    url_encode(name)
+    netkit::uri::encode_component(name)
 }

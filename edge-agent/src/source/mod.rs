@@ -20,9 +20,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::{Backoff, BackoffConfig};
 use crate::config::SourceConfig;
 use crate::status::StatusCell;
+use netkit::backoff::{Backoff, BackoffConfig};
 pub use sim::{SimConfig, SimRoute};
 
 /// One position fix.

@@ -2,7 +2,7 @@
 //!
 //! One task per agent owns the connection: it connects, reports what happens as
 //! link events, and reconnects with exponential backoff and full jitter
-//! ([`crate::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
+//! ([`netkit::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
 //! loop, so nothing queued for a dead link is ever sent on the next one: whatever was not
 //! acknowledged is sent again from the disk buffer by the agent.
 //!
@@ -28,9 +28,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::backoff::Backoff;
 use crate::config::{Auth, Endpoint, TransportConfig};
 use crate::status::{ConnectionState, StatusCell};
+use netkit::backoff::Backoff;
 pub use tls::TlsError;
 
 /// The `api-version` IoT Hub's MQTT username carries.
@@ -45,7 +45,7 @@ const MAX_OUTGOING_PACKET: usize = 256 * 1024 + 4096;
 pub fn event_topic(device_id: &str, created: DateTime<Utc>) -> String {
     format!(
         "devices/{device_id}/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc={}",
-        sas::url_encode(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
+        netkit::uri::encode_component(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
     )
 }
 
