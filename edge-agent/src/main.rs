@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
-use edge_agent::config::{DurationSetting, Secret, Settings, SourceConfig};
+use edge_agent::config::{DurationSetting, Secret, Settings};
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};

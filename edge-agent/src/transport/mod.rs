@@ -13,9 +13,10 @@
 //! against the system's roots, or WebSockets at `wss://{hub}:443/$iothub/websocket`;
 //! QoS 1; clean session (the agent does not subscribe, and its own disk buffer, not the
 //! broker session, carries unacknowledged messages). With SAS the link is closed and
-//! reopened with a fresh token at [`crate::config::SasConfig::renew_fraction`] of the
+//! reopened with a fresh token at [`SasConfig::renew_fraction`] of the
 //! token's lifetime, before the hub would disconnect the device at expiry.
 
+mod config;
 pub(crate) mod inflight;
 pub mod sas;
 mod tls;
@@ -28,8 +29,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::config::{Auth, Endpoint, TransportConfig};
 use crate::status::{ConnectionState, StatusCell};
+pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use netkit::backoff::Backoff;
 pub use tls::TlsError;
 
@@ -334,9 +335,9 @@ mod tests {
 
     #[test]
     fn tls_and_websockets_load_the_system_roots() {
-        let sas = Auth::Sas(crate::config::SasConfig {
+        let sas = Auth::Sas(SasConfig {
             hub_host: "hub.azure-devices.net".into(),
-            key: crate::config::SecretBytes::new(vec![1, 2, 3]),
+            key: settings::SecretBytes::new(vec![1, 2, 3]),
             token_ttl: Duration::from_secs(3600),
             renew_fraction: 0.8,
         });
@@ -378,7 +379,7 @@ mod tests {
         let cert = dir.path().join("cert.pem");
         std::fs::write(&cert, "not a certificate").unwrap();
         let x509 = |cert_path: std::path::PathBuf| {
-            Auth::X509(crate::config::X509Config {
+            Auth::X509(X509Config {
                 hub_host: "hub.azure-devices.net".into(),
                 cert_path,
                 key_path: dir.path().join("key.pem"),

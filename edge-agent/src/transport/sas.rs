@@ -15,7 +15,7 @@ use hmac::{Hmac, Mac};
 use netkit::uri::encode_component;
 use sha2::Sha256;
 
-use crate::config::SecretBytes;
+use settings::SecretBytes;
 
 /// Why a device connection string cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
