@@ -48,9 +48,6 @@ pub enum ConfigError {
     /// The connection string is wrong.
     #[error("IOTHUB_DEVICE_CONNECTION_STRING: {0}")]
     ConnectionString(#[from] ConnectionStringError),
-    /// The config file cannot be read or parsed.
-    #[error(transparent)]
-    File(#[from] settings::FileError),
     /// A secret's variable or file cannot be read.
     #[error(transparent)]
     Secret(#[from] settings::SecretError),
@@ -171,33 +168,38 @@ impl fmt::Debug for Settings {
     }
 }
 
-/// Fills every `None` field of `$self` from `$other`.
-macro_rules! fill {
-    ($self:ident, $other:ident: $($field:ident),* $(,)?) => {
-        $( if $self.$field.is_none() { $self.$field = $other.$field; } )*
-    };
-}
+settings::layered!(Settings {
+    position_source,
+    mavlink_address,
+    gpsd_address,
+    sim_home_lat,
+    sim_home_lon,
+    sim_seed,
+    sim_speed_mps,
+    sim_speedup,
+    report_interval,
+    max_fix_age,
+    connection_string,
+    iothub_transport,
+    iothub_ca_file,
+    iothub_port,
+    sas_token_ttl,
+    sas_renew_fraction,
+    x509_cert_file,
+    x509_key_file,
+    mqtt_url,
+    device_id,
+    buffer_dir,
+    buffer_max_bytes,
+    buffer_fsync,
+    backlog_rate,
+    reconnect_base,
+    reconnect_cap,
+    mqtt_keep_alive,
+    status_file,
+});
 
 impl Settings {
-    /// Reads a TOML config file whose keys are the settings' names in snake case
-    /// (`position_source = "sim"`, `buffer_dir = "/var/lib/edge-agent"`, ...).
-    pub fn from_file(path: &std::path::Path) -> Result<Settings, ConfigError> {
-        Ok(settings::read_toml(path)?)
-    }
-
-    /// Fills the settings not given here from `fallback` (e.g. the config file).
-    pub fn or(mut self, fallback: Settings) -> Settings {
-        fill!(self, fallback:
-            position_source, mavlink_address, gpsd_address, sim_home_lat, sim_home_lon,
-            sim_seed, sim_speed_mps, sim_speedup, report_interval, max_fix_age,
-            connection_string, iothub_transport, iothub_ca_file, iothub_port, sas_token_ttl,
-            sas_renew_fraction,
-            x509_cert_file, x509_key_file, mqtt_url, device_id, buffer_dir, buffer_max_bytes,
-            buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, mqtt_keep_alive, status_file,
-        );
-        self
-    }
-
     /// Applies defaults and checks every setting.
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
         let report_interval = positive(

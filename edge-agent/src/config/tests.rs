@@ -2,6 +2,7 @@
 //! the layers' order and the example file.
 
 use super::*;
+use settings::Layered as _;
 
 fn base() -> Settings {
     Settings {
