@@ -20,7 +20,8 @@ use serde::Deserialize;
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
-pub use settings::{DurationSetting, LogFormat, Secret};
+pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
+use settings::{cosmos_account, cosmos_key_from_env};
 
 /// The smallest `SOURCE_MAX_BYTES` (a few hundred positions).
 pub const SOURCE_MAX_BYTES_FLOOR: usize = 64 * 1024;
@@ -37,35 +38,6 @@ pub enum NewestWins {
     /// Read the stored document, then Replace with its ETag (`ifMatch`) or Create;
     /// retried on 412/409. For servers without batch Patch (`@vercel/cosmosdb-server`).
     Etag,
-}
-
-/// The account key from `COSMOS_KEY`, or the file `COSMOS_KEY_FILE` names (a secret:
-/// never a flag).
-pub fn cosmos_key_from_env() -> Result<Option<Secret>, ConfigError> {
-    Ok(settings::secret_from_env("COSMOS_KEY")?)
-}
-
-/// The account endpoint and key every program needs, or the error naming the one missing.
-pub fn cosmos_account(
-    endpoint: Option<Url>,
-    key: Option<Secret>,
-) -> Result<(Url, Secret), ConfigError> {
-    let endpoint = endpoint.ok_or(ConfigError::Missing {
-        name: "COSMOS_ENDPOINT",
-        hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
-    })?;
-    let key = key.ok_or(ConfigError::Missing {
-        name: "COSMOS_KEY",
-        hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag)",
-    })?;
-    Ok((endpoint, key))
-}
-
-/// Reads a TOML file of settings (of this program or another that configures itself the
-/// same way): keys are the environment variable names in lower case. An error names the
-/// line and key, never the value.
-pub fn read_settings_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    Ok(settings::read_toml(path)?)
 }
 
 /// Every setting as given by flags, environment or file; `None` when not given.
@@ -199,33 +171,6 @@ macro_rules! merge_fields {
     };
 }
 
-/// Why the configuration cannot work.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// A required setting is missing.
-    #[error("{name} is not set: {hint}")]
-    Missing {
-        /// The environment variable.
-        name: &'static str,
-        /// What to set it to.
-        hint: &'static str,
-    },
-    /// A setting has an unusable value.
-    #[error("{name}: {message}")]
-    Invalid {
-        /// The environment variable.
-        name: &'static str,
-        /// What is wrong and what to do.
-        message: String,
-    },
-    /// The config file cannot be read or parsed.
-    #[error(transparent)]
-    File(#[from] settings::FileError),
-    /// A secret's variable or file cannot be read.
-    #[error(transparent)]
-    Secret(#[from] settings::SecretError),
-}
-
 /// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
 fn is_loopback(url: &Url) -> bool {
     match url.host() {
@@ -299,7 +244,7 @@ impl Settings {
 
     /// Reads a TOML file of settings; an error names the line and key, never the value.
     pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        read_settings_file(path)
+        Ok(settings::read_toml(path)?)
     }
 
     /// The secrets, which have no flag: `COSMOS_KEY` and `WRITER_SOURCE`, each from its
