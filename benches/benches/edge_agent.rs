@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use edge_agent::BufferConfig;
 use edge_agent::buffer::{DiskBuffer, Record, record};
-use edge_agent::config::BufferConfig;
 use edge_agent::{SimConfig, SimRoute};
 
 /// A typical version 1 message (about 190 bytes).

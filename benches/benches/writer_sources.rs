@@ -436,9 +436,10 @@ fn writer_process() -> ExitCode {
         #[command(flatten)]
         settings: Settings,
     }
-    let config: WriterConfig = FromEnv::parse_from(["cloud-writer"])
-        .settings
-        .or(Settings::secrets_from_env().expect("secrets"))
+    let given = FromEnv::parse_from(["cloud-writer"]).settings;
+    let secrets = Settings::secrets_from_env().expect("secrets");
+    let config: WriterConfig = settings::layer(given, secrets, None)
+        .expect("the writer's settings")
         .resolve()
         .expect("the writer's settings");
     config.log_format.init_logs();

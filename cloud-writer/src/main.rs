@@ -44,11 +44,8 @@ enum Command {
 
 fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
     cli.settings.refuse_secret_flags()?;
-    let mut settings = cli.settings.clone().or(Settings::secrets_from_env()?);
-    if let Some(path) = &cli.config {
-        settings = settings.or(Settings::from_file(path)?);
-    }
-    Ok(settings.resolve()?)
+    let secrets = Settings::secrets_from_env()?;
+    Ok(settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?.resolve()?)
 }
 
 #[tokio::main]

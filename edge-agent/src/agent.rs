@@ -10,7 +10,7 @@
 //!   current at once; then the backlog drains oldest first, at most
 //!   [`AgentConfig::backlog_rate`] messages per second and never filling the last
 //!   in-flight slot, so live positions are never held up behind the backlog.
-//! - At most [`crate::config::TransportConfig::max_inflight`] publishes await PUBACK.
+//! - At most [`crate::transport::TransportConfig::max_inflight`] publishes await PUBACK.
 //!   Whatever a link did not acknowledge is sent again from the buffer on the next link
 //!   (at-least-once; the cloud keeps the newest position of each drone).
 //!
@@ -18,6 +18,7 @@
 //! reader), so a process can run a fleet of them.
 
 use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -29,11 +30,59 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
-use crate::config::AgentConfig;
+use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES};
 use crate::source::{Fix, Source};
+use crate::source::{SimConfig, SourceConfig};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
+use crate::transport::TransportConfig;
 use crate::transport::inflight::{Inflight, Unexpected};
 use crate::transport::{Connection, Dialer, LinkEvent, TransportError, event_topic};
+
+/// Everything one agent needs to run.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The device id: the MQTT client id and the `deviceId` of every message.
+    pub device_id: String,
+    /// Where positions come from.
+    pub source: SourceConfig,
+    /// How often the latest fix becomes a message.
+    pub report_interval: Duration,
+    /// A fix older than this is no fix (the interval is skipped and counted).
+    pub max_fix_age: Duration,
+    /// The store-and-forward buffer on disk.
+    pub buffer: BufferConfig,
+    /// The MQTT connection.
+    pub transport: TransportConfig,
+    /// Backlog messages sent per second at most while live positions keep flowing.
+    pub backlog_rate: f64,
+    /// Where to write the status as JSON after every interval, if anywhere.
+    pub status_file: Option<PathBuf>,
+}
+
+impl AgentConfig {
+    /// A configuration for a simulated drone publishing over plain MQTT to
+    /// `host:port`, buffering in `buffer_dir`, with the defaults of every other setting.
+    /// The starting point of tests and of fleet simulations.
+    pub fn simulated(device_id: &str, host: &str, port: u16, buffer_dir: PathBuf) -> AgentConfig {
+        AgentConfig {
+            device_id: device_id.to_owned(),
+            source: SourceConfig::Sim(SimConfig::default()),
+            report_interval: Duration::from_secs(5),
+            max_fix_age: Duration::from_secs(10),
+            buffer: BufferConfig {
+                dir: buffer_dir,
+                max_bytes: DEFAULT_BUFFER_MAX_BYTES,
+                fsync: true,
+            },
+            transport: TransportConfig::plain(host, port),
+            backlog_rate: DEFAULT_BACKLOG_RATE,
+            status_file: None,
+        }
+    }
+}
+
+/// The default backlog drain rate, messages per second.
+pub const DEFAULT_BACKLOG_RATE: f64 = 20.0;
 
 /// Why an agent cannot start.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,8 @@
-//! The agent's configuration: the typed [`AgentConfig`] the library runs on, and
-//! [`Settings`], the command line / environment / TOML file form the binary reads and
-//! checks into an [`AgentConfig`].
+//! The agent's settings as the binary reads them: [`Settings`], the command line /
+//! environment / TOML file form, layered by [`settings::layer`] and checked into the
+//! [`AgentConfig`] the library runs on (each component's part of it lives beside the
+//! component: [`crate::source::SourceConfig`], [`crate::buffer::BufferConfig`],
+//! [`crate::transport::TransportConfig`]).
 //!
 //! Precedence: command-line flag, then environment variable, then the config file
 //! (`--config FILE` or `EDGE_AGENT_CONFIG`), then the default. A wrong setting is a
@@ -15,200 +17,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::backoff::BackoffConfig;
-use crate::source::SimConfig;
+use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE};
+use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
+use crate::source::{SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
+use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+use netkit::backoff::BackoffConfig;
 
-pub use settings::{DurationSetting, Secret, SecretBytes};
-
-/// Everything one agent needs to run.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// The device id: the MQTT client id and the `deviceId` of every message.
-    pub device_id: String,
-    /// Where positions come from.
-    pub source: SourceConfig,
-    /// How often the latest fix becomes a message.
-    pub report_interval: Duration,
-    /// A fix older than this is no fix (the interval is skipped and counted).
-    pub max_fix_age: Duration,
-    /// The store-and-forward buffer on disk.
-    pub buffer: BufferConfig,
-    /// The MQTT connection.
-    pub transport: TransportConfig,
-    /// Backlog messages sent per second at most while live positions keep flowing.
-    pub backlog_rate: f64,
-    /// Where to write the status as JSON after every interval, if anywhere.
-    pub status_file: Option<PathBuf>,
-}
-
-impl AgentConfig {
-    /// A configuration for a simulated drone publishing over plain MQTT to
-    /// `host:port`, buffering in `buffer_dir`, with the defaults of every other setting.
-    /// The starting point of tests and of fleet simulations.
-    pub fn simulated(device_id: &str, host: &str, port: u16, buffer_dir: PathBuf) -> AgentConfig {
-        AgentConfig {
-            device_id: device_id.to_owned(),
-            source: SourceConfig::Sim(SimConfig::default()),
-            report_interval: Duration::from_secs(5),
-            max_fix_age: Duration::from_secs(10),
-            buffer: BufferConfig {
-                dir: buffer_dir,
-                max_bytes: DEFAULT_BUFFER_MAX_BYTES,
-                fsync: true,
-            },
-            transport: TransportConfig::plain(host, port),
-            backlog_rate: DEFAULT_BACKLOG_RATE,
-            status_file: None,
-        }
-    }
-}
-
-/// Where positions come from (`POSITION_SOURCE`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SourceConfig {
-    /// MAVLink `GLOBAL_POSITION_INT` from a flight controller: `udpin:HOST:PORT`,
-    /// `tcpout:HOST:PORT` or `serial:DEVICE:BAUD`.
-    Mavlink {
-        /// The connection string.
-        address: String,
-    },
-    /// gpsd `TPV` reports over TCP.
-    Gpsd {
-        /// `HOST:PORT` of gpsd, usually `127.0.0.1:2947`.
-        address: String,
-    },
-    /// A simulated drone flying a route.
-    Sim(SimConfig),
-}
-
-/// The store-and-forward buffer (see [`crate::buffer`] for the on-disk format).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BufferConfig {
-    /// The directory of segment files (`BUFFER_DIR`).
-    pub dir: PathBuf,
-    /// The most bytes the segment files may hold; beyond it the oldest are dropped.
-    pub max_bytes: u64,
-    /// `fsync` every appended record (on by default; a power cut then loses at most the
-    /// record being written). Off trades durability for throughput, e.g. in simulations.
-    pub fsync: bool,
-}
-
-/// The smallest `BUFFER_MAX_BYTES` accepted.
-pub const MIN_BUFFER_MAX_BYTES: u64 = 4096;
-/// The default `BUFFER_MAX_BYTES`: 64 MiB, about two weeks of 5-second positions.
-pub const DEFAULT_BUFFER_MAX_BYTES: u64 = 64 * 1024 * 1024;
-/// The default backlog drain rate, messages per second.
-pub const DEFAULT_BACKLOG_RATE: f64 = 20.0;
-
-/// The MQTT connection: where, how to authenticate, how to retry.
-#[derive(Debug, Clone)]
-pub struct TransportConfig {
-    /// How to reach the broker.
-    pub endpoint: Endpoint,
-    /// How to authenticate.
-    pub auth: Auth,
-    /// MQTT keep-alive (IoT Hub allows at most 1177 s).
-    pub keep_alive: Duration,
-    /// Time allowed for TCP, TLS and MQTT connect.
-    pub connect_timeout: Duration,
-    /// Reconnect backoff.
-    pub backoff: BackoffConfig,
-    /// Publishes awaiting PUBACK at most.
-    pub max_inflight: u16,
-    /// The CA (PEM) to trust for TLS instead of the system's roots: a gateway's, a local
-    /// hub's.
-    pub ca_file: Option<PathBuf>,
-}
-
-impl TransportConfig {
-    /// Plain MQTT to `host:port`, anonymous, default timings.
-    pub fn plain(host: &str, port: u16) -> TransportConfig {
-        TransportConfig {
-            endpoint: Endpoint::Tcp {
-                host: host.to_owned(),
-                port,
-            },
-            auth: Auth::Anonymous,
-            keep_alive: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(10),
-            backoff: BackoffConfig::default(),
-            max_inflight: 10,
-            ca_file: None,
-        }
-    }
-}
-
-/// How the agent reaches the broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    /// MQTT over plain TCP (local brokers).
-    Tcp {
-        /// Host name or address.
-        host: String,
-        /// Port, usually 1883.
-        port: u16,
-    },
-    /// MQTT over TLS (IoT Hub: port 8883), server verified against the system's roots.
-    Tls {
-        /// Host name, also the TLS server name.
-        host: String,
-        /// Port.
-        port: u16,
-    },
-    /// MQTT over WebSockets over TLS (IoT Hub: `wss://{host}:443/$iothub/websocket`);
-    /// a `ws://` URL goes without TLS (local brokers).
-    WebSocket {
-        /// The WebSocket URL.
-        url: String,
-    },
-}
-
-/// How the agent authenticates.
-#[derive(Debug, Clone)]
-pub enum Auth {
-    /// No credentials (local brokers).
-    Anonymous,
-    /// IoT Hub SAS: a token made from the device key, renewed before it expires.
-    Sas(SasConfig),
-    /// IoT Hub X.509: a client certificate in TLS, no password.
-    X509(X509Config),
-}
-
-/// IoT Hub SAS authentication.
-#[derive(Debug, Clone)]
-pub struct SasConfig {
-    /// The hub host name (`{hub}.azure-devices.net`), part of the username and the token.
-    pub hub_host: String,
-    /// The device key (decoded).
-    pub key: SecretBytes,
-    /// How long each token is valid.
-    pub token_ttl: Duration,
-    /// At which fraction of the token's lifetime the agent reconnects with a fresh one.
-    pub renew_fraction: f64,
-}
-
-/// IoT Hub X.509 authentication.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct X509Config {
-    /// The hub host name, part of the username.
-    pub hub_host: String,
-    /// The client certificate chain, PEM.
-    pub cert_path: PathBuf,
-    /// The client private key, PEM.
-    pub key_path: PathBuf,
-}
-
-impl Auth {
-    /// The IoT Hub host name if this is an IoT Hub authentication.
-    pub fn hub_host(&self) -> Option<&str> {
-        match self {
-            Auth::Anonymous => None,
-            Auth::Sas(sas) => Some(&sas.hub_host),
-            Auth::X509(x509) => Some(&x509.hub_host),
-        }
-    }
-}
+pub use settings::{DurationSetting, Secret};
 
 /// A setting that stops the agent at start, with what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -232,9 +48,6 @@ pub enum ConfigError {
     /// The connection string is wrong.
     #[error("IOTHUB_DEVICE_CONNECTION_STRING: {0}")]
     ConnectionString(#[from] ConnectionStringError),
-    /// The config file cannot be read or parsed.
-    #[error(transparent)]
-    File(#[from] settings::FileError),
     /// A secret's variable or file cannot be read.
     #[error(transparent)]
     Secret(#[from] settings::SecretError),
@@ -355,33 +168,38 @@ impl fmt::Debug for Settings {
     }
 }
 
-/// Fills every `None` field of `$self` from `$other`.
-macro_rules! fill {
-    ($self:ident, $other:ident: $($field:ident),* $(,)?) => {
-        $( if $self.$field.is_none() { $self.$field = $other.$field; } )*
-    };
-}
+settings::layered!(Settings {
+    position_source,
+    mavlink_address,
+    gpsd_address,
+    sim_home_lat,
+    sim_home_lon,
+    sim_seed,
+    sim_speed_mps,
+    sim_speedup,
+    report_interval,
+    max_fix_age,
+    connection_string,
+    iothub_transport,
+    iothub_ca_file,
+    iothub_port,
+    sas_token_ttl,
+    sas_renew_fraction,
+    x509_cert_file,
+    x509_key_file,
+    mqtt_url,
+    device_id,
+    buffer_dir,
+    buffer_max_bytes,
+    buffer_fsync,
+    backlog_rate,
+    reconnect_base,
+    reconnect_cap,
+    mqtt_keep_alive,
+    status_file,
+});
 
 impl Settings {
-    /// Reads a TOML config file whose keys are the settings' names in snake case
-    /// (`position_source = "sim"`, `buffer_dir = "/var/lib/edge-agent"`, ...).
-    pub fn from_file(path: &std::path::Path) -> Result<Settings, ConfigError> {
-        Ok(settings::read_toml(path)?)
-    }
-
-    /// Fills the settings not given here from `fallback` (e.g. the config file).
-    pub fn or(mut self, fallback: Settings) -> Settings {
-        fill!(self, fallback:
-            position_source, mavlink_address, gpsd_address, sim_home_lat, sim_home_lon,
-            sim_seed, sim_speed_mps, sim_speedup, report_interval, max_fix_age,
-            connection_string, iothub_transport, iothub_ca_file, iothub_port, sas_token_ttl,
-            sas_renew_fraction,
-            x509_cert_file, x509_key_file, mqtt_url, device_id, buffer_dir, buffer_max_bytes,
-            buffer_fsync, backlog_rate, reconnect_base, reconnect_cap, mqtt_keep_alive, status_file,
-        );
-        self
-    }
-
     /// Applies defaults and checks every setting.
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
         let report_interval = positive(
@@ -639,225 +457,4 @@ fn parse_mqtt_url(url: &str) -> Result<(String, u16), ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn base() -> Settings {
-        Settings {
-            mqtt_url: Some("mqtt://127.0.0.1:1884".into()),
-            device_id: Some("drone-1".into()),
-            buffer_dir: Some("/tmp/buf".into()),
-            ..Settings::default()
-        }
-    }
-
-    #[test]
-    fn plain_mqtt_with_defaults() {
-        let config = base().resolve().unwrap();
-        assert_eq!(config.device_id, "drone-1");
-        assert_eq!(config.report_interval, Duration::from_secs(5));
-        assert_eq!(config.max_fix_age, Duration::from_secs(10));
-        assert_eq!(
-            config.transport.endpoint,
-            Endpoint::Tcp {
-                host: "127.0.0.1".into(),
-                port: 1884
-            }
-        );
-        assert!(matches!(config.source, SourceConfig::Sim(_)));
-    }
-
-    /// Every duration takes the one form of every program, from a flag, the environment
-    /// or the file.
-    #[test]
-    fn durations_take_the_one_form() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            settings: Settings,
-        }
-        let cli = <Cli as clap::Parser>::try_parse_from([
-            "edge-agent",
-            "--report-interval",
-            "5s",
-            "--max-fix-age",
-            "500ms",
-            "--reconnect-cap",
-            "2m",
-            "--mqtt-keep-alive",
-            "30",
-        ])
-        .unwrap();
-        let config = cli.settings.or(base()).resolve().unwrap();
-        assert_eq!(config.report_interval, Duration::from_secs(5));
-        assert_eq!(config.max_fix_age, Duration::from_millis(500));
-        assert_eq!(config.transport.backoff.cap, Duration::from_secs(120));
-        assert_eq!(config.transport.keep_alive, Duration::from_secs(30));
-        let file: Settings =
-            toml::from_str("report_interval = 2\nreconnect_base = \"250ms\"").unwrap();
-        let config = file.or(base()).resolve().unwrap();
-        assert_eq!(config.report_interval, Duration::from_secs(2));
-        assert_eq!(config.transport.backoff.base, Duration::from_millis(250));
-        let half = Settings {
-            mqtt_keep_alive: Some("30.5".parse().unwrap()),
-            ..base()
-        };
-        assert!(
-            half.resolve()
-                .unwrap_err()
-                .to_string()
-                .contains("MQTT_KEEP_ALIVE")
-        );
-    }
-
-    #[test]
-    fn iothub_connection_string_selects_tls_and_sas() {
-        let settings = Settings {
-            mqtt_url: None,
-            device_id: None,
-            connection_string: Some(Secret::new(
-                "HostName=hub.azure-devices.net;DeviceId=drone-9;SharedAccessKey=AAEC",
-            )),
-            ..base()
-        };
-        let config = settings.clone().resolve().unwrap();
-        assert_eq!(config.device_id, "drone-9");
-        assert_eq!(
-            config.transport.endpoint,
-            Endpoint::Tls {
-                host: "hub.azure-devices.net".into(),
-                port: 8883
-            }
-        );
-        let Auth::Sas(sas) = &config.transport.auth else {
-            panic!("expected SAS")
-        };
-        assert_eq!(sas.token_ttl, Duration::from_secs(3600));
-        assert!(!format!("{config:?}").contains("AAEC"));
-        assert!(!format!("{settings:?}").contains("AAEC"));
-
-        let ws = Settings {
-            iothub_transport: Some("websockets".into()),
-            ..settings
-        }
-        .resolve()
-        .unwrap();
-        assert_eq!(
-            ws.transport.endpoint,
-            Endpoint::WebSocket {
-                url: "wss://hub.azure-devices.net:443/$iothub/websocket".into()
-            }
-        );
-    }
-
-    #[test]
-    fn wrong_settings_name_what_to_fix() {
-        let cases: Vec<(Settings, &str)> = vec![
-            (
-                Settings {
-                    position_source: Some("radar".into()),
-                    ..base()
-                },
-                "POSITION_SOURCE",
-            ),
-            (
-                Settings {
-                    report_interval: Some("0".parse().unwrap()),
-                    ..base()
-                },
-                "REPORT_INTERVAL",
-            ),
-            (
-                Settings {
-                    buffer_max_bytes: Some(10),
-                    ..base()
-                },
-                "BUFFER_MAX_BYTES",
-            ),
-            (
-                Settings {
-                    buffer_dir: None,
-                    ..base()
-                },
-                "BUFFER_DIR",
-            ),
-            (
-                Settings {
-                    device_id: None,
-                    ..base()
-                },
-                "DEVICE_ID",
-            ),
-            (
-                Settings {
-                    mqtt_url: Some("http://x".into()),
-                    ..base()
-                },
-                "MQTT_URL",
-            ),
-            (
-                Settings {
-                    position_source: Some("mavlink".into()),
-                    mavlink_address: Some("carrier-pigeon:1".into()),
-                    ..base()
-                },
-                "MAVLINK_ADDRESS",
-            ),
-            (
-                Settings {
-                    reconnect_base: Some("10s".parse().unwrap()),
-                    reconnect_cap: Some("1".parse().unwrap()),
-                    ..base()
-                },
-                "RECONNECT_CAP",
-            ),
-            (
-                Settings {
-                    mqtt_url: None,
-                    device_id: None,
-                    connection_string: Some(Secret::new("HostName=h;DeviceId=d")),
-                    ..base()
-                },
-                "IOTHUB_DEVICE_CONNECTION_STRING",
-            ),
-        ];
-        for (settings, setting) in cases {
-            let message = settings.resolve().unwrap_err().to_string();
-            assert!(message.contains(setting), "{message} should name {setting}");
-        }
-    }
-
-    #[test]
-    fn command_line_wins_over_the_file() {
-        let file: Settings = toml::from_str(
-            "position_source = \"gpsd\"\nreport_interval = 2.5\nbuffer_dir = \"/file\"\n",
-        )
-        .unwrap();
-        let merged = base().or(file);
-        let config = merged.resolve().unwrap();
-        assert_eq!(config.report_interval, Duration::from_millis(2500));
-        assert_eq!(config.buffer.dir, PathBuf::from("/tmp/buf"));
-        assert!(matches!(config.source, SourceConfig::Gpsd { .. }));
-    }
-
-    #[test]
-    fn the_example_config_file_is_valid() {
-        let text = include_str!("../../deploy/edge-agent/edge-agent.toml");
-        let file: Settings = toml::from_str(text).unwrap();
-        let settings = Settings {
-            connection_string: Some(Secret::new(
-                "HostName=hub.azure-devices.net;DeviceId=drone-0042;SharedAccessKey=AAEC",
-            )),
-            ..Settings::default()
-        };
-        let config = settings.or(file).resolve().unwrap();
-        assert_eq!(config.device_id, "drone-0042");
-        assert!(matches!(config.source, SourceConfig::Mavlink { .. }));
-        assert_eq!(config.report_interval, Duration::from_secs(5));
-    }
-
-    #[test]
-    fn unknown_file_keys_are_rejected() {
-        assert!(toml::from_str::<Settings>("repot_interval = 5").is_err());
-    }
-}
+mod tests;

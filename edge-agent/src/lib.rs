@@ -27,15 +27,15 @@
 //! ```
 
 pub mod agent;
-pub mod backoff;
 pub mod buffer;
 pub mod config;
 pub mod source;
 pub mod status;
 pub mod transport;
 
-pub use agent::{Agent, AgentError, AgentReport};
-pub use config::{AgentConfig, Auth, BufferConfig, Endpoint, SourceConfig, TransportConfig};
-pub use source::{SimConfig, SimRoute};
+pub use agent::{Agent, AgentConfig, AgentError, AgentReport};
+pub use buffer::BufferConfig;
+pub use source::{SimConfig, SimRoute, SourceConfig};
 pub use status::{AgentHandle, AgentStatus, ConnectionState};
 pub use tokio_util::sync::CancellationToken;
+pub use transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};

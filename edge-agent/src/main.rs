@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
-use edge_agent::config::{DurationSetting, Secret, Settings, SourceConfig};
+use edge_agent::config::{DurationSetting, Secret, Settings};
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
@@ -92,13 +93,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The settings from flags, environment and config file, checked.
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
-    let mut settings = cli.settings.clone();
     // Secrets come from the environment or the file, never from the command line.
-    settings.connection_string = connection_string()?;
-    if let Some(path) = &cli.config {
-        settings = settings.or(Settings::from_file(path)?);
-    }
-    settings
+    let secrets = Settings {
+        connection_string: connection_string()?,
+        ..Settings::default()
+    };
+    settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?
         .resolve()
         .context("configuration error (fix the setting named and start again)")
 }

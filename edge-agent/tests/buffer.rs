@@ -4,8 +4,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use edge_agent::BufferConfig;
 use edge_agent::buffer::DiskBuffer;
-use edge_agent::config::BufferConfig;
 
 fn config(dir: &Path, max_bytes: u64) -> BufferConfig {
     BufferConfig {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{Running, sim_config};
 use edge_agent::ConnectionState;
-use edge_agent::backoff::BackoffConfig;
+use netkit::backoff::BackoffConfig;
 use test_harness::Mosquitto;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};

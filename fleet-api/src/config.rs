@@ -1,22 +1,21 @@
-//! The API's settings: flags, environment variables and a TOML file, resolved into one typed
-//! [`ApiConfig`], the same way as the writer's (`cloud_writer::config`), whose [`Secret`],
-//! [`DurationSetting`], [`LogFormat`] (with its log setup), [`ConfigError`], settings file
-//! reader and Cosmos DB account checks it reuses.
+//! The API's settings: flags, environment variables and a TOML file, layered the way of every
+//! program ([`settings::layer`]) and resolved into one typed [`ApiConfig`], with the Cosmos DB
+//! account read as the writer reads it ([`settings::cosmos_account`]).
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`FLEET_API_CONFIG`), then the default. File keys are the environment variable names in
 //! lower case. The account key (`COSMOS_KEY`) comes from the environment or the file only.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Args;
-pub use cloud_writer::config::{ConfigError, DurationSetting, LogFormat, Secret};
-use cloud_writer::config::{cosmos_account, cosmos_key_from_env, read_settings_file};
 use serde::Deserialize;
+use settings::{cosmos_account, cosmos_key_from_env};
 use url::Url;
+
+pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
 /// How many ranges a cross-partition query asks at once: a number, or `serial` (one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +89,19 @@ pub struct Settings {
     pub log_format: Option<LogFormat>,
 }
 
-macro_rules! merge_fields {
-    ($self:ident, $other:ident, $($field:ident),* $(,)?) => {
-        Settings { $($field: $self.$field.or($other.$field)),* }
-    };
-}
+settings::layered!(Settings {
+    cosmos_endpoint,
+    cosmos_key,
+    cosmos_database,
+    cosmos_container,
+    cosmos_accept_invalid_certs,
+    api_addr,
+    query_max_parallelism,
+    query_page_size,
+    near_max_radius_m,
+    map_refresh,
+    log_format,
+});
 
 /// The Cosmos DB side.
 #[derive(Debug, Clone)]
@@ -150,30 +157,6 @@ pub struct ApiConfig {
 }
 
 impl Settings {
-    /// Fills every setting not given here from `other`.
-    pub fn or(self, other: Settings) -> Settings {
-        merge_fields!(
-            self,
-            other,
-            cosmos_endpoint,
-            cosmos_key,
-            cosmos_database,
-            cosmos_container,
-            cosmos_accept_invalid_certs,
-            api_addr,
-            query_max_parallelism,
-            query_page_size,
-            near_max_radius_m,
-            map_refresh,
-            log_format,
-        )
-    }
-
-    /// Reads a TOML file of settings.
-    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
-        read_settings_file(path)
-    }
-
     /// The secrets that have no flag: `COSMOS_KEY`, from the environment or the file
     /// `COSMOS_KEY_FILE` names.
     pub fn secrets_from_env() -> Result<Settings, ConfigError> {
@@ -235,6 +218,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use settings::Layered as _;
 
     fn base() -> Settings {
         Settings {

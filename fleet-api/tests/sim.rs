@@ -196,21 +196,18 @@ async fn one_drone_and_its_track_take_one_call_each() {
     );
 
     let since = times[79].to_rfc3339();
-    let track = get(&format!(
-        "{base}/api/drones/drone-3/track?since={}",
-        url_encode(&since)
-    ))
-    .await;
+    let url = url::Url::parse_with_params(
+        &format!("{base}/api/drones/drone-3/track"),
+        [("since", &since)],
+    )
+    .unwrap();
+    let track = get(url.as_str()).await;
     let seqs: Vec<u64> = serde_json::from_value(track.body["properties"]["seq"].clone()).unwrap();
     assert_eq!(seqs, (80..=90).collect::<Vec<u64>>());
     let empty = get(&format!("{base}/api/drones/drone-5/track")).await;
     assert_eq!(empty.status, 200);
     assert_eq!(empty.body["geometry"], serde_json::Value::Null);
     sim.shutdown().await;
-}
-
-fn url_encode(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 #[tokio::test]

@@ -9,31 +9,18 @@ pub mod coalesce;
 pub mod reject;
 pub mod validate;
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use telemetry::{Position, PositionOrder, StalenessPolicy};
+use telemetry::{PositionOrder, StalenessPolicy};
 
 use self::coalesce::{Coalescer, Ordered};
 use self::reject::Rejects;
 use crate::metrics::Metrics;
-use crate::sink::cosmos::CosmosSink;
+use crate::position::PositionWrite;
+use crate::source::Message;
 use crate::source::queue::QueueReceiver;
-use crate::source::{Ack, Message};
-
-/// A fresh position on its way to the sink.
-#[derive(Debug)]
-pub struct PositionWrite {
-    /// The position.
-    pub position: Position,
-    /// The hub's enqueued time, when known.
-    pub enqueued: Option<DateTime<Utc>>,
-    /// When the message was received.
-    pub received_at: Instant,
-    /// Acknowledges the message once the write is final.
-    pub ack: Ack,
-}
 
 impl Ordered for PositionWrite {
     fn device_id(&self) -> &str {
@@ -43,6 +30,17 @@ impl Ordered for PositionWrite {
     fn order(&self) -> PositionOrder {
         self.position.order()
     }
+}
+
+/// Where the pipeline hands its positions: a contract the pipeline owns and a sink
+/// implements, so that the pipeline knows nothing of Cosmos DB.
+pub trait Sink {
+    /// Takes the newest position of a drone in its batch, to write.
+    fn write(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
+    /// Takes a position that a newer one of its drone superseded within its batch.
+    fn superseded(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
+    /// Nothing more comes: returns when every position taken is final.
+    fn close(self) -> impl Future<Output = ()> + Send;
 }
 
 /// Settings of the pipeline.
@@ -96,7 +94,7 @@ pub fn prepare_batch(
 /// Runs the pipeline until the source's channel closes, then waits for every write.
 pub async fn run(
     mut rx: QueueReceiver,
-    sink: CosmosSink,
+    sink: impl Sink,
     settings: PipelineSettings,
     rejects: Rejects,
     metrics: Arc<Metrics>,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use telemetry::PositionOrder;
 
-use crate::pipeline::coalesce::BuildDeviceHasher;
+use crate::device_hash::BuildDeviceHasher;
 
 /// What is known of a drone's stored document.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,6 @@
 //! when it and every earlier message of the same stream (MQTT connection, Event Hubs
 //! partition) are final.
 
-pub mod backoff;
 pub mod eventhubs;
 pub mod mqtt;
 pub mod queue;
@@ -20,12 +19,21 @@ pub mod queue;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
+use netkit::backoff::BackoffConfig;
 use tokio_util::sync::CancellationToken;
+
+/// The sources' reconnect backoff: full jitter over a window that doubles from 100 ms to
+/// 10 s, reset once a connection works again. The MQTT source waits it between connection
+/// attempts, the Event Hubs source between sessions of its processor.
+pub const RECONNECT_BACKOFF: BackoffConfig = BackoffConfig {
+    base: Duration::from_millis(100),
+    cap: Duration::from_secs(10),
+};
 
 /// One message as a source received it.
 #[derive(Debug)]

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use client_tls::Trust;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use netkit::backoff::Backoff;
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, Publish, QoS,
     Request, StateError, TlsConfiguration, Transport, mqttbytes,
@@ -30,9 +31,10 @@ use rumqttc::{
 use tokio::sync::mpsc;
 use url::Url;
 
-use super::backoff::Backoff;
 use super::queue::{QueueSender, Reservation, message_bytes};
-use super::{Ack, AckQueue, AckSink, Message, Source, SourceControl, SourceError};
+use super::{
+    Ack, AckQueue, AckSink, Message, RECONNECT_BACKOFF, Source, SourceControl, SourceError,
+};
 use crate::config::MqttTls;
 use crate::metrics::Metrics;
 
@@ -275,7 +277,7 @@ async fn run(
         metrics: metrics.clone(),
     });
     let filter = settings.filter();
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::new(RECONNECT_BACKOFF);
     // The connection whose PUBACKs may be sent; 0 before the first CONNACK.
     let mut connection = 0;
     // PUBACKs of the current connection not yet handed to the event loop.

@@ -21,18 +21,20 @@
 //! (SQL), [`ru`] (the RU model and budgets),
 //! [`faults`], [`stats`], the HTTP server and its admin endpoints (see the README).
 
-mod admin;
 pub mod docs;
+mod error;
 pub mod faults;
 pub mod patch;
 pub mod query;
 pub mod raw;
 pub mod ru;
 mod server;
+mod shared;
 mod sim;
 pub mod stats;
 pub mod store;
 
+pub use error::SimError;
 pub use faults::FaultSettings;
-pub use sim::{CosmosSim, CosmosSimBuilder, SimError};
+pub use sim::{CosmosSim, CosmosSimBuilder};
 pub use stats::{ContainerStats, PartitionStats, Stats};

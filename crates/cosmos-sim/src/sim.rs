@@ -1,7 +1,9 @@
 //! The endpoint as a library: configure with [`CosmosSim::builder`], start it on a port, drive
 //! its faults and read its statistics while it runs, shut it down.
 
+use crate::error::SimError;
 use crate::faults::{FaultSettings, Faults};
+use crate::shared::Shared;
 use crate::stats::{Counters, Stats};
 use crate::store::{CreateError, Store};
 use cosmos_wire::auth::{EMULATOR_KEY, MasterKey};
@@ -14,54 +16,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// Errors of the library API.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    /// The key is not base64.
-    #[error("invalid account key: {0}")]
-    Key(#[from] cosmos_wire::auth::AuthError),
-    /// The listening socket could not be opened.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No such database or container.
-    #[error("no container {0}")]
-    NoContainer(String),
-    /// No live range with that id, or it is too narrow to split.
-    #[error("range {0} is not a live range that can split")]
-    NoRange(String),
-    /// A database or container could not be created.
-    #[error("cannot create {0}")]
-    Create(String),
-    /// A setting is out of range.
-    #[error("invalid setting: {0}")]
-    Invalid(String),
-}
-
-/// State shared by the server tasks and the handle.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub store: Store,
-    /// The account key requests must be signed with; replaced by [`rotate_key`].
-    pub key: parking_lot::RwLock<MasterKey>,
-    pub partitions: usize,
-    /// Default RU/s of new containers (f64 bits).
-    pub default_ru: AtomicU64,
-    pub faults: Faults,
-    pub counters: Counters,
-    pub addr: SocketAddr,
-}
-
-impl Shared {
-    pub fn default_ru(&self) -> f64 {
-        f64::from_bits(self.default_ru.load(Ordering::Relaxed))
-    }
-}
 
 /// Configuration of an endpoint; see [`CosmosSim::builder`].
 #[derive(Debug, Clone)]
@@ -204,7 +158,7 @@ impl CosmosSim {
     /// Replaces the account key at run time, as a key rotation does: from now on only
     /// requests signed with `key` (base64) are served, others are answered 401.
     pub fn rotate_key(&self, key: &str) -> Result<(), SimError> {
-        rotate_key(&self.shared, key)
+        self.shared.rotate_key(key)
     }
 
     /// Deletes a container and its documents at run time (as the REST `DELETE` does);
@@ -212,8 +166,7 @@ impl CosmosSim {
     pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {
         self.shared
             .store
-            .database(db)
-            .and_then(|d| d.containers.write().remove(coll))
+            .delete_container(db, coll)
             .map(|_| tracing::info!(db, coll, "container deleted"))
             .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))
     }
@@ -261,12 +214,12 @@ impl CosmosSim {
         coll: &str,
         range_id: &str,
     ) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
-        split_range(&self.shared, db, coll, range_id)
+        self.shared.split_range(db, coll, range_id)
     }
 
     /// Changes a container's provisioned RU/s (split evenly across its live ranges).
     pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
-        set_ru_per_sec(&self.shared, db, coll, ru)
+        self.shared.set_ru_per_sec(db, coll, ru)
     }
 
     /// Changes the RU/s that containers created from now on get.
@@ -299,7 +252,7 @@ impl CosmosSim {
 
     /// A snapshot of requests, operations, throttling and the partition heat map.
     pub fn stats(&self) -> Stats {
-        Stats::collect(&self.shared.store, &self.shared.counters)
+        self.shared.stats()
     }
 
     /// Stops accepting connections, closes the open ones, and waits for the server task.
@@ -315,47 +268,4 @@ impl Drop for CosmosSim {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
-}
-
-pub(crate) fn split_range(
-    shared: &Shared,
-    db: &str,
-    coll: &str,
-    range_id: &str,
-) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
-    let c = shared
-        .store
-        .container(db, coll)
-        .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))?;
-    let children = c
-        .split(range_id)
-        .ok_or_else(|| SimError::NoRange(range_id.to_string()))?;
-    tracing::info!(db, coll, range_id, left = %children.0.id, right = %children.1.id, "range split");
-    Ok(children)
-}
-
-pub(crate) fn rotate_key(shared: &Shared, key: &str) -> Result<(), SimError> {
-    let key = MasterKey::from_base64(key)?;
-    *shared.key.write() = key;
-    tracing::info!("account key rotated");
-    Ok(())
-}
-
-pub(crate) fn set_ru_per_sec(
-    shared: &Shared,
-    db: &str,
-    coll: &str,
-    ru: f64,
-) -> Result<(), SimError> {
-    if ru.is_nan() || ru < 1.0 {
-        return Err(SimError::Invalid(format!(
-            "RU/s must be at least 1, not {ru}"
-        )));
-    }
-    let c = shared
-        .store
-        .container(db, coll)
-        .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))?;
-    c.set_ru_per_sec(ru);
-    Ok(())
 }

@@ -6,6 +6,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
+use netkit::uri::encode_component;
+use percent_encoding::percent_decode_str;
 use sha2::Sha256;
 use std::fmt;
 
@@ -78,7 +80,7 @@ impl MasterKey {
         date: &str,
     ) -> String {
         let sig = self.sign(verb, resource_type, resource_link, date);
-        url_encode(&format!("type=master&ver=1.0&sig={sig}"))
+        encode_component(&format!("type=master&ver=1.0&sig={sig}"))
     }
 }
 
@@ -101,7 +103,7 @@ pub fn string_to_sign(verb: &str, resource_type: &str, resource_link: &str, date
 
 /// The `Authorization` header for an Entra ID access token (scope `https://cosmos.azure.com/.default`).
 pub fn aad_authorization(token: &str) -> String {
-    url_encode(&format!("type=aad&ver=1.0&sig={token}"))
+    encode_component(&format!("type=aad&ver=1.0&sig={token}"))
 }
 
 /// A parsed `Authorization` header.
@@ -163,44 +165,12 @@ pub fn resource_for_path(path: &str) -> (String, String) {
     }
 }
 
-/// Percent-encodes like JavaScript's `encodeURIComponent` (what the SDKs do to the header and
-/// to ids in paths).
-pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'_' | b'.' | b'!' | b'~' | b'*' | b'\'' | b'(' | b')'
-            )
-        {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Decodes percent-encoding; `None` if an escape is malformed or the result is not UTF-8.
+/// Decodes percent-encoding; `None` if the result is not UTF-8.
 pub fn url_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_string());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|decoded| decoded.into_owned())
 }
 
 #[cfg(test)]
@@ -298,7 +268,7 @@ mod tests {
     proptest! {
         #[test]
         fn url_encoding_round_trips(s in ".*") {
-            prop_assert_eq!(url_decode(&url_encode(&s)), Some(s));
+            prop_assert_eq!(url_decode(&encode_component(&s)), Some(s));
         }
 
         #[test]

@@ -14,8 +14,8 @@ use cosmos_wire::resources::{
 use reqwest::Method;
 use serde_json::json;
 
-use crate::client::{RawResponse, RequestSpec, path_segment};
 use crate::ranges::RangeMap;
+use crate::request::{RawResponse, RequestSpec, path_segment};
 use crate::{CosmosClient, CosmosError, PartitionKey};
 
 /// How to create a container.
@@ -100,6 +100,13 @@ impl From<RawResponse> for WriteResponse {
     }
 }
 
+impl CosmosClient {
+    /// A client for one container.
+    pub fn container(&self, database: &str, container: &str) -> ContainerClient {
+        ContainerClient::new(self.clone(), database, container)
+    }
+}
+
 /// A client for one container. Cheap to clone; clones share the partition key range cache.
 #[derive(Debug, Clone)]
 pub struct ContainerClient {
@@ -112,7 +119,7 @@ pub struct ContainerClient {
 }
 
 impl ContainerClient {
-    pub(crate) fn new(client: CosmosClient, database: &str, container: &str) -> Self {
+    fn new(client: CosmosClient, database: &str, container: &str) -> Self {
         let coll_path = format!(
             "/dbs/{}/colls/{}",
             path_segment(database),

@@ -12,12 +12,11 @@
 //!   far; the range map is re-read and the ranges that now cover its span run again (the
 //!   whole fan-out runs again if the new ranges reach outside that span).
 //!
-//! [`crate::query`] is the plain form without the account, kept for the callers that only
-//! want documents.
+//! [`ContainerClient::query`] is the plain form, for the callers that only want documents:
+//! every range at once, the cost reported only when the query succeeds.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use bytes::Bytes;
 use cosmos_wire::epk::boundary_to_u128;
@@ -29,10 +28,10 @@ use futures::stream::FuturesUnordered;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::client::{RawResponse, RequestSpec, path_segment};
 use crate::container::decode;
-use crate::query::QueryScope;
+use crate::query::{QueryResponse, QueryScope};
 use crate::ranges::RangeMap;
+use crate::request::{RawResponse, RequestSpec, path_segment};
 use crate::{ContainerClient, CosmosError, PartitionKey, ReadResponse};
 
 /// How a query runs.
@@ -135,6 +134,28 @@ impl RangeWork {
 }
 
 impl ContainerClient {
+    /// Runs a query on one logical partition or on every range (all at once) and returns
+    /// its documents, the RU and the calls it took.
+    pub async fn query(
+        &self,
+        query: &QueryRequest,
+        scope: QueryScope,
+    ) -> Result<QueryResponse, CosmosError> {
+        let options = QueryOptions {
+            max_parallelism: usize::MAX,
+            max_item_count: None,
+        };
+        let counted = self
+            .query_counted(query, &scope, &options)
+            .await
+            .map_err(|failure| failure.source)?;
+        Ok(QueryResponse {
+            documents: counted.documents,
+            request_charge: counted.cost.request_charge,
+            calls: counted.cost.calls,
+        })
+    }
+
     /// Runs a query on one logical partition or on every range, as `options` say, and
     /// reports what it cost (also when it fails).
     pub async fn query_counted(
@@ -302,36 +323,24 @@ impl ContainerClient {
         }
     }
 
-    /// Sends a read request, retrying throttles (after the server's retry-after) and
-    /// transient failures under the client's retry policy, and counts every call. A range
-    /// move of a range-targeted request is returned to the caller, which re-routes.
+    /// Sends a read request through the client's retry loop, counting every call, its RU and
+    /// its 429s. A range move of a range-targeted request is returned to the caller, which
+    /// re-routes.
     async fn send_counted(
         &self,
         spec: &RequestSpec,
         cost: &mut ReadCost,
     ) -> Result<RawResponse, CosmosError> {
-        let policy = &self.client().config().retry;
-        let started = Instant::now();
-        let mut failures = 0;
-        loop {
-            let result = self.client().send(spec).await;
-            cost.calls += 1;
-            let (kind, retry_after) = match &result {
-                Ok(r) => {
+        self.client()
+            .execute_observed(spec, |attempt| {
+                cost.calls += 1;
+                if let Ok(r) = attempt {
                     cost.request_charge += r.request_charge;
-                    (disposition(r.status, r.substatus), r.retry_after)
+                    if disposition(r.status, r.substatus) == Disposition::Throttled {
+                        cost.throttled += 1;
+                    }
                 }
-                Err(e) => (e.disposition(), None),
-            };
-            match kind {
-                Disposition::Throttled => cost.throttled += 1,
-                Disposition::RangeGone if !spec.retry_range_gone => return result,
-                _ => failures += 1,
-            }
-            if !policy.allows_retry(kind, failures, started.elapsed()) {
-                return result;
-            }
-            tokio::time::sleep(policy.delay(failures.max(1), retry_after)).await;
-        }
+            })
+            .await
     }
 }

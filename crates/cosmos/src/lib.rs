@@ -1,15 +1,16 @@
 //! A Cosmos DB (NoSQL API) REST client on reqwest (rustls) and tokio, built for write-heavy
 //! ingestion:
 //! - [`client`]: the account client, master-key or Entra ID auth ([`credential`]), the shared
-//!   connection pool, the retry loop of point operations ([`retry`]);
+//!   connection pool, the retry loop every request goes through ([`retry`]); `request` is
+//!   the shape of one request and its response;
 //! - [`container`]: container setup (hash v2 partition key, spatial index, TTL), its definition
 //!   and partition key ranges ([`ranges`]), and point operations with ETag preconditions;
 //! - [`partition_key`]: partition key values, a string or the undefined key;
 //! - [`bulk`]: the partition-aware bulk writer with per-range AIMD concurrency, retries of
 //!   every transient per-operation failure, and one final outcome per operation;
-//! - [`query`]: single-partition and fanned-out cross-partition queries;
-//! - [`fanout`]: the same with a bounded degree of parallelism, and reads that report their
-//!   RU, calls and 429s.
+//! - [`query`]: where a query runs and its plain answer;
+//! - [`fanout`]: running queries on one partition or fanned out over every range with a
+//!   bounded degree of parallelism, and reads that report their RU, calls and 429s.
 //!
 //! The wire format itself (signatures, EPK hashing, batch bodies, resource bodies) lives in
 //! `cosmos-wire`, shared with the local endpoint.
@@ -23,6 +24,7 @@ pub mod fanout;
 pub mod partition_key;
 pub mod query;
 pub mod ranges;
+mod request;
 pub mod retry;
 
 pub use bulk::{

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use cosmos_wire::status::Disposition;
-use rand::Rng as _;
+use netkit::backoff::{BackoffConfig, Jitter};
 
 /// Retry budget and backoff of point operations and of each bulk operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,19 +50,20 @@ impl RetryPolicy {
     }
 
     /// How long to wait after the `failures`-th consecutive failure (1 for the first): the
-    /// server's retry-after when it gave one, else exponential backoff with jitter (a random
-    /// point in the upper half of the window, so that clients do not retry in lock-step).
+    /// server's retry-after when it gave one (at most `max_backoff`), else exponential backoff
+    /// with equal jitter: a random point in the upper half of the window, so that clients do
+    /// not retry in lock-step and an operation never comes back at once.
     pub fn delay(&self, failures: u32, retry_after: Option<Duration>) -> Duration {
-        if let Some(wait) = retry_after {
-            return wait.min(self.max_backoff);
-        }
-        let exp = failures.saturating_sub(1).min(20);
-        let window = self
-            .base_backoff
-            .saturating_mul(1 << exp)
-            .min(self.max_backoff);
-        let half = window / 2;
-        half + half.mul_f64(rand::rng().random::<f64>())
+        let schedule = BackoffConfig {
+            base: self.base_backoff,
+            cap: self.max_backoff,
+        };
+        schedule.delay(
+            failures.saturating_sub(1),
+            retry_after,
+            Jitter::Equal,
+            &mut rand::rng(),
+        )
     }
 }
 

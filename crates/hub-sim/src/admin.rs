@@ -14,7 +14,7 @@
 
 use crate::amqp::server::AmqpServer;
 use crate::faults::FaultSettings;
-use crate::sim::Shared;
+use crate::shared::Shared;
 use crate::state;
 use crate::stats::Stats;
 use bytes::Bytes;

@@ -25,6 +25,7 @@ pub mod mqtt;
 pub mod registry;
 pub mod routing;
 pub mod sas;
+mod shared;
 mod sim;
 pub mod state;
 pub mod stats;

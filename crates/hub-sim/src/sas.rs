@@ -9,23 +9,13 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use netkit::uri::URI_COMPONENT;
+use percent_encoding::{percent_decode_str, utf8_percent_encode};
 use sha2::Sha256;
 
-/// What `encodeURIComponent` leaves alone: letters, digits and `- _ . ! ~ * ' ( )`.
-const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'!')
-    .remove(b'~')
-    .remove(b'*')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')');
-
-/// Percent-encodes `text` like JavaScript's `encodeURIComponent`.
-pub fn url_encode(text: &str) -> String {
+/// Percent-encodes `text` like JavaScript's `encodeURIComponent` (the set is shared with the
+/// clients; the encoding and every check here are the stand-in's own).
+fn url_encode(text: &str) -> String {
     utf8_percent_encode(text, URI_COMPONENT).to_string()
 }
 

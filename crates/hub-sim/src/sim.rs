@@ -1,22 +1,21 @@
-//! The running hub: its settings, the state every server shares, starting the listeners and
-//! the library API (devices, partitions, faults, stats, shutdown).
+//! The running hub: its settings, starting the listeners on the state every server shares
+//! ([`crate::shared`]), and the library API (devices, partitions, faults, stats, shutdown).
 
 use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
-use crate::amqp::server::{AmqpServer, AmqpShared};
+use crate::amqp::server::AmqpServer;
+use crate::amqp::shared::AmqpShared;
 use crate::faults::{FaultSettings, Faults};
 use crate::mqtt::listener::{self, Framing};
 use crate::registry::{Registry, RegistryError};
 use crate::routing::{Partitions, Retention, now_ms};
+use crate::shared::{DeviceSessions, Shared};
 use crate::state::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -89,53 +88,6 @@ impl HubConfig {
             device_prefix: "device-".into(),
         }
     }
-}
-
-/// The live device connections: one per device, a newer one ends the older.
-#[derive(Debug, Default)]
-pub(crate) struct DeviceSessions {
-    live: Mutex<HashMap<String, (u64, CancellationToken)>>,
-    next_id: AtomicU64,
-}
-
-impl DeviceSessions {
-    /// Registers a connection of `device`, ending the one it replaces.
-    pub(crate) fn register(&self, device: &str) -> (u64, CancellationToken) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let token = CancellationToken::new();
-        if let Some((_, old)) = self
-            .live
-            .lock()
-            .insert(device.to_owned(), (id, token.clone()))
-        {
-            old.cancel();
-        }
-        (id, token)
-    }
-
-    /// Forgets connection `id` of `device` if it is still the live one.
-    pub(crate) fn unregister(&self, device: &str, id: u64) {
-        let mut live = self.live.lock();
-        if live.get(device).is_some_and(|(live_id, _)| *live_id == id) {
-            live.remove(device);
-        }
-    }
-
-    /// Devices connected now.
-    pub(crate) fn count(&self) -> usize {
-        self.live.lock().len()
-    }
-}
-
-/// What every server of the hub shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) host: String,
-    pub(crate) registry: Registry,
-    pub(crate) partitions: Partitions,
-    pub(crate) faults: Faults,
-    pub(crate) counters: Counters,
-    pub(crate) sessions: DeviceSessions,
 }
 
 /// A running hub. Dropping it does not stop it: call [`HubSim::shutdown`].

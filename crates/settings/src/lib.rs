@@ -8,17 +8,28 @@
 //!   shows in `Debug` output or a log line.
 //! - [`read_toml`]: the configuration file, whose errors name the key and the line but
 //!   never echo a value (it may be a secret).
+//! - [`layer`] and [`layered!`]: the one layering of every program: flag, then
+//!   environment, then secrets, then the file (the program's `resolve` applies defaults).
+//! - [`ConfigError`]: a setting missing or unusable, named by its environment variable.
+//! - [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos DB account settings of
+//!   every program that talks to the account.
 //! - [`LogFormat`]: text or JSON lines on standard error, colour only at a terminal.
 //!
-//! Each program keeps its own settings type and layering (flag, then environment, then
-//! file, then default); this crate owns only the pieces they must agree on.
+//! Each program keeps its own settings type (every setting an `Option`) and its checks;
+//! this crate owns the pieces they must agree on.
 
+mod cosmos;
 mod duration;
+mod error;
 mod file;
+mod layers;
 mod logs;
 mod secret;
 
+pub use cosmos::{cosmos_account, cosmos_key_from_env};
 pub use duration::{DurationError, DurationSetting};
+pub use error::ConfigError;
 pub use file::{FileError, read_toml};
+pub use layers::{Layered, layer};
 pub use logs::LogFormat;
 pub use secret::{Secret, SecretBytes, SecretError, secret_from_env};

@@ -28,6 +28,7 @@
 //!   file and offset, on start and when it is read for sending; the rest of the segment
 //!   is still read.
 
+mod config;
 pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +37,7 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::config::BufferConfig;
+pub use config::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
 pub use record::Record;
 
 const SEGMENT_PREFIX: &str = "seg-";

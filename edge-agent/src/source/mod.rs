@@ -8,6 +8,7 @@
 //! that fails or ends is restarted after a backoff delay, the reason logged and counted
 //! (`source_restarts`). A "no fix" report clears the latest fix.
 
+mod config;
 pub mod gpsd;
 pub mod mavlink;
 pub mod sim;
@@ -20,9 +21,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::{Backoff, BackoffConfig};
-use crate::config::SourceConfig;
 use crate::status::StatusCell;
+pub use config::SourceConfig;
+use netkit::backoff::{Backoff, BackoffConfig};
 pub use sim::{SimConfig, SimRoute};
 
 /// One position fix.

@@ -2,7 +2,7 @@
 //!
 //! One task per agent owns the connection: it connects, reports what happens as
 //! link events, and reconnects with exponential backoff and full jitter
-//! ([`crate::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
+//! ([`netkit::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
 //! loop, so nothing queued for a dead link is ever sent on the next one: whatever was not
 //! acknowledged is sent again from the disk buffer by the agent.
 //!
@@ -13,9 +13,10 @@
 //! against the system's roots, or WebSockets at `wss://{hub}:443/$iothub/websocket`;
 //! QoS 1; clean session (the agent does not subscribe, and its own disk buffer, not the
 //! broker session, carries unacknowledged messages). With SAS the link is closed and
-//! reopened with a fresh token at [`crate::config::SasConfig::renew_fraction`] of the
+//! reopened with a fresh token at [`SasConfig::renew_fraction`] of the
 //! token's lifetime, before the hub would disconnect the device at expiry.
 
+mod config;
 pub(crate) mod inflight;
 pub mod sas;
 mod tls;
@@ -28,9 +29,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::backoff::Backoff;
-use crate::config::{Auth, Endpoint, TransportConfig};
 use crate::status::{ConnectionState, StatusCell};
+pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+use netkit::backoff::Backoff;
 pub use tls::TlsError;
 
 /// The `api-version` IoT Hub's MQTT username carries.
@@ -45,7 +46,7 @@ const MAX_OUTGOING_PACKET: usize = 256 * 1024 + 4096;
 pub fn event_topic(device_id: &str, created: DateTime<Utc>) -> String {
     format!(
         "devices/{device_id}/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc={}",
-        sas::url_encode(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
+        netkit::uri::encode_component(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
     )
 }
 
@@ -334,9 +335,9 @@ mod tests {
 
     #[test]
     fn tls_and_websockets_load_the_system_roots() {
-        let sas = Auth::Sas(crate::config::SasConfig {
+        let sas = Auth::Sas(SasConfig {
             hub_host: "hub.azure-devices.net".into(),
-            key: crate::config::SecretBytes::new(vec![1, 2, 3]),
+            key: settings::SecretBytes::new(vec![1, 2, 3]),
             token_ttl: Duration::from_secs(3600),
             renew_fraction: 0.8,
         });
@@ -378,7 +379,7 @@ mod tests {
         let cert = dir.path().join("cert.pem");
         std::fs::write(&cert, "not a certificate").unwrap();
         let x509 = |cert_path: std::path::PathBuf| {
-            Auth::X509(crate::config::X509Config {
+            Auth::X509(X509Config {
                 hub_host: "hub.azure-devices.net".into(),
                 cert_path,
                 key_path: dir.path().join("key.pem"),

@@ -12,28 +12,10 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use netkit::uri::encode_component;
 use sha2::Sha256;
 
-use crate::config::SecretBytes;
-
-/// What `encodeURIComponent` leaves alone: letters, digits and `- _ . ! ~ * ' ( )`.
-/// The SDKs encode the resource URI and the signature this way.
-const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'!')
-    .remove(b'~')
-    .remove(b'*')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')');
-
-/// Percent-encodes `text` like JavaScript's `encodeURIComponent`.
-pub fn url_encode(text: &str) -> String {
-    utf8_percent_encode(text, URI_COMPONENT).to_string()
-}
+use settings::SecretBytes;
 
 /// Why a device connection string cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,14 +114,14 @@ pub fn resource_uri(host: &str, device_id: &str) -> String {
 
 /// Makes a SAS token for `resource_uri`, valid until `expiry` (Unix seconds).
 pub fn sas_token(resource_uri: &str, key: &[u8], expiry: u64) -> String {
-    let encoded_uri = url_encode(resource_uri);
+    let encoded_uri = encode_component(resource_uri);
     let to_sign = format!("{encoded_uri}\n{expiry}");
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts keys of any length");
     mac.update(to_sign.as_bytes());
     let signature = BASE64.encode(mac.finalize().into_bytes());
     format!(
         "SharedAccessSignature sr={encoded_uri}&sig={}&se={expiry}",
-        url_encode(&signature)
+        encode_component(&signature)
     )
 }
 
@@ -202,10 +184,10 @@ mod tests {
     #[test]
     fn url_encoding_matches_encode_uri_component() {
         assert_eq!(
-            url_encode("h.azure-devices.net/devices/d 1"),
+            encode_component("h.azure-devices.net/devices/d 1"),
             "h.azure-devices.net%2Fdevices%2Fd%201"
         );
-        assert_eq!(url_encode("a+b/c="), "a%2Bb%2Fc%3D");
-        assert_eq!(url_encode("-_.!~*'()"), "-_.!~*'()");
+        assert_eq!(encode_component("a+b/c="), "a%2Bb%2Fc%3D");
+        assert_eq!(encode_component("-_.!~*'()"), "-_.!~*'()");
     }
 }

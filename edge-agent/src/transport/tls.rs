@@ -8,7 +8,7 @@ pub use client_tls::TlsError;
 use client_tls::{Identity, Trust};
 use rumqttc::TlsConfiguration;
 
-use crate::config::{Auth, TransportConfig};
+use super::config::{Auth, TransportConfig};
 
 /// The rustls configuration for a transport's trust and authentication.
 pub(super) fn configuration(config: &TransportConfig) -> Result<TlsConfiguration, TlsError> {

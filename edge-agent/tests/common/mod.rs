@@ -8,8 +8,8 @@ pub mod ack_gate;
 use std::path::Path;
 use std::time::Duration;
 
-use edge_agent::backoff::BackoffConfig;
 use edge_agent::{Agent, AgentConfig, AgentHandle, AgentReport, AgentStatus, CancellationToken};
+use netkit::backoff::BackoffConfig;
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
 use telemetry::wire::Position;
 use test_harness::Mosquitto;

@@ -36,6 +36,7 @@
 //! history documents; `parked.rs` what is parked while the stream is held and how it is
 //! sent again.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,8 +60,9 @@ use super::refusal::{self, Refusal};
 use super::stored::{read_query, read_stored};
 use crate::config::NewestWins;
 use crate::metrics::Metrics;
-use crate::pipeline::PositionWrite;
+use crate::pipeline::Sink;
 use crate::pipeline::reject::Rejects;
+use crate::position::PositionWrite;
 
 mod history;
 mod parked;
@@ -355,6 +357,20 @@ impl CosmosSink {
     /// Waits until nothing is in flight (everything submitted so far is final).
     pub async fn wait_idle(&self) {
         self.shared.wait_idle().await;
+    }
+}
+
+impl Sink for CosmosSink {
+    fn write(&self, write: PositionWrite) -> impl Future<Output = ()> + Send {
+        CosmosSink::write(self, write)
+    }
+
+    fn superseded(&self, write: PositionWrite) -> impl Future<Output = ()> + Send {
+        CosmosSink::superseded(self, write)
+    }
+
+    fn close(self) -> impl Future<Output = ()> + Send {
+        CosmosSink::close(self)
     }
 }
 

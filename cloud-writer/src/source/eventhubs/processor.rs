@@ -40,9 +40,9 @@ use super::partitions::{Shared, spawn_readers};
 use super::store::{CosmosCheckpointStore, Scope};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
 use crate::metrics::Metrics;
-use crate::source::backoff::Backoff;
 use crate::source::queue::QueueSender;
-use crate::source::{Source, SourceControl, SourceError};
+use crate::source::{RECONNECT_BACKOFF, Source, SourceControl, SourceError};
+use netkit::backoff::Backoff;
 
 /// Longest wait for a client to close its connection.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -350,7 +350,7 @@ async fn run(
         shared,
         tx,
     };
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::new(RECONNECT_BACKOFF);
     let mut reporter = Reporter {
         every: interval,
         last: None,

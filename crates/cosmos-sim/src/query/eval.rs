@@ -2,8 +2,8 @@
 //! expression may be *undefined* (a missing property, a comparison of different types), and a
 //! filter keeps a document only when its predicate is `true`.
 
+use super::ast::{BinOp, Expr, PathSeg};
 use super::geo;
-use super::parse::{BinOp, Expr, PathSeg};
 use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::cmp::Ordering;

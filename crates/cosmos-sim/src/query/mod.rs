@@ -5,13 +5,15 @@
 //! A query runs over the documents of one logical partition or one range; results are paged by
 //! an offset carried in the continuation token.
 
+pub mod ast;
 pub mod eval;
 pub mod geo;
+pub mod lex;
 pub mod parse;
 
 use crate::store::Doc;
+use ast::{Projection, Query};
 use eval::{Params, Scope, holds, sort_order};
-use parse::{Projection, Query};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 

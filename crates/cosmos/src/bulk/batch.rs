@@ -12,7 +12,7 @@ use reqwest::Method;
 use tokio::sync::mpsc;
 
 use super::{BulkConfig, FinalError, Outcome, PendingOp, RangeStats, StatsCell, malformed_body};
-use crate::client::RequestSpec;
+use crate::request::{RawResponse, RequestSpec};
 use crate::{ContainerClient, CosmosError};
 
 /// What the batch tasks share.
@@ -223,11 +223,7 @@ impl<T: Send + 'static> Shared<T> {
         done
     }
 
-    async fn send(
-        &self,
-        range_id: &str,
-        body: Vec<u8>,
-    ) -> Result<crate::client::RawResponse, CosmosError> {
+    async fn send(&self, range_id: &str, body: Vec<u8>) -> Result<RawResponse, CosmosError> {
         let spec = RequestSpec::new(Method::POST, self.docs_path.clone())
             .header(headers::IS_BATCH_REQUEST, "True")?
             .header(headers::BATCH_ATOMIC, "False")?

@@ -24,7 +24,7 @@
 
 use super::consumer::{PartitionAddress, start_of, to_message};
 use super::requests::{self, ConnectionAuth, Node, Response};
-use super::server::AmqpShared;
+use super::shared::AmqpShared;
 use fe2o3_amqp::Sendable;
 use fe2o3_amqp::link::{Receiver, Sender};
 use fe2o3_amqp::types::definitions::{self, AmqpError, LinkError, SenderSettleMode};

@@ -2,11 +2,11 @@
 //! attaching link by its address to [`super::links`]. It can be stopped and started again
 //! on the same port while the hub runs.
 
-use super::consumer::{Owners, epoch_of, parse_address};
+use super::consumer::{epoch_of, parse_address};
 use super::links::{self, NodeKind, Replies};
 use super::requests::ConnectionAuth;
 use super::sasl::CbsSasl;
-use crate::sim::Shared;
+use super::shared::AmqpShared;
 use fe2o3_amqp::acceptor::{
     ConnectionAcceptor, LinkAcceptor, LinkEndpoint, ListenerSessionHandle, SessionAcceptor,
 };
@@ -34,15 +34,6 @@ fn product() -> Fields {
 
 /// The most links per session, stated explicitly in BEGIN.
 const HANDLE_MAX: u32 = 65_535;
-
-/// What the AMQP side shares across connections.
-pub(crate) struct AmqpShared {
-    pub(crate) hub: Arc<Shared>,
-    pub(crate) hub_name: String,
-    pub(crate) key: String,
-    pub(crate) owners: Owners,
-    pub(crate) created_ms: i64,
-}
 
 /// The AMQP server: started, stopped and started again on one address.
 pub(crate) struct AmqpServer {

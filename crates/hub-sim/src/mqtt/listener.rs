@@ -3,7 +3,7 @@
 //! byte stream to [`super::session::serve`].
 
 use super::session;
-use crate::sim::Shared;
+use crate::shared::Shared;
 use crate::tls::thumbprint;
 use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use async_tungstenite::tungstenite::http::{HeaderValue, StatusCode};

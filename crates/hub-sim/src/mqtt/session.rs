@@ -7,7 +7,7 @@ use super::connect::authenticate;
 use super::topic::{apply_properties, may_subscribe, telemetry_properties};
 use crate::routing::Incoming;
 use crate::sas::now_secs;
-use crate::sim::Shared;
+use crate::shared::Shared;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::v4::{
     self, ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode,

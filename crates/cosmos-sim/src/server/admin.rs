@@ -2,7 +2,7 @@
 //!
 //! | method and path | body | answer |
 //! | --- | --- | --- |
-//! | `GET /_admin/stats` | | [`Stats`] as JSON: requests, operations, 429s, the heat map |
+//! | `GET /_admin/stats` | | [`crate::Stats`] as JSON: requests, operations, 429s, the heat map |
 //! | `GET /_admin/metrics` | | the same counters as Prometheus text |
 //! | `GET /_admin/faults` | | the current [`FaultSettings`] |
 //! | `POST /_admin/faults` | [`FaultSettings`] (fields optional) | the settings after the change |
@@ -10,10 +10,10 @@
 //! | `POST /_admin/throughput` | `{"database","container","ruPerSec"}` | `{"ruPerSec"}` |
 //! | `POST /_admin/key` | `{"key"}` (base64) | `{}`; requests signed with another key get 401 |
 
+use super::reply::Reply;
+use crate::error::SimError;
 use crate::faults::FaultSettings;
-use crate::server::Reply;
-use crate::sim::{Shared, SimError, rotate_key, set_ru_per_sec, split_range};
-use crate::stats::Stats;
+use crate::shared::Shared;
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;
@@ -40,8 +40,8 @@ struct ThroughputRequest {
 }
 
 /// Serves one admin request.
-pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Reply {
-    let stats = || Stats::collect(&shared.store, &shared.counters);
+pub(super) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Reply {
+    let stats = || shared.stats();
     match (method, path.trim_end_matches('/')) {
         (&Method::GET, "/_admin/stats") => Reply::value(200, 0.0, &json!(stats())),
         (&Method::GET, "/_admin/metrics") => {
@@ -64,7 +64,7 @@ pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
             ),
         },
         (&Method::POST, "/_admin/split") => match serde_json::from_slice::<SplitRequest>(body) {
-            Ok(r) => match split_range(shared, &r.database, &r.container, &r.range_id) {
+            Ok(r) => match shared.split_range(&r.database, &r.container, &r.range_id) {
                 Ok((a, b)) => Reply::value(200, 0.0, &json!([a, b])),
                 Err(e) => sim_error(e),
             },
@@ -76,7 +76,7 @@ pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
         },
         (&Method::POST, "/_admin/throughput") => {
             match serde_json::from_slice::<ThroughputRequest>(body) {
-                Ok(r) => match set_ru_per_sec(shared, &r.database, &r.container, r.ru_per_sec) {
+                Ok(r) => match shared.set_ru_per_sec(&r.database, &r.container, r.ru_per_sec) {
                     Ok(()) => Reply::value(200, 0.0, &json!({"ruPerSec": r.ru_per_sec})),
                     Err(e) => sim_error(e),
                 },
@@ -88,7 +88,7 @@ pub(crate) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
             }
         }
         (&Method::POST, "/_admin/key") => match serde_json::from_slice::<KeyRequest>(body) {
-            Ok(r) => match rotate_key(shared, &r.key) {
+            Ok(r) => match shared.rotate_key(&r.key) {
                 Ok(()) => Reply::value(200, 0.0, &json!({})),
                 Err(e) => sim_error(e),
             },

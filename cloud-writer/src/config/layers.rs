@@ -1,0 +1,469 @@
+//! The writer's settings as given: [`Settings`], every setting from a flag, the environment
+//! or the TOML file (layered by [`settings::layer`]), resolved into a [`WriterConfig`] with
+//! its defaults and checks; secrets are refused as flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use settings::{
+    ConfigError, DurationSetting, LogFormat, Secret, cosmos_account, cosmos_key_from_env,
+};
+use telemetry::{PartitionKeyPath, StalenessPolicy};
+use url::Url;
+
+use super::runtime::{
+    Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
+    DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings, LoadBalancing, MqttTls,
+    NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
+};
+use super::source::SourceSpec;
+
+/// Every setting as given by flags, environment or file; `None` when not given.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
+    #[arg(long, env = "COSMOS_ENDPOINT")]
+    pub cosmos_endpoint: Option<Url>,
+    /// Cosmos DB account key (environment or file only).
+    #[arg(skip)]
+    pub cosmos_key: Option<Secret>,
+    /// File holding the Cosmos DB account key (instead of COSMOS_KEY); read again when Cosmos
+    /// DB refuses the key (401/403), so a rotated key is taken without a restart.
+    #[arg(long, env = "COSMOS_KEY_FILE")]
+    pub cosmos_key_file: Option<PathBuf>,
+    /// Database name [default: telemetry]
+    #[arg(long, env = "COSMOS_DATABASE")]
+    pub cosmos_database: Option<String>,
+    /// Container name [default: positions]
+    #[arg(long, env = "COSMOS_CONTAINER")]
+    pub cosmos_container: Option<String>,
+    /// Partition key path the documents carry the device id at [default: /deviceId]
+    #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
+    pub cosmos_partition_key_path: Option<String>,
+    /// Accept self-signed certificates (local emulators only: a loopback endpoint, or
+    /// COSMOS_ALLOW_INSECURE).
+    #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
+    pub cosmos_accept_invalid_certs: Option<bool>,
+    /// Allow http:// or unchecked certificates for an endpoint that is not on this host
+    /// (a Cosmos emulator elsewhere on a private network) [default: false]
+    #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
+    pub cosmos_allow_insecure: Option<bool>,
+    /// Create the database and container when missing [default: false]
+    #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
+    pub cosmos_create_if_missing: Option<bool>,
+    /// Throughput (RU/s) of a container this writer creates.
+    #[arg(long, env = "COSMOS_THROUGHPUT")]
+    pub cosmos_throughput: Option<u32>,
+    /// Write even when the documents lack the container's partition key: all of them land in
+    /// one (undefined) logical partition, so one physical partition takes every write and
+    /// throttles. For demonstrating the hot partition only [default: false]
+    #[arg(
+        long = "force-missing-partition-key",
+        env = "WRITER_FORCE_MISSING_PARTITION_KEY",
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    pub writer_force_missing_partition_key: Option<bool>,
+    /// Source: mqtt://host:port. An Event Hubs connection string or a URL with a password
+    /// is a secret: WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or the file.
+    #[arg(long = "source")]
+    pub writer_source: Option<Secret>,
+    /// MQTT shared subscription group, so that replicas split the load.
+    #[arg(long, env = "MQTT_SHARE_GROUP")]
+    pub mqtt_share_group: Option<String>,
+    /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
+    #[arg(long, env = "MQTT_CLIENT_ID")]
+    pub mqtt_client_id: Option<String>,
+    /// mqtts:// only: the CA (PEM) that signed the broker's certificate [default: the
+    /// system's roots]
+    #[arg(long, env = "MQTT_CA_FILE")]
+    pub mqtt_ca_file: Option<PathBuf>,
+    /// mqtts:// only: a client certificate (PEM) to present, with MQTT_CLIENT_KEY_FILE
+    #[arg(long, env = "MQTT_CLIENT_CERT_FILE")]
+    pub mqtt_client_cert_file: Option<PathBuf>,
+    /// mqtts:// only: the client certificate's private key (PEM)
+    #[arg(long, env = "MQTT_CLIENT_KEY_FILE")]
+    pub mqtt_client_key_file: Option<PathBuf>,
+    /// Event Hubs consumer group [default: $Default]
+    #[arg(long, env = "EVENTHUBS_CONSUMER_GROUP")]
+    pub eventhubs_consumer_group: Option<String>,
+    /// Where a partition without checkpoint starts: earliest, latest, or an RFC 3339 time [default: latest]
+    #[arg(long, env = "EVENTHUBS_START_POSITION")]
+    pub eventhubs_start_position: Option<String>,
+    /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
+    #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
+    pub eventhubs_checkpoint_container: Option<String>,
+    /// The address the Event Hubs client dials instead of the namespace's (an AMQP proxy or
+    /// a private link), e.g. amqps://proxy.example:5671 [default: the namespace; for a
+    /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
+    #[arg(long, env = "EVENTHUBS_CUSTOM_ENDPOINT")]
+    pub eventhubs_custom_endpoint: Option<Url>,
+    /// How often each replica balances the partitions and renews its ownerships [default: 10s]
+    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_INTERVAL")]
+    pub eventhubs_load_balancing_interval: Option<DurationSetting>,
+    /// How long an ownership holds without renewal: the partitions of a replica that died
+    /// move after it; longer than the interval [default: 30s]
+    #[arg(long, env = "EVENTHUBS_OWNERSHIP_EXPIRY")]
+    pub eventhubs_ownership_expiry: Option<DurationSetting>,
+    /// greedy (take the whole fair share at once) or balanced (one partition per interval)
+    /// [default: greedy]
+    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_STRATEGY")]
+    pub eventhubs_load_balancing_strategy: Option<LoadBalancing>,
+    /// How often each partition's checkpoint is written (up to its last final event) [default: 5s]
+    #[arg(long, env = "EVENTHUBS_CHECKPOINT_INTERVAL")]
+    pub eventhubs_checkpoint_interval: Option<DurationSetting>,
+    /// Positions later than this are dropped as stale [default: 5m]
+    #[arg(long, env = "STALE_AFTER")]
+    pub stale_after: Option<DurationSetting>,
+    /// Device times further ahead of now are rejected [default: 2m]
+    #[arg(long, env = "FUTURE_TOLERANCE")]
+    pub future_tolerance: Option<DurationSetting>,
+    /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
+    #[arg(long, env = "METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// How newest-wins is enforced: patch or etag [default: patch]
+    #[arg(long, env = "NEWEST_WINS")]
+    pub newest_wins: Option<NewestWins>,
+    /// Also write every fresh position as its own history document [default: false]
+    #[arg(long, env = "HISTORY")]
+    pub history: Option<bool>,
+    /// Time to live of history documents, e.g. 7d (needs TTL on the container)
+    #[arg(long, env = "HISTORY_TTL")]
+    pub history_ttl: Option<DurationSetting>,
+    /// Append rejected messages to this JSONL file.
+    #[arg(long, env = "DEAD_LETTER_FILE")]
+    pub dead_letter_file: Option<PathBuf>,
+    /// Most messages per pipeline batch [default: 2000]
+    #[arg(long, env = "BATCH_MAX_MESSAGES")]
+    pub batch_max_messages: Option<usize>,
+    /// Longest wait to fill a batch [default: 20ms]
+    #[arg(long, env = "BATCH_LINGER")]
+    pub batch_linger: Option<DurationSetting>,
+    /// Most positions being written at once [default: 20000]
+    #[arg(long, env = "MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
+    /// Interval of the summary log line [default: 10s]
+    #[arg(long, env = "SUMMARY_INTERVAL")]
+    pub summary_interval: Option<DurationSetting>,
+    /// Log format: text or json [default: text]
+    #[arg(long, env = "LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Bytes the queue between source and pipeline holds at most [default: 67108864]
+    #[arg(long, env = "SOURCE_MAX_BYTES")]
+    pub source_max_bytes: Option<usize>,
+    /// /healthz fails after this long without progress while work is pending [default: 10m]
+    #[arg(long, env = "HEALTHZ_STALL_AFTER")]
+    pub healthz_stall_after: Option<DurationSetting>,
+}
+
+settings::layered!(Settings {
+    cosmos_endpoint,
+    cosmos_key,
+    cosmos_key_file,
+    cosmos_database,
+    cosmos_container,
+    cosmos_partition_key_path,
+    cosmos_accept_invalid_certs,
+    cosmos_allow_insecure,
+    cosmos_create_if_missing,
+    cosmos_throughput,
+    writer_force_missing_partition_key,
+    writer_source,
+    mqtt_share_group,
+    mqtt_client_id,
+    mqtt_ca_file,
+    mqtt_client_cert_file,
+    mqtt_client_key_file,
+    eventhubs_consumer_group,
+    eventhubs_start_position,
+    eventhubs_checkpoint_container,
+    eventhubs_custom_endpoint,
+    eventhubs_load_balancing_interval,
+    eventhubs_ownership_expiry,
+    eventhubs_load_balancing_strategy,
+    eventhubs_checkpoint_interval,
+    stale_after,
+    future_tolerance,
+    metrics_addr,
+    newest_wins,
+    history,
+    history_ttl,
+    dead_letter_file,
+    batch_max_messages,
+    batch_linger,
+    max_in_flight,
+    summary_interval,
+    log_format,
+    source_max_bytes,
+    healthz_stall_after,
+});
+
+/// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+impl Settings {
+    /// Refuses a secret given as a flag (these settings must be the command line's alone):
+    /// a flag is visible to every user of the machine in the process list. `--source` may
+    /// name an `mqtt://` URL without a password; the message never repeats the value.
+    pub fn refuse_secret_flags(&self) -> Result<(), ConfigError> {
+        let Some(source) = &self.writer_source else {
+            return Ok(());
+        };
+        match SourceSpec::parse(source.expose()) {
+            Ok(SourceSpec::Mqtt(url)) if url.0.password().is_none() => Ok(()),
+            Ok(_) => Err(ConfigError::Invalid {
+                name: "--source",
+                message: "this source holds a secret (a connection string or a password): set WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or writer_source in the config file, not a flag".into(),
+            }),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The secrets, which have no flag: `COSMOS_KEY` and `WRITER_SOURCE`, each from its
+    /// environment variable or the file its `*_FILE` variable names (`-`: standard input).
+    pub fn secrets_from_env() -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            cosmos_key: cosmos_key_from_env()?,
+            writer_source: settings::secret_from_env("WRITER_SOURCE")?,
+            ..Settings::default()
+        })
+    }
+
+    /// Resolves into a typed configuration, applying defaults and checking values.
+    pub fn resolve(self) -> Result<WriterConfig, ConfigError> {
+        let key = match (self.cosmos_key, &self.cosmos_key_file) {
+            (Some(key), _) => Some(key),
+            (None, Some(path)) => Some(read_key_file(path)?),
+            (None, None) => None,
+        };
+        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, key)?;
+        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
+        let plain_http = endpoint.scheme() == "http";
+        let insecure = if (plain_http || accept_invalid_certs) && !is_loopback(&endpoint) {
+            let what = if plain_http {
+                "a plain http:// endpoint"
+            } else {
+                "COSMOS_ACCEPT_INVALID_CERTS"
+            };
+            if !self.cosmos_allow_insecure.unwrap_or(false) {
+                return Err(ConfigError::Invalid {
+                    name: "COSMOS_ENDPOINT",
+                    message: format!(
+                        "{what} is allowed only for an endpoint on this host (localhost, 127.0.0.1, ::1): the account key and every document would cross the network unprotected. Use https:// with a trusted certificate, or set COSMOS_ALLOW_INSECURE=true for an emulator on a private network"
+                    ),
+                });
+            }
+            Some(format!(
+                "{what} to {} (COSMOS_ALLOW_INSECURE): the traffic to Cosmos DB is not protected",
+                endpoint.host_str().unwrap_or_default()
+            ))
+        } else {
+            None
+        };
+        let partition_key_path = self
+            .cosmos_partition_key_path
+            .as_deref()
+            .unwrap_or("/deviceId")
+            .parse::<PartitionKeyPath>()
+            .map_err(|e| ConfigError::Invalid {
+                name: "COSMOS_PARTITION_KEY_PATH",
+                message: e.to_string(),
+            })?;
+        let source = self
+            .writer_source
+            .map(|source| SourceSpec::parse(source.expose()))
+            .transpose()?;
+        let staleness = StalenessPolicy {
+            stale_after: self
+                .stale_after
+                .map_or(StalenessPolicy::default().stale_after, |d| d.0),
+            future_tolerance: self
+                .future_tolerance
+                .map_or(StalenessPolicy::default().future_tolerance, |d| d.0),
+        };
+        let metrics_addr = match self.metrics_addr.as_deref() {
+            Some("off") => None,
+            Some(addr) => Some(addr.parse().map_err(|e| ConfigError::Invalid {
+                name: "METRICS_ADDR",
+                message: format!("'{addr}' is not an address such as 0.0.0.0:9464 ({e})"),
+            })?),
+            None => Some(SocketAddr::from(([0, 0, 0, 0], 9464))),
+        };
+        let history_ttl = self
+            .history_ttl
+            .map(|d| {
+                u32::try_from(d.0.as_secs())
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| ConfigError::Invalid {
+                        name: "HISTORY_TTL",
+                        message: "must be between 1 second and about 136 years".into(),
+                    })
+            })
+            .transpose()?;
+        let batch_max_messages = self.batch_max_messages.unwrap_or(2000);
+        let max_in_flight = self.max_in_flight.unwrap_or(20_000);
+        if batch_max_messages == 0 || max_in_flight == 0 {
+            return Err(ConfigError::Invalid {
+                name: "BATCH_MAX_MESSAGES/MAX_IN_FLIGHT",
+                message: "must be at least 1".into(),
+            });
+        }
+        let source_max_bytes = self.source_max_bytes.unwrap_or(64 * 1024 * 1024);
+        if source_max_bytes < SOURCE_MAX_BYTES_FLOOR {
+            return Err(ConfigError::Invalid {
+                name: "SOURCE_MAX_BYTES",
+                message: format!(
+                    "{source_max_bytes} is below the smallest budget, {SOURCE_MAX_BYTES_FLOOR} bytes"
+                ),
+            });
+        }
+        let mqtt_tls = MqttTls {
+            ca_file: self.mqtt_ca_file,
+            identity: match (self.mqtt_client_cert_file, self.mqtt_client_key_file) {
+                (Some(cert_path), Some(key_path)) => Some(client_tls::Identity {
+                    cert_path,
+                    key_path,
+                }),
+                (None, None) => None,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        name: "MQTT_CLIENT_CERT_FILE",
+                        message: "a client certificate needs both MQTT_CLIENT_CERT_FILE and MQTT_CLIENT_KEY_FILE".into(),
+                    });
+                }
+            },
+        };
+        let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+        Ok(WriterConfig {
+            cosmos: CosmosSettings {
+                endpoint,
+                key,
+                key_file: self.cosmos_key_file,
+                database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
+                container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
+                partition_key_path,
+                accept_invalid_certs,
+                insecure,
+                create_if_missing: self.cosmos_create_if_missing.unwrap_or(false),
+                throughput: self.cosmos_throughput,
+                force_missing_partition_key: self
+                    .writer_force_missing_partition_key
+                    .unwrap_or(false),
+            },
+            source,
+            mqtt_tls,
+            mqtt_share_group: self.mqtt_share_group.filter(|g| !g.is_empty()),
+            mqtt_client_id: self
+                .mqtt_client_id
+                .unwrap_or_else(|| format!("cloud-writer-{hostname}")),
+            eventhubs: EventHubsSettings {
+                consumer_group: self
+                    .eventhubs_consumer_group
+                    .unwrap_or_else(|| "$Default".into()),
+                start_position: self
+                    .eventhubs_start_position
+                    .as_deref()
+                    .map_or(Ok(StartAt::Latest), str::parse)
+                    .map_err(|message| ConfigError::Invalid {
+                        name: "EVENTHUBS_START_POSITION",
+                        message,
+                    })?,
+                checkpoint_container: self
+                    .eventhubs_checkpoint_container
+                    .unwrap_or_else(|| "checkpoints".into()),
+                custom_endpoint: self.eventhubs_custom_endpoint,
+                balancing: Balancing::resolve(
+                    self.eventhubs_load_balancing_interval,
+                    self.eventhubs_ownership_expiry,
+                    self.eventhubs_load_balancing_strategy,
+                )?,
+                checkpoint_interval: positive(
+                    "EVENTHUBS_CHECKPOINT_INTERVAL",
+                    self.eventhubs_checkpoint_interval,
+                    DEFAULT_CHECKPOINT_INTERVAL,
+                )?,
+            },
+            staleness,
+            metrics_addr,
+            newest_wins: self.newest_wins.unwrap_or_default(),
+            history: self
+                .history
+                .unwrap_or(false)
+                .then_some(HistorySettings { ttl: history_ttl }),
+            dead_letter_file: self.dead_letter_file,
+            batch_max_messages,
+            batch_linger: self.batch_linger.map_or(Duration::from_millis(20), |d| d.0),
+            max_in_flight,
+            summary_interval: self
+                .summary_interval
+                .map_or(Duration::from_secs(10), |d| d.0),
+            log_format: self.log_format.unwrap_or_default(),
+            source_max_bytes,
+            healthz_stall_after: self
+                .healthz_stall_after
+                .map_or(Duration::from_secs(600), |d| d.0),
+        })
+    }
+}
+
+impl Balancing {
+    /// The settings given, with defaults; refuses an expiry not longer than the interval.
+    pub fn resolve(
+        interval: Option<DurationSetting>,
+        expiry: Option<DurationSetting>,
+        strategy: Option<LoadBalancing>,
+    ) -> Result<Self, ConfigError> {
+        let interval = positive(
+            "EVENTHUBS_LOAD_BALANCING_INTERVAL",
+            interval,
+            DEFAULT_LOAD_BALANCING_INTERVAL,
+        )?;
+        let ownership_expiry = positive(
+            "EVENTHUBS_OWNERSHIP_EXPIRY",
+            expiry,
+            DEFAULT_OWNERSHIP_EXPIRY,
+        )?;
+        if ownership_expiry <= interval {
+            return Err(ConfigError::Invalid {
+                name: "EVENTHUBS_OWNERSHIP_EXPIRY",
+                message: format!(
+                    "{ownership_expiry:?} is not longer than EVENTHUBS_LOAD_BALANCING_INTERVAL ({interval:?}): every ownership would expire before its renewal and the replicas would take partitions from each other at every interval. Set EVENTHUBS_OWNERSHIP_EXPIRY to at least twice the interval (e.g. {:?}), or shorten the interval",
+                    interval * 3
+                ),
+            });
+        }
+        Ok(Balancing {
+            interval,
+            ownership_expiry,
+            strategy: strategy.unwrap_or_default(),
+        })
+    }
+}
+
+/// A duration setting that must be above zero, or its default.
+fn positive(
+    name: &'static str,
+    value: Option<DurationSetting>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match value.map(DurationSetting::get) {
+        None => Ok(default),
+        Some(d) if d.is_zero() => Err(ConfigError::Invalid {
+            name,
+            message: format!("must be longer than zero (default {default:?})"),
+        }),
+        Some(d) => Ok(d),
+    }
+}

@@ -1,0 +1,26 @@
+//! Configuration: command-line flags, environment variables and a TOML file, resolved
+//! into one typed [`WriterConfig`]: [`runtime`] holds the configuration as the writer runs
+//! it, [`layers`] the settings as given and their checks, [`source`] the source setting.
+//!
+//! Precedence: flag, then environment variable, then the file given by `--config`
+//! (`WRITER_CONFIG`), then the default. File keys are the environment variable names in
+//! lower case (`cosmos_endpoint = "https://..."`). Durations take the one form of every
+//! program (`5`, `5s`, `500ms`, `2m`). Secrets (`COSMOS_KEY`, and `WRITER_SOURCE`, which
+//! may be an Event Hubs connection string or a URL with a password) come from the
+//! environment, a `*_FILE` or the config file, never from a flag; they are held in
+//! [`Secret`] and never appear in logs or `Debug` output.
+
+mod layers;
+mod runtime;
+mod source;
+#[cfg(test)]
+mod tests;
+
+pub use layers::Settings;
+pub use runtime::{
+    Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
+    DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings, LoadBalancing, MqttTls,
+    NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
+};
+pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
+pub use source::{EventHubsConnection, MqttUrl, SourceSpec};

@@ -1,0 +1,55 @@
+//! The master-key signature check, with the service's 401 messages.
+
+use super::headers::header;
+use super::reply::Reply;
+use crate::shared::Shared;
+use cosmos_wire::auth::{AuthorizationHeader, resource_for_path, string_to_sign};
+use cosmos_wire::headers as h;
+use http::{HeaderMap, Method};
+
+/// Checks the master-key signature exactly as the service does.
+pub(super) fn check(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<(), Reply> {
+    let Some(raw) = header(headers, "authorization") else {
+        return Err(Reply::error(
+            401,
+            0,
+            "Required Header authorization is missing. Ensure a valid Authorization token is passed.",
+        ));
+    };
+    let auth = AuthorizationHeader::parse(raw)
+        .map_err(|e| Reply::error(401, 0, format!("The authorization header is invalid: {e}")))?;
+    if auth.kind != "master" {
+        return Err(Reply::error(
+            401,
+            0,
+            format!(
+                "Authorization of type {:?} is not supported here; sign with the master key.",
+                auth.kind
+            ),
+        ));
+    }
+    let Some(date) = header(headers, h::DATE).or_else(|| header(headers, "date")) else {
+        return Err(Reply::error(401, 0, "The request has no x-ms-date header."));
+    };
+    let (rtype, link) = resource_for_path(path);
+    if shared
+        .key
+        .read()
+        .verifies(&auth.signature, method.as_str(), &rtype, &link, date)
+    {
+        return Ok(());
+    }
+    let signed = string_to_sign(method.as_str(), &rtype, &link, date).replace('\n', "\\n");
+    Err(Reply::error(
+        401,
+        0,
+        format!(
+            "The input authorization token can't serve the request. Please check that the expected payload is built as per the protocol, and check the key being used. Server used the following payload to sign: '{signed}'"
+        ),
+    ))
+}

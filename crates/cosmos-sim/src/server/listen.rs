@@ -1,0 +1,101 @@
+//! Accepting connections (HTTP/1.1, keep-alive) and the way of one request: admin requests
+//! aside, counted, faults injected, signature checked, body read within its limit, routed.
+
+use super::reply::Reply;
+use super::{admin, auth, faults, routes};
+use crate::shared::Shared;
+use bytes::Bytes;
+use cosmos_wire::batch::MAX_BODY_BYTES;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Request bodies larger than this are refused before parsing (413).
+const MAX_REQUEST_BYTES: usize = MAX_BODY_BYTES + 64 * 1024;
+
+/// Accepts connections until `stop` turns true, then closes them gracefully.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(shared, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    if parts.uri.path().starts_with("/_admin") {
+        let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return Reply::error(413, 0, "request body too large").into_response(),
+        };
+        return admin::handle(&shared, &parts.method, parts.uri.path(), &body).into_response();
+    }
+    shared.counters.request();
+    if let Some(reply) = faults::inject(&shared).await {
+        return reply.into_response();
+    }
+    if let Err(reply) = auth::check(&shared, &parts.method, parts.uri.path(), &parts.headers) {
+        return reply.into_response();
+    }
+    let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return Reply::error(
+                413,
+                0,
+                format!("Request size is too large: at most {MAX_BODY_BYTES} bytes."),
+            )
+            .into_response();
+        }
+    };
+    let reply = routes::route(
+        &shared,
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        &body,
+    );
+    if reply.status == 429 {
+        shared.counters.throttled_request();
+    }
+    reply.into_response()
+}

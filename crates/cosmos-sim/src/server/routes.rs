@@ -1,0 +1,100 @@
+//! The REST paths: which handler serves a method and path.
+
+use super::batch::batch;
+use super::headers::{is_query, is_true};
+use super::point::point;
+use super::query::run_query;
+use super::reply::Reply;
+use super::resources::{self, not_found};
+use crate::docs::Ctx;
+use crate::shared::Shared;
+use bytes::Bytes;
+use cosmos_wire::auth::url_decode;
+use cosmos_wire::batch::OperationType;
+use cosmos_wire::headers as h;
+use http::{HeaderMap, Method};
+
+/// Serves one signed request.
+pub(super) fn route(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Reply {
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| url_decode(s).unwrap_or_else(|| s.to_string()))
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match (method, segs.as_slice()) {
+        (&Method::GET, []) => resources::account(shared, headers),
+        (&Method::GET, ["dbs"]) => resources::list_databases(shared),
+        (&Method::POST, ["dbs"]) => resources::create_database(shared, body),
+        (&Method::GET, ["dbs", db]) => resources::read_database(shared, db),
+        (&Method::DELETE, ["dbs", db]) => resources::delete_database(shared, db),
+        (&Method::GET, ["dbs", db, "colls"]) => resources::list_containers(shared, db),
+        (&Method::POST, ["dbs", db, "colls"]) => {
+            resources::create_container(shared, db, headers, body)
+        }
+        (&Method::GET, ["dbs", db, "colls", coll]) => resources::read_container(shared, db, coll),
+        (&Method::DELETE, ["dbs", db, "colls", coll]) => {
+            resources::delete_container(shared, db, coll)
+        }
+        (_, ["dbs", db, "colls", coll, rest @ ..]) => {
+            let Some(c) = shared.store.container(db, coll) else {
+                return not_found("container", coll);
+            };
+            let ctx =
+                Ctx::new(&shared.store, &c).max_document_bytes(shared.faults.max_document_bytes());
+            match (method, rest) {
+                (&Method::GET, ["pkranges"]) => resources::pkranges(&c),
+                (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {
+                    batch(shared, &ctx, headers, body)
+                }
+                (&Method::POST, ["docs"]) if is_query(headers) => {
+                    run_query(shared, &ctx, headers, body)
+                }
+                (&Method::GET, ["docs"]) => {
+                    run_query(shared, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)
+                }
+                (&Method::POST, ["docs"]) => {
+                    let kind = if is_true(headers, h::IS_UPSERT) {
+                        OperationType::Upsert
+                    } else {
+                        OperationType::Create
+                    };
+                    point(shared, &ctx, headers, body, None, kind)
+                }
+                (&Method::GET, ["docs", id]) => {
+                    point(shared, &ctx, headers, body, Some(id), OperationType::Read)
+                }
+                (&Method::PUT, ["docs", id]) => point(
+                    shared,
+                    &ctx,
+                    headers,
+                    body,
+                    Some(id),
+                    OperationType::Replace,
+                ),
+                (&Method::DELETE, ["docs", id]) => {
+                    point(shared, &ctx, headers, body, Some(id), OperationType::Delete)
+                }
+                (&Method::PATCH, ["docs", id]) => {
+                    point(shared, &ctx, headers, body, Some(id), OperationType::Patch)
+                }
+                _ => unsupported(method, path),
+            }
+        }
+        _ => unsupported(method, path),
+    }
+}
+
+fn unsupported(method: &Method, path: &str) -> Reply {
+    Reply::error(
+        405,
+        0,
+        format!("{method} {path} is not supported by cosmos-sim."),
+    )
+}

@@ -1,0 +1,223 @@
+//! The settings resolved: defaults, the one duration form, IoT Hub, errors that say what to fix,
+//! the layers' order and the example file.
+
+use super::*;
+use settings::Layered as _;
+
+fn base() -> Settings {
+    Settings {
+        mqtt_url: Some("mqtt://127.0.0.1:1884".into()),
+        device_id: Some("drone-1".into()),
+        buffer_dir: Some("/tmp/buf".into()),
+        ..Settings::default()
+    }
+}
+
+#[test]
+fn plain_mqtt_with_defaults() {
+    let config = base().resolve().unwrap();
+    assert_eq!(config.device_id, "drone-1");
+    assert_eq!(config.report_interval, Duration::from_secs(5));
+    assert_eq!(config.max_fix_age, Duration::from_secs(10));
+    assert_eq!(
+        config.transport.endpoint,
+        Endpoint::Tcp {
+            host: "127.0.0.1".into(),
+            port: 1884
+        }
+    );
+    assert!(matches!(config.source, SourceConfig::Sim(_)));
+}
+
+/// Every duration takes the one form of every program, from a flag, the environment
+/// or the file.
+#[test]
+fn durations_take_the_one_form() {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        settings: Settings,
+    }
+    let cli = <Cli as clap::Parser>::try_parse_from([
+        "edge-agent",
+        "--report-interval",
+        "5s",
+        "--max-fix-age",
+        "500ms",
+        "--reconnect-cap",
+        "2m",
+        "--mqtt-keep-alive",
+        "30",
+    ])
+    .unwrap();
+    let config = cli.settings.or(base()).resolve().unwrap();
+    assert_eq!(config.report_interval, Duration::from_secs(5));
+    assert_eq!(config.max_fix_age, Duration::from_millis(500));
+    assert_eq!(config.transport.backoff.cap, Duration::from_secs(120));
+    assert_eq!(config.transport.keep_alive, Duration::from_secs(30));
+    let file: Settings = toml::from_str("report_interval = 2\nreconnect_base = \"250ms\"").unwrap();
+    let config = file.or(base()).resolve().unwrap();
+    assert_eq!(config.report_interval, Duration::from_secs(2));
+    assert_eq!(config.transport.backoff.base, Duration::from_millis(250));
+    let half = Settings {
+        mqtt_keep_alive: Some("30.5".parse().unwrap()),
+        ..base()
+    };
+    assert!(
+        half.resolve()
+            .unwrap_err()
+            .to_string()
+            .contains("MQTT_KEEP_ALIVE")
+    );
+}
+
+#[test]
+fn iothub_connection_string_selects_tls_and_sas() {
+    let settings = Settings {
+        mqtt_url: None,
+        device_id: None,
+        connection_string: Some(Secret::new(
+            "HostName=hub.azure-devices.net;DeviceId=drone-9;SharedAccessKey=AAEC",
+        )),
+        ..base()
+    };
+    let config = settings.clone().resolve().unwrap();
+    assert_eq!(config.device_id, "drone-9");
+    assert_eq!(
+        config.transport.endpoint,
+        Endpoint::Tls {
+            host: "hub.azure-devices.net".into(),
+            port: 8883
+        }
+    );
+    let Auth::Sas(sas) = &config.transport.auth else {
+        panic!("expected SAS")
+    };
+    assert_eq!(sas.token_ttl, Duration::from_secs(3600));
+    assert!(!format!("{config:?}").contains("AAEC"));
+    assert!(!format!("{settings:?}").contains("AAEC"));
+
+    let ws = Settings {
+        iothub_transport: Some("websockets".into()),
+        ..settings
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(
+        ws.transport.endpoint,
+        Endpoint::WebSocket {
+            url: "wss://hub.azure-devices.net:443/$iothub/websocket".into()
+        }
+    );
+}
+
+#[test]
+fn wrong_settings_name_what_to_fix() {
+    let cases: Vec<(Settings, &str)> = vec![
+        (
+            Settings {
+                position_source: Some("radar".into()),
+                ..base()
+            },
+            "POSITION_SOURCE",
+        ),
+        (
+            Settings {
+                report_interval: Some("0".parse().unwrap()),
+                ..base()
+            },
+            "REPORT_INTERVAL",
+        ),
+        (
+            Settings {
+                buffer_max_bytes: Some(10),
+                ..base()
+            },
+            "BUFFER_MAX_BYTES",
+        ),
+        (
+            Settings {
+                buffer_dir: None,
+                ..base()
+            },
+            "BUFFER_DIR",
+        ),
+        (
+            Settings {
+                device_id: None,
+                ..base()
+            },
+            "DEVICE_ID",
+        ),
+        (
+            Settings {
+                mqtt_url: Some("http://x".into()),
+                ..base()
+            },
+            "MQTT_URL",
+        ),
+        (
+            Settings {
+                position_source: Some("mavlink".into()),
+                mavlink_address: Some("carrier-pigeon:1".into()),
+                ..base()
+            },
+            "MAVLINK_ADDRESS",
+        ),
+        (
+            Settings {
+                reconnect_base: Some("10s".parse().unwrap()),
+                reconnect_cap: Some("1".parse().unwrap()),
+                ..base()
+            },
+            "RECONNECT_CAP",
+        ),
+        (
+            Settings {
+                mqtt_url: None,
+                device_id: None,
+                connection_string: Some(Secret::new("HostName=h;DeviceId=d")),
+                ..base()
+            },
+            "IOTHUB_DEVICE_CONNECTION_STRING",
+        ),
+    ];
+    for (settings, setting) in cases {
+        let message = settings.resolve().unwrap_err().to_string();
+        assert!(message.contains(setting), "{message} should name {setting}");
+    }
+}
+
+#[test]
+fn command_line_wins_over_the_file() {
+    let file: Settings = toml::from_str(
+        "position_source = \"gpsd\"\nreport_interval = 2.5\nbuffer_dir = \"/file\"\n",
+    )
+    .unwrap();
+    let merged = base().or(file);
+    let config = merged.resolve().unwrap();
+    assert_eq!(config.report_interval, Duration::from_millis(2500));
+    assert_eq!(config.buffer.dir, PathBuf::from("/tmp/buf"));
+    assert!(matches!(config.source, SourceConfig::Gpsd { .. }));
+}
+
+#[test]
+fn the_example_config_file_is_valid() {
+    let text = include_str!("../../../deploy/edge-agent/edge-agent.toml");
+    let file: Settings = toml::from_str(text).unwrap();
+    let settings = Settings {
+        connection_string: Some(Secret::new(
+            "HostName=hub.azure-devices.net;DeviceId=drone-0042;SharedAccessKey=AAEC",
+        )),
+        ..Settings::default()
+    };
+    let config = settings.or(file).resolve().unwrap();
+    assert_eq!(config.device_id, "drone-0042");
+    assert!(matches!(config.source, SourceConfig::Mavlink { .. }));
+    assert_eq!(config.report_interval, Duration::from_secs(5));
+}
+
+#[test]
+fn unknown_file_keys_are_rejected() {
+    assert!(toml::from_str::<Settings>("repot_interval = 5").is_err());
+}

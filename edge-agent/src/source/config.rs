@@ -1,0 +1,21 @@
+//! Where the agent's positions come from, as the agent runs it.
+
+use super::sim::SimConfig;
+
+/// Where positions come from (`POSITION_SOURCE`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceConfig {
+    /// MAVLink `GLOBAL_POSITION_INT` from a flight controller: `udpin:HOST:PORT`,
+    /// `tcpout:HOST:PORT` or `serial:DEVICE:BAUD`.
+    Mavlink {
+        /// The connection string.
+        address: String,
+    },
+    /// gpsd `TPV` reports over TCP.
+    Gpsd {
+        /// `HOST:PORT` of gpsd, usually `127.0.0.1:2947`.
+        address: String,
+    },
+    /// A simulated drone flying a route.
+    Sim(SimConfig),
+}
