@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rumqttc::{AsyncClient, QoS};
-use telemetry::wire::Position;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -224,17 +223,7 @@ impl Agent {
 
     /// Encodes `fix` as the next message and appends it to the buffer.
     fn store(&mut self, fix: &Fix) -> Option<Record> {
-        let position = Position {
-            device_id: self.config.device_id.clone(),
-            seq: self.buffer.next_id(),
-            ts: fix.time,
-            lat: fix.lat,
-            lon: fix.lon,
-            alt_m: fix.alt_m,
-            heading_deg: fix.heading_deg,
-            speed_mps: fix.speed_mps,
-            battery_pct: fix.battery_pct,
-        };
+        let position = fix.position(&self.config.device_id, self.buffer.next_id());
         let payload = match position.encode() {
             Ok(payload) => payload,
             Err(err) => {

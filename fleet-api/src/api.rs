@@ -180,8 +180,15 @@ fn error_response(error: ApiError) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// Turns an answer into a response with the cost headers, and records it.
-fn finish(s: &Shared, route: &'static str, started: Instant, answered: Answered) -> Response {
+/// Runs a route's work and turns its answer into a response with the cost headers, and
+/// records it with the time it took.
+async fn answer(
+    s: &Shared,
+    route: &'static str,
+    work: impl std::future::Future<Output = Answered>,
+) -> Response {
+    let started = Instant::now();
+    let answered = work.await;
     let (mut response, cost) = match answered {
         Ok((body, cost)) => {
             let mut r = axum::Json(body).into_response();
@@ -294,20 +301,17 @@ fn collection(drones: &[Drone], limit: usize) -> Value {
 }
 
 async fn all(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "all", async {
         let p = params(raw, &["limit"])?;
         let limit = limit(&p)?;
         let answer = s.reads.all().await?;
         Ok((collection(&answer.value, limit), answer.cost))
-    }
-    .await;
-    finish(&s, "all", started, answered)
+    })
+    .await
 }
 
 async fn near(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "near", async {
         let p = params(raw, &["lat", "lon", "radius_m", "limit"])?;
         let lat = geo::number("lat", required(&p, "lat")?)?;
         let lon = geo::number("lon", required(&p, "lon")?)?;
@@ -316,22 +320,19 @@ async fn near(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response
         let limit = limit(&p)?;
         let answer = s.reads.near(at, radius).await?;
         Ok((collection(&answer.value, limit), answer.cost))
-    }
-    .await;
-    finish(&s, "near", started, answered)
+    })
+    .await
 }
 
 async fn within_bbox(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "within", async {
         let p = params(raw, &["bbox", "limit"])?;
         let area = Polygon::from_bbox(required(&p, "bbox")?)?;
         let limit = limit(&p)?;
         let answer = s.reads.within(&area).await?;
         Ok((collection(&answer.value, limit), answer.cost))
-    }
-    .await;
-    finish(&s, "within", started, answered)
+    })
+    .await
 }
 
 async fn within_polygon(
@@ -339,8 +340,7 @@ async fn within_polygon(
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "within", async {
         let p = params(raw, &["limit"])?;
         let limit = limit(&p)?;
         let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
@@ -354,9 +354,8 @@ async fn within_polygon(
         let area = Polygon::from_geojson(&value)?;
         let answer = s.reads.within(&area).await?;
         Ok((collection(&answer.value, limit), answer.cost))
-    }
-    .await;
-    finish(&s, "within", started, answered)
+    })
+    .await
 }
 
 async fn one(
@@ -364,8 +363,7 @@ async fn one(
     id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "by_id", async {
         params(raw, &[])?;
         let id = path_id(id)?;
         let id = device_id(&id)?;
@@ -377,9 +375,8 @@ async fn one(
                 Some(answer.cost),
             )),
         }
-    }
-    .await;
-    finish(&s, "by_id", started, answered)
+    })
+    .await
 }
 
 /// `since`: an RFC 3339 time, or a duration back from now (`30m`, `2h`).
@@ -431,17 +428,15 @@ async fn track(
     id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let started = Instant::now();
-    let answered = async {
+    answer(&s, "track", async {
         let p = params(raw, &["since"])?;
         let id = path_id(id)?;
         let id = device_id(&id)?;
         let since = since(&p, Utc::now())?;
         let answer = s.reads.track(id, since.timestamp_millis()).await?;
         Ok((track_feature(id, since, &answer.value), answer.cost))
-    }
-    .await;
-    finish(&s, "track", started, answered)
+    })
+    .await
 }
 
 #[cfg(test)]

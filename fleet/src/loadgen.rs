@@ -467,20 +467,11 @@ impl Drone {
 
     /// The encoded wire message of this drone's position number `seq`, taken `now`.
     fn position(&self, seq: u64, now: chrono::DateTime<Utc>) -> Vec<u8> {
-        let fix = self.route.fix_after(self.start.elapsed(), now);
-        telemetry::Position {
-            device_id: self.device_id.clone(),
-            seq,
-            ts: fix.time,
-            lat: fix.lat,
-            lon: fix.lon,
-            alt_m: fix.alt_m,
-            heading_deg: fix.heading_deg,
-            speed_mps: fix.speed_mps,
-            battery_pct: fix.battery_pct,
-        }
-        .encode()
-        .expect("simulated positions are valid")
+        self.route
+            .fix_after(self.start.elapsed(), now)
+            .position(&self.device_id, seq)
+            .encode()
+            .expect("simulated positions are valid")
     }
 }
 

@@ -45,6 +45,23 @@ pub struct Fix {
     pub battery_pct: Option<u8>,
 }
 
+impl Fix {
+    /// This fix as the position report number `seq` of the drone `device_id`.
+    pub fn position(&self, device_id: &str, seq: u64) -> telemetry::Position {
+        telemetry::Position {
+            device_id: device_id.to_owned(),
+            seq,
+            ts: self.time,
+            lat: self.lat,
+            lon: self.lon,
+            alt_m: self.alt_m,
+            heading_deg: self.heading_deg,
+            speed_mps: self.speed_mps,
+            battery_pct: self.battery_pct,
+        }
+    }
+}
+
 /// Why a source stopped; it is restarted after a backoff delay.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

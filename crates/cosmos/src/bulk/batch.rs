@@ -250,31 +250,13 @@ impl<T: Send + 'static> Shared<T> {
         };
         let range_id = &done.range_id;
         match kind {
-            Disposition::Success => {
-                self.emit(op.into_outcome(
-                    answer.status,
-                    answer.substatus,
-                    answer.etag,
-                    range_id,
-                    None,
-                    answer.whole_request,
-                ));
-                return Some(true);
-            }
+            Disposition::Success => return self.emit_final(op, answer, range_id, None),
             Disposition::Permanent => {
                 let error = match answer.failure {
                     Some(e) if answer.status == 0 => FinalError::Request(e.to_string()),
                     _ => FinalError::Rejected,
                 };
-                self.emit(op.into_outcome(
-                    answer.status,
-                    answer.substatus,
-                    None,
-                    range_id,
-                    Some(error),
-                    answer.whole_request,
-                ));
-                return Some(false);
+                return self.emit_final(op, answer, range_id, Some(error));
             }
             _ => {}
         }
@@ -293,15 +275,7 @@ impl<T: Send + 'static> Shared<T> {
                 attempts: op.attempts,
                 last,
             };
-            self.emit(op.into_outcome(
-                answer.status,
-                answer.substatus,
-                None,
-                range_id,
-                Some(error),
-                answer.whole_request,
-            ));
-            return Some(false);
+            return self.emit_final(op, answer, range_id, Some(error));
         }
         match kind {
             Disposition::Throttled => {
@@ -330,6 +304,28 @@ impl<T: Send + 'static> Shared<T> {
             );
             self.emit(outcome);
         }
+    }
+
+    /// Emits an operation's final outcome: written with the answer's ETag (no `error`), or
+    /// failed; `Some(success)` as [`Self::settle`] returns it.
+    fn emit_final(
+        &self,
+        op: PendingOp<T>,
+        answer: Answer<'_>,
+        range_id: &str,
+        error: Option<FinalError>,
+    ) -> Option<bool> {
+        let success = error.is_none();
+        let etag = if success { answer.etag } else { None };
+        self.emit(op.into_outcome(
+            answer.status,
+            answer.substatus,
+            etag,
+            range_id,
+            error,
+            answer.whole_request,
+        ));
+        Some(success)
     }
 
     /// Hands a final outcome to the caller (who may have stopped listening).
