@@ -1,0 +1,322 @@
+//! The sink's driver: the state shared by the submitting side and the outcome task, the
+//! in-flight limit, building and submitting the bulk operations, and the outcome loop that
+//! classifies each answer ([`crate::sink::refusal`]) and feeds the rest to the state
+//! machine ([`super::state`]) until every position is final and acknowledged.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use cosmos::{
+    BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError, OperationType, Outcome,
+};
+use telemetry::{Position, PositionOrder};
+use tokio::sync::{Notify, Semaphore};
+
+use super::state::{self, Final, Next, Step};
+use super::{HistoryDoc, Parked, SinkSettings};
+use crate::config::NewestWins;
+use crate::metrics::Metrics;
+use crate::pipeline::reject::Rejects;
+use crate::sink::encode::Encoder;
+use crate::sink::high_water::HighWater;
+use crate::sink::hold::Hold;
+use crate::sink::refusal::{self, Refusal};
+
+/// A position being written. Its document and patch are encoded when a step first
+/// needs them, and kept for retries.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) position: Position,
+    pub(super) doc_id: String,
+    pub(super) order: PositionOrder,
+    pub(super) enqueued: Option<DateTime<Utc>>,
+    pub(super) received_at: Instant,
+    pub(super) latest: Option<Bytes>,
+    pub(super) patch: Option<Bytes>,
+    /// The `ifMatch` of its Replace: kept, so that a Replace sent again stays conditional.
+    pub(super) if_match: Option<String>,
+    /// Whether it is the hold's probe (its next answer tells whether the cause is gone).
+    pub(super) probe: bool,
+    pub(super) ack: crate::source::Ack,
+    pub(super) rounds: u32,
+}
+
+/// The context of one bulk operation.
+#[derive(Debug)]
+pub(super) enum Ctx {
+    Latest(Box<Pending>, Step),
+    History(HistoryDoc),
+}
+
+/// State shared by the submitting side and the outcome task.
+pub(super) struct Shared {
+    pub(super) writer: BulkWriter<Ctx>,
+    pub(super) container: ContainerClient,
+    pub(super) encoder: Encoder,
+    pub(super) settings: SinkSettings,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) high_water: Mutex<HighWater>,
+    pub(super) in_flight: AtomicUsize,
+    pub(super) idle: Notify,
+    /// The in-flight limit: one permit per position or history document not yet final.
+    pub(super) slots: Semaphore,
+    pub(super) reads: Semaphore,
+    /// The query reading a stored document's order (ETag mode).
+    pub(super) read_query: String,
+    pub(super) hold: Arc<Hold<Parked>>,
+    pub(super) rejects: Rejects,
+}
+
+impl Shared {
+    /// Takes a write in: waits while the stream is held and while the in-flight limit is
+    /// reached.
+    pub(super) async fn enter(&self) {
+        self.hold.wait_open().await;
+        if let Ok(slot) = self.slots.acquire().await {
+            slot.forget();
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.metrics.add_in_flight(1);
+    }
+
+    pub(super) fn leave(&self) {
+        self.metrics.add_in_flight(-1);
+        let last = self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1;
+        // After the count, so that in flight never reads above the limit.
+        self.slots.add_permits(1);
+        if last {
+            self.idle.notify_waiters();
+        }
+    }
+
+    pub(super) async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The operation of `step` for a position; a Replace carries the position's `ifMatch`.
+    pub(super) fn op(&self, mut pending: Box<Pending>, step: Step) -> BulkOperation<Ctx> {
+        let encoder = &self.encoder;
+        let p = &mut *pending;
+        let (kind, id, body) = match step {
+            Step::Patch => (
+                OperationType::Patch,
+                Some(p.doc_id.clone()),
+                p.patch
+                    .get_or_insert_with(|| {
+                        encoder
+                            .patch(&p.position, p.enqueued)
+                            .expect("patch steps are taken in patch mode")
+                    })
+                    .clone(),
+            ),
+            Step::Create | Step::Replace => {
+                let latest = p
+                    .latest
+                    .get_or_insert_with(|| encoder.latest(&p.position, p.enqueued))
+                    .clone();
+                match step {
+                    Step::Create => (OperationType::Create, None, latest),
+                    _ => (OperationType::Replace, Some(p.doc_id.clone()), latest),
+                }
+            }
+        };
+        let if_match = match step {
+            Step::Replace => pending.if_match.clone(),
+            Step::Create | Step::Patch => None,
+        };
+        BulkOperation {
+            kind,
+            partition_key: encoder.partition_key(&pending.position.device_id),
+            id,
+            body,
+            if_match,
+            context: Ctx::Latest(pending, step),
+        }
+    }
+
+    pub(super) async fn submit(&self, op: BulkOperation<Ctx>) {
+        if let Err(closed) = self.writer.submit(op).await {
+            // Only after close, which waits for idleness: abandon, the message comes again.
+            tracing::error!("bulk writer closed with a write pending");
+            drop(closed);
+            self.leave();
+        }
+    }
+
+    /// Whether a position is still fresh by the staleness rule.
+    pub(super) fn is_fresh(&self, position: &Position, enqueued: Option<DateTime<Utc>>) -> bool {
+        self.settings
+            .staleness
+            .judge(Utc::now(), position.ts, enqueued)
+            .is_fresh()
+    }
+
+    /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
+    /// turned stale meanwhile; `false` when it did.
+    pub(super) async fn retry_or_stale(
+        self: &Arc<Self>,
+        pending: Box<Pending>,
+        step: Option<Step>,
+    ) -> bool {
+        if !self.is_fresh(&pending.position, pending.enqueued) {
+            self.finish(*pending, Final::StaleInRetry, None);
+            return false;
+        }
+        match (step, self.settings.newest_wins) {
+            (Some(step), _) => {
+                let op = self.op(pending, step);
+                self.submit(op).await;
+            }
+            (None, NewestWins::Patch) => {
+                let op = self.op(pending, Step::Patch);
+                self.submit(op).await;
+            }
+            (None, NewestWins::Etag) => self.clone().read_then_write(pending),
+        }
+        true
+    }
+
+    /// Records a position's final outcome and acknowledges its message.
+    pub(super) fn finish(&self, mut pending: Pending, outcome: Final, etag: Option<String>) {
+        self.answered(&mut pending.probe);
+        match outcome {
+            Final::Written => {
+                self.metrics.written("latest");
+                let now = Utc::now();
+                let since_enqueued = match pending.enqueued {
+                    Some(enqueued) => (now - enqueued).to_std().unwrap_or(Duration::ZERO),
+                    None => pending.received_at.elapsed(),
+                };
+                let since_device = (now - pending.position.ts)
+                    .to_std()
+                    .unwrap_or(Duration::ZERO);
+                self.metrics.lateness(since_enqueued, since_device);
+                self.high_water
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .raise(&pending.position.device_id, pending.order, etag);
+            }
+            Final::Superseded => self.metrics.dropped("superseded"),
+            Final::StaleInRetry => self.metrics.dropped("stale_in_retry"),
+            Final::Refused(reason) => {
+                let payload = pending
+                    .latest
+                    .as_deref()
+                    .or(pending.patch.as_deref())
+                    .unwrap_or_default();
+                let detail = format!("Cosmos DB refused the document of {}", pending.doc_id);
+                self.rejects
+                    .record_refused(&pending.position.device_id, reason, detail, payload);
+            }
+            Final::Failed => self.metrics.dropped("write_failed"),
+        }
+        pending.ack.finish();
+        self.leave();
+    }
+
+    /// Handles one outcome of a latest-document operation.
+    pub(super) async fn on_latest(
+        self: &Arc<Self>,
+        mut pending: Box<Pending>,
+        step: Step,
+        outcome: OutcomeInfo,
+    ) {
+        let OutcomeInfo {
+            status,
+            error,
+            etag,
+            whole_request,
+        } = outcome;
+        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
+            Refusal::Hold(cause) => return self.park(Parked::Latest(pending, Some(step)), cause),
+            Refusal::Again => {
+                self.answered(&mut pending.probe);
+                tracing::debug!(device = %pending.position.device_id, status, "throttled past the retry budget; submitting again");
+                self.retry_or_stale(pending, Some(step)).await;
+                return;
+            }
+            Refusal::Document(reason) => {
+                return self.finish(*pending, Final::Refused(reason), None);
+            }
+            Refusal::None => self.answered(&mut pending.probe),
+        }
+        let mode = self.settings.newest_wins;
+        match state::next(step, status, mode, &mut pending.rounds) {
+            Next::Finish(outcome) => self.finish(*pending, outcome, etag),
+            Next::Send(step) => {
+                let op = self.op(pending, step);
+                self.submit(op).await;
+            }
+            Next::Read => {
+                self.high_water
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .forget_etag(&pending.position.device_id);
+                self.clone().read_then_write(pending);
+            }
+            Next::Unexpected => {
+                tracing::error!(device = %pending.position.device_id, ?step, status, error = ?error, "write rejected by Cosmos DB; dropped");
+                self.finish(*pending, Final::Failed, None);
+            }
+        }
+    }
+}
+
+/// The fields of an outcome the state machine reads.
+pub(super) struct OutcomeInfo {
+    pub(super) status: u16,
+    pub(super) error: Option<FinalError>,
+    pub(super) etag: Option<String>,
+    pub(super) whole_request: bool,
+}
+
+pub(super) async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
+    let mut last_stats = Instant::now();
+    while let Some(outcome) = outcomes.next().await {
+        let Outcome {
+            context,
+            status,
+            substatus,
+            request_charge,
+            etag,
+            range_id,
+            error,
+            whole_request,
+            ..
+        } = outcome;
+        shared.metrics.cosmos_op(status, substatus);
+        shared.metrics.request_units(&range_id, request_charge);
+        let info = OutcomeInfo {
+            status,
+            error,
+            etag,
+            whole_request,
+        };
+        match context {
+            Ctx::Latest(pending, step) => shared.on_latest(pending, step, info).await,
+            Ctx::History(doc) => shared.on_history(doc, info).await,
+        }
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            last_stats = Instant::now();
+            publish_stats(&shared);
+        }
+    }
+    publish_stats(&shared);
+}
+
+fn publish_stats(shared: &Shared) {
+    for (range, stats) in shared.writer.stats().ranges {
+        shared
+            .metrics
+            .set_throttled(&range, stats.throttled_operations);
+    }
+}
