@@ -9,17 +9,16 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{KEY, container, free_port, latest_documents};
+use common::replica::{Replica, newest_accepted, terminate, wait_for};
+use common::{container, latest_documents};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
 use hub_sim::{HubConfig, HubSim};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cloud-writer");
 /// Drones in all, and how many of them are `edge-agent` processes.
 const DRONES: usize = 1_000;
 const PROCESSES: usize = 20;
@@ -36,7 +35,7 @@ fn edge_agent_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("EDGE_AGENT_BIN") {
         return path.into();
     }
-    let path = Path::new(BIN).with_file_name("edge-agent");
+    let path = Path::new(common::replica::BIN).with_file_name("edge-agent");
     let hint = "build it with `cargo build -p edge-agent` (`cargo test --workspace` does), or name one in EDGE_AGENT_BIN";
     let built = path
         .metadata()
@@ -97,207 +96,6 @@ fn raise_open_file_limit() {
     }
 }
 
-/// Sends SIGTERM to `child`.
-fn terminate(child: &Child) {
-    // SAFETY: kill(2) with plain integers.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-}
-
-/// Polls `condition` every 50 ms until it holds; panics with `what` and the last value
-/// after `timeout`.
-async fn wait_for<T: std::fmt::Debug>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> T,
-    condition: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let value = probe().await;
-        if condition(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {timeout:?}; last {value:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A `cloud-writer` process reading the hub.
-struct Replica {
-    child: Child,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(name: &str, hub: &HubSim, sim: &CosmosSim, dir: &Path) -> Replica {
-        let metrics_port = free_port();
-        let log = dir.join(format!("{name}.log"));
-        let child = Command::new(BIN)
-            .env_clear()
-            .env("COSMOS_ENDPOINT", sim.endpoint())
-            .env("COSMOS_KEY", KEY)
-            .env("COSMOS_DATABASE", "telemetry")
-            .env("COSMOS_CONTAINER", "positions")
-            .env("COSMOS_CREATE_IF_MISSING", "true")
-            .env("WRITER_SOURCE", hub.eventhub_connection_string())
-            .env("EVENTHUBS_START_POSITION", "earliest")
-            .env("EVENTHUBS_LOAD_BALANCING_INTERVAL", "2s")
-            .env("EVENTHUBS_OWNERSHIP_EXPIRY", "10s")
-            .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
-            .env("RUST_LOG", "warn,cloud_writer=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Replica {
-            child,
-            metrics_port,
-            log,
-        }
-    }
-
-    /// Its counters (messages received, documents written, drops by reason) and the
-    /// partitions it reads.
-    async fn counts(&self) -> Counts {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let Ok(response) = reqwest::get(&url).await else {
-            return Counts::default();
-        };
-        let text = response.text().await.unwrap_or_default();
-        let mut counts = Counts::default();
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let value: u64 = value.parse::<f64>().unwrap_or(0.0) as u64;
-            if name == "cloud_writer_messages_received_total" {
-                counts.received += value;
-            } else if name.starts_with("cloud_writer_documents_written_total") {
-                counts.written += value;
-            } else if let Some(labels) = name.strip_prefix("cloud_writer_messages_dropped_total{") {
-                let reason = labels
-                    .split("reason=\"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .unwrap_or("?");
-                if value > 0 {
-                    *counts.dropped.entry(reason.to_owned()).or_default() += value;
-                }
-            }
-        }
-        (counts.owned, counts.ownership_changes) = self.ownership();
-        counts
-    }
-
-    /// The partitions it reads and the changes so far, from its log: a partition is read
-    /// from "reading partition" until "partition lost" or "partition closed".
-    fn ownership(&self) -> (BTreeSet<String>, u64) {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let (mut owned, mut changes) = (BTreeSet::new(), 0);
-        for line in text.lines() {
-            let Some(at) = line.find("partition=") else {
-                continue;
-            };
-            let id = line[at + "partition=".len()..]
-                .split_whitespace()
-                .next()
-                .unwrap_or("")
-                .to_owned();
-            if line.contains("reading partition") {
-                owned.insert(id);
-                changes += 1;
-            } else if line.contains("partition lost") || line.contains("partition closed") {
-                owned.remove(&id);
-                changes += 1;
-            }
-        }
-        (owned, changes)
-    }
-}
-
-impl Drop for Replica {
-    /// Stops the process; when the test failed, shows its log.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("--- {} ---\n{log}", self.log.display());
-        }
-    }
-}
-
-/// A replica's counters and partitions, or their sums.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct Counts {
-    received: u64,
-    written: u64,
-    dropped: BTreeMap<String, u64>,
-    /// The partitions it reads.
-    owned: BTreeSet<String>,
-    /// Partitions claimed, lost and released so far.
-    ownership_changes: u64,
-}
-
-impl Counts {
-    fn settled(&self) -> u64 {
-        self.written + self.dropped.values().sum::<u64>()
-    }
-
-    fn plus(mut self, other: &Counts) -> Counts {
-        self.received += other.received;
-        self.written += other.written;
-        for (reason, n) in &other.dropped {
-            *self.dropped.entry(reason.clone()).or_default() += n;
-        }
-        self
-    }
-}
-
-/// A drone's position as `common::assert_newest` checks it: (deviceTimeMs, seq, lat, lon).
-type Newest = HashMap<String, (i64, u64, f64, f64)>;
-
-/// The newest position of each drone among the events the hub accepted, and the number
-/// of events.
-fn newest_accepted(hub: &HubSim) -> (Newest, u64) {
-    let mut newest = Newest::new();
-    let mut events_seen = 0;
-    for index in 0..hub.partitions().count() {
-        let mut events = Vec::new();
-        hub.partitions()
-            .get(index)
-            .unwrap()
-            .read(0, usize::MAX, &mut events);
-        for event in events {
-            events_seen += 1;
-            let body: serde_json::Value = serde_json::from_slice(&event.message.body).unwrap();
-            assert_eq!(body["deviceId"], &*event.message.device_id);
-            let seq = body["seq"].as_u64().unwrap();
-            let ts = chrono::DateTime::parse_from_rfc3339(body["ts"].as_str().unwrap())
-                .unwrap()
-                .timestamp_millis();
-            let position = (
-                ts,
-                seq,
-                body["lat"].as_f64().unwrap(),
-                body["lon"].as_f64().unwrap(),
-            );
-            let entry = newest
-                .entry(event.message.device_id.to_string())
-                .or_insert(position);
-            if seq > entry.1 {
-                *entry = position;
-            }
-        }
-    }
-    (newest, events_seen)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     raise_open_file_limit();
@@ -326,7 +124,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     // greedy balancing: b claims up to 2 at once, and its receivers' owner level detaches
     // a's). The drones start only once each replica reads its 2 (a has seen 2 of its
     // receivers detached), so that no partition moves while positions flow.
-    let a = Replica::start("writer-a", &hub, &sim, dir.path());
+    let a = Replica::start("writer-a", &hub, &sim, dir.path(), &[]);
     wait_for(
         "replica a reading the 4 partitions",
         Duration::from_secs(60),
@@ -334,7 +132,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         |c| c.owned.len() == 4,
     )
     .await;
-    let b = Replica::start("writer-b", &hub, &sim, dir.path());
+    let b = Replica::start("writer-b", &hub, &sim, dir.path(), &[]);
     let started = Instant::now();
     let balanced = wait_for(
         "replica b taking 2 partitions from replica a",
@@ -488,21 +286,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         terminate(&replica.child);
     }
     for replica in [&mut a, &mut b] {
-        let log = replica.log.clone();
-        let child = &mut replica.child;
-        let status = wait_for(
-            "a replica to stop on SIGTERM",
-            Duration::from_secs(60),
-            async || child.try_wait().unwrap(),
-            Option::is_some,
-        )
-        .await
-        .unwrap();
-        assert!(
-            status.success(),
-            "{status}: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
+        replica.exited(Duration::from_secs(60)).await;
     }
     sim.shutdown().await;
     hub.shutdown().await;

@@ -2,6 +2,8 @@
 //! settings, reading back the container, and waiting on conditions.
 #![allow(dead_code)]
 
+pub mod replica;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;

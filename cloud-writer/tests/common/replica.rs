@@ -1,0 +1,273 @@
+//! `cloud-writer` processes reading the local hub's Event Hubs endpoint, as operators run
+//! replicas: started with the binary cargo built, read through their metrics endpoint,
+//! stopped with SIGTERM or killed with SIGKILL; and what the hub holds, to check them by.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cosmos_sim::CosmosSim;
+use hub_sim::HubSim;
+use hub_sim::routing::Event;
+
+use super::{KEY, free_port};
+
+/// The writer binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_cloud-writer");
+
+/// Polls `probe` every 50 ms until `condition` holds; panics with `what` and the last value
+/// after `timeout`.
+pub async fn wait_for<T: std::fmt::Debug>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl AsyncFnMut() -> T,
+    condition: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let value = probe().await;
+        if condition(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {timeout:?}; last {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `signal` to `child`.
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) with plain integers.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+}
+
+/// Sends SIGTERM to `child`.
+pub fn terminate(child: &Child) {
+    signal(child, libc::SIGTERM);
+}
+
+/// A `cloud-writer` process reading the hub.
+pub struct Replica {
+    /// The process.
+    pub child: Child,
+    metrics_port: u16,
+    /// Its log (stderr).
+    pub log: PathBuf,
+}
+
+impl Replica {
+    /// Starts a replica writing to container `positions` of `sim`, from the earliest event,
+    /// balancing every 2 s with a 10 s ownership expiry; `env` overrides or adds settings.
+    pub fn start(
+        name: &str,
+        hub: &HubSim,
+        sim: &CosmosSim,
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Replica {
+        let metrics_port = free_port();
+        let log = dir.join(format!("{name}.log"));
+        let mut command = Command::new(BIN);
+        command
+            .env_clear()
+            .env("COSMOS_ENDPOINT", sim.endpoint())
+            .env("COSMOS_KEY", KEY)
+            .env("COSMOS_DATABASE", "telemetry")
+            .env("COSMOS_CONTAINER", "positions")
+            .env("COSMOS_CREATE_IF_MISSING", "true")
+            .env("WRITER_SOURCE", hub.eventhub_connection_string())
+            .env("EVENTHUBS_START_POSITION", "earliest")
+            .env("EVENTHUBS_LOAD_BALANCING_INTERVAL", "2s")
+            .env("EVENTHUBS_OWNERSHIP_EXPIRY", "10s")
+            .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+            .env("RUST_LOG", "warn,cloud_writer=info");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Replica {
+            child,
+            metrics_port,
+            log,
+        }
+    }
+
+    /// Its counters and partitions from its metrics endpoint (all zero while it does not
+    /// answer).
+    pub async fn counts(&self) -> Counts {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let Ok(response) = reqwest::get(&url).await else {
+            return Counts::default();
+        };
+        Counts::of_metrics(&response.text().await.unwrap_or_default())
+    }
+
+    /// Kills it with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits (polling, at most `timeout`) until it exited successfully.
+    pub async fn stop(&mut self, timeout: Duration) {
+        terminate(&self.child);
+        self.exited(timeout).await;
+    }
+
+    /// Waits (polling, at most `timeout`) until it exited successfully.
+    pub async fn exited(&mut self, timeout: Duration) {
+        let child = &mut self.child;
+        let status = wait_for(
+            "a replica to stop on SIGTERM",
+            timeout,
+            async || child.try_wait().unwrap(),
+            Option::is_some,
+        )
+        .await
+        .unwrap();
+        assert!(
+            status.success(),
+            "{status}: {}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for Replica {
+    /// Stops the process; when the test failed, shows its log.
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- {} ---\n{log}", self.log.display());
+        }
+    }
+}
+
+/// A replica's counters and partitions, or their sums.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counts {
+    /// Messages received.
+    pub received: u64,
+    /// Latest-position documents written.
+    pub written: u64,
+    /// Messages dropped, by reason.
+    pub dropped: BTreeMap<String, u64>,
+    /// The partitions it owns (`eventhubs_partition_owned` 1).
+    pub owned: BTreeSet<String>,
+    /// Partitions claimed, lost and released so far.
+    pub ownership_changes: u64,
+    /// Whether its source is connected.
+    pub connected: bool,
+}
+
+impl Counts {
+    /// The counters of a Prometheus text exposition of the writer.
+    pub fn of_metrics(text: &str) -> Counts {
+        let mut counts = Counts::default();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((name, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let value: u64 = value.parse::<f64>().unwrap_or(0.0) as u64;
+            let label = |key: &str| {
+                name.split(&format!("{key}=\""))
+                    .nth(1)
+                    .and_then(|r| r.split('"').next())
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            if name == "cloud_writer_messages_received_total" {
+                counts.received += value;
+            } else if name == "cloud_writer_documents_written_total{kind=\"latest\"}" {
+                counts.written += value;
+            } else if name == "cloud_writer_source_connected" {
+                counts.connected = value == 1;
+            } else if name.starts_with("cloud_writer_messages_dropped_total{") {
+                if value > 0 {
+                    *counts.dropped.entry(label("reason")).or_default() += value;
+                }
+            } else if name.starts_with("cloud_writer_eventhubs_partition_owned{") {
+                if value == 1 {
+                    counts.owned.insert(label("partition"));
+                }
+            } else if name.starts_with("cloud_writer_eventhubs_ownership_changes_total{") {
+                counts.ownership_changes += value;
+            }
+        }
+        counts
+    }
+
+    /// Messages with a final outcome.
+    pub fn settled(&self) -> u64 {
+        self.written + self.dropped.values().sum::<u64>()
+    }
+
+    /// The sums of both.
+    pub fn plus(mut self, other: &Counts) -> Counts {
+        self.received += other.received;
+        self.written += other.written;
+        for (reason, n) in &other.dropped {
+            *self.dropped.entry(reason.clone()).or_default() += n;
+        }
+        self
+    }
+}
+
+/// A drone's position as `common::assert_newest` checks it: (deviceTimeMs, seq, lat, lon).
+pub type Newest = HashMap<String, (i64, u64, f64, f64)>;
+
+/// Every event the hub's partitions hold, by partition id.
+pub fn hub_events(hub: &HubSim) -> HashMap<String, Vec<Arc<Event>>> {
+    let partitions = hub.partitions();
+    (0..partitions.count())
+        .map(|index| {
+            let mut events = Vec::new();
+            partitions
+                .get(index)
+                .unwrap()
+                .read(0, usize::MAX, &mut events);
+            (index.to_string(), events)
+        })
+        .collect()
+}
+
+/// The newest position of each drone among the events the hub accepted, and the number
+/// of events.
+pub fn newest_accepted(hub: &HubSim) -> (Newest, u64) {
+    let mut newest = Newest::new();
+    let mut events_seen = 0;
+    for events in hub_events(hub).into_values() {
+        for event in events {
+            events_seen += 1;
+            let body: serde_json::Value = serde_json::from_slice(&event.message.body).unwrap();
+            assert_eq!(body["deviceId"], &*event.message.device_id);
+            let seq = body["seq"].as_u64().unwrap();
+            let ts = chrono::DateTime::parse_from_rfc3339(body["ts"].as_str().unwrap())
+                .unwrap()
+                .timestamp_millis();
+            let position = (
+                ts,
+                seq,
+                body["lat"].as_f64().unwrap(),
+                body["lon"].as_f64().unwrap(),
+            );
+            let entry = newest
+                .entry(event.message.device_id.to_string())
+                .or_insert(position);
+            if seq > entry.1 {
+                *entry = position;
+            }
+        }
+    }
+    (newest, events_seen)
+}

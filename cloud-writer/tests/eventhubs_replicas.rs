@@ -1,0 +1,577 @@
+//! Writer replicas on the local IoT Hub's Event Hubs endpoint (`crates/hub-sim`), as real
+//! `cloud-writer` processes sharing its 4 partitions through the SDK's `EventProcessor` and
+//! the Cosmos checkpoint store (`crates/cosmos-sim`), with short balancing settings
+//! (interval 1 s, ownership expiry 4 s, checkpoint interval 1 s):
+//!
+//! - two replicas balance 2 and 2; one killed with SIGKILL mid-stream: its partitions move to
+//!   the other after the ownership expiry (the time is printed), nothing is lost and no
+//!   drone's document ever goes backwards;
+//! - a replica stopped with SIGTERM gives its partitions up: the other owns them within
+//!   about one balancing interval, far less than the expiry;
+//! - the hub's AMQP side restarted and every device connection dropped mid-stream: the
+//!   writer and the agents recover by themselves, nothing is lost;
+//! - a writer restarted on the same consumer group reads again nothing after a graceful
+//!   stop, and after SIGKILL at most what arrived in the last checkpoint interval.
+//!
+//! Positions enter the hub as it enqueues a SAS device's message (the routing the MQTT
+//! side uses), except in the fault test, where edge-agent agents publish over MQTT.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use azure_messaging_eventhubs::CheckpointStore;
+use chrono::Utc;
+use cloud_writer::config::EventHubsConnection;
+use cloud_writer::source::eventhubs::store::CosmosCheckpointStore;
+use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for};
+use common::{KEY, container, device, latest_documents, newest_written, wire};
+use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
+use cosmos_sim::CosmosSim;
+use edge_agent::{Agent, CancellationToken};
+use hub_sim::routing::{AuthMethod, Event, Incoming};
+use hub_sim::{HubConfig, HubSim};
+
+/// Balancing every second, ownerships expiring after 4 s, checkpoints every second.
+const FAST: [(&str, &str); 3] = [
+    ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+    ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
+    ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
+];
+/// The checkpoint interval of [`FAST`].
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// Drones of the routed streams, and how often each reports.
+const DRONES: usize = 100;
+const EVERY: Duration = Duration::from_millis(250);
+/// Generous bound for anything the test waits for.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The local hub and Cosmos endpoint, and a directory for logs.
+struct Rig {
+    hub: Arc<HubSim>,
+    sim: CosmosSim,
+    dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// A hub with `devices` registered devices (`drone-N`) and a 4-range Cosmos endpoint.
+    async fn start(devices: usize) -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = HubConfig::new(dir.path().join("hub"));
+        config.devices = devices;
+        config.device_prefix = "drone-".into();
+        let hub = Arc::new(HubSim::start(config).await.unwrap());
+        let sim = CosmosSim::builder()
+            .partitions(4)
+            .ru_per_sec(f64::INFINITY)
+            .start()
+            .await
+            .unwrap();
+        Rig { hub, sim, dir }
+    }
+
+    fn replica(&self, name: &str, env: &[(&str, &str)]) -> Replica {
+        Replica::start(name, &self.hub, &self.sim, self.dir.path(), env)
+    }
+
+    /// Every partition's events, by partition id.
+    fn events(&self) -> HashMap<String, Vec<Arc<Event>>> {
+        hub_events(&self.hub)
+    }
+
+    /// Events enqueued so far, all partitions.
+    fn enqueued(&self) -> u64 {
+        self.events().values().map(|e| e.len() as u64).sum()
+    }
+
+    /// The sequence number each partition's checkpoint names.
+    async fn checkpoints(&self) -> HashMap<String, i64> {
+        let key = MasterKey::from_base64(KEY).unwrap();
+        let client = CosmosClient::new(CosmosConfig::new(
+            self.sim.endpoint().parse().unwrap(),
+            Credential::MasterKey(key),
+        ))
+        .unwrap();
+        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", false)
+            .await
+            .unwrap();
+        let hub = EventHubsConnection::parse(&self.hub.eventhub_connection_string()).unwrap();
+        store
+            .list_checkpoints(&hub.namespace, &hub.entity_path, "$Default")
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| Some((c.partition_id, c.sequence_number?)))
+            .collect()
+    }
+
+    /// Whether every drone's document holds its newest position among `expected`.
+    async fn newest_written(&self, expected: &HashMap<String, (i64, u64, f64, f64)>) -> bool {
+        let docs =
+            latest_documents(&container(&self.sim.endpoint(), "telemetry", "positions")).await;
+        newest_written(&docs, expected)
+    }
+
+    /// Positions of [`DRONES`] drones, each one every [`EVERY`], routed into the hub until
+    /// the returned token is cancelled; the task returns the last seq of every drone.
+    fn stream(&self, first_seq: u64) -> (CancellationToken, tokio::task::JoinHandle<u64>) {
+        let stop = CancellationToken::new();
+        let hub = self.hub.clone();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let mut ticker = tokio::time::interval(EVERY);
+                let mut seq = first_seq - 1;
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return seq,
+                        _ = ticker.tick() => {}
+                    }
+                    seq += 1;
+                    route_round(&hub, seq);
+                }
+            }
+        });
+        (stop, task)
+    }
+
+    async fn shutdown(self) {
+        self.sim.shutdown().await;
+        if let Ok(hub) = Arc::try_unwrap(self.hub) {
+            hub.shutdown().await;
+        }
+    }
+}
+
+/// Position `seq` of every drone, timed now, enqueued as the hub does for a SAS device.
+fn route_round(hub: &HubSim, seq: u64) {
+    let now = Utc::now();
+    for d in 0..DRONES {
+        let id = device(d);
+        let (lat, lon) = (47.0 + d as f64 * 1e-3, -122.0 + seq as f64 * 1e-5);
+        let mut message = Incoming::new(&id, wire(&id, seq, now, lat, lon));
+        message.auth = AuthMethod::Sas;
+        hub.partitions().route(message);
+    }
+}
+
+/// Events of `partitions` after each one's checkpoint (all of a partition without one).
+fn events_after<'a>(
+    events: &HashMap<String, Vec<Arc<Event>>>,
+    partitions: impl IntoIterator<Item = &'a String>,
+    checkpoints: &HashMap<String, i64>,
+) -> u64 {
+    partitions
+        .into_iter()
+        .map(|p| {
+            let after = checkpoints.get(p).copied().unwrap_or(-1);
+            events[p]
+                .iter()
+                .filter(|e| e.sequence_number > after)
+                .count() as u64
+        })
+        .sum()
+}
+
+/// Reads every drone's document every 100 ms until cancelled; tells how many reads were
+/// made and each time a drone's stored (deviceTimeMs, seq) went backwards.
+fn watch_documents(
+    endpoint: String,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<(u64, Vec<String>)>,
+) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let positions = container(&endpoint, "telemetry", "positions");
+            let mut seen: HashMap<String, (i64, u64)> = HashMap::new();
+            let (mut reads, mut backwards) = (0, Vec::new());
+            while !stop.is_cancelled() {
+                for (id, doc) in latest_documents(&positions).await {
+                    let now = (
+                        doc["deviceTimeMs"].as_i64().unwrap(),
+                        doc["seq"].as_u64().unwrap(),
+                    );
+                    if let Some(before) = seen.insert(id.clone(), now)
+                        && now < before
+                    {
+                        backwards.push(format!("{id}: {before:?} -> {now:?}"));
+                    }
+                }
+                reads += 1;
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+            (reads, backwards)
+        }
+    });
+    (stop, task)
+}
+
+/// Replica a reading the 4 partitions, then replica b taking 2 of them; returns both with
+/// the partitions each owns, read from their `eventhubs_partition_owned` metrics.
+async fn balanced_pair(rig: &Rig, env: &[(&str, &str)]) -> (Replica, Replica, Counts, Counts) {
+    let a = rig.replica("writer-a", env);
+    wait_for(
+        "replica a owning the 4 partitions",
+        PATIENCE,
+        async || a.counts().await,
+        |c| c.owned.len() == 4,
+    )
+    .await;
+    let b = rig.replica("writer-b", env);
+    let (on_a, on_b) = wait_for(
+        "replicas a and b owning 2 partitions each",
+        PATIENCE,
+        async || (a.counts().await, b.counts().await),
+        |(a, b)| a.owned.len() == 2 && b.owned.len() == 2 && a.owned.is_disjoint(&b.owned),
+    )
+    .await;
+    (a, b, on_a, on_b)
+}
+
+/// Waits until `replica` has a final outcome for at least `reads` events, nothing pending,
+/// and every drone at its newest position in `expected`.
+async fn settled(
+    rig: &Rig,
+    replica: &Replica,
+    reads: u64,
+    expected: &HashMap<String, (i64, u64, f64, f64)>,
+) -> Counts {
+    wait_for(
+        "every event read, with a final outcome, every drone at its newest position",
+        PATIENCE,
+        async || {
+            let counts = replica.counts().await;
+            let newest = rig.newest_written(expected).await;
+            (counts, newest)
+        },
+        |(c, newest)| *newest && c.received >= reads && c.settled() == c.received,
+    )
+    .await
+    .0
+}
+
+/// Which replica takes over a stopped one's partitions, and how fast.
+enum Stop {
+    Kill,
+    Term,
+}
+
+/// Two balanced replicas under a stream; a is stopped mid-stream; b takes its partitions,
+/// and reads exactly the events after a's checkpoints: nothing lost, no document backwards.
+/// Returns how long the move took.
+async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)]) -> Duration {
+    let rig = Rig::start(0).await;
+    let (mut a, b, on_a, on_b) = balanced_pair(&rig, env).await;
+    let (stop_stream, stream) = rig.stream(1);
+    let (stop_watch, watch) = watch_documents(rig.sim.endpoint());
+    let before = wait_for(
+        "both replicas writing",
+        PATIENCE,
+        async || (a.counts().await, b.counts().await),
+        |(a, b)| a.written >= 200 && b.written >= 200,
+    )
+    .await;
+    let stopped = Instant::now();
+    match how {
+        Stop::Kill => a.kill(),
+        Stop::Term => {
+            a.stop(PATIENCE).await;
+        }
+    }
+    let exited = stopped.elapsed();
+    // a writes nothing more: its checkpoints are where b starts reading its partitions.
+    let checkpoints = rig.checkpoints().await;
+    wait_for(
+        "replica b owning the 4 partitions",
+        PATIENCE,
+        async || b.counts().await,
+        |c| c.owned.len() == 4,
+    )
+    .await;
+    let moved = stopped.elapsed();
+    eprintln!(
+        "partitions {:?} moved from replica a to b {:.2} s after a was {} ({:.2} s to exit); settings {env:?}",
+        on_a.owned,
+        moved.as_secs_f64(),
+        match how {
+            Stop::Kill => "killed (SIGKILL)",
+            Stop::Term => "stopped (SIGTERM)",
+        },
+        exited.as_secs_f64()
+    );
+    // The stream goes on through b alone: 1,000 more positions.
+    let at_move = rig.enqueued();
+    wait_for(
+        "1,000 more positions after the move",
+        PATIENCE,
+        async || rig.enqueued(),
+        |n| *n >= at_move + 1_000,
+    )
+    .await;
+    stop_stream.cancel();
+    stream.await.unwrap();
+
+    let (expected, accepted) = newest_accepted(&rig.hub);
+    assert_eq!(expected.len(), DRONES);
+    let events = rig.events();
+    let on_b_reads = events_after(&events, &on_b.owned, &HashMap::new());
+    let after_checkpoints = events_after(&events, &on_a.owned, &checkpoints);
+    let counts = settled(&rig, &b, on_b_reads + after_checkpoints, &expected).await;
+    stop_watch.cancel();
+    let (reads, backwards) = watch.await.unwrap();
+    eprintln!(
+        "hub accepted {accepted}; replica a had settled {} when stopped (its checkpoints cover {} events); replica b {counts:?}; documents read {reads} times",
+        before.0.settled(),
+        accepted - on_b_reads - after_checkpoints
+    );
+    // b read its own partitions whole and a's from a's checkpoints on, each event once.
+    assert_eq!(
+        counts.received,
+        on_b_reads + after_checkpoints,
+        "{counts:?}"
+    );
+    assert!(
+        backwards.is_empty(),
+        "documents went backwards: {backwards:?}"
+    );
+    assert!(reads >= 10, "the documents were read {reads} times only");
+    let mut b = b;
+    b.stop(PATIENCE).await;
+    rig.shutdown().await;
+    moved
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_partitions_move_and_nothing_is_lost() {
+    replica_stops_mid_stream(Stop::Kill, &FAST).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_replica_gives_its_partitions_up_before_they_expire() {
+    // A long expiry, so that a move within it can only be the release.
+    let expiry = Duration::from_secs(20);
+    let env = [
+        ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+        ("EVENTHUBS_OWNERSHIP_EXPIRY", "20s"),
+        ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
+    ];
+    let moved = replica_stops_mid_stream(Stop::Term, &env).await;
+    assert!(
+        moved < expiry,
+        "the partitions moved after {moved:?}, not before the ownership expiry ({expiry:?})"
+    );
+}
+
+/// A writer writes a stream, is stopped (`how`), and a new writer starts on the same
+/// consumer group: it reads exactly the events after the first one's checkpoints. Returns
+/// the events the second read again (all it read: the stream stopped before the first
+/// writer did), and those of them enqueued in the last `window` before the stop.
+async fn restart(how: Stop, env: &[(&str, &str)], window: Duration) -> (u64, u64) {
+    let rig = Rig::start(0).await;
+    let mut first = rig.replica("writer-1", env);
+    wait_for(
+        "the first writer owning the 4 partitions",
+        PATIENCE,
+        async || first.counts().await,
+        |c| c.owned.len() == 4,
+    )
+    .await;
+    let (stop_stream, stream) = rig.stream(1);
+    wait_for(
+        "the first writer writing 4,000 positions (10 s of the stream)",
+        PATIENCE,
+        async || first.counts().await,
+        |c| c.written >= 4_000,
+    )
+    .await;
+    stop_stream.cancel();
+    let last_seq = stream.await.unwrap();
+    let stopped_ms = Utc::now().timestamp_millis();
+    match how {
+        Stop::Kill => first.kill(),
+        Stop::Term => first.stop(PATIENCE).await,
+    }
+    let checkpoints = rig.checkpoints().await;
+    let events = rig.events();
+    let partitions: BTreeSet<String> = events.keys().cloned().collect();
+    let replays = events_after(&events, &partitions, &checkpoints);
+    let since = stopped_ms - window.as_millis() as i64;
+    let recent = partitions
+        .iter()
+        .map(|p| events[p].iter().filter(|e| e.enqueued_ms > since).count() as u64)
+        .sum::<u64>();
+
+    // The second writer, and one more round of new positions.
+    let second = rig.replica("writer-2", env);
+    route_round(&rig.hub, last_seq + 1);
+    let (expected, accepted) = newest_accepted(&rig.hub);
+    let counts = settled(&rig, &second, replays + DRONES as u64, &expected).await;
+    let read_again = counts.received - DRONES as u64;
+    eprintln!(
+        "hub accepted {accepted}; after {} the second writer read {} events: {read_again} again (enqueued in the last {window:?} before the stop: {recent}), {DRONES} new",
+        match how {
+            Stop::Kill => "SIGKILL",
+            Stop::Term => "SIGTERM",
+        },
+        counts.received
+    );
+    assert_eq!(read_again, replays, "{counts:?}");
+    let mut second = second;
+    second.stop(PATIENCE).await;
+    rig.shutdown().await;
+    (read_again, recent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_graceful_stop_nothing_is_read_again() {
+    // Checkpoints at an hour: only the stop's last checkpoint can spare the replays.
+    let env = [
+        ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+        ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
+        ("EVENTHUBS_CHECKPOINT_INTERVAL", "1h"),
+    ];
+    let (read_again, _) = restart(Stop::Term, &env, CHECKPOINT_INTERVAL).await;
+    assert_eq!(read_again, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_kill_at_most_the_last_checkpoint_interval_is_read_again() {
+    // What arrived in the last checkpoint interval, and 1 s more for those events' outcomes
+    // and the checkpoint's write on busy cores.
+    let window = CHECKPOINT_INTERVAL + Duration::from_secs(1);
+    let (read_again, recent) = restart(Stop::Kill, &FAST, window).await;
+    assert!(
+        read_again <= recent,
+        "{read_again} events read again, more than the {recent} enqueued in the last {window:?}"
+    );
+}
+
+/// Agents publishing through the hub (SAS over TLS) into one writer: the hub's AMQP side
+/// stops and every device connection drops at once, mid-stream; the agents connect again
+/// and go on publishing while the writer cannot read; the AMQP side starts again and the
+/// writer resumes by itself. Every drone's every seq reached the hub, and every drone ends
+/// at its newest position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
+    const AGENTS: usize = 20;
+    let rig = Rig::start(AGENTS).await;
+    let hub = &rig.hub;
+    let state = hub.config().state_dir.clone();
+    let ca = state.join("ca.pem");
+    let writer = rig.replica("writer", &FAST);
+    wait_for(
+        "the writer owning the 4 partitions",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.owned.len() == 4 && c.connected,
+    )
+    .await;
+
+    let stop = CancellationToken::new();
+    let interval: settings::DurationSetting = "200ms".parse().unwrap();
+    let mut agents = Vec::new();
+    let connection_strings = std::fs::read_to_string(state.join("devices.txt")).unwrap();
+    for (i, cs) in connection_strings.lines().enumerate() {
+        let settings = edge_agent::config::Settings {
+            connection_string: Some(edge_agent::config::Secret::new(cs)),
+            iothub_ca_file: Some(ca.clone()),
+            iothub_port: Some(hub.mqtt_addr().port()),
+            position_source: Some("sim".into()),
+            sim_seed: Some(i as u64),
+            report_interval: Some(interval),
+            buffer_dir: Some(rig.dir.path().join(format!("agent-{i}"))),
+            buffer_fsync: Some(false),
+            ..edge_agent::config::Settings::default()
+        };
+        let agent = Agent::new(settings.resolve().unwrap()).unwrap();
+        agents.push(tokio::spawn(agent.run(stop.clone())));
+    }
+    assert_eq!(agents.len(), AGENTS);
+    wait_for(
+        "the agents' positions written",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.written >= 200,
+    )
+    .await;
+
+    // The fault: no Event Hubs endpoint, no device connection.
+    hub.stop_amqp();
+    hub.drop_device_connections();
+    let at_fault = hub.stats().messages_accepted;
+    wait_for(
+        "the writer seeing the hub out of reach",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| !c.connected,
+    )
+    .await;
+    wait_for(
+        "the agents connected again and publishing while the writer cannot read",
+        PATIENCE,
+        async || (hub.connected_devices(), hub.stats().messages_accepted),
+        |(connected, accepted)| *connected == AGENTS && *accepted >= at_fault + 200,
+    )
+    .await;
+    assert_eq!(
+        hub.stats().connections_refused.get("dropped_by_fault"),
+        Some(&(AGENTS as u64)),
+        "{:?}",
+        hub.stats()
+    );
+    hub.restart_amqp().await.unwrap();
+    let restarted = Instant::now();
+    let at_restart = hub.stats().messages_accepted;
+    wait_for(
+        "the writer reading again past the restart",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.connected && c.received >= at_restart,
+    )
+    .await;
+    eprintln!(
+        "the writer read again past the restart {:.1} s after it",
+        restarted.elapsed().as_secs_f64()
+    );
+    stop.cancel();
+    for agent in agents {
+        agent.await.unwrap().unwrap();
+    }
+
+    // Every seq each drone sent reached the hub (at least once), none missing.
+    let mut seqs: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for event in rig.events().values().flatten() {
+        let body: serde_json::Value = serde_json::from_slice(&event.message.body).unwrap();
+        seqs.entry(event.message.device_id.to_string())
+            .or_default()
+            .insert(body["seq"].as_u64().unwrap());
+    }
+    assert_eq!(seqs.len(), AGENTS);
+    for (drone, seqs) in &seqs {
+        let (first, last) = (*seqs.first().unwrap(), *seqs.last().unwrap());
+        assert!(first <= 1, "{drone} starts at seq {first}");
+        assert_eq!(
+            seqs.len() as u64,
+            last - first + 1,
+            "{drone}: a seq between {first} and {last} is missing"
+        );
+    }
+    let (expected, accepted) = newest_accepted(hub);
+    let counts = settled(&rig, &writer, accepted, &expected).await;
+    eprintln!(
+        "hub accepted {accepted} ({} while the AMQP side was down); the writer {counts:?}: {} read again",
+        at_restart - at_fault,
+        counts.received - accepted
+    );
+    let mut writer = writer;
+    writer.stop(PATIENCE).await;
+    rig.shutdown().await;
+}
