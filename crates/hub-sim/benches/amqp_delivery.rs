@@ -9,9 +9,12 @@
 //! CPU seconds per event (hub and reader run in this process). `cargo test --benches` runs
 //! each function once on a small fill; `cargo bench` reads 25,000 events per partition.
 
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "../tests/common/readers.rs"]
 mod readers;
 
+use cpu::process_cpu;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fe2o3_amqp::types::definitions::SenderSettleMode;
 use hub_sim::routing::{AuthMethod, Incoming};
@@ -33,18 +36,6 @@ fn per_partition() -> usize {
     } else {
         500
     }
-}
-
-/// CPU seconds this process has used (user and system, every thread).
-fn process_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// A device message as the edge agent sends it and the hub routes it.

@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use hub_sim::registry::Registry;
-use hub_sim::routing::Retention;
+use hub_sim::routing::{DataDir, Retention};
 use hub_sim::{HubConfig, HubSim, state};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -77,6 +77,15 @@ struct RunArgs {
     /// Body bytes kept per partition at most.
     #[arg(long, env = "HUB_SIM_RETAIN_BYTES", default_value_t = Retention::default().max_bytes)]
     retain_bytes: usize,
+    /// Keep the partitions on disk here, so that a restart loses no event the hub
+    /// acknowledged (a device's PUBACK waits until its message is durable). In memory only
+    /// when not given.
+    #[arg(long, env = "HUB_SIM_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// With --data-dir: the size at which a partition's log starts a new segment file
+    /// (retention deletes whole segments).
+    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::routing::disk::DEFAULT_SEGMENT_BYTES)]
+    segment_bytes: u64,
     /// Devices to register at start (listed with their connection strings in devices.txt).
     #[arg(long, env = "HUB_SIM_DEVICES", default_value_t = 0)]
     devices: usize,
@@ -149,6 +158,10 @@ async fn main() -> anyhow::Result<()> {
         max_events: run.retain_events,
         max_bytes: run.retain_bytes,
     };
+    config.data_dir = run.data_dir.map(|dir| DataDir {
+        dir,
+        segment_bytes: run.segment_bytes,
+    });
     config.devices = run.devices;
     config.device_prefix = run.device_prefix;
     let hub = HubSim::start(config)

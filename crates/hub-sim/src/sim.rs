@@ -8,7 +8,8 @@ use crate::amqp::shared::AmqpShared;
 use crate::faults::{FaultSettings, Faults};
 use crate::mqtt::listener::{self, Framing};
 use crate::registry::{Registry, RegistryError};
-use crate::routing::{Partitions, Retention, now_ms};
+use crate::routing::disk::DiskError;
+use crate::routing::{DataDir, Partitions, Retention, now_ms};
 use crate::shared::{DeviceSessions, Shared};
 use crate::state::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
@@ -31,6 +32,9 @@ pub enum HubError {
     /// Certificates or TLS.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The data directory.
+    #[error(transparent)]
+    Disk(#[from] DiskError),
     /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -64,6 +68,9 @@ pub struct HubConfig {
     pub amqp_port: u16,
     /// Retention per partition.
     pub retention: Retention,
+    /// Where the partitions are kept on disk, so that a restart loses nothing acknowledged;
+    /// `None`: in memory only.
+    pub data_dir: Option<DataDir>,
     /// Devices to register at start, `{prefix}{i}` for i in 0..n, listed in `devices.txt`.
     pub devices: usize,
     /// Prefix of those devices' ids.
@@ -84,6 +91,7 @@ impl HubConfig {
             amqp_port: 0,
             admin_port: None,
             retention: Retention::default(),
+            data_dir: None,
             devices: 0,
             device_prefix: "device-".into(),
         }
@@ -135,10 +143,19 @@ impl HubSim {
         let tls = tokio_rustls::TlsAcceptor::from(ca.server_config(&config.host)?);
         let (mqtt_listener, mqtt_addr) = bind(config.bind, config.mqtt_port).await?;
         let (ws_listener, ws_addr) = bind(config.bind, config.ws_port).await?;
+        let partitions = match config.data_dir.clone() {
+            Some(data) => {
+                let (count, retention) = (config.partitions, config.retention);
+                tokio::task::spawn_blocking(move || Partitions::open(count, retention, &data))
+                    .await
+                    .expect("reading the data directory does not panic")?
+            }
+            None => Partitions::new(config.partitions, config.retention),
+        };
         let shared = Arc::new(Shared {
             host: config.host.clone(),
             registry,
-            partitions: Partitions::new(config.partitions, config.retention),
+            partitions,
             faults: Faults::default(),
             counters: Counters::default(),
             sessions: DeviceSessions::default(),
@@ -318,9 +335,11 @@ impl HubSim {
         self.shared.faults.drop_device_connections();
     }
 
-    /// Stops every listener and connection.
+    /// Stops every listener and connection, and with a data directory writes what is pending
+    /// and closes it (the same directory can then be opened again).
     pub async fn shutdown(self) {
         self.stop.cancel();
-        tokio::task::yield_now().await;
+        let shared = self.shared.clone();
+        let _ = tokio::task::spawn_blocking(move || shared.partitions.close()).await;
     }
 }

@@ -14,6 +14,7 @@ use rumqttc::mqttbytes::v4::{
     UnsubAck,
 };
 use rumqttc::mqttbytes::{Error as CodecError, QoS};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -56,6 +57,30 @@ async fn write<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let mut out = BytesMut::with_capacity(16);
     encode(&mut out).map_err(std::io::Error::other)?;
+    writer.write_all(&out).await?;
+    writer.flush().await
+}
+
+/// Writes the PUBACKs of the oldest unacknowledged publishes whose events are readable
+/// (durable, with a data directory): every sequence number below `readable`.
+async fn ack_readable<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    unacked: &mut VecDeque<(u16, i64)>,
+    readable: i64,
+) -> std::io::Result<()> {
+    let mut out = BytesMut::new();
+    while let Some(&(pkid, sequence)) = unacked.front() {
+        if sequence >= readable {
+            break;
+        }
+        PubAck::new(pkid)
+            .write(&mut out)
+            .map_err(std::io::Error::other)?;
+        unacked.pop_front();
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
     writer.write_all(&out).await?;
     writer.flush().await
 }
@@ -130,6 +155,15 @@ where
         secs => Some(Duration::from_millis(u64::from(secs) * 1500)),
     };
     let mut drops = shared.faults.device_drops();
+    // A QoS 1 publish is acknowledged once its event is readable (durable, with a data
+    // directory); the device's later publishes are read meanwhile, so one write to disk
+    // covers many of them.
+    let partition = shared
+        .partitions
+        .get(shared.partitions.partition_of(&device))
+        .expect("partition_of names a partition");
+    let mut readable = partition.watch();
+    let mut unacked: VecDeque<(u16, i64)> = VecDeque::new();
     let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     let reason: &'static str = loop {
         let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
@@ -138,6 +172,13 @@ where
             _ = drops.changed() => break "dropped_by_fault",
             _ = tokio::time::sleep_until(expiry.unwrap_or(far)) => break "token_expired",
             _ = tokio::time::sleep_until(idle_deadline) => break "keep_alive_timeout",
+            changed = readable.changed(), if !unacked.is_empty() => {
+                let next = *readable.borrow_and_update();
+                if changed.is_err() || ack_readable(&mut writer, &mut unacked, next).await.is_err() {
+                    break "";
+                }
+                continue;
+            }
             packet = read_packet(&mut reader, &mut buf) => packet,
         };
         let packet = match packet {
@@ -170,10 +211,12 @@ where
                 if shared.faults.admit().await {
                     shared.counters.add("messages_throttled", "", 1);
                 }
-                shared.partitions.route(message);
+                let (_, event) = shared.partitions.route(message);
                 shared.counters.add("messages_accepted", "", 1);
                 if publish.qos == QoS::AtLeastOnce {
-                    write(&mut writer, |b| PubAck::new(publish.pkid).write(b)).await
+                    unacked.push_back((publish.pkid, event.sequence_number));
+                    let next = *readable.borrow_and_update();
+                    ack_readable(&mut writer, &mut unacked, next).await
                 } else {
                     Ok(())
                 }

@@ -2,6 +2,7 @@
 //! scripts run from the virtual environments that scripts/test-all installs.
 #![allow(dead_code)] // each test binary uses part of this
 
+pub mod device;
 pub mod readers;
 
 use hub_sim::{HubConfig, HubSim};

@@ -2,6 +2,7 @@
 //! Microsoft's Rust SDK (`azure_messaging_eventhubs`, what cloud-writer reads with) and a
 //! plain fe2o3-amqp receiver that asks for a given settle mode and accepts every delivery.
 
+use azure_messaging_eventhubs::models::ReceivedEventData;
 use azure_messaging_eventhubs::{
     ConsumerClient, OpenReceiverOptions, StartLocation, StartPosition,
 };
@@ -17,6 +18,7 @@ use fe2o3_amqp_cbs::client::CbsClient;
 use fe2o3_amqp_cbs::token::CbsToken;
 use futures::StreamExt as _;
 use hub_sim::HubSim;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long a reader waits for the next event before it reports a stall.
@@ -25,10 +27,15 @@ pub const STALL: Duration = Duration::from_secs(60);
 /// Opens Microsoft's Rust SDK on the hub's connection string, dialling its plain AMQP port
 /// (as cloud-writer does for `UseDevelopmentEmulator=true`).
 pub async fn sdk_consumer(hub: &HubSim) -> ConsumerClient {
+    sdk_consumer_at(hub.amqp_addr(), &hub.eventhub_connection_string()).await
+}
+
+/// Opens Microsoft's Rust SDK on `connection_string`, dialling plain AMQP at `addr`.
+pub async fn sdk_consumer_at(addr: SocketAddr, connection_string: &str) -> ConsumerClient {
     let _ = rustls::crypto::ring::default_provider().install_default();
     ConsumerClient::builder()
-        .with_custom_endpoint(format!("amqp://{}", hub.amqp_addr()))
-        .open_with_connection_string(&hub.eventhub_connection_string(), None)
+        .with_custom_endpoint(format!("amqp://{addr}"))
+        .open_with_connection_string(connection_string, None)
         .await
         .expect("the Rust SDK opens the hub's connection string")
 }
@@ -36,6 +43,22 @@ pub async fn sdk_consumer(hub: &HubSim) -> ConsumerClient {
 /// Reads `count` events of `partition` from its start with the SDK's partition receiver;
 /// returns their sequence numbers. Panics when no event arrives for [`STALL`].
 pub async fn sdk_read(consumer: &ConsumerClient, partition: usize, count: usize) -> Vec<i64> {
+    let mut sequence_numbers = Vec::with_capacity(count);
+    sdk_read_while(consumer, partition, |event| {
+        sequence_numbers.push(event.sequence_number().expect("x-opt-sequence-number"));
+        sequence_numbers.len() < count
+    })
+    .await;
+    sequence_numbers
+}
+
+/// Reads `partition` from its start with the SDK's partition receiver, handing each event
+/// to `more` until it returns false. Panics when no event arrives for [`STALL`].
+pub async fn sdk_read_while(
+    consumer: &ConsumerClient,
+    partition: usize,
+    mut more: impl FnMut(&ReceivedEventData) -> bool,
+) {
     let options = OpenReceiverOptions {
         start_position: Some(StartPosition {
             location: StartLocation::Earliest,
@@ -47,25 +70,24 @@ pub async fn sdk_read(consumer: &ConsumerClient, partition: usize, count: usize)
         .open_receiver_on_partition(partition.to_string(), Some(options))
         .await
         .expect("a partition receiver opens");
-    let mut sequence_numbers = Vec::with_capacity(count);
     {
         let mut events = receiver.stream_events();
-        while sequence_numbers.len() < count {
+        let mut read = 0;
+        loop {
             let event = tokio::time::timeout(STALL, events.next())
                 .await
                 .unwrap_or_else(|_| {
-                    panic!(
-                        "partition {partition}: no event for {STALL:?} after {}",
-                        sequence_numbers.len()
-                    )
+                    panic!("partition {partition}: no event for {STALL:?} after {read}")
                 })
                 .expect("the event stream goes on")
                 .expect("an event, not an error");
-            sequence_numbers.push(event.sequence_number().expect("x-opt-sequence-number"));
+            read += 1;
+            if !more(&event) {
+                break;
+            }
         }
     }
     receiver.close().await.expect("the receiver detaches");
-    sequence_numbers
 }
 
 /// A plain fe2o3-amqp connection to the hub, authorized on `$cbs` with the `service` key.

@@ -4,95 +4,27 @@
 //! id (FNV-1a, so one device is always in one partition, in its publish order) and gets that
 //! partition's next sequence number, its offset (bytes of the partition's stream before it)
 //! and the time it was enqueued. Retention drops the oldest events once a partition holds more
-//! than a count or a byte budget. Readers wait on a watch of the partition's next sequence
-//! number. The partitions know nothing of MQTT or AMQP.
+//! than a count or a byte budget. Readers wait on a watch of the partition's next readable
+//! sequence number. The partitions know nothing of MQTT or AMQP.
+//!
+//! With a data directory ([`Partitions::open`]) an event becomes readable, and its watch moves
+//! past it, only once it is durable: each partition has a writer thread that takes every event
+//! appended since its last write and makes them durable together ([`disk`]); a device's
+//! PUBACK waits on the same watch. Without one, an event is readable when it is appended.
 
-use bytes::Bytes;
-use parking_lot::Mutex;
+pub mod disk;
+mod event;
+
+pub use event::{AuthMethod, Event, Incoming};
+
+use disk::{DiskError, SegmentLog};
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 use tokio::sync::watch;
-
-/// How an event's sender authenticated (`iothub-connection-auth-method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMethod {
-    /// A SAS token.
-    Sas,
-    /// An X.509 client certificate registered by thumbprint.
-    X509,
-    /// Put in through the library API.
-    Api,
-}
-
-impl AuthMethod {
-    /// The JSON IoT Hub puts in `iothub-connection-auth-method`.
-    pub fn as_json(self) -> &'static str {
-        match self {
-            AuthMethod::Sas => {
-                r#"{"scope":"device","type":"sas","issuer":"iothub","acceptingIpFilterRule":null}"#
-            }
-            AuthMethod::X509 => {
-                r#"{"scope":"device","type":"x509Certificate","issuer":"iothub","acceptingIpFilterRule":null}"#
-            }
-            AuthMethod::Api => {
-                r#"{"scope":"hub","type":"api","issuer":"iothub","acceptingIpFilterRule":null}"#
-            }
-        }
-    }
-}
-
-/// A device message as the hub received it, before it is enqueued.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Incoming {
-    /// The authenticated device id.
-    pub device_id: Arc<str>,
-    /// How the device authenticated.
-    pub auth: AuthMethod,
-    /// The payload.
-    pub body: Bytes,
-    /// `$.mid`.
-    pub message_id: Option<String>,
-    /// `$.cid`.
-    pub correlation_id: Option<String>,
-    /// `$.uid`.
-    pub user_id: Option<String>,
-    /// `$.ct`.
-    pub content_type: Option<String>,
-    /// `$.ce`.
-    pub content_encoding: Option<String>,
-    /// The property bag's application properties, in order.
-    pub properties: Vec<(String, String)>,
-}
-
-impl Incoming {
-    /// A message with a body only.
-    pub fn new(device_id: &str, body: impl Into<Bytes>) -> Incoming {
-        Incoming {
-            device_id: device_id.into(),
-            auth: AuthMethod::Api,
-            body: body.into(),
-            message_id: None,
-            correlation_id: None,
-            user_id: None,
-            content_type: None,
-            content_encoding: None,
-            properties: Vec::new(),
-        }
-    }
-}
-
-/// An event in a partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    /// The partition's sequence number, from 0.
-    pub sequence_number: i64,
-    /// Bytes of the partition's stream before this event.
-    pub offset: i64,
-    /// When it was enqueued, milliseconds since the Unix epoch.
-    pub enqueued_ms: i64,
-    /// What the device sent.
-    pub message: Incoming,
-}
 
 /// Retention bounds per partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,18 +70,78 @@ impl PartitionInfo {
 
 #[derive(Debug, Default)]
 struct Log {
+    /// The readable events retention keeps.
     events: VecDeque<Arc<Event>>,
+    /// The sequence number the next appended event gets.
     next_sequence: i64,
+    /// The sequence number after the last readable event.
+    readable: i64,
     next_offset: i64,
     bytes: usize,
     last_enqueued_ms: i64,
+    /// Records of the appended events not yet durable (with a data directory).
+    pending: Vec<u8>,
+    /// Those events.
+    pending_events: Vec<Arc<Event>>,
+    /// The writer is asked to write what is pending and stop.
+    closing: bool,
+}
+
+impl Log {
+    /// Gives `message` the partition's next sequence number, offset and enqueued time.
+    fn assign(&mut self, message: Incoming, now_ms: i64) -> Arc<Event> {
+        let event = Arc::new(Event {
+            sequence_number: self.next_sequence,
+            offset: self.next_offset,
+            enqueued_ms: now_ms.max(self.last_enqueued_ms),
+            message,
+        });
+        self.next_sequence += 1;
+        self.next_offset += event.message.body.len().max(1) as i64;
+        self.last_enqueued_ms = event.enqueued_ms;
+        event
+    }
+
+    /// Makes `event` readable and drops what retention no longer keeps.
+    fn keep(&mut self, event: Arc<Event>, retention: Retention) {
+        self.readable = event.sequence_number + 1;
+        self.bytes += event.message.body.len();
+        self.events.push_back(event);
+        while self.events.len() > retention.max_events
+            || (self.bytes > retention.max_bytes && self.events.len() > 1)
+        {
+            if let Some(old) = self.events.pop_front() {
+                self.bytes -= old.message.body.len();
+            }
+        }
+    }
+
+    /// Takes back an event read from the data directory: the numbering continues after it.
+    fn restore(&mut self, event: Event, retention: Retention) {
+        self.next_sequence = event.sequence_number + 1;
+        self.next_offset = event.offset + event.message.body.len().max(1) as i64;
+        self.last_enqueued_ms = event.enqueued_ms;
+        self.keep(Arc::new(event), retention);
+    }
+
+    /// The first sequence number kept (the next readable one when none is).
+    fn begin(&self) -> i64 {
+        self.events
+            .front()
+            .map_or(self.readable, |e| e.sequence_number)
+    }
 }
 
 /// One partition.
 #[derive(Debug)]
 pub struct Partition {
     log: Mutex<Log>,
+    /// The sequence number after the last readable event.
     next: watch::Sender<i64>,
+    /// Whether appends go to a writer thread (a data directory) before they are readable.
+    durable: bool,
+    /// Wakes the writer.
+    wake: Condvar,
 }
 
 /// Where a reader starts.
@@ -166,56 +158,79 @@ pub enum StartAt {
 }
 
 impl Partition {
-    fn new() -> Partition {
+    fn new(log: Log, durable: bool) -> Partition {
         Partition {
-            log: Mutex::new(Log::default()),
-            next: watch::channel(0).0,
+            next: watch::channel(log.readable).0,
+            log: Mutex::new(log),
+            durable,
+            wake: Condvar::new(),
         }
     }
 
     fn append(&self, message: Incoming, now_ms: i64, retention: Retention) -> Arc<Event> {
         let mut log = self.log.lock();
-        let len = message.body.len();
-        let event = Arc::new(Event {
-            sequence_number: log.next_sequence,
-            offset: log.next_offset,
-            enqueued_ms: now_ms.max(log.last_enqueued_ms),
-            message,
-        });
-        log.next_sequence += 1;
-        log.next_offset += len.max(1) as i64;
-        log.bytes += len;
-        log.last_enqueued_ms = event.enqueued_ms;
-        log.events.push_back(event.clone());
-        while log.events.len() > retention.max_events
-            || (log.bytes > retention.max_bytes && log.events.len() > 1)
-        {
-            if let Some(old) = log.events.pop_front() {
-                log.bytes -= old.message.body.len();
-            }
+        let event = log.assign(message, now_ms);
+        if self.durable {
+            disk::encode(&event, &mut log.pending);
+            log.pending_events.push(event.clone());
+            drop(log);
+            self.wake.notify_one();
+        } else {
+            log.keep(event.clone(), retention);
+            drop(log);
+            self.next.send_replace(event.sequence_number + 1);
         }
-        let next = log.next_sequence;
-        drop(log);
-        self.next.send_replace(next);
         event
+    }
+
+    /// Writes what is appended to `segments`, a batch at a time, until the partitions close.
+    fn write_loop(&self, mut segments: SegmentLog, retention: Retention) {
+        let mut records = Vec::new();
+        loop {
+            let events = {
+                let mut log = self.log.lock();
+                while log.pending_events.is_empty() && !log.closing {
+                    self.wake.wait(&mut log);
+                }
+                if log.pending_events.is_empty() {
+                    return;
+                }
+                records.clear();
+                std::mem::swap(&mut records, &mut log.pending);
+                std::mem::take(&mut log.pending_events)
+            };
+            let first = events[0].sequence_number;
+            while let Err(e) = segments.append(&records, first) {
+                tracing::error!(error = %e, "the partition log cannot be written; devices wait for their PUBACK, retrying in 1 s");
+                if self.log.lock().closing {
+                    return;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            let (begin, next) = {
+                let mut log = self.log.lock();
+                for event in events {
+                    log.keep(event, retention);
+                }
+                (log.begin(), log.readable)
+            };
+            self.next.send_replace(next);
+            segments.drop_before(begin);
+        }
     }
 
     /// The sequence number the next reader at `start` receives first.
     pub fn resolve(&self, start: StartAt) -> i64 {
         let log = self.log.lock();
-        let first_kept = log
-            .events
-            .front()
-            .map_or(log.next_sequence, |e| e.sequence_number);
         let found = |pred: &dyn Fn(&Event) -> bool| {
             log.events
                 .iter()
                 .find(|e| pred(e))
-                .map_or(log.next_sequence, |e| e.sequence_number)
+                .map_or(log.readable, |e| e.sequence_number)
         };
         match start {
-            StartAt::Sequence(n) => n.max(first_kept),
-            StartAt::Latest => log.next_sequence,
+            StartAt::Sequence(n) => n.max(log.begin()),
+            StartAt::Latest => log.readable,
             StartAt::Offset(o, inclusive) => {
                 found(&|e| e.offset > o || (inclusive && e.offset == o))
             }
@@ -235,7 +250,8 @@ impl Partition {
         out.extend(log.events.iter().skip(skip).take(max).cloned());
     }
 
-    /// A watch of the next sequence number to be assigned.
+    /// A watch of the sequence number after the last readable event: an appended event is
+    /// readable (and durable, with a data directory) once it has moved past it.
     pub fn watch(&self) -> watch::Receiver<i64> {
         self.next.subscribe()
     }
@@ -245,11 +261,8 @@ impl Partition {
         let log = self.log.lock();
         let last = log.events.back();
         PartitionInfo {
-            begin_sequence_number: log
-                .events
-                .front()
-                .map_or(log.next_sequence, |e| e.sequence_number),
-            last_sequence_number: log.next_sequence - 1,
+            begin_sequence_number: log.begin(),
+            last_sequence_number: log.readable - 1,
             last_offset: last.map_or(-1, |e| e.offset),
             last_enqueued_ms: last.map_or(0, |e| e.enqueued_ms),
             depth: log.events.len(),
@@ -261,8 +274,30 @@ impl Partition {
 /// All partitions of the hub's built-in endpoint.
 #[derive(Debug)]
 pub struct Partitions {
-    partitions: Vec<Partition>,
+    partitions: Vec<Arc<Partition>>,
     retention: Retention,
+    /// The writer threads (with a data directory).
+    writers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Where and how the partitions are kept on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir {
+    /// The directory: one subdirectory of segment files per partition.
+    pub dir: PathBuf,
+    /// The size at which a partition's log starts a new segment file (retention deletes
+    /// whole segments).
+    pub segment_bytes: u64,
+}
+
+impl DataDir {
+    /// `dir` with segments of [`disk::DEFAULT_SEGMENT_BYTES`].
+    pub fn new(dir: impl Into<PathBuf>) -> DataDir {
+        DataDir {
+            dir: dir.into(),
+            segment_bytes: disk::DEFAULT_SEGMENT_BYTES,
+        }
+    }
 }
 
 /// FNV-1a, 64 bits: a stable hash, the same in every process and version.
@@ -276,8 +311,57 @@ impl Partitions {
     /// `count` empty partitions (at least one).
     pub fn new(count: usize, retention: Retention) -> Partitions {
         Partitions {
-            partitions: (0..count.max(1)).map(|_| Partition::new()).collect(),
+            partitions: (0..count.max(1))
+                .map(|_| Arc::new(Partition::new(Log::default(), false)))
+                .collect(),
             retention,
+            writers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `count` partitions kept in `data`: what it holds is read back (within retention) and
+    /// the numbering continues; every appended event is readable once it is durable there.
+    /// Call [`Partitions::close`] before the directory is opened again.
+    pub fn open(
+        count: usize,
+        retention: Retention,
+        data: &DataDir,
+    ) -> Result<Partitions, DiskError> {
+        let count = count.max(1);
+        disk::check_partition_count(&data.dir, count)?;
+        let mut partitions = Vec::with_capacity(count);
+        let mut writers = Vec::with_capacity(count);
+        for index in 0..count {
+            let dir = data.dir.join(index.to_string());
+            let mut log = Log::default();
+            let segments = SegmentLog::open(&dir, data.segment_bytes, |event| {
+                log.restore(event, retention)
+            })?;
+            let partition = Arc::new(Partition::new(log, true));
+            let writer = partition.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("hub-sim-log-{index}"))
+                .spawn(move || writer.write_loop(segments, retention))
+                .map_err(|source| DiskError::Io { path: dir, source })?;
+            partitions.push(partition);
+            writers.push(thread);
+        }
+        Ok(Partitions {
+            partitions,
+            retention,
+            writers: Mutex::new(writers),
+        })
+    }
+
+    /// Writes what is pending and stops the writer threads (blocking; nothing to do without a
+    /// data directory). Appends after this are never readable.
+    pub fn close(&self) {
+        for partition in &self.partitions {
+            partition.log.lock().closing = true;
+            partition.wake.notify_one();
+        }
+        for writer in self.writers.lock().drain(..) {
+            let _ = writer.join();
         }
     }
 
@@ -304,7 +388,7 @@ impl Partitions {
 
     /// Partition `index`, if it exists.
     pub fn get(&self, index: usize) -> Option<&Partition> {
-        self.partitions.get(index)
+        self.partitions.get(index).map(|p| &**p)
     }
 }
 
