@@ -76,6 +76,14 @@ impl Scrape {
         Ok(Scrape { samples })
     }
 
+    /// The samples of several scrapes in one (e.g. of several replicas): sums over them
+    /// add up.
+    pub fn merged(scrapes: impl IntoIterator<Item = Scrape>) -> Scrape {
+        Scrape {
+            samples: scrapes.into_iter().flat_map(|s| s.samples).collect(),
+        }
+    }
+
     /// Every sample.
     pub fn samples(&self) -> &[Sample] {
         &self.samples

@@ -1,11 +1,11 @@
 //! The demo's fleet: simulated drones, each a real edge agent, started and stopped
 //! together.
 
-use edge_agent::{Agent, AgentConfig, AgentHandle, SimConfig, SourceConfig};
+use edge_agent::{Agent, AgentHandle, SimConfig, SourceConfig};
 use tokio_util::sync::CancellationToken;
 
+use super::transport::Transport;
 use super::{DemoConfig, DemoError};
-use crate::broker::Broker;
 
 /// The running fleet.
 pub(super) struct Fleet {
@@ -35,24 +35,22 @@ pub fn device_id(index: usize) -> String {
 }
 
 /// Starts the drones: each a real edge agent with the simulated source (its own route,
-/// seeded by its index), plain MQTT to the broker, and a disk buffer under `work`. Their
+/// seeded by its index), connected as `transport` says, and a disk buffer under `work`. Their
 /// starts are spread over one report interval so that they do not report in lock-step.
 pub(super) fn start_fleet(
     config: &DemoConfig,
-    broker: &Broker,
+    transport: &Transport,
     work: &std::path::Path,
     stop: &CancellationToken,
 ) -> Result<Fleet, DemoError> {
     let interval = config.interval();
-    let host = broker.addr().ip().to_string();
-    let port = broker.addr().port();
     let mut fleet = Fleet {
         handles: Vec::with_capacity(config.drones),
         tasks: Vec::with_capacity(config.drones),
     };
     for index in 0..config.drones {
         let device = device_id(index);
-        let mut agent_config = AgentConfig::simulated(&device, &host, port, work.join(&device));
+        let mut agent_config = transport.agent_config(&device, &work.join(&device))?;
         agent_config.source = SourceConfig::Sim(SimConfig {
             home_lat: config.home.0,
             home_lon: config.home.1,

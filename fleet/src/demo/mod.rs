@@ -1,12 +1,18 @@
 //! The demo: the whole pipeline on this machine, in one process.
 //!
-//! An MQTT broker (embedded, or Mosquitto), the local Cosmos endpoint (`cosmos-sim`, with
-//! request units, several partitions and per-request latency), a fleet of simulated drones
-//! running the real edge-agent code (simulated position source, plain MQTT, a disk buffer
-//! in a temporary directory, time accelerated), and the real cloud writer, all started
-//! here. While it runs the live view ([`crate::view`]) shows the field metrics and the read
+//! The production topology by default ([`HubKind::Iothub`]): the local IoT Hub
+//! (`hub-sim`), a fleet of simulated drones running the real edge-agent code (simulated
+//! position source, each a registered device connecting with its SAS connection string
+//! over TLS that trusts the hub's CA, a disk buffer in a temporary directory, time
+//! accelerated), two real cloud writer replicas sharing the hub's 4-partition Event Hubs
+//! endpoint through the checkpoint store, and the local Cosmos endpoint (`cosmos-sim`,
+//! with request units, several partitions and per-request latency), all started here.
+//! With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker (embedded, or
+//! Mosquitto) and one writer subscribes. While it runs the live view ([`crate::view`])
+//! shows the field metrics, every partition's lag and which replica reads it, and the read
 //! API serves the live map of the fleet ([`crate::api`]); at the end the report
-//! ([`crate::report`]) sums them up and answers a spatial query through the API.
+//! ([`crate::report`]) sums them up, checks every drone's document against its newest
+//! published position and answers a spatial query through the API.
 //!
 //! The scenarios put the field lessons side by side:
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
@@ -16,39 +22,48 @@
 //!   ([`DemoConfig::force`], the writer's `WRITER_FORCE_MISSING_PARTITION_KEY`), the writer
 //!   sends every document under the undefined partition key, so the heat map shows one hot
 //!   range taking every write and throttling (429s) while the others idle.
+//! - [`Scenario::ReplicaKilled`]: at a third of the flight the second writer replica is
+//!   killed as a process kill would (its runtime dropped: nothing drained, checkpointed
+//!   or released); its partitions move to the other once its ownerships expire, and the
+//!   report says how long that took and that nothing was lost.
 //!
 //! Time: drones fly `speedup` times faster than real time and report every
 //! `5 s / speedup`, so a minute shows minutes of flight. The staleness cutoff (5 minutes of
 //! flight time) is scaled the same way, so that falling behind shows within the run.
 
 mod fleet;
+mod kill;
 mod observer;
+mod replicas;
 mod sampler;
 mod scenario;
+mod transport;
 mod writer;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use cloud_writer::{StartError, Writer};
+use cloud_writer::StartError;
 use cosmos_sim::CosmosSim;
 use edge_agent::SimConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::ServedApi;
-use crate::broker::{Broker, BrokerKind};
-use crate::prom::Scrape;
-use crate::report::DemoReport;
+use crate::broker::BrokerKind;
+use crate::report::{DemoReport, ReplicaTotals};
 use crate::view::Painter;
 
 pub use fleet::device_id;
 use fleet::start_fleet;
-use observer::{Observer, spatial_query};
+use kill::Kill;
+use observer::{newest_check, spatial_query};
+use replicas::{Replicas, start_replicas};
 use sampler::Sampler;
 pub use scenario::Scenario;
-use scenario::{serial_bulk_config, write_mode};
-use writer::{settle, writer_scrape};
-pub use writer::{wait_until_subscribed, writer_config};
+use scenario::write_mode;
+use transport::Transport;
+pub use transport::{HUB_PARTITIONS, HubKind};
+pub use writer::{BALANCING_INTERVAL, wait_until_subscribed, writer_config};
 
 /// The database the demo writes to.
 pub const DATABASE: &str = "telemetry";
@@ -108,6 +123,12 @@ pub struct DemoConfig {
     /// Where the read API and the live map are served while the demo runs (a free port
     /// of the same interface when this one is taken).
     pub api_addr: SocketAddr,
+    /// Where the drones publish and the writers read: the local IoT Hub (two writer
+    /// replicas on its Event Hubs endpoint) or an MQTT broker (one writer).
+    pub hub: HubKind,
+    /// On the hub: how long a replica's partition ownership holds without renewal (a
+    /// killed replica's partitions move after it).
+    pub ownership_expiry: Duration,
 }
 
 impl Default for DemoConfig {
@@ -130,6 +151,8 @@ impl Default for DemoConfig {
             area_radius_m: sim.area_radius_m,
             force: false,
             api_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            hub: HubKind::Iothub,
+            ownership_expiry: Duration::from_secs(10),
         }
     }
 }
@@ -188,6 +211,14 @@ impl DemoConfig {
         if self.force && self.scenario != Scenario::HotPartition {
             return bad("--force only applies to --scenario hot-partition");
         }
+        if self.scenario == Scenario::ReplicaKilled && self.hub != HubKind::Iothub {
+            return bad(
+                "--scenario replica-killed needs the hub's two writer replicas, not --hub mqtt",
+            );
+        }
+        if self.ownership_expiry < BALANCING_INTERVAL * 2 {
+            return bad("--ownership-expiry must be at least twice the balancing interval (2 s)");
+        }
         Ok(())
     }
 }
@@ -201,12 +232,26 @@ pub enum DemoError {
     /// The broker did not start.
     #[error(transparent)]
     Broker(#[from] crate::broker::BrokerError),
+    /// The local IoT Hub did not start.
+    #[error("the local IoT Hub did not start: {0}")]
+    Hub(String),
+    /// A writer replica did not start.
+    #[error("the cloud writer did not start: {0}")]
+    WriterStart(#[from] StartError),
     /// The local Cosmos endpoint did not start.
     #[error("the local Cosmos endpoint did not start: {0}")]
     Sim(#[from] cosmos_sim::SimError),
     /// The writer failed while running.
     #[error("the cloud writer failed: {0}")]
     Writer(#[from] cloud_writer::RunError),
+    /// A drone could not be registered on the hub, or its settings are refused.
+    #[error("drone {device}: {reason}")]
+    AgentSetup {
+        /// The device id.
+        device: String,
+        /// Why.
+        reason: String,
+    },
     /// A drone could not be set up.
     #[error("drone {device}: {source}")]
     Agent {
@@ -227,10 +272,8 @@ pub enum DemoError {
 /// report. The view is painted as `config.output` says.
 pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<DemoReport, DemoError> {
     config.check()?;
-    let kind = config.broker;
-    let broker = tokio::task::spawn_blocking(move || Broker::start(kind))
-        .await
-        .expect("the broker start does not panic")?;
+    let work = tempfile::tempdir()?;
+    let mut transport = Transport::start(config.hub, config.broker, work.path()).await?;
     let sim = CosmosSim::builder()
         .partitions(config.partitions)
         .ru_per_sec(config.ru_per_sec)
@@ -239,7 +282,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         .await?;
     let container_key = match config.scenario {
         Scenario::HotPartition => MISSING_KEY,
-        Scenario::Bulk | Scenario::Serial => DEVICE_KEY,
+        Scenario::Bulk | Scenario::Serial | Scenario::ReplicaKilled => DEVICE_KEY,
     };
     sim.create_container(DATABASE, CONTAINER, container_key)?;
     let api = ServedApi::start(&sim, DATABASE, CONTAINER, config.api_addr).await?;
@@ -255,7 +298,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         claim: config.claim().to_owned(),
         drones: config.drones,
         speedup: config.speedup,
-        broker: broker.kind().name().to_owned(),
+        broker: transport.name(),
         partitions: config.partitions,
         provisioned_ru_per_sec: config.ru_per_sec,
         endpoint_latency_ms: config.latency.as_millis() as u64,
@@ -265,48 +308,44 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         ..DemoReport::default()
     };
 
-    let writer_config = writer_config(&config, &broker, &sim);
-    let bulk = match config.scenario {
-        Scenario::Serial => serial_bulk_config(),
-        Scenario::Bulk | Scenario::HotPartition => {
-            cloud_writer::writer::bulk_config(writer_config.max_in_flight)
-        }
-    };
-    let writer = match Writer::start_with_bulk(writer_config, bulk).await {
-        Ok(writer) => writer,
-        Err(
+    let mut replicas = match start_replicas(&config, &transport, &sim).await {
+        Ok(replicas) => replicas,
+        Err(DemoError::WriterStart(
             refusal @ (StartError::PartitionKeyMismatch { .. }
             | StartError::UnusableContainerPath { .. }),
-        ) => {
+        )) => {
             report.guard_refusal = Some(refusal.to_string());
             sim.shutdown().await;
+            transport.shutdown().await;
             return Ok(report);
         }
-        Err(other) => return Err(DemoError::Config(other.to_string())),
+        Err(other) => return Err(other),
     };
 
-    if !wait_until_subscribed(&writer, Duration::from_secs(10)).await {
-        return Err(DemoError::Config(
-            "the cloud writer did not subscribe to the broker within 10 s".to_owned(),
-        ));
-    }
-    let observer = Observer::start(&broker).await;
-    let work = tempfile::tempdir()?;
+    transport.observe().await;
     let fleet_stop = CancellationToken::new();
-    let fleet = start_fleet(&config, &broker, work.path(), &fleet_stop)?;
+    let fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
 
     let started = Instant::now();
     let mut sampler = Sampler::new(&config);
     let mut painter = Painter::new(config.output == Output::Terminal);
     let mut ticker = tokio::time::interval_at((started + config.tick).into(), config.tick);
+    let mut kill =
+        (config.scenario == Scenario::ReplicaKilled).then(|| Kill::at(config.duration / 3));
+    let mut watch = tokio::time::interval(Duration::from_millis(50));
     let deadline = tokio::time::sleep_until((started + config.duration).into());
     tokio::pin!(deadline);
     loop {
         tokio::select! {
             _ = ticker.tick() => {
-                let snap = sampler.sample(started.elapsed(), &writer_scrape(&writer), &sim.stats(), fleet.published());
+                let snap = sampler.sample(started.elapsed(), &replicas, &sim.stats(), fleet.published());
                 if config.output != Output::Quiet {
                     painter.paint(&snap);
+                }
+            }
+            _ = watch.tick(), if kill.as_ref().is_some_and(Kill::pending) => {
+                if let Some(kill) = &mut kill {
+                    kill.watch(&mut replicas, started);
                 }
             }
             () = &mut deadline => break,
@@ -315,26 +354,83 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     }
     report.wall_secs = started.elapsed().as_secs_f64();
 
-    // Stop the fleet, let the writer finish what it received (bounded), stop the writer.
+    // Stop the fleet, let the writers finish what they received (bounded), stop them.
     fleet_stop.cancel();
     let published = fleet.stop().await;
+    let limit = config.cutoff() + config.ownership_expiry + Duration::from_secs(30);
     settle(
-        &writer,
+        &mut replicas,
         published,
-        config.cutoff() + Duration::from_secs(5),
+        &mut kill,
+        started,
+        limit,
         &shutdown,
     )
     .await;
-    let metrics = writer.metrics().clone();
-    writer.shutdown();
-    writer.wait().await?;
-    let scrape = Scrape::parse(&metrics.render()).unwrap_or_default();
-    observer.stop();
+    report.replicas = replicas
+        .iter()
+        .map(|r| {
+            let counts = r.counts();
+            ReplicaTotals {
+                name: r.name().to_owned(),
+                state: r.view().state,
+                received: counts.received,
+                written: counts.written,
+                dropped: counts.dropped.values().sum(),
+                partitions: match &kill {
+                    Some(k) if k.victim == r.name() => k.partitions.clone(),
+                    _ => r.view().owned,
+                },
+            }
+        })
+        .collect();
+    report.abandoned = replicas
+        .iter()
+        .filter(|r| !r.running())
+        .map(|r| r.counts().received - r.counts().finished())
+        .sum();
+    replicas.stop().await?;
+    let scrape = replicas.scrape();
+    let published_positions = transport.published();
 
     sampler.finish(&mut report, &scrape, &sim.stats());
     report.published = published;
-    report.query = Some(spatial_query(&config, &api, &observer).await?);
+    report.partition_move = kill.map(|k| k.report(config.ownership_expiry));
+    report.query = Some(spatial_query(&config, &api, &published_positions).await?);
+    report.newest = Some(newest_check(&api, &published_positions).await?);
     drop(api);
     sim.shutdown().await;
+    transport.shutdown().await;
     Ok(report)
+}
+
+/// Waits until the writers have a final outcome for every position the fleet published
+/// (or `limit` passes, or the user asks to stop): every position received, every running
+/// replica drained, on the hub every partition checkpointed up to its end (no lag) and a
+/// killed replica's partitions moved (the kill still watched meanwhile).
+async fn settle(
+    replicas: &mut Replicas,
+    published: u64,
+    kill: &mut Option<Kill>,
+    started: Instant,
+    limit: Duration,
+    shutdown: &CancellationToken,
+) {
+    let deadline = Instant::now() + limit;
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    while Instant::now() < deadline && !shutdown.is_cancelled() {
+        if let Some(kill) = kill.as_mut().filter(|k| k.pending()) {
+            kill.watch(replicas, started);
+        }
+        let lag = replicas.lag();
+        let caught_up = lag.values().all(|events| *events <= 0);
+        if replicas.counts().received >= published
+            && replicas.drained()
+            && caught_up
+            && kill.as_ref().is_none_or(|k| !k.pending())
+        {
+            return;
+        }
+        poll.tick().await;
+    }
 }

@@ -1,9 +1,11 @@
-//! The demo's sampler: turns the writer's metrics and the endpoint's statistics into the
-//! live view's snapshots, the report's timeline and its totals.
+//! The demo's sampler: turns the writer replicas' metrics (added up), their partitions
+//! and the endpoint's statistics into the live view's snapshots, the report's timeline
+//! and its totals.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use super::replicas::Replicas;
 use super::{CONTAINER, DATABASE, DemoConfig};
 use crate::prom::{self, Scrape};
 use crate::report::{DemoReport, PartitionTotals, TimelinePoint};
@@ -45,10 +47,11 @@ impl Sampler {
     pub(super) fn sample(
         &mut self,
         elapsed: Duration,
-        writer: &Scrape,
+        replicas: &Replicas,
         stats: &cosmos_sim::Stats,
         published: u64,
     ) -> Snapshot {
+        let writer = &replicas.scrape();
         let dt = (elapsed - self.last_at).as_secs_f64().max(1e-3);
         let received = writer.sum(names::RECEIVED, &[]);
         let written = writer.sum(names::WRITTEN, &[]);
@@ -90,6 +93,8 @@ impl Sampler {
             throttled,
             ru_per_range: ranges,
             drops,
+            replicas: replicas.views(),
+            partition_lag: replicas.lag(),
         };
         self.timeline.push(TimelinePoint {
             t: elapsed.as_secs_f64(),

@@ -16,6 +16,8 @@ pub enum Scenario {
     Serial,
     /// The container is partitioned on a key the documents lack.
     HotPartition,
+    /// Bulk writing; mid-run one of the two writer replicas is killed (on the hub only).
+    ReplicaKilled,
 }
 
 impl Scenario {
@@ -25,6 +27,7 @@ impl Scenario {
             Scenario::Bulk => "bulk",
             Scenario::Serial => "serial",
             Scenario::HotPartition => "hot-partition",
+            Scenario::ReplicaKilled => "replica-killed",
         }
     }
 
@@ -39,6 +42,9 @@ impl Scenario {
             }
             Scenario::HotPartition => {
                 "the container's partition key is a path the documents lack: the writer's guard refuses to start"
+            }
+            Scenario::ReplicaKilled => {
+                "a writer replica killed mid-run: its partitions move to the other after the ownership expiry, and nothing is lost"
             }
         }
     }
@@ -63,7 +69,9 @@ pub(super) fn write_mode(config: &DemoConfig) -> &'static str {
         return "bulk, forced past the guard: every document under the undefined partition key [{}]";
     }
     match config.scenario {
-        Scenario::Bulk | Scenario::HotPartition => "bulk (batches per partition key range)",
+        Scenario::Bulk | Scenario::HotPartition | Scenario::ReplicaKilled => {
+            "bulk (batches per partition key range)"
+        }
         Scenario::Serial => "serial (one operation per request, one request at a time)",
     }
 }
