@@ -387,7 +387,10 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     report.abandoned = replicas
         .iter()
         .filter(|r| !r.running())
-        .map(|r| r.counts().received - r.counts().finished())
+        .map(|r| {
+            let counts = r.counts();
+            counts.received.saturating_sub(counts.finished())
+        })
         .sum();
     replicas.stop().await?;
     let scrape = replicas.scrape();
