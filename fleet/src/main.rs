@@ -129,7 +129,9 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,rumqttd=off".into()),
+                // The Event Hubs SDK warns of every receiver link an owner level takes
+                // over, which is how the replicas hand partitions over: errors only.
+                .unwrap_or_else(|_| "warn,rumqttd=off,azure_messaging_eventhubs=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();

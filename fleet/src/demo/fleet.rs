@@ -48,6 +48,7 @@ pub(super) fn start_fleet(
         handles: Vec::with_capacity(config.drones),
         tasks: Vec::with_capacity(config.drones),
     };
+    let mut agents = Vec::with_capacity(config.drones);
     for index in 0..config.drones {
         let device = device_id(index);
         let mut agent_config = transport.agent_config(&device, &work.join(&device))?;
@@ -68,6 +69,10 @@ pub(super) fn start_fleet(
             source,
         })?;
         fleet.handles.push(agent.handle());
+        agents.push(agent);
+    }
+    // Every drone set up (on the hub, registered) before the first flies.
+    for (index, agent) in agents.into_iter().enumerate() {
         let delay = interval.mul_f64(index as f64 / config.drones as f64);
         let stop = stop.clone();
         fleet.tasks.push(tokio::spawn(async move {
