@@ -112,45 +112,77 @@ impl ServedApi {
             "{}/api/drones/near?lat={lat}&lon={lon}&radius_m={radius_m}",
             self.url
         );
-        let fail = |message: String| ApiError::Request {
-            request: request.clone(),
-            message,
-        };
-        let response = reqwest::get(&request)
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .unwrap_or_default()
-        };
-        let request_charge = header("x-query-request-charge").parse().unwrap_or(0.0);
-        let calls = header("x-query-calls").parse().unwrap_or(0);
-        let status = response.status();
-        let body: Value = response.json().await.map_err(|e| fail(e.to_string()))?;
-        if !status.is_success() {
-            return Err(fail(format!("{status}: {body}")));
-        }
-        let features = body["features"]
-            .as_array()
-            .ok_or_else(|| fail(format!("not a FeatureCollection: {body}")))?;
-        let drones = features
-            .iter()
-            .filter_map(|f| {
-                Some((
-                    f["id"].as_str()?.to_owned(),
-                    f["properties"]["distanceM"].as_f64()?,
-                ))
-            })
-            .collect();
+        let answer = features(&request).await?;
+        let drones = answer.by_id(|properties| properties["distanceM"].as_f64());
         Ok(NearAnswer {
             request,
             drones,
-            request_charge,
-            calls,
+            request_charge: answer.request_charge,
+            calls: answer.calls,
         })
     }
+
+    /// Every drone's latest document: device id and sequence number.
+    pub async fn latest(&self) -> Result<Vec<(String, u64)>, ApiError> {
+        let request = format!(
+            "{}/api/drones?limit={}",
+            self.url,
+            fleet_api::api::MAX_LIMIT
+        );
+        let answer = features(&request).await?;
+        Ok(answer.by_id(|properties| properties["seq"].as_u64()))
+    }
+}
+
+/// A FeatureCollection answer and its cost headers.
+struct Features {
+    features: Vec<Value>,
+    request_charge: f64,
+    calls: u32,
+}
+
+impl Features {
+    /// Each feature's id with a value read from its properties (features lacking either
+    /// are skipped).
+    fn by_id<T>(&self, read: impl Fn(&Value) -> Option<T>) -> Vec<(String, T)> {
+        self.features
+            .iter()
+            .filter_map(|f| Some((f["id"].as_str()?.to_owned(), read(&f["properties"])?)))
+            .collect()
+    }
+}
+
+/// GETs `request`, a route answering a FeatureCollection.
+async fn features(request: &str) -> Result<Features, ApiError> {
+    let fail = |message: String| ApiError::Request {
+        request: request.to_owned(),
+        message,
+    };
+    let response = reqwest::get(request)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    let request_charge = header("x-query-request-charge").parse().unwrap_or(0.0);
+    let calls = header("x-query-calls").parse().unwrap_or(0);
+    let status = response.status();
+    let body: Value = response.json().await.map_err(|e| fail(e.to_string()))?;
+    if !status.is_success() {
+        return Err(fail(format!("{status}: {body}")));
+    }
+    let features = body["features"]
+        .as_array()
+        .ok_or_else(|| fail(format!("not a FeatureCollection: {body}")))?
+        .clone();
+    Ok(Features {
+        features,
+        request_charge,
+        calls,
+    })
 }

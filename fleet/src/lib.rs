@@ -2,8 +2,9 @@
 //! generator.
 //!
 //! - [`api`]: the read API and the live map, served in-process while the demo runs.
-//! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to.
-//! - [`demo`]: the demo orchestration; [`report`]: its final report.
+//! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to with `--hub mqtt`.
+//! - [`demo`]: the demo orchestration (local IoT Hub, writer replicas, drones, the
+//!   scenarios); [`report`]: its final report.
 //! - [`geo`]: great-circle distance.
 //! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).

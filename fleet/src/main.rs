@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use std::io::IsTerminal as _;
 
 use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig, Output, Scenario};
+use fleet::demo::{self, DemoConfig, HubKind, Output, Scenario};
 use fleet::loadgen::{self, LoadgenConfig, Target};
 
 /// Drone fleet telemetry: the demo and the load generator.
@@ -22,8 +22,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the whole pipeline here: broker, local Cosmos endpoint, simulated fleet, cloud
-    /// writer; show it live and report.
+    /// Run the whole pipeline here: local IoT Hub (or an MQTT broker), local Cosmos
+    /// endpoint, simulated fleet, cloud writer replicas; show it live and report.
     Demo(DemoArgs),
     /// Publish N simulated drones' positions at a rate to an MQTT broker and report.
     Loadgen(LoadgenArgs),
@@ -44,9 +44,18 @@ struct DemoArgs {
     /// scales the same way).
     #[arg(long, default_value_t = 10.0)]
     speedup: f64,
-    /// The MQTT broker: embedded (in this process) or the system's mosquitto.
+    /// Where the drones publish and the writers read: `iothub`, the local IoT Hub in this
+    /// process (SAS over TLS, its 4-partition Event Hubs endpoint, two writer replicas),
+    /// or `mqtt`, an MQTT broker (plain MQTT, one writer).
+    #[arg(long, value_enum, default_value = "iothub")]
+    hub: HubKind,
+    /// With `--hub mqtt`: the broker, embedded (in this process) or the system's mosquitto.
     #[arg(long, value_enum, default_value = "embedded")]
     broker: BrokerKind,
+    /// On the hub: how long a writer replica's partition ownership holds without renewal
+    /// (a killed replica's partitions move after it), e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    ownership_expiry: Duration,
     /// Physical partitions of the container.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
@@ -120,7 +129,9 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,rumqttd=off".into()),
+                // The Event Hubs SDK warns of every receiver link an owner level takes
+                // over, which is how the replicas hand partitions over: errors only.
+                .unwrap_or_else(|_| "warn,rumqttd=off,azure_messaging_eventhubs=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -153,6 +164,8 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         duration: args.duration,
         speedup: args.speedup,
         broker: args.broker,
+        hub: args.hub,
+        ownership_expiry: args.ownership_expiry,
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),
@@ -166,13 +179,16 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         ..DemoConfig::default()
     };
     println!(
-        "demo: scenario {} - {}\n{} drones at {}x for {:?} ({} broker), {} partitions, {} RU/s, {} ms per request; Ctrl-C stops",
+        "demo: scenario {} - {}\n{} drones at {}x for {:?} ({}), {} partitions, {} RU/s, {} ms per request; Ctrl-C stops",
         config.label(),
         config.claim(),
         config.drones,
         config.speedup,
         config.duration,
-        args.broker.name(),
+        match args.hub {
+            HubKind::Iothub => "local IoT Hub, two writer replicas".to_owned(),
+            HubKind::Mqtt => format!("{} MQTT broker, one writer", args.broker.name()),
+        },
         config.partitions,
         config.ru_per_sec,
         args.latency_ms

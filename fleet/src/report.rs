@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::view::bar;
+use crate::view::{ReplicaState, bar};
 
 /// Everything a demo run measured.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -22,7 +22,8 @@ pub struct DemoReport {
     pub speedup: f64,
     /// Wall seconds the fleet flew.
     pub wall_secs: f64,
-    /// The broker (`embedded` or `mosquitto`).
+    /// Where the drones published and the writers read: the local IoT Hub, or the MQTT
+    /// broker (`embedded` or `mosquitto`).
     pub broker: String,
     /// Physical partitions of the container.
     pub partitions: usize,
@@ -62,6 +63,68 @@ pub struct DemoReport {
     pub api_url: Option<String>,
     /// The spatial query and its answer.
     pub query: Option<SpatialAnswer>,
+    /// Per writer replica: what it did and which partitions it read.
+    pub replicas: Vec<ReplicaTotals>,
+    /// The killed replica's partitions moving to the other (scenario `replica-killed`).
+    pub partition_move: Option<PartitionMove>,
+    /// Positions a killed replica had received but not finished: read again by the other
+    /// replica from the last checkpoint, so counted twice in `received`.
+    pub abandoned: u64,
+    /// Every drone's document against its newest published position.
+    pub newest: Option<NewestCheck>,
+}
+
+/// One writer replica's part.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaTotals {
+    /// Its name.
+    pub name: String,
+    /// Stopped in order, or killed.
+    pub state: ReplicaState,
+    /// Positions it received.
+    pub received: u64,
+    /// Documents it wrote.
+    pub written: u64,
+    /// Positions it dropped (all reasons).
+    pub dropped: u64,
+    /// The Event Hubs partitions it read last (before its stop, or before it was killed).
+    pub partitions: Vec<String>,
+}
+
+/// A killed replica's partitions moving to the one left.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionMove {
+    /// The killed replica.
+    pub killed: String,
+    /// The partitions it read.
+    pub partitions: Vec<String>,
+    /// When it was killed, wall seconds into the flight.
+    pub killed_at_secs: f64,
+    /// The ownership expiry, seconds: the earliest its partitions can move.
+    pub ownership_expiry_secs: f64,
+    /// From the kill until the replica left read every partition; `None` if that did not
+    /// happen before the run ended.
+    pub moved_after_secs: Option<f64>,
+}
+
+/// Every drone's latest document compared with the newest position it published.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NewestCheck {
+    /// Drones that published.
+    pub drones: usize,
+    /// Drones whose document holds their newest published position.
+    pub at_newest: usize,
+    /// Drones whose document is older (device id, document seq, newest seq).
+    pub behind: Vec<(String, u64, u64)>,
+    /// Drones without a document.
+    pub missing: Vec<String>,
+}
+
+impl NewestCheck {
+    /// Whether every drone is at its newest position.
+    pub fn all_newest(&self) -> bool {
+        self.drones > 0 && self.at_newest == self.drones
+    }
 }
 
 /// One partition key range over the run.
@@ -166,6 +229,74 @@ impl DemoReport {
         ))
     }
 
+    /// The replicas, the partition move and the accounting of a kill, the newest check.
+    fn render_replicas(&self, s: &mut String) {
+        for r in &self.replicas {
+            let _ = writeln!(
+                s,
+                "replica {}{}: received {}   written {}   dropped {}   partitions [{}]",
+                r.name,
+                if r.state == ReplicaState::Killed {
+                    " (killed)"
+                } else {
+                    ""
+                },
+                r.received,
+                r.written,
+                r.dropped,
+                r.partitions.join(",")
+            );
+        }
+        if let Some(m) = &self.partition_move {
+            let _ = match m.moved_after_secs {
+                Some(after) => writeln!(
+                    s,
+                    "replica {} killed at {:.1} s: its partitions [{}] moved to the other in {after:.1} s (ownership expiry {:.0} s)",
+                    m.killed,
+                    m.killed_at_secs,
+                    m.partitions.join(","),
+                    m.ownership_expiry_secs
+                ),
+                None => writeln!(
+                    s,
+                    "replica {} killed at {:.1} s: its partitions [{}] did NOT move within the run (ownership expiry {:.0} s)",
+                    m.killed,
+                    m.killed_at_secs,
+                    m.partitions.join(","),
+                    m.ownership_expiry_secs
+                ),
+            };
+            let finished = self.written + self.dropped.values().sum::<u64>();
+            let _ = writeln!(
+                s,
+                "accounting: received {} = published {} + read again after the move {}; written + dropped {} = received - {} abandoned in flight by the killed replica",
+                self.received,
+                self.published,
+                self.received.saturating_sub(self.published),
+                finished,
+                self.abandoned
+            );
+        }
+        if let Some(n) = &self.newest {
+            if n.all_newest() {
+                let _ = writeln!(
+                    s,
+                    "every drone at its newest position: {} of {} (nothing lost)",
+                    n.at_newest, n.drones
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "NOT every drone at its newest position: {} of {}; behind {:?}; missing {:?}",
+                    n.at_newest,
+                    n.drones,
+                    n.behind.iter().take(5).collect::<Vec<_>>(),
+                    n.missing.iter().take(5).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+
     /// The report as text.
     pub fn render(&self) -> String {
         let mut s = String::new();
@@ -178,7 +309,7 @@ impl DemoReport {
         let _ = writeln!(s, "{}", self.claim);
         let _ = writeln!(
             s,
-            "fleet: {} drones, {}x time ({:.0} s wall = {:.1} min of flight), broker {}",
+            "fleet: {} drones, {}x time ({:.0} s wall = {:.1} min of flight), through {}",
             self.drones,
             self.speedup,
             self.wall_secs,
@@ -244,6 +375,7 @@ impl DemoReport {
         if let Some(line) = self.busiest_range_line() {
             let _ = writeln!(s, "{line}");
         }
+        self.render_replicas(&mut s);
         if let Some(q) = &self.query {
             let _ = writeln!(
                 s,

@@ -42,6 +42,33 @@ pub struct Snapshot {
     pub throttled: u64,
     /// RU consumed per second per partition key range (over the last interval).
     pub ru_per_range: Vec<RangeLoad>,
+    /// The writer replicas and the Event Hubs partitions each reads (on the hub).
+    pub replicas: Vec<ReplicaView>,
+    /// Every Event Hubs partition's lag in events after the checkpoint (on the hub).
+    pub partition_lag: BTreeMap<String, i64>,
+}
+
+/// What became of a replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaState {
+    /// Reading and writing.
+    Running,
+    /// Stopped in order (drained, checkpointed, partitions released).
+    Stopped,
+    /// Killed mid-run: nothing drained, checkpointed or released.
+    Killed,
+}
+
+/// One replica as the view shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplicaView {
+    /// Its name in the demo.
+    pub name: String,
+    /// Running, stopped or killed.
+    pub state: ReplicaState,
+    /// The Event Hubs partitions it reads (none once killed or stopped).
+    pub owned: Vec<String>,
 }
 
 /// One bar of the heat map.
@@ -109,7 +136,37 @@ pub fn render(snap: &Snapshot) -> Vec<String> {
             range.throttled
         ));
     }
+    lines.extend(ownership_lines(snap));
     lines
+}
+
+/// Which replica reads which partition, and every partition's lag (none on the MQTT path).
+fn ownership_lines(snap: &Snapshot) -> Vec<String> {
+    if snap.partition_lag.is_empty() && snap.replicas.len() < 2 {
+        return Vec::new();
+    }
+    let mut lines =
+        vec!["Event Hubs partitions: lag (events after the checkpoint) and owner".to_owned()];
+    for (partition, lag) in &snap.partition_lag {
+        let owner = snap
+            .replicas
+            .iter()
+            .find(|r| r.owned.contains(partition))
+            .map_or("-", |r| r.name.as_str());
+        lines.push(format!("  {partition:>4}  lag {lag:>7}   owner {owner}"));
+    }
+    let replicas: Vec<String> = snap.replicas.iter().map(replica_text).collect();
+    lines.push(format!("replicas  {}", replicas.join("   ")));
+    lines
+}
+
+/// `name [0,1]`, or `name killed`.
+fn replica_text(r: &ReplicaView) -> String {
+    match r.state {
+        ReplicaState::Running => format!("{} [{}]", r.name, r.owned.join(",")),
+        ReplicaState::Stopped => format!("{} stopped", r.name),
+        ReplicaState::Killed => format!("{} KILLED", r.name),
+    }
 }
 
 /// One line for logs and non-terminal output.
@@ -120,8 +177,15 @@ pub fn summary_line(snap: &Snapshot) -> String {
         .map(|r| format!("{}:{:.0}", r.range, r.ru_per_sec))
         .collect();
     let drops: u64 = snap.drops.values().sum();
+    let owners: Vec<String> = snap.replicas.iter().map(replica_text).collect();
+    let lag: i64 = snap.partition_lag.values().sum();
+    let hub = if snap.partition_lag.is_empty() {
+        String::new()
+    } else {
+        format!(" lag={lag} replicas=[{}]", owners.join(" "))
+    };
     format!(
-        "t={} msg/s={:.0} received={} written={} dropped={} lateness_p50={} p99={} 429s={} ru/s=[{}]",
+        "t={} msg/s={:.0} received={} written={} dropped={} lateness_p50={} p99={} 429s={} ru/s=[{}]{hub}",
         clock(snap.elapsed),
         snap.msgs_per_sec,
         snap.received,
@@ -248,7 +312,49 @@ mod tests {
                     throttled: 0,
                 },
             ],
+            replicas: Vec::new(),
+            partition_lag: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn shows_partition_owners_lag_and_a_killed_replica() {
+        let mut snap = snapshot();
+        // Without the hub, no partition lines.
+        assert!(!render(&snap).join("\n").contains("Event Hubs"));
+        snap.replicas = vec![
+            ReplicaView {
+                name: "writer-a".to_owned(),
+                state: ReplicaState::Running,
+                owned: vec!["0".to_owned(), "1".to_owned(), "3".to_owned()],
+            },
+            ReplicaView {
+                name: "writer-b".to_owned(),
+                state: ReplicaState::Killed,
+                owned: Vec::new(),
+            },
+        ];
+        snap.partition_lag = BTreeMap::from([
+            ("0".to_owned(), 0),
+            ("1".to_owned(), 4),
+            ("2".to_owned(), 1234),
+            ("3".to_owned(), 0),
+        ]);
+        let text = render(&snap).join("\n");
+        assert!(
+            text.contains("     1  lag       4   owner writer-a"),
+            "{text}"
+        );
+        assert!(text.contains("     2  lag    1234   owner -"), "{text}");
+        assert!(
+            text.contains("replicas  writer-a [0,1,3]   writer-b KILLED"),
+            "{text}"
+        );
+        let line = summary_line(&snap);
+        assert!(
+            line.ends_with(" lag=1238 replicas=[writer-a [0,1,3] writer-b KILLED]"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -1,0 +1,89 @@
+//! The demo's fleet: simulated drones, each a real edge agent, started and stopped
+//! together.
+
+use edge_agent::{Agent, AgentHandle, SimConfig, SourceConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::transport::Transport;
+use super::{DemoConfig, DemoError};
+
+/// The running fleet.
+pub(super) struct Fleet {
+    handles: Vec<AgentHandle>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Positions the broker acknowledged, over all drones.
+    pub(super) fn published(&self) -> u64 {
+        self.handles.iter().map(|h| h.status().acked).sum()
+    }
+
+    /// Waits for every agent to stop (after the stop token was cancelled); returns the
+    /// positions the broker acknowledged.
+    pub(super) async fn stop(mut self) -> u64 {
+        for task in std::mem::take(&mut self.tasks) {
+            let _ = task.await;
+        }
+        self.published()
+    }
+}
+
+/// The device id of drone `index`.
+pub fn device_id(index: usize) -> String {
+    format!("drone-{index:05}")
+}
+
+/// Starts the drones: each a real edge agent with the simulated source (its own route,
+/// seeded by its index), connected as `transport` says, and a disk buffer under `work`. Their
+/// starts are spread over one report interval so that they do not report in lock-step.
+pub(super) fn start_fleet(
+    config: &DemoConfig,
+    transport: &Transport,
+    work: &std::path::Path,
+    stop: &CancellationToken,
+) -> Result<Fleet, DemoError> {
+    let interval = config.interval();
+    let mut fleet = Fleet {
+        handles: Vec::with_capacity(config.drones),
+        tasks: Vec::with_capacity(config.drones),
+    };
+    let mut agents = Vec::with_capacity(config.drones);
+    for index in 0..config.drones {
+        let device = device_id(index);
+        let mut agent_config = transport.agent_config(&device, &work.join(&device))?;
+        agent_config.source = SourceConfig::Sim(SimConfig {
+            home_lat: config.home.0,
+            home_lon: config.home.1,
+            area_radius_m: config.area_radius_m,
+            seed: index as u64,
+            speedup: config.speedup,
+            ..SimConfig::default()
+        });
+        agent_config.report_interval = interval;
+        agent_config.max_fix_age = interval * 4;
+        // A simulation: the buffer is a temporary directory, no fsync per record.
+        agent_config.buffer.fsync = false;
+        let agent = Agent::new(agent_config).map_err(|source| DemoError::Agent {
+            device: device.clone(),
+            source,
+        })?;
+        fleet.handles.push(agent.handle());
+        agents.push(agent);
+    }
+    // Every drone set up (on the hub, registered) before the first flies.
+    for (index, agent) in agents.into_iter().enumerate() {
+        let delay = interval.mul_f64(index as f64 / config.drones as f64);
+        let stop = stop.clone();
+        fleet.tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = stop.cancelled() => return,
+            }
+            if let Err(err) = agent.run(stop).await {
+                tracing::warn!(error = %err, "drone stopped");
+            }
+        }));
+    }
+    Ok(fleet)
+}

@@ -1,0 +1,439 @@
+//! The demo: the whole pipeline on this machine, in one process.
+//!
+//! The production topology by default ([`HubKind::Iothub`]): the local IoT Hub
+//! (`hub-sim`), a fleet of simulated drones running the real edge-agent code (simulated
+//! position source, each a registered device connecting with its SAS connection string
+//! over TLS that trusts the hub's CA, a disk buffer in a temporary directory, time
+//! accelerated), two real cloud writer replicas sharing the hub's 4-partition Event Hubs
+//! endpoint through the checkpoint store, and the local Cosmos endpoint (`cosmos-sim`,
+//! with request units, several partitions and per-request latency), all started here.
+//! With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker (embedded, or
+//! Mosquitto) and one writer subscribes. While it runs the live view ([`crate::view`])
+//! shows the field metrics, every partition's lag and which replica reads it, and the read
+//! API serves the live map of the fleet ([`crate::api`]); at the end the report
+//! ([`crate::report`]) sums them up, checks every drone's document against its newest
+//! published position and answers a spatial query through the API.
+//!
+//! The scenarios put the field lessons side by side:
+//! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
+//! - [`Scenario::Serial`]: one write at a time: lateness climbs to the cutoff, stale drops.
+//! - [`Scenario::HotPartition`]: the container is partitioned on a path the documents do
+//!   not carry; the writer's guard refuses to start. Forced past the guard
+//!   ([`DemoConfig::force`], the writer's `WRITER_FORCE_MISSING_PARTITION_KEY`), the writer
+//!   sends every document under the undefined partition key, so the heat map shows one hot
+//!   range taking every write and throttling (429s) while the others idle.
+//! - [`Scenario::ReplicaKilled`]: at a third of the flight the second writer replica is
+//!   killed as a process kill would (its runtime dropped: nothing drained, checkpointed
+//!   or released); its partitions move to the other once its ownerships expire, and the
+//!   report says how long that took and that nothing was lost.
+//!
+//! Time: drones fly `speedup` times faster than real time and report every
+//! `5 s / speedup`, so a minute shows minutes of flight. The staleness cutoff (5 minutes of
+//! flight time) is scaled the same way, so that falling behind shows within the run.
+
+mod fleet;
+mod kill;
+mod observer;
+mod replicas;
+mod sampler;
+mod scenario;
+mod transport;
+mod writer;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use cloud_writer::StartError;
+use cosmos_sim::CosmosSim;
+use edge_agent::SimConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::ServedApi;
+use crate::broker::BrokerKind;
+use crate::report::{DemoReport, ReplicaTotals};
+use crate::view::Painter;
+
+pub use fleet::device_id;
+use fleet::start_fleet;
+use kill::Kill;
+use observer::{newest_check, spatial_query};
+use replicas::{Replicas, start_replicas};
+use sampler::Sampler;
+pub use scenario::Scenario;
+use scenario::write_mode;
+use transport::Transport;
+pub use transport::{HUB_PARTITIONS, HubKind};
+pub use writer::{BALANCING_INTERVAL, wait_until_subscribed, writer_config};
+
+/// The database the demo writes to.
+pub const DATABASE: &str = "telemetry";
+/// The container the demo writes to.
+pub const CONTAINER: &str = "positions";
+/// The partition key path the documents carry the device id at.
+pub const DEVICE_KEY: &str = "/deviceId";
+/// The container key of the hot-partition scenario: a path the writer never fills.
+pub const MISSING_KEY: &str = "/droneId";
+/// How often drones report, in flight time.
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(5);
+/// The staleness cutoff, in flight time.
+pub const CUTOFF: Duration = Duration::from_secs(5 * 60);
+/// The radius of the spatial query.
+pub const QUERY_RADIUS_M: f64 = 1_000.0;
+/// How the view is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Redrawn in place (a terminal).
+    Terminal,
+    /// One summary line per interval.
+    Lines,
+    /// Nothing while running (tests, benches).
+    Quiet,
+}
+
+/// The demo's settings.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// Which lesson.
+    pub scenario: Scenario,
+    /// Drones in the fleet.
+    pub drones: usize,
+    /// How long the fleet flies (wall time).
+    pub duration: Duration,
+    /// Flight seconds per wall second.
+    pub speedup: f64,
+    /// The broker.
+    pub broker: BrokerKind,
+    /// Physical partitions of the container.
+    pub partitions: usize,
+    /// Provisioned RU/s of the container (split evenly over its partitions).
+    pub ru_per_sec: f64,
+    /// Latency the endpoint adds to every request (an in-region round trip).
+    pub latency: Duration,
+    /// View interval.
+    pub tick: Duration,
+    /// How the view is shown.
+    pub output: Output,
+    /// The centre of the fleet's area and of the spatial query.
+    pub home: (f64, f64),
+    /// Radius within which drones' routes are centred, metres.
+    pub area_radius_m: f64,
+    /// With [`Scenario::HotPartition`]: override the writer's partition key guard, so that
+    /// it writes every document into the one undefined partition.
+    pub force: bool,
+    /// Where the read API and the live map are served while the demo runs (a free port
+    /// of the same interface when this one is taken).
+    pub api_addr: SocketAddr,
+    /// Where the drones publish and the writers read: the local IoT Hub (two writer
+    /// replicas on its Event Hubs endpoint) or an MQTT broker (one writer).
+    pub hub: HubKind,
+    /// On the hub: how long a replica's partition ownership holds without renewal (a
+    /// killed replica's partitions move after it).
+    pub ownership_expiry: Duration,
+}
+
+impl Default for DemoConfig {
+    /// 1,000 drones for 60 s at 10x (10 minutes of flight, 2,000 positions/s), 4 partitions
+    /// of 10,000 RU/s each, 5 ms per request.
+    fn default() -> Self {
+        let sim = SimConfig::default();
+        DemoConfig {
+            scenario: Scenario::Bulk,
+            drones: 1_000,
+            duration: Duration::from_secs(60),
+            speedup: 10.0,
+            broker: BrokerKind::Embedded,
+            partitions: 4,
+            ru_per_sec: 40_000.0,
+            latency: Duration::from_millis(5),
+            tick: Duration::from_secs(1),
+            output: Output::Lines,
+            home: (sim.home_lat, sim.home_lon),
+            area_radius_m: sim.area_radius_m,
+            force: false,
+            api_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            hub: HubKind::Iothub,
+            ownership_expiry: Duration::from_secs(10),
+        }
+    }
+}
+
+impl DemoConfig {
+    /// The report interval of each drone, wall time.
+    pub fn interval(&self) -> Duration {
+        REPORT_INTERVAL.div_f64(self.speedup)
+    }
+
+    /// The staleness cutoff, wall time.
+    pub fn cutoff(&self) -> Duration {
+        CUTOFF.div_f64(self.speedup)
+    }
+
+    /// Whether the writer is forced past its guard (the forced hot-partition run).
+    fn forced(&self) -> bool {
+        self.force && self.scenario == Scenario::HotPartition
+    }
+
+    /// The run's name: the scenario's, with `--force` when forced.
+    pub fn label(&self) -> String {
+        if self.forced() {
+            format!("{} --force", self.scenario.name())
+        } else {
+            self.scenario.name().to_owned()
+        }
+    }
+
+    /// What the run shows.
+    pub fn claim(&self) -> &'static str {
+        if self.forced() {
+            "forced past the guard, the writer sends every document under the undefined partition key: one range takes every write and throttles (429s) while the others idle"
+        } else {
+            self.scenario.claim()
+        }
+    }
+
+    fn check(&self) -> Result<(), DemoError> {
+        let bad = |m: &str| Err(DemoError::Config(m.to_owned()));
+        if self.drones == 0 {
+            return bad("--drones must be at least 1");
+        }
+        if !(self.speedup.is_finite() && self.speedup >= 1.0 && self.speedup <= 600.0) {
+            return bad("--speedup must be between 1 and 600");
+        }
+        if self.partitions == 0 || self.partitions > 64 {
+            return bad("--partitions must be between 1 and 64");
+        }
+        if self.ru_per_sec.is_nan() || self.ru_per_sec <= 0.0 {
+            return bad("--ru-per-sec must be positive");
+        }
+        if self.duration.is_zero() {
+            return bad("--duration must be positive");
+        }
+        if self.force && self.scenario != Scenario::HotPartition {
+            return bad("--force only applies to --scenario hot-partition");
+        }
+        if self.scenario == Scenario::ReplicaKilled && self.hub != HubKind::Iothub {
+            return bad(
+                "--scenario replica-killed needs the hub's two writer replicas, not --hub mqtt",
+            );
+        }
+        if self.ownership_expiry < BALANCING_INTERVAL * 2 {
+            return bad("--ownership-expiry must be at least twice the balancing interval (2 s)");
+        }
+        Ok(())
+    }
+}
+
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A setting is out of range.
+    #[error("invalid setting: {0}")]
+    Config(String),
+    /// The broker did not start.
+    #[error(transparent)]
+    Broker(#[from] crate::broker::BrokerError),
+    /// The local IoT Hub did not start.
+    #[error("the local IoT Hub did not start: {0}")]
+    Hub(String),
+    /// A writer replica did not start.
+    #[error("the cloud writer did not start: {0}")]
+    WriterStart(#[from] StartError),
+    /// The local Cosmos endpoint did not start.
+    #[error("the local Cosmos endpoint did not start: {0}")]
+    Sim(#[from] cosmos_sim::SimError),
+    /// The writer failed while running.
+    #[error("the cloud writer failed: {0}")]
+    Writer(#[from] cloud_writer::RunError),
+    /// A drone could not be registered on the hub, or its settings are refused.
+    #[error("drone {device}: {reason}")]
+    AgentSetup {
+        /// The device id.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// A drone could not be set up.
+    #[error("drone {device}: {source}")]
+    Agent {
+        /// The device id.
+        device: String,
+        /// Why.
+        source: edge_agent::AgentError,
+    },
+    /// The read API could not be served, or its spatial query failed.
+    #[error("the read API: {0}")]
+    Api(#[from] crate::api::ApiError),
+    /// A file or directory could not be made.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the demo until its duration passes or `shutdown` is cancelled, and returns the
+/// report. The view is painted as `config.output` says.
+pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<DemoReport, DemoError> {
+    config.check()?;
+    let work = tempfile::tempdir()?;
+    let mut transport = Transport::start(config.hub, config.broker, work.path()).await?;
+    let sim = CosmosSim::builder()
+        .partitions(config.partitions)
+        .ru_per_sec(config.ru_per_sec)
+        .latency(config.latency)
+        .start()
+        .await?;
+    let container_key = match config.scenario {
+        Scenario::HotPartition => MISSING_KEY,
+        Scenario::Bulk | Scenario::Serial | Scenario::ReplicaKilled => DEVICE_KEY,
+    };
+    sim.create_container(DATABASE, CONTAINER, container_key)?;
+    let api = ServedApi::start(&sim, DATABASE, CONTAINER, config.api_addr).await?;
+    if config.output != Output::Quiet {
+        println!(
+            "demo: the live map and the read API at {}/ while the demo runs",
+            api.url()
+        );
+    }
+
+    let mut report = DemoReport {
+        scenario: config.label(),
+        claim: config.claim().to_owned(),
+        drones: config.drones,
+        speedup: config.speedup,
+        broker: transport.name(),
+        partitions: config.partitions,
+        provisioned_ru_per_sec: config.ru_per_sec,
+        endpoint_latency_ms: config.latency.as_millis() as u64,
+        write_mode: write_mode(&config).to_owned(),
+        cutoff_secs: config.cutoff().as_secs_f64(),
+        api_url: Some(api.url().to_owned()),
+        ..DemoReport::default()
+    };
+
+    let mut replicas = match start_replicas(&config, &transport, &sim).await {
+        Ok(replicas) => replicas,
+        Err(DemoError::WriterStart(
+            refusal @ (StartError::PartitionKeyMismatch { .. }
+            | StartError::UnusableContainerPath { .. }),
+        )) => {
+            report.guard_refusal = Some(refusal.to_string());
+            sim.shutdown().await;
+            transport.shutdown().await;
+            return Ok(report);
+        }
+        Err(other) => return Err(other),
+    };
+
+    transport.observe().await;
+    let fleet_stop = CancellationToken::new();
+    let fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
+
+    let started = Instant::now();
+    let mut sampler = Sampler::new(&config);
+    let mut painter = Painter::new(config.output == Output::Terminal);
+    let mut ticker = tokio::time::interval_at((started + config.tick).into(), config.tick);
+    let mut kill =
+        (config.scenario == Scenario::ReplicaKilled).then(|| Kill::at(config.duration / 3));
+    let mut watch = tokio::time::interval(Duration::from_millis(50));
+    let deadline = tokio::time::sleep_until((started + config.duration).into());
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let snap = sampler.sample(started.elapsed(), &replicas, &sim.stats(), fleet.published());
+                if config.output != Output::Quiet {
+                    painter.paint(&snap);
+                }
+            }
+            _ = watch.tick(), if kill.as_ref().is_some_and(Kill::pending) => {
+                if let Some(kill) = &mut kill {
+                    kill.watch(&mut replicas, started);
+                }
+            }
+            () = &mut deadline => break,
+            () = shutdown.cancelled() => break,
+        }
+    }
+    report.wall_secs = started.elapsed().as_secs_f64();
+
+    // Stop the fleet, let the writers finish what they received (bounded), stop them.
+    fleet_stop.cancel();
+    let published = fleet.stop().await;
+    let limit = config.cutoff() + config.ownership_expiry + Duration::from_secs(30);
+    settle(
+        &mut replicas,
+        published,
+        &mut kill,
+        started,
+        limit,
+        &shutdown,
+    )
+    .await;
+    report.replicas = replicas
+        .iter()
+        .map(|r| {
+            let counts = r.counts();
+            ReplicaTotals {
+                name: r.name().to_owned(),
+                state: r.view().state,
+                received: counts.received,
+                written: counts.written,
+                dropped: counts.dropped.values().sum(),
+                partitions: match &kill {
+                    Some(k) if k.victim == r.name() => k.partitions.clone(),
+                    _ => r.view().owned,
+                },
+            }
+        })
+        .collect();
+    report.abandoned = replicas
+        .iter()
+        .filter(|r| !r.running())
+        .map(|r| {
+            let counts = r.counts();
+            counts.received.saturating_sub(counts.finished())
+        })
+        .sum();
+    replicas.stop().await?;
+    let scrape = replicas.scrape();
+    let published_positions = transport.published();
+
+    sampler.finish(&mut report, &scrape, &sim.stats());
+    report.published = published;
+    report.partition_move = kill.map(|k| k.report(config.ownership_expiry));
+    report.query = Some(spatial_query(&config, &api, &published_positions).await?);
+    report.newest = Some(newest_check(&api, &published_positions).await?);
+    drop(api);
+    sim.shutdown().await;
+    transport.shutdown().await;
+    Ok(report)
+}
+
+/// Waits until the writers have a final outcome for every position the fleet published
+/// (or `limit` passes, or the user asks to stop): every position received, every running
+/// replica drained, on the hub every partition checkpointed up to its end (no lag) and a
+/// killed replica's partitions moved (the kill still watched meanwhile).
+async fn settle(
+    replicas: &mut Replicas,
+    published: u64,
+    kill: &mut Option<Kill>,
+    started: Instant,
+    limit: Duration,
+    shutdown: &CancellationToken,
+) {
+    let deadline = Instant::now() + limit;
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    while Instant::now() < deadline && !shutdown.is_cancelled() {
+        if let Some(kill) = kill.as_mut().filter(|k| k.pending()) {
+            kill.watch(replicas, started);
+        }
+        let lag = replicas.lag();
+        let caught_up = lag.values().all(|events| *events <= 0);
+        if replicas.counts().received >= published
+            && replicas.drained()
+            && caught_up
+            && kill.as_ref().is_none_or(|k| !k.pending())
+        {
+            return;
+        }
+        poll.tick().await;
+    }
+}
