@@ -68,6 +68,10 @@ struct RunArgs {
     /// AMQP port of the built-in Event Hubs endpoint (plain, as Microsoft's emulator).
     #[arg(long, env = "HUB_SIM_AMQP_PORT", default_value_t = 5672)]
     amqp_port: u16,
+    /// AMQP over TLS port of the built-in endpoint (the service's is 5671), with the server
+    /// certificate signed by ca.pem; writes eventhub-tls-connection-string. Off when not given.
+    #[arg(long, env = "HUB_SIM_AMQP_TLS_PORT")]
+    amqp_tls_port: Option<u16>,
     /// Admin HTTP port (faults, devices, metrics; no authentication). Off when not given.
     #[arg(long, env = "HUB_SIM_ADMIN_PORT")]
     admin_port: Option<u16>,
@@ -153,6 +157,7 @@ async fn main() -> anyhow::Result<()> {
     config.mqtt_port = run.mqtt_port;
     config.ws_port = run.ws_port;
     config.amqp_port = run.amqp_port;
+    config.amqp_tls_port = run.amqp_tls_port;
     config.admin_port = run.admin_port;
     config.retention = Retention {
         max_events: run.retain_events,
@@ -174,6 +179,9 @@ async fn main() -> anyhow::Result<()> {
         hub.amqp_addr(),
         state_dir.display()
     );
+    if let Some(tls) = hub.amqp_tls_addr() {
+        println!("hub-sim: AMQP/TLS {tls}");
+    }
     if let Some(admin) = hub.admin_addr() {
         println!("hub-sim: admin http://{admin}/metrics");
     }

@@ -66,6 +66,10 @@ pub struct HubConfig {
     pub admin_port: Option<u16>,
     /// AMQP (plain, as Microsoft's emulator) port of the built-in endpoint (0: any free port).
     pub amqp_port: u16,
+    /// AMQP over TLS port of the built-in endpoint, as the service's 5671 (0: any free port;
+    /// `None`: no TLS listener). The server certificate is the one of the MQTT side, signed
+    /// by `ca.pem`.
+    pub amqp_tls_port: Option<u16>,
     /// Retention per partition.
     pub retention: Retention,
     /// Where the partitions are kept on disk, so that a restart loses nothing acknowledged;
@@ -89,6 +93,7 @@ impl HubConfig {
             mqtt_port: 0,
             ws_port: 0,
             amqp_port: 0,
+            amqp_tls_port: None,
             admin_port: None,
             retention: Retention::default(),
             data_dir: None,
@@ -174,6 +179,9 @@ impl HubSim {
             ));
         }
         let amqp_addr = SocketAddr::new(config.bind, config.amqp_port);
+        let amqp_tls = config
+            .amqp_tls_port
+            .map(|port| (SocketAddr::new(config.bind, port), tls.clone()));
         let amqp = AmqpServer::start(
             AmqpShared {
                 hub: shared.clone(),
@@ -183,6 +191,7 @@ impl HubSim {
                 created_ms: now_ms(),
             },
             amqp_addr,
+            amqp_tls,
             stop.clone(),
         )
         .await
@@ -212,6 +221,17 @@ impl HubSim {
                 &config.hub_name,
             ),
         )?;
+        if let Some(port) = amqp.tls_addr().map(|a| a.port()) {
+            state::write(
+                &dir.join("eventhub-tls-connection-string"),
+                &state::eventhub_tls_connection_string(
+                    &config.host,
+                    port,
+                    &keys.service,
+                    &config.hub_name,
+                ),
+            )?;
+        }
         state::write(
             &dir.join("service-connection-string"),
             &state::service_connection_string(&config.host, &keys.iothubowner),
@@ -265,12 +285,29 @@ impl HubSim {
         )
     }
 
-    /// Stops the AMQP side: the listener closes and every AMQP connection drops.
+    /// The AMQP over TLS address of the built-in endpoint, if it was asked for.
+    pub fn amqp_tls_addr(&self) -> Option<SocketAddr> {
+        self.amqp.tls_addr()
+    }
+
+    /// The built-in endpoint's connection string over TLS (`service` policy, the service's
+    /// form: no `UseDevelopmentEmulator`), if a TLS port was asked for.
+    pub fn eventhub_tls_connection_string(&self) -> Option<String> {
+        let port = self.amqp.tls_addr()?.port();
+        Some(state::eventhub_tls_connection_string(
+            &self.config.host,
+            port,
+            &self.keys.service,
+            &self.config.hub_name,
+        ))
+    }
+
+    /// Stops the AMQP side: the listeners close and every AMQP connection drops.
     pub fn stop_amqp(&self) {
         self.amqp.stop();
     }
 
-    /// Starts the AMQP side again on the same port.
+    /// Starts the AMQP side again on the same ports.
     pub async fn restart_amqp(&self) -> Result<(), HubError> {
         let addr = self.amqp.addr();
         self.amqp

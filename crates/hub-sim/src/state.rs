@@ -83,6 +83,14 @@ pub fn eventhub_connection_string(host: &str, port: u16, key: &str, hub: &str) -
     )
 }
 
+/// The built-in endpoint's connection string over AMQP/TLS (`service` policy), as the
+/// service's: clients connect with TLS to `port` and must trust `ca.pem`.
+pub fn eventhub_tls_connection_string(host: &str, port: u16, key: &str, hub: &str) -> String {
+    format!(
+        "Endpoint=sb://{host}:{port}/;SharedAccessKeyName=service;SharedAccessKey={key};EntityPath={hub}"
+    )
+}
+
 /// The hub's `iothubowner` connection string.
 pub fn service_connection_string(host: &str, key: &str) -> String {
     format!("HostName={host};SharedAccessKeyName=iothubowner;SharedAccessKey={key}")

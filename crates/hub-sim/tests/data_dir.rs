@@ -321,7 +321,7 @@ async fn the_binary_killed_after_pubacks_loses_none_of_the_acknowledged_messages
     .unwrap();
     let connection_string =
         std::fs::read_to_string(state.path().join("eventhub-connection-string")).unwrap();
-    let consumer = sdk_consumer_at(amqp, connection_string.trim()).await;
+    let consumer = sdk_consumer_at(amqp, "amqp", connection_string.trim()).await;
     // Per device, what the restarted hub serves: its messages' numbers in partition order.
     let mut served: HashMap<String, Vec<usize>> = HashMap::new();
     let ids: Vec<String> = (0..4).map(|d| format!("drone-{d}")).collect();

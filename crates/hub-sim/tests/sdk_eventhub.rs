@@ -4,6 +4,7 @@
 mod common;
 
 use common::{TestHub, run_script};
+use hub_sim::routing::Incoming;
 use serde_json::Value;
 
 fn eventhub_env(hub: &TestHub) -> Vec<(&'static str, String)> {
@@ -166,4 +167,64 @@ async fn a_wrong_policy_key_is_refused() {
         hub.hub.stats().amqp_refused.get("cbs_unauthorized"),
         Some(&1)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_eventhub_sdk_reads_over_tls_trusting_the_hubs_ca_and_refuses_another_ca() {
+    let hub = TestHub::start_with(0, |config| config.amqp_tls_port = Some(0)).await;
+    let cs = hub.file("eventhub-tls-connection-string");
+    let port = hub.hub.amqp_tls_addr().unwrap().port();
+    assert_eq!(
+        cs,
+        format!(
+            "Endpoint=sb://localhost:{port}/;SharedAccessKeyName=service;SharedAccessKey={};EntityPath=hub-sim",
+            hub.hub.policy_keys().service
+        )
+    );
+    for i in 0..5 {
+        hub.hub
+            .partitions()
+            .append_to(2, Incoming::new("drone-tls", format!("m{i}")));
+    }
+    let env = vec![
+        ("HUB_SIM_EVENTHUB", cs.clone()),
+        ("HUB_SIM_CA", hub.ca_path()),
+    ];
+    let (outcome, ok) = run_script(
+        "eventhub",
+        "eventhub.py",
+        &["receive".into(), "5".into()],
+        &env,
+    )
+    .await;
+    assert!(ok, "{outcome}");
+    let bodies: Vec<&str> = outcome["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["m0", "m1", "m2", "m3", "m4"], "{outcome}");
+
+    // A client that trusts another CA refuses the hub's certificate.
+    let other = tempfile::tempdir().unwrap();
+    let other_ca = hub_sim::tls::Ca::load_or_create(other.path()).unwrap();
+    assert_ne!(other_ca.cert_pem, hub.hub.ca_pem());
+    let env = vec![
+        ("HUB_SIM_EVENTHUB", cs),
+        (
+            "HUB_SIM_CA",
+            other.path().join("ca.pem").display().to_string(),
+        ),
+    ];
+    let (outcome, ok) = run_script("eventhub", "eventhub.py", &["refused".into()], &env).await;
+    assert!(ok, "{outcome}");
+    assert!(
+        outcome["message"]
+            .as_str()
+            .unwrap()
+            .contains("CERTIFICATE_VERIFY_FAILED"),
+        "{outcome}"
+    );
+    assert!(hub.hub.stats().events_delivered >= 5);
 }

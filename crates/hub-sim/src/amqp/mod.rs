@@ -1,7 +1,7 @@
 //! The consumer side: the built-in Event Hubs-compatible endpoint over AMQP 1.0, on
-//! fe2o3-amqp's acceptor. [`server`] listens and dispatches links, [`sasl`] opens
-//! connections, [`requests`] answers CBS and management, [`consumer`] reads addresses,
-//! filters and owner levels and shapes events, [`links`] runs each link, [`shared`] is what
+//! fe2o3-amqp's acceptor. `server` listens and dispatches links, `sasl` opens
+//! connections, `requests` answers CBS and management, [`consumer`] reads addresses,
+//! filters and owner levels and shapes events, `links` runs each link, `shared` is what
 //! they all share.
 
 pub mod consumer;

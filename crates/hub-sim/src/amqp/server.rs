@@ -1,6 +1,7 @@
-//! The AMQP listener: connections (SASL, then CBS), sessions, and the dispatch of each
-//! attaching link by its address to [`super::links`]. It can be stopped and started again
-//! on the same port while the hub runs.
+//! The AMQP listeners: plain (as Microsoft's emulator) and optionally TLS (as the service, on
+//! its own port), connections (SASL, then CBS), sessions, and the dispatch of each attaching
+//! link by its address to [`super::links`]. Both can be stopped and started again on the same
+//! ports while the hub runs.
 
 use super::consumer::{epoch_of, parse_address};
 use super::links::{self, NodeKind, Replies};
@@ -18,7 +19,9 @@ use parking_lot::Mutex;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// The idle time-out the hub announces (clients send empty frames well within it).
@@ -34,61 +37,104 @@ fn product() -> Fields {
 
 /// The most links per session, stated explicitly in BEGIN.
 const HANDLE_MAX: u32 = 65_535;
+/// How long a TLS client has to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The AMQP server: started, stopped and started again on one address.
+/// The AMQP server: started, stopped and started again on its addresses.
 pub(crate) struct AmqpServer {
     shared: Arc<AmqpShared>,
     addr: SocketAddr,
+    /// The TLS listener's address and acceptor, if it has one.
+    tls: Option<(SocketAddr, TlsAcceptor)>,
     running: Mutex<Option<CancellationToken>>,
     hub_stop: CancellationToken,
 }
 
 impl AmqpServer {
-    /// Binds `addr` and starts serving.
+    /// Binds `addr` (plain) and, if given, `tls`'s address (TLS with its acceptor), and
+    /// starts serving.
     pub(crate) async fn start(
         shared: AmqpShared,
         addr: SocketAddr,
+        tls: Option<(SocketAddr, TlsAcceptor)>,
         hub_stop: CancellationToken,
     ) -> std::io::Result<AmqpServer> {
         let listener = TcpListener::bind(addr).await?;
+        let tls_listener = match &tls {
+            Some((tls_addr, acceptor)) => {
+                let listener = TcpListener::bind(tls_addr).await?;
+                Some((listener.local_addr()?, listener, acceptor.clone()))
+            }
+            None => None,
+        };
         let server = AmqpServer {
             shared: Arc::new(shared),
             addr: listener.local_addr()?,
+            tls: tls_listener
+                .as_ref()
+                .map(|(addr, _, acceptor)| (*addr, acceptor.clone())),
             running: Mutex::new(None),
             hub_stop,
         };
-        server.serve(listener);
+        server.serve(listener, tls_listener.map(|(_, l, a)| (l, a)));
         Ok(server)
     }
 
-    fn serve(&self, listener: TcpListener) {
+    fn serve(&self, listener: TcpListener, tls: Option<(TcpListener, TlsAcceptor)>) {
         let stop = self.hub_stop.child_token();
         *self.running.lock() = Some(stop.clone());
-        tokio::spawn(accept_loop(self.shared.clone(), listener, stop));
+        tokio::spawn(accept_loop(
+            self.shared.clone(),
+            listener,
+            None,
+            stop.clone(),
+        ));
+        if let Some((listener, acceptor)) = tls {
+            tokio::spawn(accept_loop(
+                self.shared.clone(),
+                listener,
+                Some(acceptor),
+                stop,
+            ));
+        }
     }
 
-    /// The bound address.
+    /// The bound plain address.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// Closes the listener and every AMQP connection.
+    /// The bound TLS address, if there is one.
+    pub(crate) fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().map(|(addr, _)| *addr)
+    }
+
+    /// Closes the listeners and every AMQP connection.
     pub(crate) fn stop(&self) {
         if let Some(stop) = self.running.lock().take() {
             stop.cancel();
         }
     }
 
-    /// Starts serving again on the same address (after [`AmqpServer::stop`]).
+    /// Starts serving again on the same addresses (after [`AmqpServer::stop`]).
     pub(crate) async fn restart(&self) -> std::io::Result<()> {
         self.stop();
         let listener = TcpListener::bind(self.addr).await?;
-        self.serve(listener);
+        let tls = match &self.tls {
+            Some((addr, acceptor)) => Some((TcpListener::bind(addr).await?, acceptor.clone())),
+            None => None,
+        };
+        self.serve(listener, tls);
         Ok(())
     }
 }
 
-async fn accept_loop(shared: Arc<AmqpShared>, listener: TcpListener, stop: CancellationToken) {
+async fn accept_loop(
+    shared: Arc<AmqpShared>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    stop: CancellationToken,
+) {
     loop {
         let tcp = tokio::select! {
             _ = stop.cancelled() => return,
@@ -101,12 +147,28 @@ async fn accept_loop(shared: Arc<AmqpShared>, listener: TcpListener, stop: Cance
                 }
             },
         };
-        tokio::spawn(connection(shared.clone(), tcp, stop.clone()));
+        let _ = tcp.set_nodelay(true);
+        let (shared, stop) = (shared.clone(), stop.clone());
+        match tls.clone() {
+            None => {
+                tokio::spawn(connection(shared, tcp, stop));
+            }
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => connection(shared, stream, stop).await,
+                        _ => shared.hub.counters.add("amqp_refused", "tls_handshake", 1),
+                    }
+                });
+            }
+        }
     }
 }
 
-async fn connection(shared: Arc<AmqpShared>, tcp: TcpStream, stop: CancellationToken) {
-    let _ = tcp.set_nodelay(true);
+async fn connection<Io>(shared: Arc<AmqpShared>, io: Io, stop: CancellationToken)
+where
+    Io: AsyncRead + AsyncWrite + Send + Unpin + std::fmt::Debug + 'static,
+{
     let acceptor = ConnectionAcceptor::builder()
         .container_id("hub-sim")
         // pyamqp reads the idle time-out field of OPEN unconditionally: always send it.
@@ -116,7 +178,7 @@ async fn connection(shared: Arc<AmqpShared>, tcp: TcpStream, stop: CancellationT
         .build();
     let mut connection = tokio::select! {
         _ = stop.cancelled() => return,
-        accepted = acceptor.accept(tcp) => match accepted {
+        accepted = acceptor.accept(io) => match accepted {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::debug!(error = %e, "AMQP connection not opened");

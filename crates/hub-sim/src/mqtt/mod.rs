@@ -1,5 +1,5 @@
 //! The device side: MQTT 3.1.1 over TLS, and over WebSockets (TLS) at `/$iothub/websocket`.
-//! [`listener`] accepts connections and unwraps TLS and WebSocket framing, [`session`] serves
+//! `listener` accepts connections and unwraps TLS and WebSocket framing, `session` serves
 //! one device, [`connect`] decides who may connect and [`topic`] reads IoT Hub's topics.
 
 pub mod connect;

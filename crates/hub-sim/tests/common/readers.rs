@@ -27,14 +27,19 @@ pub const STALL: Duration = Duration::from_secs(60);
 /// Opens Microsoft's Rust SDK on the hub's connection string, dialling its plain AMQP port
 /// (as cloud-writer does for `UseDevelopmentEmulator=true`).
 pub async fn sdk_consumer(hub: &HubSim) -> ConsumerClient {
-    sdk_consumer_at(hub.amqp_addr(), &hub.eventhub_connection_string()).await
+    sdk_consumer_at(hub.amqp_addr(), "amqp", &hub.eventhub_connection_string()).await
 }
 
-/// Opens Microsoft's Rust SDK on `connection_string`, dialling plain AMQP at `addr`.
-pub async fn sdk_consumer_at(addr: SocketAddr, connection_string: &str) -> ConsumerClient {
+/// Opens Microsoft's Rust SDK on `connection_string`, dialling `addr` with `scheme` (`amqp`
+/// plain, `amqps` TLS).
+pub async fn sdk_consumer_at(
+    addr: SocketAddr,
+    scheme: &str,
+    connection_string: &str,
+) -> ConsumerClient {
     let _ = rustls::crypto::ring::default_provider().install_default();
     ConsumerClient::builder()
-        .with_custom_endpoint(format!("amqp://{addr}"))
+        .with_custom_endpoint(format!("{scheme}://{addr}"))
         .open_with_connection_string(connection_string, None)
         .await
         .expect("the Rust SDK opens the hub's connection string")

@@ -1,7 +1,8 @@
 """Drives Microsoft's azure-eventhub client against hub-sim's built-in endpoint.
 
-The connection string (HUB_SIM_EVENTHUB) is the one hub-sim writes, in the form of
-Microsoft's Event Hubs emulator (UseDevelopmentEmulator=true: plain AMQP on its port).
+The connection string (HUB_SIM_EVENTHUB) is one hub-sim writes: in the form of Microsoft's
+Event Hubs emulator (UseDevelopmentEmulator=true: plain AMQP on its port), or the service's
+form for AMQP over TLS, with HUB_SIM_CA the CA file the client trusts (connection_verify).
 
 Modes (one JSON line is printed with the outcome):
   ids                      partition ids and the hub's name
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 
-from azure.eventhub import EventHubConsumerClient
+from azure.eventhub import EventHubConsumerClient, TransportType
 from azure.eventhub._pyamqp import _transport
 
 # pyamqp reads every TCP option of a connected socket and sets it back. On loopback some
@@ -36,11 +37,22 @@ _transport._AbstractTransport._get_tcp_socket_defaults = _without_maxseg
 
 CONNECTION_STRING = os.environ["HUB_SIM_EVENTHUB"]
 TIMEOUT = float(os.environ.get("HUB_SIM_TIMEOUT", "60"))
+CA = os.environ.get("HUB_SIM_CA")
 
 
 def client():
+    kwargs = {}
+    if CA:
+        # Over TLS the SDK dials 5671 whatever port the endpoint names; its documented way to
+        # another port is a custom endpoint address with the AMQP transport.
+        endpoint = next(p for p in CONNECTION_STRING.split(";") if p.startswith("Endpoint="))
+        kwargs = {
+            "connection_verify": CA,
+            "custom_endpoint_address": endpoint.removeprefix("Endpoint=").rstrip("/"),
+            "transport_type": TransportType.Amqp,
+        }
     return EventHubConsumerClient.from_connection_string(
-        CONNECTION_STRING, consumer_group="$Default", retry_total=0
+        CONNECTION_STRING, consumer_group="$Default", retry_total=0, **kwargs
     )
 
 
