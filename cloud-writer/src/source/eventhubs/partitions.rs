@@ -53,8 +53,62 @@ pub(super) struct Shared {
 enum ReadEnd {
     /// The source stops, or the processor is rebuilt.
     Cancelled,
-    /// The stream failed or closed: the partition is lost.
-    Lost(String),
+    /// The stream failed or closed after `events` events: the partition is lost.
+    Lost { why: String, events: u64 },
+}
+
+/// How many readings of one partition in a row may end before delivering any event
+/// (and not because another replica took the partition) before the session is taken as
+/// broken.
+const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
+
+/// Whether the AMQP session the partition readers share is broken, so that the source
+/// rebuilds its connection.
+///
+/// The SDK's receivers share one session. When the hub drops that session, the SDK's
+/// recovery attaches again under link names the session already holds ("Link name is not
+/// unique") and from then on every attach fails ("Illegal session state"), while the
+/// processor keeps the partition's ownership and hands it out again every interval: a
+/// partition owned and never read. A partition whose readings end twice in a row before
+/// any event (other than by a takeover, `amqp:link:stolen`) marks the session broken.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SessionHealth {
+    broken: CancellationToken,
+    cause: Arc<Mutex<Option<String>>>,
+    /// Readings in a row of each partition that ended before any event.
+    unread: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+impl SessionHealth {
+    /// A reading of `partition` ended after `events` events because of `why`.
+    fn reading_ended(&self, partition: &str, events: u64, why: &str) {
+        let mut unread = self.unread.lock().unwrap_or_else(|e| e.into_inner());
+        if events > 0 {
+            unread.remove(partition);
+            return;
+        }
+        if why.to_ascii_lowercase().contains("stolen") {
+            return;
+        }
+        let count = unread.entry(partition.to_owned()).or_default();
+        *count += 1;
+        if *count >= UNREAD_LOSSES_BEFORE_REBUILD {
+            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                "partition {partition} lost {count} times in a row before any event: {why}"
+            ));
+            self.broken.cancel();
+        }
+    }
+
+    /// Resolves with the cause once the session is taken as broken.
+    pub(super) async fn broken(&self) -> String {
+        self.broken.cancelled().await;
+        self.cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
 }
 
 impl Shared {
@@ -201,6 +255,7 @@ impl Shared {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_taken: Option<i64> = None;
         let mut skipped = 0u64;
+        let mut events_read = 0u64;
         loop {
             tokio::select! {
                 biased;
@@ -208,6 +263,7 @@ impl Shared {
                 _ = ticker.tick() => self.flush(queue).await,
                 event = events.next() => match event {
                     Some(Ok(event)) => {
+                        events_read += 1;
                         let seq = event.sequence_number();
                         if let (Some(seq), Some(last)) = (seq, last_taken) {
                             if seq <= last {
@@ -227,8 +283,8 @@ impl Shared {
                             return ReadEnd::Cancelled;
                         }
                     }
-                    Some(Err(err)) => return ReadEnd::Lost(err.to_string()),
-                    None => return ReadEnd::Lost("the receiver closed".into()),
+                    Some(Err(err)) => return ReadEnd::Lost { why: err.to_string(), events: events_read },
+                    None => return ReadEnd::Lost { why: "the receiver closed".into(), events: events_read },
                 },
             }
         }
@@ -238,12 +294,14 @@ impl Shared {
 /// Starts the thread that reads the partitions sent to the returned channel, each in a
 /// task of its own, until the channel closes and every task has ended (then the
 /// returned receiver resolves). `reading` ends the readings (cancelled when the source
-/// stops or rebuilds its processor); `stop` tells the two apart.
+/// stops or rebuilds its processor); `stop` tells the two apart; `health` learns how
+/// readings end.
 pub(super) fn spawn_readers(
     shared: Arc<Shared>,
     tx: QueueSender,
     reading: CancellationToken,
     stop: CancellationToken,
+    health: SessionHealth,
 ) -> Result<
     (
         mpsc::UnboundedSender<Arc<PartitionClient>>,
@@ -266,7 +324,7 @@ pub(super) fn spawn_readers(
                     tokio::select! {
                         client = clients.recv() => match client {
                             Some(client) => {
-                                tasks.spawn_local(read_partition(client, shared.clone(), tx.clone(), reading.clone(), stop.clone()));
+                                tasks.spawn_local(read_partition(client, shared.clone(), tx.clone(), reading.clone(), stop.clone(), health.clone()));
                             }
                             None => break,
                         },
@@ -289,6 +347,7 @@ async fn read_partition(
     tx: QueueSender,
     reading: CancellationToken,
     stop: CancellationToken,
+    health: SessionHealth,
 ) {
     let partition = client.get_partition_id().to_owned();
     tracing::info!(%partition, "reading partition");
@@ -299,7 +358,10 @@ async fn read_partition(
         .await;
     if !stop.is_cancelled() {
         let why = match end {
-            ReadEnd::Lost(why) => why,
+            ReadEnd::Lost { why, events } => {
+                health.reading_ended(&partition, events, &why);
+                why
+            }
             ReadEnd::Cancelled => "the processor is rebuilt".into(),
         };
         tracing::info!(%partition, %why, "partition lost");
@@ -324,6 +386,26 @@ mod tests {
     use super::*;
     use crate::source::Message;
     use crate::source::eventhubs::test_events::amqp_message;
+
+    #[tokio::test]
+    async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
+        let health = SessionHealth::default();
+        let broken = |health: &SessionHealth| health.broken.is_cancelled();
+        // Takeovers by another replica and readings that delivered do not count.
+        health.reading_ended("1", 0, "amqp:link:stolen: a higher owner level");
+        health.reading_ended("1", 0, "Link detached: amqp:link:stolen");
+        health.reading_ended("2", 0, "Illegal session state");
+        health.reading_ended("2", 5, "Illegal session state");
+        health.reading_ended("2", 0, "Illegal session state");
+        assert!(!broken(&health));
+        health.reading_ended("3", 0, "Session has dropped");
+        health.reading_ended("3", 0, "Illegal session state");
+        assert!(broken(&health));
+        assert_eq!(
+            health.broken().await,
+            "partition 3 lost 2 times in a row before any event: Illegal session state"
+        );
+    }
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
         store
@@ -421,7 +503,7 @@ mod tests {
             let _ = lose.send(());
         };
         let (end, ()) = tokio::join!(shared.read(&queue, stream, &tx, &reading), pipeline);
-        assert!(matches!(end, ReadEnd::Lost(_)), "{end:?}");
+        assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         // Nothing delivered again reached the pipeline.
         assert!(rx.is_empty());
         assert_eq!(metrics.counts().received, 3);

@@ -36,7 +36,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::lag::{self, PollError};
-use super::partitions::{Shared, spawn_readers};
+use super::partitions::{SessionHealth, Shared, spawn_readers};
 use super::store::{CosmosCheckpointStore, Scope};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
 use crate::metrics::Metrics;
@@ -456,11 +456,13 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         }
     };
     let reading = stop.child_token();
+    let health = SessionHealth::default();
     let (clients, readers_done) = match spawn_readers(
         ctx.shared.clone(),
         ctx.tx.clone(),
         reading.clone(),
         stop.clone(),
+        health.clone(),
     ) {
         Ok(readers) => readers,
         Err(err) => {
@@ -496,6 +498,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         tokio::select! {
             biased;
             () = stop.cancelled() => break SessionEnd::Stopped,
+            cause = health.broken() => break failed("the partition receivers cannot attach on the AMQP session", cause),
             joined = &mut processor_task => {
                 let cause = match joined {
                     Ok(Ok(())) => "it stopped".to_owned(),
