@@ -12,11 +12,10 @@
 //!   restart resumes after written events only.
 //!
 //! The adapter works on [`EventParts`], the fields of the SDK's [`ReceivedEventData`] it
-//! needs (`enqueued_time()`, `sequence_number()`, `offset()`, and from the raw AMQP message
-//! the device id annotation and the body), taken by [`EventParts::of_received`] without
-//! the SDK's lazily built property maps (`system_properties()`, `event_data()`), which copy
-//! every property of every event (12,400 instructions per event in the profile of
-//! docs/performance.md); the checkpoint store is [`store::CosmosCheckpointStore`];
+//! uses, taken by [`EventParts::of_received`]: `enqueued_time()`, `sequence_number()`,
+//! `offset()`, and from the raw AMQP message the device identity annotation, the creation
+//! time application property and the body (not through the SDK's `system_properties()`
+//! and `event_data()`, which copy every annotation and property into maps per event); the checkpoint store is [`store::CosmosCheckpointStore`];
 //! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`], its
 //! partition readers are in [`partitions`], the lag of every partition in [`lag`].
 
@@ -31,7 +30,7 @@ use std::time::{Instant, SystemTime};
 
 use azure_core_amqp::AmqpMessage;
 use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
-use azure_messaging_eventhubs::models::{AmqpValue, ReceivedEventData};
+use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
@@ -54,10 +53,11 @@ pub struct EventParts {
     pub offset: Option<String>,
     /// When the hub enqueued it.
     pub enqueued_time: Option<SystemTime>,
-    /// The device identity IoT Hub authenticated (the `iothub-connection-device-id`
-    /// annotation), if set.
+    /// The [`DEVICE_ID_PROPERTY`] system property (message annotation), when a string.
     pub device_id: Option<String>,
-    /// The body.
+    /// The [`CREATION_TIME_PROPERTY`] application property, when a string.
+    pub creation_time_utc: Option<String>,
+    /// The body (a single binary section, as the SDK's `EventData` takes it).
     pub body: Option<Bytes>,
 }
 
@@ -88,45 +88,67 @@ pub struct EventPosition {
     pub offset: Option<String>,
 }
 
-/// The text of a string-valued message annotation of `message` (string or symbol).
-fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
-    let annotations = message.message_annotations.as_ref()?;
-    annotations
-        .0
-        .iter()
-        .find_map(|(key, value)| match (key, value) {
-            (AmqpAnnotationKey::Symbol(key), AmqpValue::String(text)) if *key == name => {
-                Some(text.clone())
-            }
-            (AmqpAnnotationKey::Symbol(key), AmqpValue::Symbol(text)) if *key == name => {
-                Some(text.0.clone())
-            }
-            _ => None,
-        })
-}
-
-/// The body of `message`: its data sections, concatenated (IoT Hub sends one).
-fn body_of(message: &AmqpMessage) -> Option<Bytes> {
-    match &message.body {
-        AmqpMessageBody::Binary(sections) if sections.len() == 1 => {
-            Some(Bytes::copy_from_slice(&sections[0]))
-        }
-        AmqpMessageBody::Binary(sections) => Some(Bytes::from(sections.concat())),
+/// The text of a string-valued AMQP value (string or symbol).
+fn text_of_value(value: &AmqpValue) -> Option<String> {
+    match value {
+        AmqpValue::String(text) => Some(text.clone()),
+        AmqpValue::Symbol(symbol) => Some(symbol.0.clone()),
         _ => None,
     }
+}
+
+/// The text of a string-valued AMQP application property (string or symbol).
+fn text_of_simple_value(value: &AmqpSimpleValue) -> Option<String> {
+    match value {
+        AmqpSimpleValue::String(text) => Some(text.clone()),
+        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
+/// The text of the message annotation `name`, when a string or symbol.
+fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
+    message
+        .message_annotations
+        .as_ref()?
+        .0
+        .iter()
+        .find_map(|(key, value)| match key {
+            AmqpAnnotationKey::Symbol(symbol) if symbol.0 == name => Some(value),
+            _ => None,
+        })
+        .and_then(text_of_value)
+}
+
+/// The text of the application property `name`, when a string or symbol.
+fn application_property_text(message: &AmqpMessage, name: &str) -> Option<String> {
+    message
+        .application_properties
+        .as_ref()?
+        .0
+        .iter()
+        .find_map(|(key, value)| (key == name).then_some(value))
+        .and_then(text_of_simple_value)
 }
 
 impl EventParts {
     /// The parts of an event the SDK received from partition `partition_id`.
     pub fn of_received(partition_id: &str, event: &ReceivedEventData) -> Self {
         let message = event.raw_amqp_message();
+        let body = match &message.body {
+            AmqpMessageBody::Binary(sections) if sections.len() == 1 => {
+                Some(Bytes::copy_from_slice(&sections[0]))
+            }
+            _ => None,
+        };
         EventParts {
             partition_id: partition_id.to_owned(),
             sequence_number: event.sequence_number(),
             offset: event.offset().clone(),
             enqueued_time: event.enqueued_time(),
             device_id: annotation_text(message, DEVICE_ID_PROPERTY),
-            body: body_of(message),
+            creation_time_utc: application_property_text(message, CREATION_TIME_PROPERTY),
+            body,
         }
     }
 
@@ -138,6 +160,13 @@ impl EventParts {
     /// The enqueued time as UTC.
     pub fn enqueued_utc(&self) -> Option<DateTime<Utc>> {
         self.enqueued_time.map(DateTime::<Utc>::from)
+    }
+
+    /// The device's own send time, if it set `iothub-creation-time-utc`.
+    pub fn creation_time(&self) -> Option<DateTime<Utc>> {
+        self.creation_time_utc
+            .as_deref()
+            .and_then(|t| telemetry::time::parse_rfc3339(t).ok())
     }
 }
 
@@ -196,13 +225,14 @@ impl PartitionQueue {
     /// Turns an event into a message whose [`Ack`] advances this queue's checkpoint.
     /// An event without identity is entered too (and its outcome is final at once: it
     /// is dropped and counted by the caller), so that it does not hold the checkpoint back.
-    pub fn message_of(&self, event: &EventParts) -> Result<Message, (EventError, Ack)> {
-        let sequence_number = event.sequence_number.ok_or_else(|| {
-            (
-                EventError::NoSequenceNumber(event.partition_id.clone()),
+    pub fn message_of(&self, event: EventParts) -> Result<Message, (EventError, Ack)> {
+        let Some(sequence_number) = event.sequence_number else {
+            return Err((
+                EventError::NoSequenceNumber(event.partition_id),
                 Ack::none(),
-            )
-        })?;
+            ));
+        };
+        let enqueued_time = event.enqueued_utc();
         let index = self
             .partition
             .state
@@ -211,22 +241,22 @@ impl PartitionQueue {
             .queue
             .push(EventPosition {
                 sequence_number,
-                offset: event.offset.clone(),
+                offset: event.offset,
             });
         let ack = Ack::new(self.partition.clone(), index);
-        let Some(identity) = event.identity() else {
+        let Some(identity) = event.device_id.filter(|id| !id.is_empty()) else {
             return Err((
                 EventError::NoIdentity {
-                    partition_id: event.partition_id.clone(),
-                    sequence_number: event.sequence_number,
+                    partition_id: event.partition_id,
+                    sequence_number: Some(sequence_number),
                 },
                 ack,
             ));
         };
         Ok(Message {
-            identity: identity.to_owned(),
-            payload: event.body.clone().unwrap_or_default(),
-            enqueued_time: event.enqueued_utc(),
+            identity,
+            payload: event.body.unwrap_or_default(),
+            enqueued_time,
             received_at: Instant::now(),
             ack,
         })
@@ -373,6 +403,7 @@ mod tests {
             offset: Some(format!("{}", seq * 512)),
             enqueued_time: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_338_903_100)),
             device_id: device.map(str::to_owned),
+            creation_time_utc: Some("2026-11-22T09:15:02.100Z".into()),
             body: Some(Bytes::from_static(b"{}")),
         }
     }
@@ -381,13 +412,17 @@ mod tests {
     fn identity_and_times_come_from_the_hub() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let queue = tracker.open("0");
-        let message = queue.message_of(&event("0", 7, Some("drone-9"))).unwrap();
+        let message = queue.message_of(event("0", 7, Some("drone-9"))).unwrap();
         assert_eq!(message.identity, "drone-9");
         assert_eq!(
             message.enqueued_time,
             Some("2026-11-22T09:15:03.100Z".parse().unwrap())
         );
-        let (err, ack) = queue.message_of(&event("0", 8, None)).unwrap_err();
+        assert_eq!(
+            event("0", 7, None).creation_time(),
+            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
+        );
+        let (err, ack) = queue.message_of(event("0", 8, None)).unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }));
         ack.finish();
     }
@@ -401,7 +436,11 @@ mod tests {
         assert_eq!(parts.sequence_number, Some(41));
         assert_eq!(parts.offset.as_deref(), Some("13120"));
         assert_eq!(parts.identity(), Some("drone-7"));
-        let message = queue.message_of(&parts).unwrap();
+        assert_eq!(
+            parts.creation_time(),
+            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
+        );
+        let message = queue.message_of(parts).unwrap();
         assert_eq!(message.identity, "drone-7");
         assert_eq!(
             message.enqueued_time,
@@ -422,11 +461,11 @@ mod tests {
         let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
         let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
         let (err, ack) = queue
-            .message_of(&EventParts::of_received("3", &anonymous))
+            .message_of(EventParts::of_received("3", &anonymous))
             .unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
         let next = queue
-            .message_of(&EventParts::of_received("3", &next))
+            .message_of(EventParts::of_received("3", &next))
             .unwrap();
         next.ack.finish();
         assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
@@ -438,10 +477,10 @@ mod tests {
     fn checkpoint_advances_only_over_final_outcomes_in_order() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let (one, two) = (tracker.open("1"), tracker.open("2"));
-        let m1 = one.message_of(&event("1", 100, Some("a"))).unwrap();
-        let m2 = one.message_of(&event("1", 101, Some("b"))).unwrap();
-        let m3 = one.message_of(&event("1", 102, Some("c"))).unwrap();
-        let other = two.message_of(&event("2", 5, Some("a"))).unwrap();
+        let m1 = one.message_of(event("1", 100, Some("a"))).unwrap();
+        let m2 = one.message_of(event("1", 101, Some("b"))).unwrap();
+        let m3 = one.message_of(event("1", 102, Some("c"))).unwrap();
+        let other = two.message_of(event("2", 5, Some("a"))).unwrap();
         assert_eq!(one.checkpoint(), None);
         m3.ack.finish();
         assert_eq!(one.checkpoint(), None, "102 is final but 100 is not");
@@ -467,7 +506,7 @@ mod tests {
     fn released_reading_forgets_pending_events() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let queue = tracker.open("3");
-        let m = queue.message_of(&event("3", 1, Some("a"))).unwrap();
+        let m = queue.message_of(event("3", 1, Some("a"))).unwrap();
         tracker.release(&queue);
         m.ack.finish();
         assert_eq!(queue.checkpoint(), None);
@@ -482,10 +521,10 @@ mod tests {
     fn a_new_reading_of_a_partition_has_its_own_queue() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let first = tracker.open("0");
-        let pending = first.message_of(&event("0", 10, Some("a"))).unwrap();
+        let pending = first.message_of(event("0", 10, Some("a"))).unwrap();
         let second = tracker.open("0");
-        let again = second.message_of(&event("0", 10, Some("a"))).unwrap();
-        let next = second.message_of(&event("0", 11, Some("b"))).unwrap();
+        let again = second.message_of(event("0", 10, Some("a"))).unwrap();
+        let next = second.message_of(event("0", 11, Some("b"))).unwrap();
         tracker.release(&first);
         next.ack.finish();
         assert_eq!(

@@ -219,7 +219,7 @@ impl Shared {
         reading: &CancellationToken,
     ) -> bool {
         let parts = EventParts::of_received(queue.id(), event);
-        match queue.message_of(&parts) {
+        match queue.message_of(parts) {
             Ok(message) => {
                 self.metrics.received();
                 tokio::select! {
