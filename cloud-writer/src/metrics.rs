@@ -95,6 +95,7 @@ pub struct Metrics {
     queue_bytes_peak: Gauge,
     queue_budget: Gauge,
     blocked: Family<Label, Gauge>,
+    holds: Family<Label, Counter>,
     history_dropped: Family<Label, Counter>,
     fallback: Gauge,
     ready_gauge: Gauge,
@@ -183,6 +184,7 @@ impl Metrics {
             queue_bytes_peak: Gauge::default(),
             queue_budget: Gauge::default(),
             blocked: Family::default(),
+            holds: Family::default(),
             history_dropped: Family::default(),
             fallback: Gauge::default(),
             ready_gauge: Gauge::default(),
@@ -195,6 +197,7 @@ impl Metrics {
         };
         for reason in HOLD_REASONS {
             let _ = m.blocked.get_or_create(&label("reason", reason));
+            let _ = m.holds.get_or_create(&label("reason", reason));
         }
         for reason in DROP_REASONS {
             let _ = m.dropped.get_or_create(&label("reason", reason));
@@ -285,6 +288,11 @@ impl Metrics {
             m.blocked.clone(),
         );
         r.register(
+            "writer_holds",
+            "Times the writer began to hold the stream, by reason (one per outage, not per probe)",
+            m.holds.clone(),
+        );
+        r.register(
             "history_dropped",
             "History documents not written, by reason",
             m.history_dropped.clone(),
@@ -359,6 +367,19 @@ impl Metrics {
             let value = i64::from(reason == Some(r));
             self.blocked.get_or_create(&label("reason", r)).set(value);
         }
+    }
+
+    /// The writer began to hold the stream for `reason`.
+    pub fn hold_started(&self, reason: &'static str) {
+        self.holds.get_or_create(&label("reason", reason)).inc();
+    }
+
+    /// Times the writer began to hold the stream, all reasons.
+    pub fn holds(&self) -> u64 {
+        HOLD_REASONS
+            .into_iter()
+            .map(|r| self.holds.get_or_create(&label("reason", r)).get())
+            .sum()
     }
 
     /// Why the stream is held, if it is.

@@ -4,15 +4,18 @@
 //! answered 503). MQTT from Mosquitto into the local endpoint: while held nothing more is
 //! written or acknowledged (the broker keeps the messages), `/readyz` answers 503 and
 //! `writer_blocked` names the reason; afterwards every drone is at its newest position and
-//! nothing was dropped as a failed write.
+//! nothing was dropped as a failed write. An outage longer than STALE_AFTER is one hold
+//! and one resumption.
 
 mod common;
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use cloud_writer::config::NewestWins;
+use cloud_writer::config::{DurationSetting, NewestWins};
 use cloud_writer::{Counts, Writer};
 use common::*;
 use cosmos_sim::CosmosSim;
@@ -307,7 +310,7 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     settings.cosmos_key = None;
     settings.cosmos_key_file = Some(key_file.clone());
     settings.history = Some(true);
-    settings.stale_after = Some(cloud_writer::config::DurationSetting(STALE_AFTER));
+    settings.stale_after = Some(DurationSetting(STALE_AFTER));
     let writer = start_writer(settings).await;
 
     sim.rotate_key(ROTATED).unwrap();
@@ -367,4 +370,135 @@ async fn stopping_while_held_acknowledges_nothing_and_says_so() {
         matches!(error, cloud_writer::RunError::Held("unauthorized")),
         "{error}"
     );
+}
+
+/// Publishes one fresh position per drone (seq 1, 2, ...) every 250 ms until `stop`;
+/// returns the messages published and the last seq.
+async fn publish_rounds(port: u16, drones: usize, stop: Arc<AtomicBool>) -> (u64, u64) {
+    let mut seq = 0;
+    while !stop.load(Ordering::Acquire) {
+        seq += 1;
+        let at = Utc::now();
+        let round: Vec<Publish> = (0..drones)
+            .map(|d| Publish {
+                device: device(d),
+                payload: wire(&device(d), seq, at, 1.0, 2.0),
+            })
+            .collect();
+        publish(port, "fleet-rounds", &round).await;
+        // The pace of the fleet, not a synchronisation.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    (seq * drones as u64, seq)
+}
+
+/// An outage much longer than STALE_AFTER, with positions arriving throughout, is one hold
+/// and one resumption: the parked positions turn stale and are dropped (`stale_in_retry`,
+/// acknowledged) while held, but the gate stays shut until a probe gets through, so nothing
+/// is written and the writer does not resume and hold again in between. Afterwards the
+/// fresh positions are written and every drone is at its newest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
+    const STALE_AFTER: Duration = Duration::from_secs(3);
+    const DRONES: usize = 20;
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "long-outage");
+    settings.stale_after = Some(DurationSetting(STALE_AFTER));
+    let writer = start_writer(settings).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let publisher = tokio::spawn(publish_rounds(broker.port(), DRONES, stop.clone()));
+    wait_until(
+        "the first positions to be written",
+        Duration::from_secs(30),
+        || writer.counts(),
+        |c| c.written >= DRONES as u64,
+    )
+    .await;
+
+    sim.set_error_rate_503(1.0);
+    wait_until(
+        "the writer to hold the stream",
+        Duration::from_secs(60),
+        || writer.metrics().blocked(),
+        |b| *b == Some("unavailable"),
+    )
+    .await;
+    let held = writer.counts();
+    let began = Instant::now();
+    // Held at least five times STALE_AFTER, and until parked positions turned stale and
+    // were dropped (writes the bulk writer was retrying when the hold began are parked only
+    // when their retry budget runs out, up to a minute later).
+    let deadline = began + Duration::from_secs(120);
+    let during = loop {
+        let counts = writer.counts();
+        assert_eq!(
+            writer.metrics().blocked(),
+            Some("unavailable"),
+            "the hold ended while Cosmos DB was down, {:?} in: {counts:?}",
+            began.elapsed()
+        );
+        assert_eq!(
+            counts.written, held.written,
+            "written while held: {counts:?}"
+        );
+        let turned_stale = counts.dropped("stale_in_retry") > held.dropped("stale_in_retry");
+        if turned_stale && began.elapsed() >= STALE_AFTER * 5 {
+            break counts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no parked position was dropped as stale while held: {counts:?}"
+        );
+        // How often the invariants are sampled, not a synchronisation.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(writer.metrics().holds(), 1, "{during:?}");
+
+    sim.set_error_rate_503(0.0);
+    wait_until(
+        "the writer to resume",
+        Duration::from_secs(60),
+        || writer.metrics().blocked(),
+        Option::is_none,
+    )
+    .await;
+    // Positions published after the resumption are written; then the fleet stops.
+    let resumed = writer.counts();
+    wait_until(
+        "fresh positions to be written",
+        Duration::from_secs(60),
+        || writer.counts(),
+        |c| c.written >= resumed.written + DRONES as u64,
+    )
+    .await;
+    stop.store(true, Ordering::Release);
+    let (published, newest) = publisher.await.unwrap();
+    let counts = wait_final(&writer, published).await;
+
+    let text = metrics_text(writer.metrics_addr().unwrap()).await;
+    assert!(
+        text.contains("cloud_writer_writer_holds_total{reason=\"unavailable\"} 1"),
+        "exactly one hold: {text}"
+    );
+    assert_eq!(writer.metrics().holds(), 1, "{counts:?}");
+    assert_eq!(writer.metrics().blocked(), None);
+    assert!(writer.metrics().is_ready());
+    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+    let accounted = ["superseded", "stale", "stale_in_retry"]
+        .iter()
+        .map(|r| counts.dropped(r))
+        .sum::<u64>();
+    assert_eq!(
+        counts.finished(),
+        counts.written + accounted,
+        "dropped for another reason: {counts:?}"
+    );
+    let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "long-outage")).await;
+    assert_eq!(docs.len(), DRONES, "one document per drone");
+    for (device, doc) in &docs {
+        assert_eq!(doc["seq"], newest, "{device}: {doc}");
+    }
+    writer.shutdown();
+    writer.wait().await.unwrap();
 }

@@ -2,8 +2,8 @@
 //!
 //! Hardened for a port anyone on the network can reach: a request's headers must arrive
 //! within a timeout, connections beyond a cap wait in the listen backlog instead of
-//! growing the process, and accept errors (out of file descriptors) back off instead of
-//! spinning. `/healthz` fails when work is pending and no outcome was reached for a
+//! growing the process, and accept errors (out of file descriptors) back off
+//! ([`ACCEPT_BACKOFF`], `netkit::backoff`) instead of spinning. `/healthz` fails when work is pending and no outcome was reached for a
 //! while ([`Metrics::is_live`]).
 
 use std::net::SocketAddr;
@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use netkit::backoff::{Backoff, BackoffConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +44,12 @@ impl ServeSettings {
     }
 }
 
+/// The wait after failed accepts: the window from 5 ms doubling up to 1 s (full jitter).
+pub const ACCEPT_BACKOFF: BackoffConfig = BackoffConfig {
+    base: Duration::from_millis(5),
+    cap: Duration::from_secs(1),
+};
+
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -51,7 +58,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
-    let mut backoff = Duration::ZERO;
+    let mut backoff = Backoff::new(ACCEPT_BACKOFF);
     loop {
         // A free slot first: beyond the cap, connections wait unaccepted.
         let slot = tokio::select! {
@@ -64,15 +71,15 @@ pub async fn serve(
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => {
-                    backoff = Duration::ZERO;
+                    backoff.reset();
                     accepted
                 }
                 Err(err) => {
                     // Out of descriptors or memory: wait before trying again.
-                    backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
-                    tracing::warn!(error = %err, retry_in = ?backoff, "metrics listener accept failed");
+                    let delay = backoff.next_delay();
+                    tracing::warn!(error = %err, retry_in = ?delay, "metrics listener accept failed");
                     tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
+                        () = tokio::time::sleep(delay) => {}
                         () = shutdown.cancelled() => return,
                     }
                     continue;

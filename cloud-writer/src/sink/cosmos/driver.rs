@@ -187,7 +187,11 @@ impl Shared {
 
     /// Records a position's final outcome and acknowledges its message.
     pub(super) fn finish(&self, mut pending: Pending, outcome: Final, etag: Option<String>) {
-        self.answered(&mut pending.probe);
+        match outcome {
+            // Sent as the probe and turned stale before an answer: it tells nothing.
+            Final::StaleInRetry => self.unanswered(&mut pending.probe),
+            _ => self.answered(&mut pending.probe),
+        }
         match outcome {
             Final::Written => {
                 self.metrics.written("latest");

@@ -73,20 +73,31 @@ impl Shared {
     }
 
     /// Submits a history document again unless it turned stale; `false` when it did.
-    pub(super) async fn resubmit_history(&self, mut doc: HistoryDoc) -> bool {
-        if !self
+    pub(super) async fn resubmit_history(&self, doc: HistoryDoc) -> bool {
+        match self.keep_history_if_fresh(doc) {
+            Some(doc) => {
+                self.submit(self.history_op(doc)).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Gives a history document back while it is fresh; drops it as `stale_in_retry`
+    /// (acknowledged, counted) when it turned stale.
+    pub(super) fn keep_history_if_fresh(&self, mut doc: HistoryDoc) -> Option<HistoryDoc> {
+        if self
             .settings
             .staleness
             .judge(Utc::now(), doc.device_time, None)
             .is_fresh()
         {
-            self.metrics.history_dropped("stale_in_retry");
-            self.answered(&mut doc.probe);
-            doc.ack.finish();
-            self.leave();
-            return false;
+            return Some(doc);
         }
-        self.submit(self.history_op(doc)).await;
-        true
+        self.metrics.history_dropped("stale_in_retry");
+        self.unanswered(&mut doc.probe);
+        doc.ack.finish();
+        self.leave();
+        None
     }
 }

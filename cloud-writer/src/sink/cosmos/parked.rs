@@ -1,6 +1,7 @@
 //! Writes parked while the stream is held ([`crate::sink::hold`]): what is parked, how a
-//! probe's answer is reported, how parked writes are sent again, and the key file read
-//! again before each probe after a 401/403.
+//! probe's answer is reported, the probe request, how parked writes are sent again or
+//! dropped when they turned stale, and the key file read again before each probe after a
+//! 401/403.
 
 use std::sync::Arc;
 
@@ -8,9 +9,10 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::history::HistoryDoc;
+use super::state::Final;
 use super::{Pending, Shared, Step};
-use crate::sink::hold::Resubmit;
-use crate::sink::refusal::Cause;
+use crate::sink::hold::{ProbeResult, Resubmit};
+use crate::sink::refusal::{self, Cause, Refusal};
 
 /// A write parked while the stream is held.
 #[derive(Debug)]
@@ -24,7 +26,14 @@ impl Shared {
     /// A probe got an answer other than a refusal of every write.
     pub(super) fn answered(&self, probe: &mut bool) {
         if std::mem::take(probe) {
-            self.hold.probe_passed();
+            self.hold.probe_result(ProbeResult::Passed);
+        }
+    }
+
+    /// A probe ended without an answer that tells (it turned stale).
+    pub(super) fn unanswered(&self, probe: &mut bool) {
+        if std::mem::take(probe) {
+            self.hold.probe_result(ProbeResult::Inconclusive);
         }
     }
 
@@ -81,6 +90,37 @@ impl Resubmit<Parked> for Shared {
     fn before_probe(&self, cause: Cause) {
         if cause == Cause::Unauthorized {
             self.reload_key();
+        }
+    }
+
+    /// Reads the container's properties: answered, the key is accepted, the container is
+    /// there and the service answers.
+    fn probe(self: Arc<Self>) -> BoxFuture<'static, Result<(), Cause>> {
+        async move {
+            match self.container.properties().await {
+                Ok(_) => Ok(()),
+                Err(err) => match refusal::of_error(&err) {
+                    Refusal::Hold(cause) => Err(cause),
+                    // Throttled, or refused for another reason than the container's: the
+                    // service answers for the container.
+                    Refusal::None | Refusal::Again | Refusal::Document(_) => Ok(()),
+                },
+            }
+        }
+        .boxed()
+    }
+
+    fn keep_if_fresh(&self, item: Parked) -> Option<Parked> {
+        match item {
+            Parked::Latest(pending, step) => {
+                if self.is_fresh(&pending.position, pending.enqueued) {
+                    Some(Parked::Latest(pending, step))
+                } else {
+                    self.finish(*pending, Final::StaleInRetry, None);
+                    None
+                }
+            }
+            Parked::History(doc) => self.keep_history_if_fresh(doc).map(Parked::History),
         }
     }
 }
