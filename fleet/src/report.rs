@@ -269,7 +269,7 @@ impl DemoReport {
             let finished = self.written + self.dropped.values().sum::<u64>();
             let _ = writeln!(
                 s,
-                "accounting: received {} = published {} + read again after the move {}; written + dropped {} = received - {} abandoned in flight by the killed replica",
+                "accounting: received {} = published {} + {} read again after the move (or acknowledged too late for a stopping drone to count); written + dropped {} = received - {} abandoned in flight by the killed replica",
                 self.received,
                 self.published,
                 self.received.saturating_sub(self.published),
