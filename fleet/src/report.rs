@@ -234,7 +234,7 @@ impl DemoReport {
         for r in &self.replicas {
             let _ = writeln!(
                 s,
-                "replica {}{}: received {}   written {}   dropped {}   partitions [{}]",
+                "replica {}{}: received {}   written {}   dropped {}{}",
                 r.name,
                 if r.state == ReplicaState::Killed {
                     " (killed)"
@@ -244,7 +244,11 @@ impl DemoReport {
                 r.received,
                 r.written,
                 r.dropped,
-                r.partitions.join(",")
+                if r.partitions.is_empty() {
+                    String::new()
+                } else {
+                    format!("   partitions [{}]", r.partitions.join(","))
+                }
             );
         }
         if let Some(m) = &self.partition_move {
@@ -269,7 +273,7 @@ impl DemoReport {
             let finished = self.written + self.dropped.values().sum::<u64>();
             let _ = writeln!(
                 s,
-                "accounting: received {} = published {} + read again after the move {}; written + dropped {} = received - {} abandoned in flight by the killed replica",
+                "accounting: received {} = published {} + {} read again after the move (or acknowledged too late for a stopping drone to count); written + dropped {} = received - {} abandoned in flight by the killed replica",
                 self.received,
                 self.published,
                 self.received.saturating_sub(self.published),
@@ -509,5 +513,85 @@ mod tests {
         );
         assert!(text.contains("drones within 1000 m"), "{text}");
         assert!(text.contains("drone-00001        12 m"), "{text}");
+    }
+
+    #[test]
+    fn renders_replicas_the_move_the_accounting_and_the_newest_check() {
+        let replica = |name: &str, state, partitions: &[&str]| ReplicaTotals {
+            name: name.to_owned(),
+            state,
+            received: 10,
+            written: 9,
+            dropped: 1,
+            partitions: partitions.iter().map(|p| (*p).to_owned()).collect(),
+        };
+        let mut report = DemoReport {
+            published: 18,
+            received: 20,
+            written: 17,
+            dropped: BTreeMap::from([("superseded".to_owned(), 1)]),
+            abandoned: 2,
+            replicas: vec![
+                replica("writer-a", ReplicaState::Running, &["0", "1", "2", "3"]),
+                replica("writer-b", ReplicaState::Killed, &["0", "3"]),
+            ],
+            partition_move: Some(PartitionMove {
+                killed: "writer-b".to_owned(),
+                partitions: vec!["0".to_owned(), "3".to_owned()],
+                killed_at_secs: 20.0,
+                ownership_expiry_secs: 10.0,
+                moved_after_secs: Some(8.8),
+            }),
+            newest: Some(NewestCheck {
+                drones: 2,
+                at_newest: 2,
+                ..NewestCheck::default()
+            }),
+            ..DemoReport::default()
+        };
+        let text = report.render();
+        assert!(
+            text.contains(
+                "replica writer-b (killed): received 10   written 9   dropped 1   partitions [0,3]"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "its partitions [0,3] moved to the other in 8.8 s (ownership expiry 10 s)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("received 20 = published 18 + 2 read again"),
+            "{text}"
+        );
+        assert!(
+            text.contains("written + dropped 18 = received - 2 abandoned"),
+            "{text}"
+        );
+        assert!(
+            text.contains("every drone at its newest position: 2 of 2"),
+            "{text}"
+        );
+        // One replica without partitions (MQTT), a move that did not come, a drone behind.
+        report.replicas = vec![replica("writer", ReplicaState::Running, &[])];
+        report.partition_move.as_mut().unwrap().moved_after_secs = None;
+        report.newest = Some(NewestCheck {
+            drones: 2,
+            at_newest: 1,
+            behind: vec![("drone-1".to_owned(), 3, 4)],
+            missing: Vec::new(),
+        });
+        let text = report.render();
+        assert!(
+            text.contains("replica writer: received 10   written 9   dropped 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("did NOT move within the run"), "{text}");
+        assert!(
+            text.contains("NOT every drone at its newest position: 1 of 2"),
+            "{text}"
+        );
     }
 }

@@ -255,6 +255,53 @@ impl Replicas {
     }
 }
 
+/// Waits until the replicas read every partition between them, `share` each.
+///
+/// A replica can get stuck below its share: when both replicas' processors open a
+/// partition at the same moment of a hand-over, one replica's AMQP session for it can end
+/// ("Link name is not unique", then "Illegal session state" at every later attempt) while
+/// that replica keeps renewing its ownership, so nobody reads the partition. The Event
+/// Hubs source only rebuilds its consumer when the processor fails, not when one partition
+/// keeps failing. Until it does, the demo restarts such a replica (an orderly stop that
+/// releases its partitions, and a new owner id), as often as [`RESTARTS`] allows.
+async fn balance(
+    replicas: &mut Replicas,
+    share: usize,
+    config: &WriterConfig,
+    bulk: &BulkConfig,
+) -> Result<(), DemoError> {
+    let wait = Duration::from_secs(20);
+    for attempt in 0..=RESTARTS {
+        let balanced = poll_until(wait, || {
+            replicas.cover(HUB_PARTITIONS) && replicas.iter().all(|r| r.owned().len() == share)
+        })
+        .await;
+        if balanced {
+            return Ok(());
+        }
+        if attempt == RESTARTS {
+            break;
+        }
+        let Some(stuck) = replicas.list.iter_mut().find(|r| r.owned().len() < share) else {
+            break;
+        };
+        tracing::warn!(
+            replica = stuck.name(),
+            owned = ?stuck.owned(),
+            "a writer replica reads fewer than its share of the partitions after {wait:?}: restarting it"
+        );
+        stuck.stop().await?;
+        *stuck = Replica::start(&stuck.name.clone(), config.clone(), bulk.clone()).await?;
+    }
+    Err(DemoError::Config(format!(
+        "the writer replicas did not share the hub's {HUB_PARTITIONS} partitions ({share} each): {:?}",
+        replicas.views()
+    )))
+}
+
+/// How often [`balance`] restarts a stuck replica before giving up.
+const RESTARTS: usize = 2;
+
 /// Polls `condition` every 50 ms until it holds; false after `timeout`.
 pub(super) async fn poll_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
@@ -286,7 +333,6 @@ pub(super) async fn start_replicas(
         }
     };
     let mut replicas = Replicas::default();
-    let wait = Duration::from_secs(60);
     if transport.broker().is_some() {
         let writer = Replica::start("writer", writer_config, bulk).await?;
         let subscribed = poll_until(Duration::from_secs(10), || {
@@ -301,24 +347,9 @@ pub(super) async fn start_replicas(
         replicas.push(writer);
         return Ok(replicas);
     }
-    let a = Replica::start("writer-a", writer_config.clone(), bulk.clone()).await?;
-    if !poll_until(wait, || a.owned().len() == HUB_PARTITIONS).await {
-        return Err(DemoError::Config(format!(
-            "writer-a did not read the hub's {HUB_PARTITIONS} partitions within {wait:?}"
-        )));
-    }
-    replicas.push(a);
-    replicas.push(Replica::start("writer-b", writer_config, bulk).await?);
-    let share = HUB_PARTITIONS / 2;
-    let balanced = poll_until(wait, || {
-        replicas.cover(HUB_PARTITIONS) && replicas.iter().all(|r| r.owned().len() == share)
-    })
-    .await;
-    if !balanced {
-        return Err(DemoError::Config(format!(
-            "the two writer replicas did not share the partitions within {wait:?}: {:?}",
-            replicas.views()
-        )));
-    }
+    replicas.push(Replica::start("writer-a", writer_config.clone(), bulk.clone()).await?);
+    balance(&mut replicas, HUB_PARTITIONS, &writer_config, &bulk).await?;
+    replicas.push(Replica::start("writer-b", writer_config.clone(), bulk.clone()).await?);
+    balance(&mut replicas, HUB_PARTITIONS / 2, &writer_config, &bulk).await?;
     Ok(replicas)
 }
