@@ -1,6 +1,7 @@
 //! Exponential backoff with jitter, and a server's retry-after: one implementation for every
-//! reconnect and retry of the project (the agent's link and its sources, the writer's MQTT
-//! source, the Cosmos client's retry policy).
+//! reconnect and retry of the project (the agent's link and its sources, the writer's
+//! sources, its hold's probes and its metrics server's accept loop, the Cosmos client's
+//! retry policy).
 //!
 //! The window after `n` failures (n from 0) is `min(cap, base * 2^n)`. With full jitter (the
 //! default, [`Jitter::Full`]) a delay is drawn uniformly from `[0, window]`: a fleet that

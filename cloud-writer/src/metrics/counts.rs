@@ -1,0 +1,33 @@
+//! The counts read back from [`Metrics`](super::Metrics): what the tests, the summary line
+//! and the import report read.
+
+use std::collections::BTreeMap;
+
+/// Counts read back from [`Metrics`], for tests, the summary line and the import report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Messages received from the source.
+    pub received: u64,
+    /// Latest-position documents written.
+    pub written: u64,
+    /// History documents written.
+    pub history_written: u64,
+    /// Messages dropped, by reason.
+    pub dropped: BTreeMap<&'static str, u64>,
+    /// Positions being written.
+    pub in_flight: i64,
+    /// History documents not written (refused, or stale while retried).
+    pub history_dropped: u64,
+}
+
+impl Counts {
+    /// Dropped for `reason`.
+    pub fn dropped(&self, reason: &str) -> u64 {
+        self.dropped.get(reason).copied().unwrap_or(0)
+    }
+
+    /// Messages with a final outcome: written, or dropped for any reason.
+    pub fn finished(&self) -> u64 {
+        self.written + self.dropped.values().sum::<u64>()
+    }
+}
