@@ -10,9 +10,7 @@ use fleet::report::DemoReport;
 use tokio_util::sync::CancellationToken;
 
 /// One demo at a time: each runs a hub, writer replicas, an endpoint and 40 agents, and
-/// the tests share 2 cores with whatever else runs. (Under that load several demos at once
-/// made one replica's AMQP session for a partition end, a fault of the Event Hubs source
-/// the demo works around at start but which can still cost a partition mid-run.)
+/// the tests share 2 cores with whatever else runs.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn small(scenario: Scenario) -> DemoConfig {
