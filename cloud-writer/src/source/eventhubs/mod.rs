@@ -19,6 +19,7 @@
 //! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`], its
 //! partition readers are in [`partitions`], the lag of every partition in [`lag`].
 
+mod failure;
 pub mod lag;
 pub mod partitions;
 pub mod processor;

@@ -12,7 +12,8 @@
 //! says why, and a new session starts after a backoff, resuming from the checkpoints under
 //! the same owner id, so the ownerships that did not expire meanwhile are still this
 //! replica's. A receiver that fails alone is opened again by the processor at its next
-//! balancing. Only a hub that refuses the connection string (key, policy or entity) before
+//! balancing; a partition whose readings end twice in a row before any event ends the
+//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses the connection string (key, policy or entity) before
 //! any session ran stops the source, with a message naming the setting.
 //!
 //! On stop the readers stop taking events and the processor stops renewing; once the
@@ -23,9 +24,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use azure_core::http::StatusCode;
-use azure_core_amqp::AmqpError;
-use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
 use azure_messaging_eventhubs::models::StartPositions;
 use azure_messaging_eventhubs::{
     ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy, StartLocation, StartPosition,
@@ -35,6 +33,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::failure::{Failure, Reporter, SessionEnd, cause_of};
 use super::lag::{self, PollError};
 use super::partitions::{SessionHealth, Shared, spawn_readers};
 use super::store::{CosmosCheckpointStore, Scope};
@@ -134,104 +133,6 @@ pub fn owner_id() -> String {
 pub fn install_tls_provider() {
     // Err: one is installed already, which is all that is needed.
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// Whether the hub refused the client itself: a management or claims-based-security
-/// answer 401, 403 or 404, or a link refused as unauthorized or not found. The connection
-/// string (its key, policy or entity) is wrong, not the network.
-pub fn hub_refused(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(err);
-    while let Some(err) = cause {
-        if let Some(amqp) = err.downcast_ref::<AmqpError>() {
-            match amqp.kind() {
-                AmqpErrorKind::ManagementStatusCode(
-                    StatusCode::Unauthorized | StatusCode::Forbidden | StatusCode::NotFound,
-                    _,
-                ) => return true,
-                AmqpErrorKind::AmqpDescribedError(described)
-                    if matches!(
-                        described.condition,
-                        AmqpErrorCondition::UnauthorizedAccess | AmqpErrorCondition::NotFound
-                    ) =>
-                {
-                    return true;
-                }
-                _ => {}
-            }
-        }
-        cause = err.source();
-    }
-    false
-}
-
-/// The error's message and, when deeper, its root cause (the SDK wraps the hub's answer
-/// in several layers).
-fn cause_of(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut root = err;
-    while let Some(source) = root.source() {
-        root = source;
-    }
-    let (top, root) = (err.to_string(), root.to_string());
-    if top.contains(&root) {
-        top
-    } else {
-        format!("{top}: {root}")
-    }
-}
-
-/// Why a session ended.
-enum SessionEnd {
-    /// The source stops.
-    Stopped,
-    /// The session failed; another starts after a backoff.
-    Failed(Failure),
-}
-
-/// A failed session.
-struct Failure {
-    /// What failed.
-    what: &'static str,
-    /// Why.
-    cause: String,
-    /// The hub refused the connection string.
-    refused: bool,
-}
-
-impl Failure {
-    fn of(what: &'static str, err: &EventHubsError) -> SessionEnd {
-        SessionEnd::Failed(Failure {
-            what,
-            cause: cause_of(err),
-            refused: hub_refused(err),
-        })
-    }
-}
-
-/// Logs failed sessions, one line per interval at most (the others at debug level).
-struct Reporter {
-    every: Duration,
-    last: Option<Instant>,
-    quiet: u32,
-}
-
-impl Reporter {
-    fn failed(&mut self, hub: &str, failure: &Failure, retry_in: Duration) {
-        if self.last.is_some_and(|last| last.elapsed() < self.every) {
-            self.quiet += 1;
-            tracing::debug!(%hub, what = failure.what, cause = %failure.cause, ?retry_in, "Event Hubs source: rebuilding");
-            return;
-        }
-        tracing::warn!(
-            %hub,
-            what = failure.what,
-            cause = %failure.cause,
-            ?retry_in,
-            failures_since_last_line = self.quiet + 1,
-            "Event Hubs source disconnected: rebuilding the consumer and its processor; the checkpoints written so far are kept and reading resumes from them"
-        );
-        self.last = Some(Instant::now());
-        self.quiet = 0;
-    }
 }
 
 /// What every session of the source uses.
@@ -610,33 +511,5 @@ mod tests {
             start_position(StartAt::EnqueuedAfter(at)).location,
             StartLocation::EnqueuedTime(at.into())
         );
-    }
-
-    #[test]
-    fn a_refusal_is_told_from_a_network_failure() {
-        let refused = |code| {
-            EventHubsError::from(AmqpError::from(azure_core::Error::with_error(
-                azure_core::error::ErrorKind::Other,
-                AmqpError::from(AmqpErrorKind::ManagementStatusCode(
-                    code,
-                    Some("signature does not match".into()),
-                )),
-                "Error authorizing management path",
-            )))
-        };
-        let unauthorized = refused(StatusCode::Unauthorized);
-        assert!(hub_refused(&unauthorized));
-        assert!(
-            cause_of(&unauthorized).contains("401"),
-            "{}",
-            cause_of(&unauthorized)
-        );
-        assert!(hub_refused(&refused(StatusCode::NotFound)));
-        assert!(!hub_refused(&refused(StatusCode::ServiceUnavailable)));
-        let unreachable = EventHubsError::from(AmqpError::from(azure_core::Error::new(
-            azure_core::error::ErrorKind::Io,
-            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
-        )));
-        assert!(!hub_refused(&unreachable));
     }
 }

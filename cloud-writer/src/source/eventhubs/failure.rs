@@ -1,0 +1,142 @@
+//! How a session of the Event Hubs source ends and how its failures are told: whether the
+//! hub refused the connection string (the writer stops, naming the setting) or something
+//! passing failed (a new session after a backoff), the root cause under the SDK's layers,
+//! and one log line per interval at most.
+
+use std::time::{Duration, Instant};
+
+use azure_core::http::StatusCode;
+use azure_core_amqp::AmqpError;
+use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
+use azure_messaging_eventhubs::EventHubsError;
+
+/// Whether the hub refused the client itself: a management or claims-based-security
+/// answer 401, 403 or 404, or a link refused as unauthorized or not found. The connection
+/// string (its key, policy or entity) is wrong, not the network.
+pub(super) fn hub_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(amqp) = err.downcast_ref::<AmqpError>() {
+            match amqp.kind() {
+                AmqpErrorKind::ManagementStatusCode(
+                    StatusCode::Unauthorized | StatusCode::Forbidden | StatusCode::NotFound,
+                    _,
+                ) => return true,
+                AmqpErrorKind::AmqpDescribedError(described)
+                    if matches!(
+                        described.condition,
+                        AmqpErrorCondition::UnauthorizedAccess | AmqpErrorCondition::NotFound
+                    ) =>
+                {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        cause = err.source();
+    }
+    false
+}
+
+/// The error's message and, when deeper, its root cause (the SDK wraps the hub's answer
+/// in several layers).
+pub(super) fn cause_of(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut root = err;
+    while let Some(source) = root.source() {
+        root = source;
+    }
+    let (top, root) = (err.to_string(), root.to_string());
+    if top.contains(&root) {
+        top
+    } else {
+        format!("{top}: {root}")
+    }
+}
+
+/// Why a session ended.
+pub(super) enum SessionEnd {
+    /// The source stops.
+    Stopped,
+    /// The session failed; another starts after a backoff.
+    Failed(Failure),
+}
+
+/// A failed session.
+pub(super) struct Failure {
+    /// What failed.
+    pub(super) what: &'static str,
+    /// Why.
+    pub(super) cause: String,
+    /// The hub refused the connection string.
+    pub(super) refused: bool,
+}
+
+impl Failure {
+    pub(super) fn of(what: &'static str, err: &EventHubsError) -> SessionEnd {
+        SessionEnd::Failed(Failure {
+            what,
+            cause: cause_of(err),
+            refused: hub_refused(err),
+        })
+    }
+}
+
+/// Logs failed sessions, one line per interval at most (the others at debug level).
+pub(super) struct Reporter {
+    pub(super) every: Duration,
+    pub(super) last: Option<Instant>,
+    pub(super) quiet: u32,
+}
+
+impl Reporter {
+    pub(super) fn failed(&mut self, hub: &str, failure: &Failure, retry_in: Duration) {
+        if self.last.is_some_and(|last| last.elapsed() < self.every) {
+            self.quiet += 1;
+            tracing::debug!(%hub, what = failure.what, cause = %failure.cause, ?retry_in, "Event Hubs source: rebuilding");
+            return;
+        }
+        tracing::warn!(
+            %hub,
+            what = failure.what,
+            cause = %failure.cause,
+            ?retry_in,
+            failures_since_last_line = self.quiet + 1,
+            "Event Hubs source disconnected: rebuilding the consumer and its processor; the checkpoints written so far are kept and reading resumes from them"
+        );
+        self.last = Some(Instant::now());
+        self.quiet = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_told_from_a_network_failure() {
+        let refused = |code| {
+            EventHubsError::from(AmqpError::from(azure_core::Error::with_error(
+                azure_core::error::ErrorKind::Other,
+                AmqpError::from(AmqpErrorKind::ManagementStatusCode(
+                    code,
+                    Some("signature does not match".into()),
+                )),
+                "Error authorizing management path",
+            )))
+        };
+        let unauthorized = refused(StatusCode::Unauthorized);
+        assert!(hub_refused(&unauthorized));
+        assert!(
+            cause_of(&unauthorized).contains("401"),
+            "{}",
+            cause_of(&unauthorized)
+        );
+        assert!(hub_refused(&refused(StatusCode::NotFound)));
+        assert!(!hub_refused(&refused(StatusCode::ServiceUnavailable)));
+        let unreachable = EventHubsError::from(AmqpError::from(azure_core::Error::new(
+            azure_core::error::ErrorKind::Io,
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        )));
+        assert!(!hub_refused(&unreachable));
+    }
+}
