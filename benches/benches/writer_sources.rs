@@ -10,7 +10,8 @@
 //!   SDK's `EventProcessor`, the checkpoint store in the same Cosmos account).
 //! - `writer_sources/mqtt`: the same positions queued in a harness-started Mosquitto for
 //!   the writer's persistent session (published at QoS 1 while the writer is away), read
-//!   by the MQTT source. The broker's in-flight window is [`MQTT_INFLIGHT`].
+//!   by the MQTT source (MQTT 5, its default Receive Maximum bounding what the broker
+//!   sends it unacknowledged).
 //!
 //! Every iteration starts from nothing: a new hub or broker, a new endpoint, a new writer
 //! process. The writer process is this bench's own executable started again with
@@ -48,7 +49,7 @@ use fleet::writer_metrics::{WriterFigures, WriterScraper};
 use hub_sim::routing::{AuthMethod, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
-use test_harness::MosquittoConfig;
+use test_harness::Mosquitto;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Set in the environment of the writer process this bench starts.
@@ -62,9 +63,6 @@ const DRONES: usize = 10_000;
 const POSITIONS: u64 = 20;
 /// CI's quick mode (`cargo test -p benches --benches`): 500 drones, 4 positions each.
 const QUICK: (usize, u64) = (500, 4);
-/// Mosquitto's `max_inflight_messages` for the MQTT run: "a few thousand", as
-/// cloud-writer/README.md advises for throughput.
-const MQTT_INFLIGHT: u32 = 5_000;
 /// The writer's MQTT client id (its persistent session holds the queued positions).
 const MQTT_WRITER_ID: &str = "bench-writer";
 
@@ -272,14 +270,9 @@ async fn eventhubs_run(fleet: Fleet) -> Run {
 /// published and acknowledged while the writer is away.
 async fn mqtt_run(fleet: Fleet) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let broker = tokio::task::spawn_blocking(|| {
-        MosquittoConfig::default()
-            .max_inflight_messages(MQTT_INFLIGHT)
-            .start()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let broker = tokio::task::spawn_blocking(|| Mosquitto::start().unwrap())
+        .await
+        .unwrap();
     let sim = endpoint().await;
     subscribe_session(broker.port()).await;
     let publishers = Publishers::connect(broker.port(), 4, "bench-prefill-");

@@ -296,6 +296,7 @@ impl Writer {
     ) -> Result<Writer, StartError> {
         let spec = config.source.clone();
         let client_id = config.mqtt_client_id.clone();
+        let receive_maximum = config.mqtt_receive_maximum;
         let share_group = config.mqtt_share_group.clone();
         let mqtt_tls = config.mqtt_tls.clone();
         let eventhubs = config.eventhubs.clone();
@@ -308,9 +309,11 @@ impl Writer {
                     ));
                 }
                 Some(SourceSpec::Mqtt(url)) => {
-                    let settings =
-                        MqttSettings::from_url(&url.0, client_id, share_group, &mqtt_tls)
-                        .map_err(|e| StartError::Config(e.to_string()))?;
+                    let settings = MqttSettings {
+                        receive_maximum,
+                        ..MqttSettings::from_url(&url.0, client_id, share_group, &mqtt_tls)
+                            .map_err(|e| StartError::Config(e.to_string()))?
+                    };
                     Box::new(MqttSource::new(settings, metrics))
                 }
                 Some(SourceSpec::EventHubs(connection)) => Box::new(EventHubsSource::new(

@@ -3,7 +3,9 @@
 //! generated config (`--broker mosquitto`).
 //!
 //! Both listen on a free port of 127.0.0.1 and are ready (accepting TCP connections) when
-//! [`Broker::start`] returns. The embedded broker lives until the process exits (rumqttd
+//! [`Broker::start`] returns. Devices publish over MQTT 3.1.1 and the cloud writer
+//! subscribes over MQTT 5: Mosquitto serves both on one port, the embedded broker on two
+//! ([`Broker::addr`] for devices, [`Broker::writer_url`] for the writer). The embedded broker lives until the process exits (rumqttd
 //! has no shutdown); Mosquitto stops when the [`Broker`] drops.
 
 use std::collections::HashMap;
@@ -44,6 +46,8 @@ pub enum BrokerError {
 /// A running broker.
 pub struct Broker {
     addr: SocketAddr,
+    /// The MQTT 5 listener the writer subscribes at (`addr` for Mosquitto).
+    writer_addr: SocketAddr,
     kind: BrokerKind,
     /// Keeps Mosquitto running; `None` for the embedded broker.
     _mosquitto: Option<test_harness::Mosquitto>,
@@ -82,9 +86,10 @@ impl Broker {
                 let mut last = None;
                 for _ in 0..PORT_ATTEMPTS {
                     match start_embedded() {
-                        Ok(addr) => {
+                        Ok((addr, writer_addr)) => {
                             return Ok(Broker {
                                 addr,
+                                writer_addr,
                                 kind,
                                 _mosquitto: None,
                             });
@@ -102,6 +107,7 @@ impl Broker {
                 let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, mosquitto.port()));
                 Ok(Broker {
                     addr,
+                    writer_addr: addr,
                     kind,
                     _mosquitto: Some(mosquitto),
                 })
@@ -109,7 +115,7 @@ impl Broker {
         }
     }
 
-    /// The address clients connect to.
+    /// The address devices (MQTT 3.1.1 clients) connect to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -119,15 +125,21 @@ impl Broker {
         self.kind
     }
 
-    /// The broker's URL, `mqtt://127.0.0.1:PORT`.
+    /// The broker's URL for devices, `mqtt://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("mqtt://{}", self.addr)
     }
+
+    /// The URL the cloud writer subscribes at: the MQTT 5 listener.
+    pub fn writer_url(&self) -> String {
+        format!("mqtt://{}", self.writer_addr)
+    }
 }
 
-/// The embedded broker's configuration: one MQTT 3.1.1 listener on `addr`, limits generous
-/// enough for thousands of drones and a subscriber that falls minutes behind.
-fn embedded_config(addr: SocketAddr) -> rumqttd::Config {
+/// The embedded broker's configuration: an MQTT 3.1.1 listener on `addr` for devices and an
+/// MQTT 5 one on `writer_addr` for the writer, limits generous enough for thousands of
+/// drones and a subscriber that falls minutes behind.
+fn embedded_config(addr: SocketAddr, writer_addr: SocketAddr) -> rumqttd::Config {
     let connections = ConnectionSettings {
         connection_timeout_ms: 60_000,
         max_payload_size: telemetry::wire::MAX_MESSAGE_BYTES,
@@ -136,12 +148,12 @@ fn embedded_config(addr: SocketAddr) -> rumqttd::Config {
         external_auth: None,
         dynamic_filters: true,
     };
-    let server = ServerSettings {
-        name: "v4".to_owned(),
-        listen: addr,
+    let server = |name: &str, listen| ServerSettings {
+        name: name.to_owned(),
+        listen,
         tls: None,
         next_connection_delay_ms: 0,
-        connections,
+        connections: connections.clone(),
     };
     rumqttd::Config {
         id: 0,
@@ -156,15 +168,21 @@ fn embedded_config(addr: SocketAddr) -> rumqttd::Config {
             max_segment_count: 16,
             ..RouterConfig::default()
         },
-        v4: Some(HashMap::from([("v4".to_owned(), server)])),
+        v4: Some(HashMap::from([("v4".to_owned(), server("v4", addr))])),
+        v5: Some(HashMap::from([(
+            "v5".to_owned(),
+            server("v5", writer_addr),
+        )])),
         ..rumqttd::Config::default()
     }
 }
 
-/// Starts rumqttd on a fresh free port in its own threads; returns once it accepts.
-fn start_embedded() -> Result<SocketAddr, BrokerError> {
+/// Starts rumqttd on two fresh free ports in its own threads; returns the devices' and the
+/// writer's addresses once both accept.
+fn start_embedded() -> Result<(SocketAddr, SocketAddr), BrokerError> {
     let addr = free_port().map_err(BrokerError::Port)?;
-    let mut broker = rumqttd::Broker::new(embedded_config(addr));
+    let writer_addr = free_port().map_err(BrokerError::Port)?;
+    let mut broker = rumqttd::Broker::new(embedded_config(addr, writer_addr));
     std::thread::Builder::new()
         .name("mqtt-broker".to_owned())
         .spawn(move || {
@@ -174,16 +192,21 @@ fn start_embedded() -> Result<SocketAddr, BrokerError> {
         })
         .map_err(BrokerError::Port)?;
     let deadline = Instant::now() + READY_TIMEOUT;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(addr);
+    for listener in [addr, writer_addr] {
+        loop {
+            if TcpStream::connect_timeout(&listener, Duration::from_millis(200)).is_ok() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(BrokerError::NotReady {
+                    addr: listener,
+                    timeout: READY_TIMEOUT,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
-    Err(BrokerError::NotReady {
-        addr,
-        timeout: READY_TIMEOUT,
-    })
+    Ok((addr, writer_addr))
 }
 
 /// A port of 127.0.0.1 that was free a moment ago.

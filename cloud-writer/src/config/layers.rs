@@ -16,8 +16,9 @@ use url::Url;
 
 use super::runtime::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
-    DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings, LoadBalancing, MqttTls,
-    NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
+    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
+    LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
+    read_key_file,
 };
 use super::source::SourceSpec;
 
@@ -78,6 +79,10 @@ pub struct Settings {
     /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
     #[arg(long, env = "MQTT_CLIENT_ID")]
     pub mqtt_client_id: Option<String>,
+    /// MQTT Receive Maximum: most unacknowledged messages the broker may send at once
+    /// (1 to 65535) [default: 2000]
+    #[arg(long, env = "MQTT_RECEIVE_MAXIMUM")]
+    pub mqtt_receive_maximum: Option<u16>,
     /// mqtts:// only: the CA (PEM) that signed the broker's certificate [default: the
     /// system's roots]
     #[arg(long, env = "MQTT_CA_FILE")]
@@ -175,6 +180,7 @@ settings::layered!(Settings {
     writer_source,
     mqtt_share_group,
     mqtt_client_id,
+    mqtt_receive_maximum,
     mqtt_ca_file,
     mqtt_client_cert_file,
     mqtt_client_key_file,
@@ -329,6 +335,15 @@ impl Settings {
                 ),
             });
         }
+        let mqtt_receive_maximum = self
+            .mqtt_receive_maximum
+            .unwrap_or(DEFAULT_MQTT_RECEIVE_MAXIMUM);
+        if mqtt_receive_maximum == 0 {
+            return Err(ConfigError::Invalid {
+                name: "MQTT_RECEIVE_MAXIMUM",
+                message: "must be between 1 and 65535".into(),
+            });
+        }
         let mqtt_tls = MqttTls {
             ca_file: self.mqtt_ca_file,
             identity: match (self.mqtt_client_cert_file, self.mqtt_client_key_file) {
@@ -368,6 +383,7 @@ impl Settings {
             mqtt_client_id: self
                 .mqtt_client_id
                 .unwrap_or_else(|| format!("cloud-writer-{hostname}")),
+            mqtt_receive_maximum,
             eventhubs: EventHubsSettings {
                 consumer_group: self
                     .eventhubs_consumer_group

@@ -19,8 +19,9 @@ mod tests;
 pub use layers::Settings;
 pub use runtime::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
-    DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings, LoadBalancing, MqttTls,
-    NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
+    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
+    LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
+    read_key_file,
 };
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 pub use source::{EventHubsConnection, MqttUrl, SourceSpec};

@@ -166,6 +166,24 @@ fn source_budget_and_stall_time_have_defaults_and_a_floor() {
 }
 
 #[test]
+fn mqtt_receive_maximum_has_a_default_and_refuses_zero() {
+    assert_eq!(
+        base().resolve().unwrap().mqtt_receive_maximum,
+        DEFAULT_MQTT_RECEIVE_MAXIMUM
+    );
+    let file: Settings = toml::from_str("mqtt_receive_maximum = 100\n").unwrap();
+    assert_eq!(file.or(base()).resolve().unwrap().mqtt_receive_maximum, 100);
+    let err = Settings {
+        mqtt_receive_maximum: Some(0),
+        ..base()
+    }
+    .resolve()
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("MQTT_RECEIVE_MAXIMUM"), "{err}");
+}
+
+#[test]
 fn missing_and_bad_settings_name_the_variable() {
     let err = Settings::default().resolve().unwrap_err().to_string();
     assert!(err.contains("COSMOS_ENDPOINT"), "{err}");

@@ -1,20 +1,28 @@
-//! The MQTT source: any MQTT 3.1.1 broker (Mosquitto, or a bridge of IoT Hub traffic).
+//! The MQTT source: any MQTT 5 broker (Mosquitto 2.x, or a bridge of IoT Hub traffic).
 //!
 //! Subscribes at QoS 1 to `devices/+/messages/events/#` (as `$share/{group}/...` when a
 //! share group is configured, so that replicas split the load) with a persistent session
-//! (`clean_session = false`, a fixed client id per replica). PUBACKs are manual and in
-//! order: a message is acknowledged only when it and every earlier message of the same
-//! connection are final, so the broker redelivers whatever was not written after a
-//! writer crash or a broker restart. The device identity is the topic's second segment.
+//! (`clean_start = false` and a session that does not expire, a fixed client id per
+//! replica). PUBACKs are manual and in order: a message is acknowledged only when it and
+//! every earlier message of the same connection are final, so the broker redelivers
+//! whatever was not written after a writer crash or a broker restart. The device identity
+//! is the topic's second segment.
 //!
 //! The event loop is polled all the time, also while the pipeline is full, so keep-alive
 //! pings and PUBACKs flow and a slow Cosmos DB does not make the broker drop the session
-//! (and deliver everything again). Messages that do not fit in the byte-bounded queue
-//! wait here, in order; the broker's in-flight window (Mosquitto
-//! `max_inflight_messages`) is the flow control that bounds them, since every message
-//! stays unacknowledged until its outcome is final. A PUBACK is only ever sent on the
-//! connection that delivered its message: after a reconnect the broker may have given
-//! the packet id to another message.
+//! (and deliver everything again). The writer, not the broker's configuration, bounds
+//! what arrives meanwhile: the CONNECT's Receive Maximum ([`MqttSettings::receive_maximum`])
+//! is how many unacknowledged messages the broker may send, and since every message stays
+//! unacknowledged until its outcome is final, messages that do not fit in the byte-bounded
+//! queue wait here, in order, at most that many of them, each at most
+//! [`MAX_INCOMING_PACKET`] bytes (which the CONNECT announces as its Maximum Packet Size).
+//! A broker that sends more than the Receive Maximum (Mosquitto before 2.0.13 does once
+//! acknowledgements flow while a backlog is queued: each PUBACK of the oldest message lets
+//! up to another Receive Maximum in) is warned about, and the source stops reading while
+//! more than `SOURCE_MAX_BYTES` wait here, so memory stays bounded at the cost of
+//! keep-alive should Cosmos DB stall just then.
+//! A PUBACK is only ever sent on the connection that delivered its message: after a
+//! reconnect the broker may have given the packet id to another message.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -24,10 +32,10 @@ use client_tls::Trust;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use netkit::backoff::Backoff;
-use rumqttc::{
-    AsyncClient, ConnectReturnCode, ConnectionError, Event, MqttOptions, Packet, Publish, QoS,
-    Request, StateError, TlsConfiguration, Transport, mqttbytes,
-};
+use rumqttc::v5::mqttbytes::v5::{ConnectProperties, Packet, Publish, SubscribeReasonCode};
+use rumqttc::v5::mqttbytes::{self, QoS};
+use rumqttc::v5::{AsyncClient, ConnectionError, Event, MqttOptions, Request, StateError};
+use rumqttc::{Outgoing, TlsConfiguration, Transport};
 use tokio::sync::mpsc;
 use url::Url;
 
@@ -44,11 +52,17 @@ pub const TOPIC_FILTER: &str = "devices/+/messages/events/#";
 /// The largest payload IoT Hub accepts (the wire limit of a device-to-cloud message).
 pub const WIRE_PAYLOAD_LIMIT: usize = 256 * 1024;
 
-/// Largest incoming packet (its remaining length) accepted from the broker: the wire
-/// limit's payload plus the longest topic (two length bytes and 65,535 bytes) and the
-/// packet id. A larger one closes the connection (rumqttc cannot skip it) and is
-/// reported; the broker's own `max_packet_size` keeps devices from publishing one.
-pub const MAX_INCOMING_PACKET: usize = WIRE_PAYLOAD_LIMIT + 2 + u16::MAX as usize + 2;
+/// Largest packet accepted from the broker: the wire limit (payload and properties) plus
+/// the longest topic (two length bytes and 65,535 bytes), the packet id and the fixed
+/// header. The CONNECT announces it as the Maximum Packet Size, so an MQTT 5 broker does
+/// not send a larger message to the writer (it discards it); the broker's own
+/// `max_packet_size` should keep devices from publishing one at all. A broker that sends
+/// one anyway closes the connection (the client cannot skip it), which is reported.
+pub const MAX_INCOMING_PACKET: usize = WIRE_PAYLOAD_LIMIT + 2 + u16::MAX as usize + 2 + 5;
+
+/// How long the broker keeps the writer's session after a disconnect: for ever (the MQTT
+/// 5 value of `u32::MAX`), like an MQTT 3.1.1 session with `clean_session = false`.
+const SESSION_NEVER_EXPIRES: u32 = u32::MAX;
 
 /// Requests (PUBACKs, the subscription) buffered for the event loop.
 const REQUEST_CHANNEL: usize = 4096;
@@ -68,6 +82,8 @@ pub struct MqttSettings {
     pub credentials: Option<(String, crate::config::Secret)>,
     /// MQTT keep-alive.
     pub keep_alive: Duration,
+    /// Receive Maximum: most unacknowledged messages the broker may send at once.
+    pub receive_maximum: u16,
     /// TLS, for `mqtts://`.
     pub tls: Option<TlsConfiguration>,
 }
@@ -115,6 +131,7 @@ impl MqttSettings {
             share_group,
             credentials,
             keep_alive: Duration::from_secs(30),
+            receive_maximum: crate::config::DEFAULT_MQTT_RECEIVE_MAXIMUM,
             tls,
         })
     }
@@ -172,12 +189,14 @@ impl Acker {
         queue.0
     }
 
-    /// Enters a packet id of the current connection; returns its index.
-    fn push(&self, pkid: u16) -> u64 {
+    /// Enters a packet id of the current connection; returns its index and how many
+    /// messages of the connection are now unacknowledged.
+    fn push(&self, pkid: u16) -> (u64, usize) {
         let mut queue = self.lock();
         let index = queue.1.push(pkid);
-        self.metrics.set_ack_lag("mqtt", queue.1.len());
-        index
+        let unacknowledged = queue.1.len();
+        self.metrics.set_ack_lag("mqtt", unacknowledged);
+        (index, unacknowledged)
     }
 }
 
@@ -209,11 +228,15 @@ impl Source for MqttSource {
 
 fn options(settings: &MqttSettings) -> MqttOptions {
     let mut options = MqttOptions::new(&settings.client_id, &settings.host, settings.port);
+    let mut properties = ConnectProperties::new();
+    properties.session_expiry_interval = Some(SESSION_NEVER_EXPIRES);
+    properties.receive_maximum = Some(settings.receive_maximum);
+    properties.max_packet_size = Some(MAX_INCOMING_PACKET as u32);
     options
         .set_keep_alive(settings.keep_alive)
-        .set_clean_session(false)
+        .set_clean_start(false)
         .set_manual_acks(true)
-        .set_max_packet_size(MAX_INCOMING_PACKET, 64 * 1024)
+        .set_connect_properties(properties)
         .set_request_channel_capacity(REQUEST_CHANNEL);
     if let Some((user, password)) = &settings.credentials {
         options.set_credentials(user, password.expose());
@@ -226,14 +249,14 @@ fn options(settings: &MqttSettings) -> MqttOptions {
 
 /// A PUBACK request for `pkid`.
 fn puback(pkid: u16) -> Publish {
-    let mut publish = Publish::new("", QoS::AtLeastOnce, Vec::new());
+    let mut publish = Publish::new("", QoS::AtLeastOnce, Vec::new(), None);
     publish.pkid = pkid;
     publish
 }
 
 /// Messages received but not yet in the queue (it is full), in order. The event loop
-/// goes on being polled meanwhile, so pings and PUBACKs flow; the broker's in-flight
-/// window bounds how many arrive.
+/// goes on being polled meanwhile, so pings and PUBACKs flow; the Receive Maximum
+/// bounds how many arrive.
 #[derive(Default)]
 struct Waiting {
     messages: VecDeque<Message>,
@@ -283,8 +306,8 @@ async fn run(
     // PUBACKs of the current connection not yet handed to the event loop.
     let mut acks: VecDeque<u16> = VecDeque::new();
     let mut waiting = Waiting::default();
-    // Above this, the event loop is no longer polled until the queue takes some: the
-    // broker's in-flight window is larger than the budget allows (see the README).
+    // Above this, the event loop is no longer polled until the queue takes some: only a
+    // broker that sends more than the Receive Maximum gets there (see the README).
     let waiting_limit = tx.budget();
     let mut warned_window = false;
     // Dropped on stop, which ends the pipeline's input.
@@ -299,13 +322,6 @@ async fn run(
             acks.pop_front();
         }
         let poll_events = waiting.bytes < waiting_limit;
-        if !poll_events && !warned_window {
-            warned_window = true;
-            tracing::warn!(
-                waiting_bytes = waiting.bytes,
-                "the broker sends more unacknowledged messages than SOURCE_MAX_BYTES holds: lower its in-flight window (Mosquitto max_inflight_messages) so that the connection is serviced while the pipeline is full"
-            );
-        }
         let front_bytes = waiting.front_bytes();
         let event = tokio::select! {
             biased;
@@ -338,12 +354,6 @@ async fn run(
         };
         match event {
             Ok(Event::Incoming(Packet::ConnAck(connack))) => {
-                if connack.code != ConnectReturnCode::Success {
-                    break Err(SourceError::Failed(format!(
-                        "the broker refused the connection: {:?}",
-                        connack.code
-                    )));
-                }
                 backoff.reset();
                 // Nothing of an earlier connection goes out on this one: its PUBACKs
                 // would name packet ids the broker may have given to other messages,
@@ -369,7 +379,7 @@ async fn run(
                 let granted = suback
                     .return_codes
                     .iter()
-                    .all(|code| matches!(code, rumqttc::SubscribeReasonCode::Success(_)));
+                    .all(|code| matches!(code, SubscribeReasonCode::Success(_)));
                 if !granted {
                     break Err(SourceError::Failed(format!(
                         "the broker refused the subscription to {filter}: {:?}",
@@ -385,11 +395,19 @@ async fn run(
                     // Not acknowledged: the broker delivers it again later.
                     continue;
                 }
-                let Some(message) = message_of(&publish, &acker) else {
+                let (index, unacknowledged) = acker.push(publish.pkid);
+                if unacknowledged > usize::from(settings.receive_maximum) && !warned_window {
+                    warned_window = true;
+                    tracing::warn!(
+                        unacknowledged,
+                        receive_maximum = settings.receive_maximum,
+                        "the broker sends more unacknowledged messages than the Receive Maximum allows (Mosquitto before 2.0.13 does once acknowledgements flow with a backlog queued): beyond SOURCE_MAX_BYTES waiting the source stops reading, and keep-alive can lapse while Cosmos DB is slow; use a broker that honours MQTT 5 flow control"
+                    );
+                }
+                let Some(message) = message_of(&publish, &acker, index) else {
                     // Not a device-to-cloud topic: acknowledge so it does not come back.
-                    let index = acker.push(publish.pkid);
                     metrics.dropped("unroutable");
-                    tracing::warn!(topic = %publish.topic, "message on an unexpected topic dropped");
+                    tracing::warn!(topic = %String::from_utf8_lossy(&publish.topic), "message on an unexpected topic dropped");
                     acker.done(index);
                     continue;
                 };
@@ -397,6 +415,11 @@ async fn run(
                 waiting.push(message);
             }
             Ok(_) => {}
+            Err(ConnectionError::ConnectionRefused(code)) => {
+                break Err(SourceError::Failed(format!(
+                    "the broker refused the connection: {code:?}"
+                )));
+            }
             Err(err) => {
                 metrics.set_source_connected(false);
                 // The connection's unacknowledged messages come again on the next one.
@@ -408,14 +431,14 @@ async fn run(
                 }
                 let delay = backoff.next_delay();
                 if let ConnectionError::MqttState(StateError::Deserialization(
-                    mqttbytes::Error::PayloadSizeLimitExceeded(size),
+                    mqttbytes::Error::PayloadSizeLimitExceeded { pkt_size, .. },
                 )) = &err
                 {
                     tracing::error!(
-                        size,
+                        size = pkt_size,
                         limit = MAX_INCOMING_PACKET,
                         retry_in = ?delay,
-                        "the broker sent a packet over the wire limit (256 KiB payload plus topic); it holds the stream until removed: set the broker's max_packet_size (Mosquitto) so that devices cannot publish it"
+                        "the broker sent a packet over the Maximum Packet Size the writer announced (the 256 KiB wire limit plus topic); it holds the stream until removed: set the broker's max_packet_size (Mosquitto) so that devices cannot publish it"
                     );
                 } else {
                     tracing::warn!(error = %err, retry_in = ?delay, "MQTT connection lost; reconnecting");
@@ -451,7 +474,7 @@ async fn run(
             () = &mut deadline => break,
             () = &mut flush, if !flushed => flushed = true,
             event = eventloop.poll() => match event {
-                Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) | Err(_) => break,
+                Ok(Event::Outgoing(Outgoing::Disconnect)) | Err(_) => break,
                 Ok(_) => {}
             },
         }
@@ -469,10 +492,11 @@ async fn reserve(tx: Option<&QueueSender>, bytes: Option<usize>) -> Option<Reser
     }
 }
 
-/// The message of a publish, entered into the connection's ack queue.
-fn message_of(publish: &Publish, acker: &Arc<Acker>) -> Option<Message> {
-    let identity = identity_of_topic(&publish.topic)?.to_string();
-    let index = acker.push(publish.pkid);
+/// The message of a publish entered into the connection's ack queue at `index`; `None`
+/// when its topic is not a device-to-cloud topic.
+fn message_of(publish: &Publish, acker: &Arc<Acker>, index: u64) -> Option<Message> {
+    let topic = std::str::from_utf8(&publish.topic).ok()?;
+    let identity = identity_of_topic(topic)?.to_string();
     let sink: Arc<dyn AckSink> = acker.clone();
     let ack = if publish.qos == QoS::AtMostOnce {
         // Nothing to acknowledge; keep the queue moving.

@@ -40,6 +40,8 @@ pub struct Faults {
     timeout_rate: AtomicU64,
     timeout_ms: AtomicU64,
     max_document_bytes: AtomicU64,
+    /// Requests that have begun waiting the added latency, since start.
+    delayed: AtomicU64,
 }
 
 /// What to do with a request before serving it.
@@ -62,6 +64,7 @@ impl Faults {
             timeout_rate: AtomicU64::new(0f64.to_bits()),
             timeout_ms: AtomicU64::new(5_000),
             max_document_bytes: AtomicU64::new(MAX_DOCUMENT_BYTES),
+            delayed: AtomicU64::new(0),
         }
     }
 
@@ -102,9 +105,19 @@ impl Faults {
         usize::try_from(self.max_document_bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
     }
 
-    /// The added latency.
-    pub fn latency(&self) -> Duration {
-        Duration::from_millis(self.latency_ms.load(Ordering::Relaxed))
+    /// The added latency for a request arriving now; one that is not zero counts the
+    /// request as delayed.
+    pub fn delay(&self) -> Duration {
+        let latency = Duration::from_millis(self.latency_ms.load(Ordering::Relaxed));
+        if !latency.is_zero() {
+            self.delayed.fetch_add(1, Ordering::Relaxed);
+        }
+        latency
+    }
+
+    /// How many requests have begun waiting an added latency since start.
+    pub fn delayed(&self) -> u64 {
+        self.delayed.load(Ordering::Relaxed)
     }
 
     /// Draws the fault for one request.

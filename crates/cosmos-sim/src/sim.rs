@@ -179,6 +179,12 @@ impl CosmosSim {
         });
     }
 
+    /// How many requests have begun waiting an added latency ([`Self::set_latency`]) since
+    /// start: a test that stalls the writer knows the stall has reached a write.
+    pub fn delayed_requests(&self) -> u64 {
+        self.shared.faults.delayed()
+    }
+
     /// Sets the share of requests answered 503 (0 to 1).
     pub fn set_error_rate_503(&self, rate: f64) {
         self.set_faults(FaultSettings {

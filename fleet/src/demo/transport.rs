@@ -77,7 +77,7 @@ impl Transport {
     pub(super) fn writer_source(&self) -> String {
         match self {
             Transport::Hub(hub) => hub.eventhub_connection_string(),
-            Transport::Mqtt(broker, _) => broker.url(),
+            Transport::Mqtt(broker, _) => broker.writer_url(),
         }
     }
 

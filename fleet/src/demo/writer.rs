@@ -21,7 +21,7 @@ pub fn writer_config(
     broker: &Broker,
     sim: &CosmosSim,
 ) -> cloud_writer::WriterConfig {
-    config_for(config, &broker.url(), sim)
+    config_for(config, &broker.writer_url(), sim)
 }
 
 /// The writer's configuration for the scenario: the source `source` (a broker's URL or

@@ -8,7 +8,7 @@ use crate::shared::Shared;
 /// Waits the added latency, then draws a fault: the reply that ends the request, or `None` to
 /// serve it.
 pub(super) async fn inject(shared: &Shared) -> Option<Reply> {
-    let latency = shared.faults.latency();
+    let latency = shared.faults.delay();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
