@@ -50,43 +50,32 @@ impl<'de> Deserialize<'de> for Parallelism {
     }
 }
 
-/// Every setting as given by flags, environment or file; `None` when not given.
-#[derive(Debug, Clone, Default, Args, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
-    #[arg(long, env = "COSMOS_ENDPOINT")]
-    pub cosmos_endpoint: Option<Url>,
-    /// Cosmos DB account key (environment or file only).
-    #[arg(skip)]
-    pub cosmos_key: Option<Secret>,
-    /// Database name [default: telemetry]
-    #[arg(long, env = "COSMOS_DATABASE")]
-    pub cosmos_database: Option<String>,
-    /// Container of the position documents [default: positions]
-    #[arg(long, env = "COSMOS_CONTAINER")]
-    pub cosmos_container: Option<String>,
-    /// Accept self-signed certificates (local emulators only).
-    #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
-    pub cosmos_accept_invalid_certs: Option<bool>,
-    /// Address the API and the map listen on [default: 127.0.0.1:8080]
-    #[arg(long, env = "API_ADDR")]
-    pub api_addr: Option<SocketAddr>,
-    /// Ranges a cross-partition query asks at once: 1 to 256, or serial [default: 8]
-    #[arg(long, env = "QUERY_MAX_PARALLELISM")]
-    pub query_max_parallelism: Option<Parallelism>,
-    /// Results per page of a query (x-ms-max-item-count) [default: 1000]
-    #[arg(long, env = "QUERY_PAGE_SIZE")]
-    pub query_page_size: Option<u32>,
-    /// Largest radius of a near query, metres [default: 50000]
-    #[arg(long, env = "NEAR_MAX_RADIUS_M")]
-    pub near_max_radius_m: Option<f64>,
-    /// How often the map refreshes [default: 2s]
-    #[arg(long, env = "MAP_REFRESH")]
-    pub map_refresh: Option<DurationSetting>,
-    /// Log format: text or json [default: text]
-    #[arg(long, env = "LOG_FORMAT")]
-    pub log_format: Option<LogFormat>,
+settings::with_cosmos_account! {
+    /// Every setting as given by flags, environment or file; `None` when not given. The Cosmos
+    /// DB account's settings come first, declared once for every program
+    /// ([`settings::with_cosmos_account!`]).
+    #[derive(Debug, Clone, Default, Args, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Settings {
+        /// Address the API and the map listen on [default: 127.0.0.1:8080]
+        #[arg(long, env = "API_ADDR")]
+        pub api_addr: Option<SocketAddr>,
+        /// Ranges a cross-partition query asks at once: 1 to 256, or serial [default: 8]
+        #[arg(long, env = "QUERY_MAX_PARALLELISM")]
+        pub query_max_parallelism: Option<Parallelism>,
+        /// Results per page of a query (x-ms-max-item-count) [default: 1000]
+        #[arg(long, env = "QUERY_PAGE_SIZE")]
+        pub query_page_size: Option<u32>,
+        /// Largest radius of a near query, metres [default: 50000]
+        #[arg(long, env = "NEAR_MAX_RADIUS_M")]
+        pub near_max_radius_m: Option<f64>,
+        /// How often the map refreshes [default: 2s]
+        #[arg(long, env = "MAP_REFRESH")]
+        pub map_refresh: Option<DurationSetting>,
+        /// Log format: text or json [default: text]
+        #[arg(long, env = "LOG_FORMAT")]
+        pub log_format: Option<LogFormat>,
+    }
 }
 
 settings::layered!(Settings {
@@ -226,6 +215,11 @@ mod tests {
             cosmos_key: Some(Secret::new("a2V5")),
             ..Settings::default()
         }
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() {
+        assert!(toml::from_str::<Settings>("cosmos_databse = \"x\"").is_err());
     }
 
     #[test]

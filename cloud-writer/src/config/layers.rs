@@ -22,147 +22,135 @@ use super::runtime::{
 };
 use super::source::SourceSpec;
 
-/// Every setting as given by flags, environment or file; `None` when not given.
-#[derive(Debug, Clone, Default, Args, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
-    #[arg(long, env = "COSMOS_ENDPOINT")]
-    pub cosmos_endpoint: Option<Url>,
-    /// Cosmos DB account key (environment or file only).
-    #[arg(skip)]
-    pub cosmos_key: Option<Secret>,
-    /// File holding the Cosmos DB account key (instead of COSMOS_KEY); read again when Cosmos
-    /// DB refuses the key (401/403), so a rotated key is taken without a restart.
-    #[arg(long, env = "COSMOS_KEY_FILE")]
-    pub cosmos_key_file: Option<PathBuf>,
-    /// Database name [default: telemetry]
-    #[arg(long, env = "COSMOS_DATABASE")]
-    pub cosmos_database: Option<String>,
-    /// Container name [default: positions]
-    #[arg(long, env = "COSMOS_CONTAINER")]
-    pub cosmos_container: Option<String>,
-    /// Partition key path the documents carry the device id at [default: /deviceId]
-    #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
-    pub cosmos_partition_key_path: Option<String>,
-    /// Accept self-signed certificates (local emulators only: a loopback endpoint, or
-    /// COSMOS_ALLOW_INSECURE).
-    #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
-    pub cosmos_accept_invalid_certs: Option<bool>,
-    /// Allow http:// or unchecked certificates for an endpoint that is not on this host
-    /// (a Cosmos emulator elsewhere on a private network) [default: false]
-    #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
-    pub cosmos_allow_insecure: Option<bool>,
-    /// Create the database and container when missing [default: false]
-    #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
-    pub cosmos_create_if_missing: Option<bool>,
-    /// Throughput (RU/s) of a container this writer creates.
-    #[arg(long, env = "COSMOS_THROUGHPUT")]
-    pub cosmos_throughput: Option<u32>,
-    /// Write even when the documents lack the container's partition key: all of them land in
-    /// one (undefined) logical partition, so one physical partition takes every write and
-    /// throttles. For demonstrating the hot partition only [default: false]
-    #[arg(
-        long = "force-missing-partition-key",
-        env = "WRITER_FORCE_MISSING_PARTITION_KEY",
-        num_args = 0..=1,
-        default_missing_value = "true"
-    )]
-    pub writer_force_missing_partition_key: Option<bool>,
-    /// Source: mqtt://host:port. An Event Hubs connection string or a URL with a password
-    /// is a secret: WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or the file.
-    #[arg(long = "source")]
-    pub writer_source: Option<Secret>,
-    /// MQTT shared subscription group, so that replicas split the load.
-    #[arg(long, env = "MQTT_SHARE_GROUP")]
-    pub mqtt_share_group: Option<String>,
-    /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
-    #[arg(long, env = "MQTT_CLIENT_ID")]
-    pub mqtt_client_id: Option<String>,
-    /// MQTT Receive Maximum: most unacknowledged messages the broker may send at once
-    /// (1 to 65535) [default: 2000]
-    #[arg(long, env = "MQTT_RECEIVE_MAXIMUM")]
-    pub mqtt_receive_maximum: Option<u16>,
-    /// mqtts:// only: the CA (PEM) that signed the broker's certificate [default: the
-    /// system's roots]
-    #[arg(long, env = "MQTT_CA_FILE")]
-    pub mqtt_ca_file: Option<PathBuf>,
-    /// mqtts:// only: a client certificate (PEM) to present, with MQTT_CLIENT_KEY_FILE
-    #[arg(long, env = "MQTT_CLIENT_CERT_FILE")]
-    pub mqtt_client_cert_file: Option<PathBuf>,
-    /// mqtts:// only: the client certificate's private key (PEM)
-    #[arg(long, env = "MQTT_CLIENT_KEY_FILE")]
-    pub mqtt_client_key_file: Option<PathBuf>,
-    /// Event Hubs consumer group [default: $Default]
-    #[arg(long, env = "EVENTHUBS_CONSUMER_GROUP")]
-    pub eventhubs_consumer_group: Option<String>,
-    /// Where a partition without checkpoint starts: earliest, latest, or an RFC 3339 time [default: latest]
-    #[arg(long, env = "EVENTHUBS_START_POSITION")]
-    pub eventhubs_start_position: Option<String>,
-    /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
-    #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
-    pub eventhubs_checkpoint_container: Option<String>,
-    /// The address the Event Hubs client dials instead of the namespace's (an AMQP proxy or
-    /// a private link), e.g. amqps://proxy.example:5671 [default: the namespace; for a
-    /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
-    #[arg(long, env = "EVENTHUBS_CUSTOM_ENDPOINT")]
-    pub eventhubs_custom_endpoint: Option<Url>,
-    /// How often each replica balances the partitions and renews its ownerships [default: 10s]
-    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_INTERVAL")]
-    pub eventhubs_load_balancing_interval: Option<DurationSetting>,
-    /// How long an ownership holds without renewal: the partitions of a replica that died
-    /// move after it; longer than the interval [default: 30s]
-    #[arg(long, env = "EVENTHUBS_OWNERSHIP_EXPIRY")]
-    pub eventhubs_ownership_expiry: Option<DurationSetting>,
-    /// greedy (take the whole fair share at once) or balanced (one partition per interval)
-    /// [default: greedy]
-    #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_STRATEGY")]
-    pub eventhubs_load_balancing_strategy: Option<LoadBalancing>,
-    /// How often each partition's checkpoint is written (up to its last final event) [default: 5s]
-    #[arg(long, env = "EVENTHUBS_CHECKPOINT_INTERVAL")]
-    pub eventhubs_checkpoint_interval: Option<DurationSetting>,
-    /// Positions later than this are dropped as stale [default: 5m]
-    #[arg(long, env = "STALE_AFTER")]
-    pub stale_after: Option<DurationSetting>,
-    /// Device times further ahead of now are rejected [default: 2m]
-    #[arg(long, env = "FUTURE_TOLERANCE")]
-    pub future_tolerance: Option<DurationSetting>,
-    /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
-    #[arg(long, env = "METRICS_ADDR")]
-    pub metrics_addr: Option<String>,
-    /// How newest-wins is enforced: patch or etag [default: patch]
-    #[arg(long, env = "NEWEST_WINS")]
-    pub newest_wins: Option<NewestWins>,
-    /// Also write every fresh position as its own history document [default: false]
-    #[arg(long, env = "HISTORY")]
-    pub history: Option<bool>,
-    /// Time to live of history documents, e.g. 7d (needs TTL on the container)
-    #[arg(long, env = "HISTORY_TTL")]
-    pub history_ttl: Option<DurationSetting>,
-    /// Append rejected messages to this JSONL file.
-    #[arg(long, env = "DEAD_LETTER_FILE")]
-    pub dead_letter_file: Option<PathBuf>,
-    /// Most messages per pipeline batch [default: 2000]
-    #[arg(long, env = "BATCH_MAX_MESSAGES")]
-    pub batch_max_messages: Option<usize>,
-    /// Longest wait to fill a batch [default: 20ms]
-    #[arg(long, env = "BATCH_LINGER")]
-    pub batch_linger: Option<DurationSetting>,
-    /// Most positions being written at once [default: 20000]
-    #[arg(long, env = "MAX_IN_FLIGHT")]
-    pub max_in_flight: Option<usize>,
-    /// Interval of the summary log line [default: 10s]
-    #[arg(long, env = "SUMMARY_INTERVAL")]
-    pub summary_interval: Option<DurationSetting>,
-    /// Log format: text or json [default: text]
-    #[arg(long, env = "LOG_FORMAT")]
-    pub log_format: Option<LogFormat>,
-    /// Bytes the queue between source and pipeline holds at most [default: 67108864]
-    #[arg(long, env = "SOURCE_MAX_BYTES")]
-    pub source_max_bytes: Option<usize>,
-    /// /healthz fails after this long without progress while work is pending [default: 10m]
-    #[arg(long, env = "HEALTHZ_STALL_AFTER")]
-    pub healthz_stall_after: Option<DurationSetting>,
+settings::with_cosmos_account! {
+    /// Every setting as given by flags, environment or file; `None` when not given. The Cosmos
+    /// DB account's settings come first, declared once for every program
+    /// ([`settings::with_cosmos_account!`]).
+    #[derive(Debug, Clone, Default, Args, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Settings {
+        /// File holding the Cosmos DB account key (instead of COSMOS_KEY); read again when Cosmos
+        /// DB refuses the key (401/403), so a rotated key is taken without a restart.
+        #[arg(long, env = "COSMOS_KEY_FILE")]
+        pub cosmos_key_file: Option<PathBuf>,
+        /// Partition key path the documents carry the device id at [default: /deviceId]
+        #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
+        pub cosmos_partition_key_path: Option<String>,
+        /// Allow http:// or unchecked certificates for an endpoint that is not on this host
+        /// (a Cosmos emulator elsewhere on a private network) [default: false]
+        #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
+        pub cosmos_allow_insecure: Option<bool>,
+        /// Create the database and container when missing [default: false]
+        #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
+        pub cosmos_create_if_missing: Option<bool>,
+        /// Throughput (RU/s) of a container this writer creates.
+        #[arg(long, env = "COSMOS_THROUGHPUT")]
+        pub cosmos_throughput: Option<u32>,
+        /// Write even when the documents lack the container's partition key: all of them land in
+        /// one (undefined) logical partition, so one physical partition takes every write and
+        /// throttles. For demonstrating the hot partition only [default: false]
+        #[arg(
+            long = "force-missing-partition-key",
+            env = "WRITER_FORCE_MISSING_PARTITION_KEY",
+            num_args = 0..=1,
+            default_missing_value = "true"
+        )]
+        pub writer_force_missing_partition_key: Option<bool>,
+        /// Source: mqtt://host:port. An Event Hubs connection string or a URL with a password
+        /// is a secret: WRITER_SOURCE or WRITER_SOURCE_FILE in the environment, or the file.
+        #[arg(long = "source")]
+        pub writer_source: Option<Secret>,
+        /// MQTT shared subscription group, so that replicas split the load.
+        #[arg(long, env = "MQTT_SHARE_GROUP")]
+        pub mqtt_share_group: Option<String>,
+        /// MQTT client id, fixed per replica [default: cloud-writer-$HOSTNAME]
+        #[arg(long, env = "MQTT_CLIENT_ID")]
+        pub mqtt_client_id: Option<String>,
+        /// MQTT Receive Maximum: most unacknowledged messages the broker may send at once
+        /// (1 to 65535) [default: 2000]
+        #[arg(long, env = "MQTT_RECEIVE_MAXIMUM")]
+        pub mqtt_receive_maximum: Option<u16>,
+        /// mqtts:// only: the CA (PEM) that signed the broker's certificate [default: the
+        /// system's roots]
+        #[arg(long, env = "MQTT_CA_FILE")]
+        pub mqtt_ca_file: Option<PathBuf>,
+        /// mqtts:// only: a client certificate (PEM) to present, with MQTT_CLIENT_KEY_FILE
+        #[arg(long, env = "MQTT_CLIENT_CERT_FILE")]
+        pub mqtt_client_cert_file: Option<PathBuf>,
+        /// mqtts:// only: the client certificate's private key (PEM)
+        #[arg(long, env = "MQTT_CLIENT_KEY_FILE")]
+        pub mqtt_client_key_file: Option<PathBuf>,
+        /// Event Hubs consumer group [default: $Default]
+        #[arg(long, env = "EVENTHUBS_CONSUMER_GROUP")]
+        pub eventhubs_consumer_group: Option<String>,
+        /// Where a partition without checkpoint starts: earliest, latest, or an RFC 3339 time [default: latest]
+        #[arg(long, env = "EVENTHUBS_START_POSITION")]
+        pub eventhubs_start_position: Option<String>,
+        /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
+        #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
+        pub eventhubs_checkpoint_container: Option<String>,
+        /// The address the Event Hubs client dials instead of the namespace's (an AMQP proxy or
+        /// a private link), e.g. amqps://proxy.example:5671 [default: the namespace; for a
+        /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
+        #[arg(long, env = "EVENTHUBS_CUSTOM_ENDPOINT")]
+        pub eventhubs_custom_endpoint: Option<Url>,
+        /// How often each replica balances the partitions and renews its ownerships [default: 10s]
+        #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_INTERVAL")]
+        pub eventhubs_load_balancing_interval: Option<DurationSetting>,
+        /// How long an ownership holds without renewal: the partitions of a replica that died
+        /// move after it; longer than the interval [default: 30s]
+        #[arg(long, env = "EVENTHUBS_OWNERSHIP_EXPIRY")]
+        pub eventhubs_ownership_expiry: Option<DurationSetting>,
+        /// greedy (take the whole fair share at once) or balanced (one partition per interval)
+        /// [default: greedy]
+        #[arg(long, env = "EVENTHUBS_LOAD_BALANCING_STRATEGY")]
+        pub eventhubs_load_balancing_strategy: Option<LoadBalancing>,
+        /// How often each partition's checkpoint is written (up to its last final event) [default: 5s]
+        #[arg(long, env = "EVENTHUBS_CHECKPOINT_INTERVAL")]
+        pub eventhubs_checkpoint_interval: Option<DurationSetting>,
+        /// Positions later than this are dropped as stale [default: 5m]
+        #[arg(long, env = "STALE_AFTER")]
+        pub stale_after: Option<DurationSetting>,
+        /// Device times further ahead of now are rejected [default: 2m]
+        #[arg(long, env = "FUTURE_TOLERANCE")]
+        pub future_tolerance: Option<DurationSetting>,
+        /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
+        #[arg(long, env = "METRICS_ADDR")]
+        pub metrics_addr: Option<String>,
+        /// How newest-wins is enforced: patch or etag [default: patch]
+        #[arg(long, env = "NEWEST_WINS")]
+        pub newest_wins: Option<NewestWins>,
+        /// Also write every fresh position as its own history document [default: false]
+        #[arg(long, env = "HISTORY")]
+        pub history: Option<bool>,
+        /// Time to live of history documents, e.g. 7d (needs TTL on the container)
+        #[arg(long, env = "HISTORY_TTL")]
+        pub history_ttl: Option<DurationSetting>,
+        /// Append rejected messages to this JSONL file.
+        #[arg(long, env = "DEAD_LETTER_FILE")]
+        pub dead_letter_file: Option<PathBuf>,
+        /// Most messages per pipeline batch [default: 2000]
+        #[arg(long, env = "BATCH_MAX_MESSAGES")]
+        pub batch_max_messages: Option<usize>,
+        /// Longest wait to fill a batch [default: 20ms]
+        #[arg(long, env = "BATCH_LINGER")]
+        pub batch_linger: Option<DurationSetting>,
+        /// Most positions being written at once [default: 20000]
+        #[arg(long, env = "MAX_IN_FLIGHT")]
+        pub max_in_flight: Option<usize>,
+        /// Interval of the summary log line [default: 10s]
+        #[arg(long, env = "SUMMARY_INTERVAL")]
+        pub summary_interval: Option<DurationSetting>,
+        /// Log format: text or json [default: text]
+        #[arg(long, env = "LOG_FORMAT")]
+        pub log_format: Option<LogFormat>,
+        /// Bytes the queue between source and pipeline holds at most [default: 67108864]
+        #[arg(long, env = "SOURCE_MAX_BYTES")]
+        pub source_max_bytes: Option<usize>,
+        /// /healthz fails after this long without progress while work is pending [default: 10m]
+        #[arg(long, env = "HEALTHZ_STALL_AFTER")]
+        pub healthz_stall_after: Option<DurationSetting>,
+    }
 }
 
 settings::layered!(Settings {

@@ -1,10 +1,64 @@
 //! The Cosmos DB account settings, read the same way by every program that talks to the
-//! account (the writer, the read API): `COSMOS_ENDPOINT`, and the key from `COSMOS_KEY` or
-//! the file `COSMOS_KEY_FILE` names, never a flag.
+//! account (the writer, the read API): declared once ([`with_cosmos_account!`]) under the
+//! same names, flags, variables and file keys; `COSMOS_ENDPOINT`, and the key from
+//! `COSMOS_KEY` or the file `COSMOS_KEY_FILE` names, never a flag.
 
 use url::Url;
 
 use crate::{ConfigError, Secret, SecretError, secret_from_env};
+
+/// Declares a program's settings struct (every setting an `Option`, see
+/// [`layered!`](crate::layered)) with the Cosmos DB account's settings as its first fields:
+/// `cosmos_endpoint` (`COSMOS_ENDPOINT`), `cosmos_key` (`COSMOS_KEY`: the environment or
+/// the file only, never a flag), `cosmos_database` (`COSMOS_DATABASE`), `cosmos_container`
+/// (`COSMOS_CONTAINER`) and `cosmos_accept_invalid_certs` (`COSMOS_ACCEPT_INVALID_CERTS`).
+/// The struct derives clap's `Args` and serde's `Deserialize` as the program says.
+///
+/// Why a macro and not a struct of the account's settings flattened into each program's:
+/// serde's `flatten` does not work with `deny_unknown_fields` (a misspelt key would pass),
+/// and the values it buffers lose their place in the file (a wrong value would be reported
+/// at line 1); fields declared in the program's own struct keep both.
+///
+/// ```
+/// settings::with_cosmos_account! {
+///     /// The settings of a program that reads the account.
+///     #[derive(Debug, Default, clap::Args, serde::Deserialize)]
+///     #[serde(deny_unknown_fields)]
+///     pub struct Settings {
+///         /// Its own setting.
+///         #[arg(long, env = "RETRIES")]
+///         pub retries: Option<u32>,
+///     }
+/// }
+/// let s: Settings = toml::from_str("cosmos_database = \"d\"\nretries = 3").unwrap();
+/// assert_eq!((s.cosmos_database.as_deref(), s.retries), (Some("d"), Some(3)));
+/// assert!(toml::from_str::<Settings>("cosmos_databse = \"d\"").is_err());
+/// ```
+#[macro_export]
+macro_rules! with_cosmos_account {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        $vis struct $name {
+            /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
+            #[arg(long, env = "COSMOS_ENDPOINT")]
+            pub cosmos_endpoint: Option<$crate::__private::Url>,
+            /// Cosmos DB account key (environment or file only).
+            #[arg(skip)]
+            pub cosmos_key: Option<$crate::Secret>,
+            /// Database name [default: telemetry]
+            #[arg(long, env = "COSMOS_DATABASE")]
+            pub cosmos_database: Option<String>,
+            /// Container of the position documents [default: positions]
+            #[arg(long, env = "COSMOS_CONTAINER")]
+            pub cosmos_container: Option<String>,
+            /// Accept self-signed certificates (local emulators only: a loopback endpoint,
+            /// unless the program lets it be forced).
+            #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
+            pub cosmos_accept_invalid_certs: Option<bool>,
+            $($fields)*
+        }
+    };
+}
 
 /// The account key from `COSMOS_KEY`, or the file `COSMOS_KEY_FILE` names (`-`: standard
 /// input).
@@ -31,6 +85,36 @@ pub fn cosmos_account(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    crate::with_cosmos_account! {
+        #[derive(Debug, Default, clap::Args, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Settings {
+            #[arg(long)]
+            retries: Option<u32>,
+        }
+    }
+
+    #[test]
+    fn file_errors_name_the_account_key_and_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("program.toml");
+        std::fs::write(&file, "retries = 3\n\ncosmos_endpoint = \"no url\"\n").unwrap();
+        let err = crate::read_toml::<Settings>(&file).unwrap_err().to_string();
+        assert!(err.contains("line 3, key `cosmos_endpoint`"), "{err}");
+        assert!(!err.contains("no url"), "{err}");
+        std::fs::write(&file, "retries = 3\ncosmos_databse = \"x\"\n").unwrap();
+        let err = crate::read_toml::<Settings>(&file).unwrap_err().to_string();
+        assert!(err.contains("line 2, key `cosmos_databse`"), "{err}");
+        std::fs::write(&file, "cosmos_database = \"d\"\nretries = 3\n").unwrap();
+        let s = crate::read_toml::<Settings>(&file).unwrap();
+        assert_eq!(
+            (s.cosmos_database.as_deref(), s.retries),
+            (Some("d"), Some(3))
+        );
+        assert!(s.cosmos_endpoint.is_none() && s.cosmos_key.is_none());
+        assert!(s.cosmos_container.is_none() && s.cosmos_accept_invalid_certs.is_none());
+    }
 
     #[test]
     fn the_missing_one_is_named() {

@@ -11,8 +11,8 @@
 //! - [`layer`] and [`layered!`]: the one layering of every program: flag, then
 //!   environment, then secrets, then the file (the program's `resolve` applies defaults).
 //! - [`ConfigError`]: a setting missing or unusable, named by its environment variable.
-//! - [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos DB account settings of
-//!   every program that talks to the account.
+//! - [`with_cosmos_account!`], [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos
+//!   DB account settings of every program that talks to the account, declared once.
 //! - [`LogFormat`]: text or JSON lines on standard error, colour only at a terminal.
 //!
 //! Each program keeps its own settings type (every setting an `Option`) and its checks;
@@ -33,3 +33,9 @@ pub use file::{FileError, read_toml};
 pub use layers::{Layered, layer};
 pub use logs::LogFormat;
 pub use secret::{Secret, SecretBytes, SecretError, secret_from_env};
+
+/// What [`with_cosmos_account!`] names from this crate's dependencies.
+#[doc(hidden)]
+pub mod __private {
+    pub use url::Url;
+}
