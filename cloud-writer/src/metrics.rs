@@ -10,19 +10,24 @@
 //! README.
 
 mod counts;
+mod health;
+mod histogram;
 pub mod server;
+mod snapshot;
 
 pub use counts::Counts;
+pub use histogram::BucketHistogram;
+pub use snapshot::Snapshot;
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 type Label = [(&'static str, String); 1];
@@ -84,8 +89,8 @@ pub struct Metrics {
     written: Family<Label, Counter>,
     dropped: Family<Label, Counter>,
     invalid: Family<Label, Counter>,
-    lateness_enqueued: Histogram,
-    lateness_device: Histogram,
+    lateness_enqueued: BucketHistogram,
+    lateness_device: BucketHistogram,
     cosmos_ops: Family<Labels2, Counter>,
     ru: Family<Label, Counter<f64, AtomicU64>>,
     throttled: Family<Label, Counter>,
@@ -105,6 +110,11 @@ pub struct Metrics {
     partition_owned: Family<Label, Gauge>,
     lag_events: Family<Label, Gauge>,
     ownership_changes: Family<Labels2, Counter>,
+    /// The partition key ranges seen (labels of `ru` and `throttled`): a family's label
+    /// sets cannot be listed.
+    ranges: RwLock<BTreeSet<String>>,
+    /// The Event Hubs partitions seen (labels of `partition_owned` and `lag_events`).
+    partitions: RwLock<BTreeSet<String>>,
     ready: AtomicBool,
     /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
     progress: Mutex<(u64, Instant)>,
@@ -129,7 +139,7 @@ impl Default for Metrics {
 /// Upper bounds (seconds) of the lateness histograms: fine below a second, where the
 /// end-to-end target sits (p99 under 1 s, so 1.0 is a bound), then every minute up to the
 /// 5-minute cutoff (so an alert can tell lateness approaching it) and past it.
-const LATENESS_BUCKETS: [f64; 23] = [
+static LATENESS_BUCKETS: [f64; 23] = [
     0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0,
     60.0, 120.0, 180.0, 240.0, 300.0, 600.0,
 ];
@@ -137,7 +147,7 @@ const LATENESS_BUCKETS: [f64; 23] = [
 impl Metrics {
     /// All metrics, registered, with every drop reason pre-created at zero.
     pub fn new() -> Self {
-        let lateness = || Histogram::new(LATENESS_BUCKETS.iter().copied());
+        let lateness = || BucketHistogram::new(&LATENESS_BUCKETS);
         let mut m = Metrics {
             registry: Registry::with_prefix("cloud_writer"),
             received: Counter::default(),
@@ -165,6 +175,8 @@ impl Metrics {
             partition_owned: Family::default(),
             lag_events: Family::default(),
             ownership_changes: Family::default(),
+            ranges: RwLock::default(),
+            partitions: RwLock::default(),
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
@@ -303,15 +315,9 @@ impl Metrics {
         m
     }
 
-    /// Sets the `ready` and `live` gauges to what `/readyz` and `/healthz` answer now
-    /// (liveness under `stall_after`); the metrics server calls it before rendering.
-    pub fn update_health(&self, stall_after: Duration) {
-        self.ready_gauge.set(i64::from(self.is_ready()));
-        self.live_gauge.set(i64::from(self.is_live(stall_after)));
-    }
-
     /// Whether this replica reads Event Hubs partition `partition`.
     pub fn set_partition_owned(&self, partition: &str, owned: bool) {
+        remember(&self.partitions, partition);
         self.partition_owned
             .get_or_create(&label("partition", partition))
             .set(i64::from(owned));
@@ -329,6 +335,7 @@ impl Metrics {
 
     /// Events of `partition` enqueued after the consumer group's checkpoint.
     pub fn set_lag_events(&self, partition: &str, events: i64) {
+        remember(&self.partitions, partition);
         self.lag_events
             .get_or_create(&label("partition", partition))
             .set(events);
@@ -415,12 +422,14 @@ impl Metrics {
     /// Request units charged on partition key range `range`.
     pub fn request_units(&self, range: &str, charge: f64) {
         if charge > 0.0 {
+            remember(&self.ranges, range);
             self.ru.get_or_create(&label("range", range)).inc_by(charge);
         }
     }
 
     /// Sets the throttle count of a range to `total` (from the bulk writer's statistics).
     pub fn set_throttled(&self, range: &str, total: u64) {
+        remember(&self.ranges, range);
         let counter = self.throttled.get_or_create(&label("range", range));
         let now = counter.get();
         if total > now {
@@ -469,38 +478,6 @@ impl Metrics {
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
-    /// Whether the writer is making progress: true unless work is pending (positions
-    /// in flight, or messages queued) and no message reached its outcome for
-    /// `stall_after`. Progress is noticed when this is called, so the stall is measured
-    /// from the first call that saw the last change.
-    pub fn is_live(&self, stall_after: Duration) -> bool {
-        self.is_live_at(stall_after, Instant::now())
-    }
-
-    fn is_live_at(&self, stall_after: Duration, now: Instant) -> bool {
-        let finished = self.counts().finished();
-        let mut progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
-        if progress.0 != finished {
-            *progress = (finished, now);
-            return true;
-        }
-        let pending = self.in_flight.get() > 0 || self.queue_bytes.get() > 0;
-        !pending || now.saturating_duration_since(progress.1) < stall_after
-    }
-
-    /// Marks the writer ready (`/readyz` answers 200).
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Release);
-    }
-
-    /// Whether the writer is ready: started, its source connected, and not holding the
-    /// stream.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-            && self.source_connected.get() == 1
-            && self.blocked().is_none()
-    }
-
     /// The counts, read back.
     pub fn counts(&self) -> Counts {
         let kind = |k: &str| self.written.get_or_create(&label("kind", k)).get();
@@ -533,11 +510,35 @@ impl Metrics {
 
     /// Throttled requests of all ranges.
     pub fn throttled_total(&self) -> u64 {
-        let text = self.render();
-        text.lines()
-            .filter(|l| l.starts_with("cloud_writer_cosmos_throttled_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        let ranges = self.ranges.read().unwrap_or_else(|e| e.into_inner());
+        ranges
+            .iter()
+            .filter_map(|r| Some(self.throttled.get(&label("range", r.as_str()))?.get()))
             .sum()
+    }
+
+    /// The values the demo shows, read back from the metrics themselves.
+    pub fn snapshot(&self) -> Snapshot {
+        let partitions = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+        let of_partitions = |family: &Family<Label, Gauge>| {
+            partitions
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        p.clone(),
+                        family.get(&label("partition", p.as_str()))?.get(),
+                    ))
+                })
+                .collect()
+        };
+        Snapshot {
+            counts: self.counts(),
+            throttled: self.throttled_total(),
+            lateness_device: self.lateness_device.cumulative(),
+            partitions_owned: of_partitions(&self.partition_owned),
+            lag_events: of_partitions(&self.lag_events),
+            source_connected: self.source_connected.get() == 1,
+        }
     }
 
     /// The Prometheus text exposition.
@@ -545,6 +546,19 @@ impl Metrics {
         let mut out = String::with_capacity(8 * 1024);
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+}
+
+/// Adds `value` to the set of label values seen, taking the write lock only the first time.
+fn remember(seen: &RwLock<BTreeSet<String>>, value: &str) {
+    if !seen
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(value)
+    {
+        seen.write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(value.to_owned());
     }
 }
 

@@ -1,17 +1,10 @@
 //! Reading Prometheus text exposition: the cloud writer's metrics as the load generator
-//! scrapes them over HTTP and as the demo reads them in-process.
+//! scrapes them over HTTP from a writer in another process.
 //!
 //! Owns the parser ([`Scrape::parse`]), label matching, sums over label sets, and the
 //! quantile estimate from a histogram's cumulative buckets (also over the difference of
-//! two scrapes, for "p99 of the last second").
-//!
-//! Why the demo renders the writer's registry and parses the text back rather than reading
-//! values from the registry: the writer's metrics are `prometheus-client` (0.25), which
-//! has no `gather()` as the `prometheus` crate has. Its families cannot be iterated and its
-//! histograms expose only their sum and count (bucket reads are crate-private), so the
-//! text exposition (or its protobuf encoding, behind a feature that adds prost and a
-//! build-time protobuf compiler) is the only read-out of label values and buckets. The
-//! plain counts the demo needs without labels come from `Metrics::counts()` directly.
+//! two scrapes, for "p99 of the last second"); the demo applies the same quantile to the
+//! buckets it reads from its in-process writers (`cloud_writer::metrics::Snapshot`).
 
 use std::collections::BTreeMap;
 
@@ -82,14 +75,6 @@ impl Scrape {
             });
         }
         Ok(Scrape { samples })
-    }
-
-    /// The samples of several scrapes in one (e.g. of several replicas): sums over them
-    /// add up.
-    pub fn merged(scrapes: impl IntoIterator<Item = Scrape>) -> Scrape {
-        Scrape {
-            samples: scrapes.into_iter().flat_map(|s| s.samples).collect(),
-        }
     }
 
     /// Every sample.

@@ -1,5 +1,7 @@
-//! The cloud writer's field metrics as read from its Prometheus text: positions received
-//! and documents written, drops by reason, throttled requests and lateness.
+//! The cloud writer's field metrics as read from its Prometheus text, for a writer in
+//! another process: positions received and documents written, drops by reason, throttled
+//! requests and lateness. (The demo's writers run in its own process and are read through
+//! `cloud_writer::metrics::Snapshot` instead.)
 //!
 //! Owns the metric names this tool relies on ([`names`]), the figures of an interval
 //! between two scrapes ([`WriterFigures::between`]) and the HTTP scraper the load
@@ -24,12 +26,6 @@ pub mod names {
     pub const THROTTLED: &str = "cloud_writer_cosmos_throttled_total";
     /// Counter with label `range`: request units consumed (the heat map).
     pub const REQUEST_UNITS: &str = "cloud_writer_cosmos_request_units_total";
-    /// Gauge with label `partition`: 1 while this replica reads the Event Hubs partition.
-    pub const PARTITION_OWNED: &str = "cloud_writer_eventhubs_partition_owned";
-    /// Gauge with label `partition`: events enqueued after the consumer group's checkpoint.
-    pub const EVENTHUBS_LAG: &str = "cloud_writer_eventhubs_lag_events";
-    /// Gauge: 1 while the source is connected (for MQTT: subscribed).
-    pub const SOURCE_CONNECTED: &str = "cloud_writer_source_connected";
     /// Histogram, seconds: from the device time to the write's outcome. (With an MQTT
     /// source the "enqueued" time is the writer's own receipt, so only the device time
     /// shows how far behind the writer is.)

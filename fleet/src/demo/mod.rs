@@ -393,10 +393,10 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         })
         .sum();
     replicas.stop().await?;
-    let scrape = replicas.scrape();
+    let writers = replicas.snapshot();
     let published_positions = transport.published();
 
-    sampler.finish(&mut report, &scrape, &sim.stats());
+    sampler.finish(&mut report, &writers, &sim.stats());
     report.published = published;
     report.partition_move = kill.map(|k| k.report(config.ownership_expiry));
     report.query = Some(spatial_query(&config, &api, &published_positions).await?);

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use cloud_writer::metrics::Snapshot;
 use cloud_writer::{Counts, Metrics, Writer, WriterConfig};
 use cosmos::BulkConfig;
 use cosmos_sim::CosmosSim;
@@ -24,9 +25,7 @@ use super::scenario::{Scenario, serial_bulk_config};
 use super::transport::{HUB_PARTITIONS, Transport};
 use super::writer::config_for;
 use super::{DemoConfig, DemoError};
-use crate::prom::Scrape;
 use crate::view::{ReplicaState, ReplicaView};
-use crate::writer_metrics::names;
 
 /// A writer replica on its own runtime.
 pub(super) struct Replica {
@@ -70,9 +69,9 @@ impl Replica {
         })
     }
 
-    /// Its metrics, parsed.
-    pub(super) fn scrape(&self) -> Scrape {
-        Scrape::parse(&self.metrics.render()).unwrap_or_default()
+    /// Its metrics, read back (after a kill, what it had done by then).
+    pub(super) fn snapshot(&self) -> Snapshot {
+        self.metrics.snapshot()
     }
 
     /// Its counts (after a kill, what it had done by then).
@@ -85,12 +84,7 @@ impl Replica {
         if self.state != ReplicaState::Running {
             return BTreeSet::new();
         }
-        self.scrape()
-            .by_label(names::PARTITION_OWNED, "partition")
-            .into_iter()
-            .filter(|(_, owned)| *owned >= 1.0)
-            .map(|(partition, _)| partition)
-            .collect()
+        self.snapshot().owned_partitions().into_iter().collect()
     }
 
     /// As the view shows it.
@@ -171,25 +165,15 @@ impl Replicas {
         self.list.iter()
     }
 
-    /// Every replica's metrics in one scrape: counters and histograms add up.
-    pub(super) fn scrape(&self) -> Scrape {
-        Scrape::merged(self.list.iter().map(Replica::scrape))
+    /// Every replica's metrics added up: counts and lateness buckets.
+    pub(super) fn snapshot(&self) -> Snapshot {
+        let each: Vec<Snapshot> = self.list.iter().map(Replica::snapshot).collect();
+        Snapshot::sum(&each)
     }
 
     /// The counts of all replicas, added up.
     pub(super) fn counts(&self) -> Counts {
-        let mut sum = Counts::default();
-        for c in self.list.iter().map(Replica::counts) {
-            sum.received += c.received;
-            sum.written += c.written;
-            sum.history_written += c.history_written;
-            sum.in_flight += c.in_flight;
-            sum.history_dropped += c.history_dropped;
-            for (reason, n) in c.dropped {
-                *sum.dropped.entry(reason).or_default() += n;
-            }
-        }
-        sum
+        self.snapshot().counts
     }
 
     /// Which replica owns which partition.
@@ -201,10 +185,9 @@ impl Replicas {
     pub(super) fn lag(&self) -> BTreeMap<String, i64> {
         let mut lag = BTreeMap::new();
         for replica in self.list.iter().filter(|r| r.running()) {
-            for (partition, events) in replica.scrape().by_label(names::EVENTHUBS_LAG, "partition")
-            {
+            for (partition, events) in replica.snapshot().lag_events {
                 let entry = lag.entry(partition).or_insert(i64::MIN);
-                *entry = (*entry).max(events as i64);
+                *entry = (*entry).max(events);
             }
         }
         lag
@@ -306,7 +289,7 @@ pub(super) async fn start_replicas(
     if transport.broker().is_some() {
         let writer = Replica::start("writer", writer_config, bulk).await?;
         let subscribed = poll_until(Duration::from_secs(10), || {
-            writer.scrape().sum(names::SOURCE_CONNECTED, &[]) >= 1.0
+            writer.snapshot().source_connected
         })
         .await;
         if !subscribed {

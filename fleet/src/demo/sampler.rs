@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::replicas::Replicas;
 use super::{CONTAINER, DATABASE, DemoConfig};
-use crate::prom::{self, Scrape};
+use cloud_writer::metrics::Snapshot as WriterSnapshot;
+
+use crate::prom;
 use crate::report::{DemoReport, PartitionTotals, TimelinePoint};
 use crate::view::{RangeLoad, Snapshot};
-use crate::writer_metrics::names;
 
 /// Turns the writer's metrics and the endpoint's statistics into view snapshots and the
 /// report's timeline.
@@ -51,16 +52,17 @@ impl Sampler {
         stats: &cosmos_sim::Stats,
         published: u64,
     ) -> Snapshot {
-        let writer = &replicas.scrape();
+        let writer = replicas.snapshot();
         let dt = (elapsed - self.last_at).as_secs_f64().max(1e-3);
-        let received = writer.sum(names::RECEIVED, &[]);
-        let written = writer.sum(names::WRITTEN, &[]);
-        let lateness = writer.buckets(names::LATENESS);
+        let received = writer.counts.received as f64;
+        let written = written(&writer) as f64;
+        let lateness = buckets(&writer);
         let interval = prom::bucket_delta(&lateness, &self.last_lateness);
         let drops: BTreeMap<String, u64> = writer
-            .by_label(names::DROPPED, "reason")
-            .into_iter()
-            .map(|(reason, n)| (reason, n as u64))
+            .counts
+            .dropped
+            .iter()
+            .map(|(reason, n)| ((*reason).to_owned(), *n))
             .collect();
         let mut ranges = Vec::new();
         let mut throttled = 0;
@@ -117,19 +119,20 @@ impl Sampler {
     pub(super) fn finish(
         self,
         report: &mut DemoReport,
-        writer: &Scrape,
+        writer: &WriterSnapshot,
         stats: &cosmos_sim::Stats,
     ) {
-        report.received = writer.sum(names::RECEIVED, &[]) as u64;
-        report.written = writer.sum(names::WRITTEN, &[]) as u64;
+        report.received = writer.counts.received;
+        report.written = written(writer);
         report.dropped = writer
-            .by_label(names::DROPPED, "reason")
-            .into_iter()
-            .filter(|(_, n)| *n > 0.0)
-            .map(|(reason, n)| (reason, n as u64))
+            .counts
+            .dropped
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(reason, n)| ((*reason).to_owned(), *n))
             .collect();
-        report.writer_throttled = writer.sum(names::THROTTLED, &[]) as u64;
-        let lateness = writer.buckets(names::LATENESS);
+        report.writer_throttled = writer.throttled;
+        let lateness = buckets(writer);
         report.lateness_p50 = prom::quantile(&lateness, 0.50);
         report.lateness_p99 = prom::quantile(&lateness, 0.99);
         // While the fleet flew (the last interval sample), not counting the final drain.
@@ -149,4 +152,19 @@ impl Sampler {
         }
         report.timeline = self.timeline;
     }
+}
+
+/// Documents written, latest positions and history alike (the exposition's
+/// `documents_written_total` over both kinds).
+fn written(writer: &WriterSnapshot) -> u64 {
+    writer.counts.written + writer.counts.history_written
+}
+
+/// The device-to-written lateness buckets as the quantile helpers take them.
+fn buckets(writer: &WriterSnapshot) -> Vec<(f64, f64)> {
+    writer
+        .lateness_device
+        .iter()
+        .map(|&(le, n)| (le, n as f64))
+        .collect()
 }

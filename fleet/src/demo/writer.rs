@@ -9,8 +9,6 @@ use cosmos_sim::CosmosSim;
 use super::scenario::Scenario;
 use super::{CONTAINER, DATABASE, DemoConfig};
 use crate::broker::Broker;
-use crate::prom::Scrape;
-use crate::writer_metrics::names;
 
 /// How often the demo's replicas balance and renew their partition ownerships.
 pub const BALANCING_INTERVAL: Duration = Duration::from_secs(2);
@@ -71,8 +69,7 @@ pub async fn wait_until_subscribed(writer: &Writer, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let mut poll = tokio::time::interval(Duration::from_millis(10));
     while Instant::now() < deadline {
-        let scrape = Scrape::parse(&writer.metrics().render()).unwrap_or_default();
-        if scrape.sum(names::SOURCE_CONNECTED, &[]) >= 1.0 {
+        if writer.metrics().snapshot().source_connected {
             return true;
         }
         poll.tick().await;
