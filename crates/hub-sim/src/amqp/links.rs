@@ -33,6 +33,7 @@ use fe2o3_amqp::types::primitives::Value;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -75,12 +76,37 @@ pub(crate) fn presettled(mode: &SenderSettleMode) -> bool {
     }
 }
 
+/// How long the hub holds its answer to a client's detach of a `$cbs` or `$management` link,
+/// waiting for the client to end the session instead.
+const DETACH_ANSWER_HOLD: Duration = Duration::from_millis(100);
+
+/// Whether to answer a client's detach of a `$cbs` or `$management` link: true after
+/// [`DETACH_ANSWER_HOLD`], false when the client ended the session (`session_ended`) first.
+///
+/// The Rust SDK (fe2o3-amqp 0.16) drops its CBS links and their session at once after
+/// authorizing: detach, detach and end leave in one burst. An answering detach that reaches
+/// it between its link drop and its session drop names a link it no longer has: its session
+/// ends with an error, frees the channel early, and the next frame of the hub's on that
+/// channel makes it close the whole connection ("Session is not found"; the SDK reports
+/// "Connection dropped"). `tests/sdk_rust_tls.rs` failed that way in 6 to 12 of 20 runs;
+/// answering no detach at all made it 0 of 20. The end of the session detaches its links,
+/// so no answer is owed then; a client that closes a link and waits (pyamqp) gets the answer
+/// after the hold.
+async fn answer_detach(session_ended: &CancellationToken) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(DETACH_ANSWER_HOLD) => !session_ended.is_cancelled(),
+        () = session_ended.cancelled() => false,
+    }
+}
+
 /// Forwards replies of `node` to the client's receiver link, pre-settled or not as for events.
+/// `session_ended` is cancelled when the client ends the link's session.
 pub(crate) async fn reply_link(
     mut sender: Sender,
     node: NodeKind,
     replies: Replies,
     settled: bool,
+    session_ended: CancellationToken,
 ) {
     let (tx, mut rx) = mpsc::channel::<Response>(16);
     replies.lock().insert(node.name().to_owned(), tx);
@@ -90,8 +116,13 @@ pub(crate) async fn reply_link(
                 Some(response) => response,
                 None => break,
             },
-            // The client closes its reply link: answer its detach.
-            _ = sender.on_detach() => break,
+            // The client closes its reply link: answer its detach, unless it ends the session.
+            _ = sender.on_detach() => {
+                if answer_detach(&session_ended).await {
+                    break;
+                }
+                return;
+            }
         };
         let reply = Sendable::builder()
             .message(response)
@@ -104,18 +135,22 @@ pub(crate) async fn reply_link(
     let _ = sender.close().await;
 }
 
-/// Serves requests arriving on the client's sender link to `node`.
+/// Serves requests arriving on the client's sender link to `node`. `session_ended` is
+/// cancelled when the client ends the link's session.
 pub(crate) async fn request_link(
     mut receiver: Receiver,
     node: NodeKind,
     amqp: Arc<AmqpShared>,
     auth: Arc<ConnectionAuth>,
     replies: Replies,
+    session_ended: CancellationToken,
 ) {
     loop {
         let delivery = match receiver.recv::<Body<Value>>().await {
             Ok(delivery) => delivery,
-            Err(_) => break,
+            // Detached by the client: answer, unless it ends the session.
+            Err(_) if answer_detach(&session_ended).await => break,
+            Err(_) => return,
         };
         let _ = receiver.accept(&delivery).await;
         let context = Node {

@@ -238,6 +238,8 @@ async fn session_loop(
     // senders then send is said in [`links`].
     let acceptor = LinkAcceptor::builder().properties(product()).build();
     let replies = Replies::default();
+    // Cancelled once the client has ended the session (see `links::answer_detach`).
+    let ended = CancellationToken::new();
     loop {
         let attach = tokio::select! {
             _ = stop.cancelled() => break,
@@ -263,7 +265,14 @@ async fn session_loop(
         match link {
             LinkEndpoint::Receiver(receiver) => match target.as_deref().and_then(NodeKind::of) {
                 Some(node) => {
-                    tokio::spawn(links::request_link(receiver, node, shared, auth, replies));
+                    tokio::spawn(links::request_link(
+                        receiver,
+                        node,
+                        shared,
+                        auth,
+                        replies,
+                        ended.clone(),
+                    ));
                 }
                 None => {
                     shared.hub.counters.add("amqp_refused", "link_not_found", 1);
@@ -280,7 +289,13 @@ async fn session_loop(
             LinkEndpoint::Sender(sender) => {
                 let address = source_address.unwrap_or_default();
                 if let Some(node) = NodeKind::of(&address) {
-                    tokio::spawn(links::reply_link(sender, node, replies, settled));
+                    tokio::spawn(links::reply_link(
+                        sender,
+                        node,
+                        replies,
+                        settled,
+                        ended.clone(),
+                    ));
                 } else if let Some(partition) = parse_address(&address) {
                     let receiver = links::PartitionReceiver {
                         address: partition,
@@ -298,5 +313,6 @@ async fn session_loop(
             }
         }
     }
+    ended.cancel();
     let _ = session.end().await;
 }
