@@ -51,12 +51,9 @@ fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match resolve(&cli) {
+    let config = match settings::configured("cloud-writer", resolve(&cli)) {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("cloud-writer: configuration error: {err:#}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     config.log_format.init_logs();
     let result = match cli.command {
@@ -64,14 +61,7 @@ async fn main() -> ExitCode {
         Some(Command::Import { file, stale_after }) => import(config, file, stale_after).await,
         Some(Command::Check) => check(config).await,
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            eprintln!("cloud-writer: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    settings::exit_code("cloud-writer", result)
 }
 
 async fn run(config: WriterConfig) -> anyhow::Result<()> {

@@ -29,22 +29,12 @@ fn resolve(cli: &Cli) -> anyhow::Result<ApiConfig> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match resolve(&cli) {
+    let config = match settings::configured("fleet-api", resolve(&cli)) {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("fleet-api: configuration error: {err:#}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     config.log_format.init_logs();
-    match run(config).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            eprintln!("fleet-api: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    settings::exit_code("fleet-api", run(config).await)
 }
 
 async fn run(config: ApiConfig) -> anyhow::Result<()> {

@@ -14,6 +14,8 @@
 //! - [`with_cosmos_account!`], [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos
 //!   DB account settings of every program that talks to the account, declared once.
 //! - [`LogFormat`]: text or JSON lines on standard error, colour only at a terminal.
+//! - [`configured`] and [`exit_code`]: how a program ends, 2 for a configuration it cannot
+//!   start with, 1 for a failure while it ran, with one line naming the program.
 //!
 //! Each program keeps its own settings type (every setting an `Option`) and its checks;
 //! this crate owns the pieces they must agree on.
@@ -21,6 +23,7 @@
 mod cosmos;
 mod duration;
 mod error;
+mod exit;
 mod file;
 mod layers;
 mod logs;
@@ -29,6 +32,7 @@ mod secret;
 pub use cosmos::{cosmos_account, cosmos_key_from_env};
 pub use duration::{DurationError, DurationSetting};
 pub use error::ConfigError;
+pub use exit::{configured, exit_code};
 pub use file::{FileError, read_toml};
 pub use layers::{Layered, layer};
 pub use logs::LogFormat;
