@@ -102,4 +102,36 @@ pub struct Condition {
     pub alias: String,
     /// The predicate.
     pub filter: Expr,
+    /// The document's top-level members the predicate reads, each once; `None` if it reads
+    /// the document as a whole (`c` itself, or `c[0]`).
+    pub reads: Option<Vec<String>>,
+}
+
+impl Expr {
+    /// Adds the top-level members of the document bound to `alias` that this expression
+    /// reads to `out`; false if it reads the document as a whole.
+    pub fn top_members(&self, alias: &str, out: &mut Vec<String>) -> bool {
+        match self {
+            Expr::Lit(_) | Expr::Param(_) => true,
+            Expr::Path(root, _) if root != alias => true,
+            Expr::Path(_, segs) => match segs.first() {
+                Some(PathSeg::Field(name)) => {
+                    if !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                    true
+                }
+                Some(PathSeg::Index(_)) | None => false,
+            },
+            Expr::Not(e) | Expr::Neg(e) => e.top_members(alias, out),
+            Expr::Binary(_, a, b) => a.top_members(alias, out) && b.top_members(alias, out),
+            Expr::In(e, items) => {
+                e.top_members(alias, out) && items.iter().all(|i| i.top_members(alias, out))
+            }
+            Expr::Call(_, items) | Expr::Array(items) => {
+                items.iter().all(|i| i.top_members(alias, out))
+            }
+            Expr::Object(fields) => fields.iter().all(|(_, e)| e.top_members(alias, out)),
+        }
+    }
 }

@@ -10,6 +10,7 @@ pub mod eval;
 pub mod geo;
 pub mod lex;
 pub mod parse;
+pub mod shape;
 
 use crate::store::Doc;
 use ast::{Projection, Query};

@@ -94,7 +94,13 @@ pub fn parse_condition(src: &str) -> Result<Condition, SyntaxError> {
     let (alias, filter) = p.source_and_filter()?;
     p.end()?;
     let filter = filter.ok_or_else(|| SyntaxError("the condition has no WHERE clause".into()))?;
-    Ok(Condition { alias, filter })
+    let mut reads = Vec::new();
+    let reads = filter.top_members(&alias, &mut reads).then_some(reads);
+    Ok(Condition {
+        alias,
+        filter,
+        reads,
+    })
 }
 
 const RESERVED: [&str; 16] = [
@@ -633,5 +639,22 @@ mod tests {
                 ),
             }
         }
+    }
+
+    #[test]
+    fn a_condition_names_the_members_it_reads() {
+        let reads = |f: &str| parse_condition(&format!("FROM c WHERE {f}")).unwrap().reads;
+        let names = |n: &[&str]| Some(n.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            reads("c.t < 5 OR (c.t = 5 AND c.seq < 3)"),
+            names(&["t", "seq"])
+        );
+        assert_eq!(
+            reads("ST_DISTANCE(c.loc.p, {'type': 'Point'}) < -c.r"),
+            names(&["loc", "r"])
+        );
+        assert_eq!(reads("IS_DEFINED(c)"), None);
+        assert_eq!(reads("c[0] = 1"), None);
+        assert_eq!(reads("d.x = 1 AND 1 = 1"), names(&[]));
     }
 }

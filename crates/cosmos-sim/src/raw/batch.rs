@@ -39,26 +39,11 @@ pub enum BatchError {
 pub fn read_batch<'a>(text: &'a str, key_path: &[String]) -> Result<Vec<BatchOp<'a>>, BatchError> {
     let mut r = Reader::new(text);
     let mut ops = Vec::new();
-    r.eat(b'[')?;
     r.ws();
-    if r.peek() == Some(b']') {
-        r.p += 1;
-        r.end()?;
-        return Ok(ops);
-    }
-    loop {
-        r.ws();
+    r.array(0, |r| {
         ops.push(r.batch_op(key_path)?);
-        r.ws();
-        match r.peek() {
-            Some(b',') => r.p += 1,
-            Some(b']') => {
-                r.p += 1;
-                break;
-            }
-            _ => return Err(Invalid(r.p).into()),
-        }
-    }
+        Ok::<_, BatchError>(())
+    })?;
     r.end()?;
     Ok(ops)
 }

@@ -2,7 +2,8 @@
 //! `id`, the value at the partition key path, and whether it carries system properties.
 
 /// The system properties the endpoint adds to every stored document.
-const SYSTEM_PROPERTIES: [&[u8]; 5] = [b"_rid", b"_self", b"_etag", b"_ts", b"_attachments"];
+pub(super) const SYSTEM_PROPERTIES: [&[u8]; 5] =
+    [b"_rid", b"_self", b"_etag", b"_ts", b"_attachments"];
 
 /// What one scan of a document's top level found (raw JSON text of each value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,29 +229,7 @@ impl<'a> Reader<'a> {
                 self.string()?;
             }
             Some(b'{') => self.object(depth, |r, _, _| r.value(depth + 1).map(drop))?,
-            Some(b'[') => {
-                if depth >= MAX_DEPTH {
-                    return self.fail();
-                }
-                self.p += 1;
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.p += 1;
-                } else {
-                    loop {
-                        self.value(depth + 1)?;
-                        self.ws();
-                        match self.peek() {
-                            Some(b',') => self.p += 1,
-                            Some(b']') => {
-                                self.p += 1;
-                                break;
-                            }
-                            _ => return self.fail(),
-                        }
-                    }
-                }
-            }
+            Some(b'[') => self.array(depth, |r| r.value(depth + 1).map(drop))?,
             Some(b't') => self.literal(b"true")?,
             Some(b'f') => self.literal(b"false")?,
             Some(b'n') => self.literal(b"null")?,
@@ -265,6 +244,37 @@ impl<'a> Reader<'a> {
         }
         self.p += lit.len();
         Ok(())
+    }
+
+    /// An array at the cursor (after whitespace): `f(reader)` is called with the cursor before
+    /// each item and must read it.
+    pub fn array<E: From<Invalid>>(
+        &mut self,
+        depth: usize,
+        mut f: impl FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if depth >= MAX_DEPTH {
+            return Ok(self.fail()?);
+        }
+        self.eat(b'[')?;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.p += 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            f(self)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.p += 1,
+                Some(b']') => {
+                    self.p += 1;
+                    return Ok(());
+                }
+                _ => return Ok(self.fail()?),
+            }
+        }
     }
 
     /// An object at the cursor: `f(reader, name, escaped)` is called with the cursor before

@@ -3,11 +3,10 @@
 //! id; the operation counters' names.
 
 use super::reply::Reply;
-use crate::docs::{Addressed, Ctx, DocOp, Outcome, Preconditions};
-use crate::raw::Fields;
+use crate::docs::{Addressed, Ctx, DocOp, Outcome, Patch, Preconditions};
+use crate::raw::{self, Fields};
 use crate::store::{Container, PartitionKey, Range};
 use cosmos_wire::batch::OperationType;
-use cosmos_wire::resources::PatchRequest;
 use cosmos_wire::status::SUB_PARTITION_KEY_RANGE_GONE;
 use std::sync::Arc;
 
@@ -41,10 +40,12 @@ pub(super) fn address<'a>(
                 OperationType::Delete => DocOp::Delete,
                 _ => {
                     let (body, _) = body.ok_or_else(|| bad("The patch has no body."))?;
-                    let req: PatchRequest = serde_json::from_slice(body).map_err(|e| {
-                        Outcome::error(400, 0, 0.0, format!("invalid patch body: {e}"))
-                    })?;
-                    DocOp::Patch(req)
+                    DocOp::Patch(match raw::read_set_patch(body, &ctx.container.pk_path) {
+                        Some(sets) => Patch::Sets(sets),
+                        None => Patch::Parsed(serde_json::from_slice(body).map_err(|e| {
+                            Outcome::error(400, 0, 0.0, format!("invalid patch body: {e}"))
+                        })?),
+                    })
                 }
             };
             let pk = pk.ok_or_else(|| {

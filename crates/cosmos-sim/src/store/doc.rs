@@ -58,6 +58,11 @@ impl Doc {
         &self.etag
     }
 
+    /// The document parsed, if it has been.
+    pub fn parsed(&self) -> Option<&Value> {
+        self.parsed.get()
+    }
+
     /// The document parsed (on first use).
     pub fn value(&self) -> &Value {
         self.parsed.get_or_init(|| {

@@ -5,17 +5,18 @@
 //! Each operation is first *decided* against the current document (status, charge, effect),
 //! then charged to the partition's budget, then applied: a throttled operation changes nothing.
 
-use crate::patch;
-use crate::query::{self, parse::parse_condition};
 use crate::raw::{self, EtagText, Fields};
 use crate::ru;
 use crate::store::{Container, Doc, Partition, PartitionKey, Store, unix_now};
-use cosmos_wire::resources::PatchRequest;
 use cosmos_wire::status::SUB_RU_BUDGET_EXCEEDED;
 use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod patching;
+
+pub use patching::Patch;
 
 /// What an operation does.
 #[derive(Debug, Clone)]
@@ -31,7 +32,7 @@ pub enum DocOp<'a> {
     /// Delete.
     Delete,
     /// Partial update, optionally conditional.
-    Patch(PatchRequest),
+    Patch(Patch<'a>),
 }
 
 impl DocOp<'_> {
@@ -149,6 +150,16 @@ pub struct Ctx<'a> {
     pub ts: u64,
     /// The largest document body written, in bytes (413 beyond).
     pub max_document_bytes: usize,
+}
+
+/// The 412 of a precondition (an ETag, a patch's condition) that does not hold.
+fn precondition_failed(charge: f64) -> Outcome {
+    Outcome::error(
+        412,
+        0,
+        charge,
+        "One of the specified pre-condition is not met.",
+    )
 }
 
 /// The 400 of a document whose key is not the one the request names.
@@ -352,17 +363,7 @@ impl<'a> Ctx<'a> {
         existing: Option<&Arc<Doc>>,
     ) -> (Outcome, Effect) {
         let mismatch = |d: &Arc<Doc>| matches!(&pre.if_match, Some(e) if e != "*" && e != d.etag());
-        let precondition_failed = |charge| {
-            (
-                Outcome::error(
-                    412,
-                    0,
-                    charge,
-                    "One of the specified pre-condition is not met.",
-                ),
-                Effect::None,
-            )
-        };
+        let precondition_failed = |charge| (precondition_failed(charge), Effect::None);
         let not_found = || {
             (
                 Outcome::error(
@@ -426,45 +427,13 @@ impl<'a> Ctx<'a> {
             (DocOp::Patch(_), Some(d)) if mismatch(d) => {
                 precondition_failed(ru::read(d.json().len()))
             }
-            (DocOp::Patch(req), Some(d)) => {
-                if let Some(cond) = &req.condition {
-                    match parse_condition(cond) {
-                        Ok(c) => {
-                            let scope = query::eval::Scope {
-                                alias: &c.alias,
-                                doc: d.value(),
-                                params: &[],
-                            };
-                            if !query::eval::holds(&c.filter, &scope) {
-                                return precondition_failed(ru::read(d.json().len()));
-                            }
-                        }
-                        Err(e) => {
-                            return (
-                                Outcome::error(
-                                    400,
-                                    0,
-                                    ru::read(0),
-                                    format!("invalid patch condition: {e}"),
-                                ),
-                                Effect::None,
-                            );
-                        }
-                    }
-                }
-                let mut value = d.value().clone();
-                if let Err(e) = patch::apply(&mut value, &req.operations, &self.container.pk_path) {
-                    return (
-                        Outcome::error(400, 0, ru::read(0), e.to_string()),
-                        Effect::None,
-                    );
-                }
-                let doc = self.build(NewDoc::Value(value));
-                (
+            (DocOp::Patch(patch), Some(d)) => match self.patch(d, patch) {
+                Ok(doc) => (
                     Outcome::ok(200, ru::overwrite(doc.json().len()), Some(doc.clone())),
                     Effect::Put(doc),
-                )
-            }
+                ),
+                Err(outcome) => (outcome, Effect::None),
+            },
         }
     }
 
