@@ -19,7 +19,7 @@ pub use counts::Counts;
 pub use histogram::BucketHistogram;
 pub use snapshot::Snapshot;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -110,6 +110,7 @@ pub struct Metrics {
     partition_owned: Family<Label, Gauge>,
     lag_events: Family<Label, Gauge>,
     ownership_changes: Family<Labels2, Counter>,
+    read_again: Family<Label, Counter>,
     /// The partition key ranges seen (labels of `ru` and `throttled`): a family's label
     /// sets cannot be listed.
     ranges: RwLock<BTreeSet<String>>,
@@ -175,6 +176,7 @@ impl Metrics {
             partition_owned: Family::default(),
             lag_events: Family::default(),
             ownership_changes: Family::default(),
+            read_again: Family::default(),
             ranges: RwLock::default(),
             partitions: RwLock::default(),
             ready: AtomicBool::new(false),
@@ -312,6 +314,11 @@ impl Metrics {
             "Changes of this replica's partition ownership, by partition and change (claimed, lost, released)",
             m.ownership_changes.clone(),
         );
+        r.register(
+            "eventhubs_events_read_again",
+            "Events of the partition this process had already taken in an earlier reading and received again (counted in messages_received too)",
+            m.read_again.clone(),
+        );
         m
     }
 
@@ -330,6 +337,15 @@ impl Metrics {
                 ("partition", partition.to_owned()),
                 ("change", change.as_str().to_owned()),
             ])
+            .inc();
+    }
+
+    /// One event of `partition` received again: this process had taken it in an earlier
+    /// reading of the partition.
+    pub fn read_again(&self, partition: &str) {
+        remember(&self.partitions, partition);
+        self.read_again
+            .get_or_create(&label("partition", partition))
             .inc();
     }
 
@@ -498,6 +514,13 @@ impl Metrics {
                         .get()
                 })
                 .sum(),
+            read_again: self
+                .partitions
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(|p| Some(self.read_again.get(&label("partition", p.as_str()))?.get()))
+                .sum(),
         }
     }
 
@@ -519,6 +542,8 @@ impl Metrics {
 
     /// The values the demo shows, read back from the metrics themselves.
     pub fn snapshot(&self) -> Snapshot {
+        // Before the lock on the partitions seen: the counts take it too.
+        let counts = self.counts();
         let partitions = self.partitions.read().unwrap_or_else(|e| e.into_inner());
         let of_partitions = |family: &Family<Label, Gauge>| {
             partitions
@@ -529,13 +554,16 @@ impl Metrics {
                         family.get(&label("partition", p.as_str()))?.get(),
                     ))
                 })
-                .collect()
+                .collect::<BTreeMap<String, i64>>()
         };
         Snapshot {
-            counts: self.counts(),
+            counts,
             throttled: self.throttled_total(),
             lateness_device: self.lateness_device.cumulative(),
-            partitions_owned: of_partitions(&self.partition_owned),
+            partitions_owned: of_partitions(&self.partition_owned)
+                .into_iter()
+                .map(|(p, owned)| (p, owned == 1))
+                .collect(),
             lag_events: of_partitions(&self.lag_events),
             source_connected: self.source_connected.get() == 1,
         }

@@ -18,6 +18,9 @@ pub struct Counts {
     pub in_flight: i64,
     /// History documents not written (refused, or stale while retried).
     pub history_dropped: u64,
+    /// Event Hubs events received again that this process had already taken (counted in
+    /// `received` too): after a partition came back or the source rebuilt its session.
+    pub read_again: u64,
 }
 
 impl Counts {

@@ -16,7 +16,7 @@ pub struct Snapshot {
     /// bound in seconds, observations at or below it), the last bound infinite.
     pub lateness_device: Vec<(f64, u64)>,
     /// For the Event Hubs source: whether this replica reads each partition it has read.
-    pub partitions_owned: BTreeMap<String, i64>,
+    pub partitions_owned: BTreeMap<String, bool>,
     /// For the Event Hubs source: events of each partition after the consumer group's
     /// checkpoint.
     pub lag_events: BTreeMap<String, i64>,
@@ -29,7 +29,7 @@ impl Snapshot {
     pub fn owned_partitions(&self) -> Vec<String> {
         self.partitions_owned
             .iter()
-            .filter(|(_, owned)| **owned == 1)
+            .filter(|(_, owned)| **owned)
             .map(|(p, _)| p.clone())
             .collect()
     }
@@ -46,6 +46,7 @@ impl Snapshot {
             c.history_written += s.counts.history_written;
             c.in_flight += s.counts.in_flight;
             c.history_dropped += s.counts.history_dropped;
+            c.read_again += s.counts.read_again;
             for (reason, n) in &s.counts.dropped {
                 *c.dropped.entry(reason).or_default() += n;
             }
@@ -80,6 +81,7 @@ mod tests {
         m.set_partition_owned("2", true);
         m.set_partition_owned("0", false);
         m.set_lag_events("2", 17);
+        m.read_again("2");
         m.set_source_connected(true);
         m.lateness(Duration::ZERO, Duration::from_millis(40));
         let s = m.snapshot();
@@ -87,6 +89,8 @@ mod tests {
         assert_eq!(s.counts.dropped("stale"), 1);
         assert_eq!(s.throttled, 5);
         assert_eq!(s.owned_partitions(), ["2"]);
+        assert!(!s.partitions_owned["0"]);
+        assert_eq!(s.counts.read_again, 1);
         assert_eq!(s.lag_events, BTreeMap::from([("2".to_owned(), 17)]));
         assert!(s.source_connected);
         // 0.04 s: first counted under the bound 0.05.
@@ -97,6 +101,7 @@ mod tests {
         let both = Snapshot::sum([&s, &s]);
         assert_eq!((both.counts.received, both.throttled), (4, 10));
         assert_eq!(both.counts.dropped("stale"), 2);
+        assert_eq!(both.counts.read_again, 2);
         assert_eq!(both.lateness_device.last(), Some(&(f64::INFINITY, 2)));
         assert!(both.partitions_owned.is_empty());
     }

@@ -18,6 +18,7 @@ fn exposition_names_every_metric() {
     m.ownership_change("3", OwnershipChange::Claimed);
     m.ownership_change("1", OwnershipChange::Released);
     m.set_lag_events("2", 17);
+    m.read_again("2");
     m.lateness(Duration::from_millis(20), Duration::from_millis(40));
     let text = m.render();
     for needle in [
@@ -35,6 +36,7 @@ fn exposition_names_every_metric() {
         "cloud_writer_eventhubs_ownership_changes_total{partition=\"3\",change=\"claimed\"} 1",
         "cloud_writer_eventhubs_ownership_changes_total{partition=\"1\",change=\"released\"} 1",
         "cloud_writer_eventhubs_lag_events{partition=\"2\"} 17",
+        "cloud_writer_eventhubs_events_read_again_total{partition=\"2\"} 1",
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }

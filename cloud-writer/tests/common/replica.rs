@@ -158,6 +158,8 @@ impl Drop for Replica {
 pub struct Counts {
     /// Messages received.
     pub received: u64,
+    /// Of those, events this process had already taken and received again.
+    pub read_again: u64,
     /// Latest-position documents written.
     pub written: u64,
     /// Messages dropped, by reason.
@@ -202,6 +204,8 @@ impl Counts {
                 }
             } else if name.starts_with("cloud_writer_eventhubs_ownership_changes_total{") {
                 counts.ownership_changes += value;
+            } else if name.starts_with("cloud_writer_eventhubs_events_read_again_total{") {
+                counts.read_again += value;
             }
         }
         counts
@@ -215,6 +219,7 @@ impl Counts {
     /// The sums of both.
     pub fn plus(mut self, other: &Counts) -> Counts {
         self.received += other.received;
+        self.read_again += other.read_again;
         self.written += other.written;
         for (reason, n) in &other.dropped {
             *self.dropped.entry(reason.clone()).or_default() += n;

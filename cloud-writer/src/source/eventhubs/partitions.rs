@@ -17,6 +17,7 @@
 //! events at or below the last sequence number taken are skipped here.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ pub(super) struct Shared {
     written: Mutex<HashMap<String, i64>>,
     /// Readings running per partition (a partition opened again may briefly have two).
     readings: Mutex<HashMap<String, usize>>,
+    /// The highest sequence number this process has taken from each partition, in any
+    /// reading: an event at or below it is read again.
+    taken: Mutex<HashMap<String, Arc<AtomicI64>>>,
     pub(super) metrics: Arc<Metrics>,
     /// How often a partition's checkpoint is written (`EVENTHUBS_CHECKPOINT_INTERVAL`).
     checkpoint_interval: Duration,
@@ -125,6 +129,7 @@ impl Shared {
             tracker: PartitionCheckpoints::new(metrics.clone()),
             written: Mutex::default(),
             readings: Mutex::default(),
+            taken: Mutex::default(),
             metrics,
             checkpoint_interval,
         }
@@ -162,6 +167,17 @@ impl Shared {
                 tracing::warn!(%partition, error = %err, "checkpoint not written; trying again at the next interval");
             }
         }
+    }
+
+    /// The highest sequence number this process has taken from `partition`, shared by its
+    /// readings.
+    fn taken(&self, partition: &str) -> Arc<AtomicI64> {
+        self.taken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(partition.to_owned())
+            .or_insert_with(|| Arc::new(AtomicI64::new(i64::MIN)))
+            .clone()
     }
 
     /// A reading of `partition` starts: claimed, if no other reading of it runs.
@@ -241,8 +257,10 @@ impl Shared {
 
     /// Reads a partition's events into `queue` until the stream ends (the partition is
     /// lost) or `reading` is cancelled, checkpointing every interval. Events at or below
-    /// the last sequence number taken (a receiver that attached again from where it was
-    /// opened) are skipped.
+    /// the last sequence number this reading took (a receiver that attached again from
+    /// where it was opened) are skipped; events an earlier reading took (the partition
+    /// came back, or the source rebuilt its session) are taken again and counted as read
+    /// again.
     async fn read(
         &self,
         queue: &PartitionQueue,
@@ -254,6 +272,7 @@ impl Shared {
         let mut ticker = tokio::time::interval(self.checkpoint_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_taken: Option<i64> = None;
+        let taken = self.taken(queue.id());
         let mut skipped = 0u64;
         let mut events_read = 0u64;
         loop {
@@ -277,6 +296,11 @@ impl Shared {
                         if skipped > 0 {
                             tracing::info!(partition = %queue.id(), skipped, "caught up with the events already taken");
                             skipped = 0;
+                        }
+                        if let Some(seq) = seq {
+                            if taken.fetch_max(seq, Ordering::Relaxed) >= seq {
+                                self.metrics.read_again(queue.id());
+                            }
                         }
                         last_taken = seq.or(last_taken);
                         if !self.forward(queue, &event, tx, reading).await {
@@ -435,7 +459,8 @@ mod tests {
     /// A partition read from SDK events: its checkpoint in the Cosmos store follows the
     /// final outcomes in order, events delivered again (a receiver that attached again
     /// from where it was opened) are skipped, and a lost partition is checkpointed and
-    /// forgotten, with its ownership metrics.
+    /// forgotten, with its ownership metrics; when it comes back, the events taken before
+    /// are taken again and counted as read again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn partition_checkpoints_follow_final_outcomes_in_order() {
         let sim = CosmosSim::builder().start().await.unwrap();
@@ -519,5 +544,25 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+        assert_eq!(metrics.counts().read_again, 0);
+
+        // The partition comes back from 12: 12 and 13 are taken again and counted as read
+        // again, 14 is new.
+        let queue = shared.tracker.open("4");
+        shared.claimed("4");
+        let again =
+            futures::stream::iter([(12, "b"), (13, "c"), (14, "d")].map(|(seq, device)| {
+                Ok(amqp_message(seq, Some(device), 1_795_338_903_000).into())
+            }));
+        let end = shared.read(&queue, again, &tx, &reading).await;
+        assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
+        let counts = metrics.counts();
+        assert_eq!((counts.received, counts.read_again), (6, 2));
+        assert_eq!(rx.len(), 3);
+        assert!(
+            metrics
+                .render()
+                .contains("cloud_writer_eventhubs_events_read_again_total{partition=\"4\"} 2")
+        );
     }
 }
