@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde::Deserialize;
-use settings::{cosmos_account, cosmos_key_from_env};
+use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
@@ -84,6 +84,7 @@ settings::layered!(Settings {
     cosmos_database,
     cosmos_container,
     cosmos_accept_invalid_certs,
+    cosmos_allow_insecure,
     api_addr,
     query_max_parallelism,
     query_page_size,
@@ -105,6 +106,9 @@ pub struct CosmosSettings {
     pub container: String,
     /// Accept self-signed certificates (emulators only).
     pub accept_invalid_certs: bool,
+    /// What is unprotected about a remote endpoint that COSMOS_ALLOW_INSECURE let through,
+    /// to be logged at start.
+    pub insecure: Option<String>,
 }
 
 /// How the API reads and what it accepts.
@@ -158,6 +162,12 @@ impl Settings {
     /// Resolves into a typed configuration, applying defaults and checking values.
     pub fn resolve(self) -> Result<ApiConfig, ConfigError> {
         let (endpoint, key) = cosmos_account(self.cosmos_endpoint, self.cosmos_key)?;
+        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
+        let insecure = insecure_transport(
+            &endpoint,
+            accept_invalid_certs,
+            self.cosmos_allow_insecure.unwrap_or(false),
+        )?;
         let defaults = ApiOptions::default();
         let page_size = self.query_page_size.unwrap_or(defaults.page_size);
         if page_size == 0 {
@@ -186,7 +196,8 @@ impl Settings {
                 key,
                 database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
                 container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
-                accept_invalid_certs: self.cosmos_accept_invalid_certs.unwrap_or(false),
+                accept_invalid_certs,
+                insecure,
             },
             addr: self
                 .api_addr
@@ -266,6 +277,21 @@ mod tests {
         assert!("0".parse::<Parallelism>().is_err());
         assert!("many".parse::<Parallelism>().is_err());
         assert!(toml::from_str::<Settings>("api_adr = \"x\"").is_err());
+    }
+
+    #[test]
+    fn unchecked_certificates_are_for_this_host_unless_allowed() {
+        let remote = |allow| Settings {
+            cosmos_endpoint: Some(Url::parse("https://emulator.internal:8081").unwrap()),
+            cosmos_accept_invalid_certs: Some(true),
+            cosmos_allow_insecure: allow,
+            ..base()
+        };
+        let err = remote(None).resolve().unwrap_err().to_string();
+        assert!(err.contains("COSMOS_ALLOW_INSECURE"), "{err}");
+        let config = remote(Some(true)).resolve().unwrap();
+        assert!(config.cosmos.accept_invalid_certs);
+        assert!(config.cosmos.insecure.is_some());
     }
 
     #[test]

@@ -42,6 +42,9 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("COSMOS_KEY is not a base64 account key: {e}"))?;
     let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), Credential::MasterKey(key));
     cosmos.accept_invalid_certs = config.cosmos.accept_invalid_certs;
+    if let Some(insecure) = &config.cosmos.insecure {
+        tracing::warn!("{insecure}");
+    }
     let client = CosmosClient::new(cosmos)?;
     let container = client.container(&config.cosmos.database, &config.cosmos.container);
     container.properties().await.with_context(|| {

@@ -36,10 +36,6 @@ settings::with_cosmos_account! {
         /// Partition key path the documents carry the device id at [default: /deviceId]
         #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
         pub cosmos_partition_key_path: Option<String>,
-        /// Allow http:// or unchecked certificates for an endpoint that is not on this host
-        /// (a Cosmos emulator elsewhere on a private network) [default: false]
-        #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
-        pub cosmos_allow_insecure: Option<bool>,
         /// Create the database and container when missing [default: false]
         #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
         pub cosmos_create_if_missing: Option<bool>,
@@ -196,16 +192,6 @@ settings::layered!(Settings {
     healthz_stall_after,
 });
 
-/// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
-
 impl Settings {
     /// Refuses a secret given as a flag (these settings must be the command line's alone):
     /// a flag is visible to every user of the machine in the process list. `--source` may
@@ -243,28 +229,11 @@ impl Settings {
         };
         let (endpoint, key) = cosmos_account(self.cosmos_endpoint, key)?;
         let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
-        let plain_http = endpoint.scheme() == "http";
-        let insecure = if (plain_http || accept_invalid_certs) && !is_loopback(&endpoint) {
-            let what = if plain_http {
-                "a plain http:// endpoint"
-            } else {
-                "COSMOS_ACCEPT_INVALID_CERTS"
-            };
-            if !self.cosmos_allow_insecure.unwrap_or(false) {
-                return Err(ConfigError::Invalid {
-                    name: "COSMOS_ENDPOINT",
-                    message: format!(
-                        "{what} is allowed only for an endpoint on this host (localhost, 127.0.0.1, ::1): the account key and every document would cross the network unprotected. Use https:// with a trusted certificate, or set COSMOS_ALLOW_INSECURE=true for an emulator on a private network"
-                    ),
-                });
-            }
-            Some(format!(
-                "{what} to {} (COSMOS_ALLOW_INSECURE): the traffic to Cosmos DB is not protected",
-                endpoint.host_str().unwrap_or_default()
-            ))
-        } else {
-            None
-        };
+        let insecure = settings::insecure_transport(
+            &endpoint,
+            accept_invalid_certs,
+            self.cosmos_allow_insecure.unwrap_or(false),
+        )?;
         let partition_key_path = self
             .cosmos_partition_key_path
             .as_deref()

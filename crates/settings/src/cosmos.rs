@@ -11,7 +11,8 @@ use crate::{ConfigError, Secret, SecretError, secret_from_env};
 /// [`layered!`](crate::layered)) with the Cosmos DB account's settings as its first fields:
 /// `cosmos_endpoint` (`COSMOS_ENDPOINT`), `cosmos_key` (`COSMOS_KEY`: the environment or
 /// the file only, never a flag), `cosmos_database` (`COSMOS_DATABASE`), `cosmos_container`
-/// (`COSMOS_CONTAINER`) and `cosmos_accept_invalid_certs` (`COSMOS_ACCEPT_INVALID_CERTS`).
+/// (`COSMOS_CONTAINER`), `cosmos_accept_invalid_certs` (`COSMOS_ACCEPT_INVALID_CERTS`) and
+/// `cosmos_allow_insecure` (`COSMOS_ALLOW_INSECURE`, see [`insecure_transport`]).
 /// The struct derives clap's `Args` and serde's `Deserialize` as the program says.
 ///
 /// Why a macro and not a struct of the account's settings flattened into each program's:
@@ -51,10 +52,14 @@ macro_rules! with_cosmos_account {
             /// Container of the position documents [default: positions]
             #[arg(long, env = "COSMOS_CONTAINER")]
             pub cosmos_container: Option<String>,
-            /// Accept self-signed certificates (local emulators only: a loopback endpoint,
-            /// unless the program lets it be forced).
+            /// Accept self-signed certificates (local emulators: an endpoint on this host,
+            /// unless COSMOS_ALLOW_INSECURE) [default: false]
             #[arg(long, env = "COSMOS_ACCEPT_INVALID_CERTS")]
             pub cosmos_accept_invalid_certs: Option<bool>,
+            /// Allow http:// or unchecked certificates for an endpoint that is not on this host
+            /// (a Cosmos emulator elsewhere on a private network) [default: false]
+            #[arg(long, env = "COSMOS_ALLOW_INSECURE")]
+            pub cosmos_allow_insecure: Option<bool>,
             $($fields)*
         }
     };
@@ -82,6 +87,48 @@ pub fn cosmos_account(
     Ok((endpoint, key))
 }
 
+/// Checks how the account is reached: a plain `http://` endpoint or unchecked certificates
+/// (`COSMOS_ACCEPT_INVALID_CERTS`) are for an endpoint on this host (`localhost`,
+/// `127.0.0.0/8`, `::1`); for any other, only with `COSMOS_ALLOW_INSECURE`, and then the
+/// warning to log is returned.
+pub fn insecure_transport(
+    endpoint: &Url,
+    accept_invalid_certs: bool,
+    allow_insecure: bool,
+) -> Result<Option<String>, ConfigError> {
+    let plain_http = endpoint.scheme() == "http";
+    if !(plain_http || accept_invalid_certs) || is_loopback(endpoint) {
+        return Ok(None);
+    }
+    let what = if plain_http {
+        "a plain http:// endpoint"
+    } else {
+        "COSMOS_ACCEPT_INVALID_CERTS"
+    };
+    if !allow_insecure {
+        return Err(ConfigError::Invalid {
+            name: "COSMOS_ENDPOINT",
+            message: format!(
+                "{what} is allowed only for an endpoint on this host (localhost, 127.0.0.1, ::1): the account key and every document would cross the network unprotected. Use https:// with a trusted certificate, or set COSMOS_ALLOW_INSECURE=true for an emulator on a private network"
+            ),
+        });
+    }
+    Ok(Some(format!(
+        "{what} to {} (COSMOS_ALLOW_INSECURE): the traffic to Cosmos DB is not protected",
+        endpoint.host_str().unwrap_or_default()
+    )))
+}
+
+/// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +140,34 @@ mod tests {
             #[arg(long)]
             retries: Option<u32>,
         }
+    }
+
+    #[test]
+    fn an_unprotected_endpoint_must_be_on_this_host_or_allowed() {
+        let url = |u: &str| Url::parse(u).unwrap();
+        for local in [
+            "http://localhost:8081/",
+            "https://127.0.0.2/",
+            "http://[::1]:1/",
+        ] {
+            assert_eq!(insecure_transport(&url(local), true, false).unwrap(), None);
+        }
+        let remote = url("http://emulator.internal:8081/");
+        let err = insecure_transport(&remote, false, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("COSMOS_ALLOW_INSECURE") && err.contains("http://"),
+            "{err}"
+        );
+        let warning = insecure_transport(&remote, false, true).unwrap().unwrap();
+        assert!(warning.contains("emulator.internal"), "{warning}");
+        let tls = url("https://account.documents.azure.com/");
+        assert_eq!(insecure_transport(&tls, false, false).unwrap(), None);
+        let err = insecure_transport(&tls, true, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("COSMOS_ACCEPT_INVALID_CERTS"), "{err}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod layers;
 mod logs;
 mod secret;
 
-pub use cosmos::{cosmos_account, cosmos_key_from_env};
+pub use cosmos::{cosmos_account, cosmos_key_from_env, insecure_transport};
 pub use duration::{DurationError, DurationSetting};
 pub use error::ConfigError;
 pub use exit::{configured, exit_code};
