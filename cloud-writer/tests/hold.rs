@@ -109,19 +109,11 @@ async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: &str) -> Counts {
     held
 }
 
-/// The acknowledged messages of the writer's MQTT connection: received, less those not
-/// yet acknowledged.
+/// The acknowledged messages of the writer's MQTT connection, at most: received, less
+/// those not yet acknowledged.
 fn acknowledged(writer: &Writer) -> u64 {
-    let text = writer.metrics().render();
-    let lag: u64 = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("cloud_writer_checkpoint_lag{partition=\"mqtt\"} ")?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
-    writer.counts().received - lag
+    let (received, unacknowledged) = mqtt_acknowledgements(writer);
+    received.saturating_sub(unacknowledged)
 }
 
 /// While the stream is held with every message of `total` published: the writer has

@@ -286,13 +286,8 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     publish(broker.port(), "fleet-blocked", &messages).await;
     // Once the Receive Maximum is used up and a write is held, new writes go through at
     // once; the held ones finish their stall, so nothing is written before `stall`.
-    // Received is read before the lag: a message arriving between the two reads then
-    // makes `received - lag` smaller than what was acknowledged, never larger (the
-    // source enters a message in the lag before it counts it received).
     let gauges = || {
-        let received = writer.counts().received;
-        let text = writer.metrics().render();
-        let unacknowledged = gauge(&text, "cloud_writer_checkpoint_lag{partition=\"mqtt\"}");
+        let (received, unacknowledged) = mqtt_acknowledgements(&writer);
         (received, unacknowledged, sim.delayed_requests())
     };
     let mut most_unacknowledged = 0;

@@ -282,6 +282,24 @@ pub async fn wait_subscribed(writer: &cloud_writer::Writer) {
     .await;
 }
 
+/// The writer's MQTT connection as `(received, unacknowledged)`. Received is read
+/// before the acknowledgement lag, and the source enters a message in the lag before it
+/// counts it received: a message arriving between the two reads makes `received -
+/// unacknowledged` smaller than what was acknowledged, never larger.
+pub fn mqtt_acknowledgements(writer: &cloud_writer::Writer) -> (u64, u64) {
+    let received = writer.counts().received;
+    let text = writer.metrics().render();
+    let unacknowledged = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("cloud_writer_checkpoint_lag{partition=\"mqtt\"} ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    (received, unacknowledged)
+}
+
 /// Waits until `total` messages have a final outcome and nothing is in flight.
 pub async fn wait_final(writer: &cloud_writer::Writer, total: u64) -> cloud_writer::Counts {
     wait_until(
