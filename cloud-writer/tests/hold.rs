@@ -140,10 +140,13 @@ async fn assert_broker_keeps_the_unacknowledged(writer: &Writer, broker: &Mosqui
         if let Event::Incoming(Packet::Publish(p)) = event {
             stored = std::str::from_utf8(&p.payload).unwrap().parse().unwrap();
         }
+        // Acknowledged first, outcomes after: both only grow, so a message finished and
+        // acknowledged between the two reads cannot look acknowledged before its outcome.
+        let acknowledged = acknowledged(writer);
         let counts = writer.counts();
         assert!(
-            acknowledged(writer) <= counts.finished(),
-            "acknowledged before its outcome while held: {counts:?}"
+            acknowledged <= counts.finished(),
+            "{acknowledged} acknowledged before their outcome while held: {counts:?}"
         );
         assert!(writer.metrics().blocked().is_some(), "the hold ended");
     }
