@@ -5,7 +5,8 @@ Plays an ArduPilot/PX4-like autopilot (or several, sharing one link): a HEARTBEA
 1 Hz from component 1 (autopilot ArduPilot), right after it a SYSTEM_TIME (when
 --system-time is given), and at --rate Hz a SYS_STATUS (battery) and a position
 (GLOBAL_POSITION_INT or GPS_RAW_INT), walking a route of --points distinct points in a
-loop. Every vehicle has its own route, battery and boot time.
+loop. Every vehicle has its own route, battery and boot time; their positions go out in
+a random order every cycle (--seed).
 
 Links (one of):
   --udpout HOST:PORT    send to the agent (the agent listens: its udpin:)
@@ -477,7 +478,9 @@ class FlightController:
                 if next_heartbeat < current:
                     next_heartbeat = current + 1.0
             if current >= next_position:
-                for vehicle in self.vehicles:
+                # Vehicles in a new order every cycle, so that the newest position on the
+                # link is any vehicle's.
+                for vehicle in self.rng.sample(self.vehicles, len(self.vehicles)):
                     if not vehicle.held:
                         if self.args.garbage_every and self.cycle % self.args.garbage_every == 0:
                             self.garbage(vehicle)
