@@ -114,10 +114,10 @@ impl Dialer {
     ) -> Result<Dialer, TransportError> {
         let transport = match &config.endpoint {
             Endpoint::Tcp { .. } => Transport::Tcp,
-            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config)?),
+            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config, &clock)?),
             // `ws://` (no TLS) is for local brokers and tests; IoT Hub is always `wss://`.
             Endpoint::WebSocket { url } if url.starts_with("ws://") => Transport::Ws,
-            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config)?),
+            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config, &clock)?),
         };
         Ok(Dialer {
             config,
