@@ -30,7 +30,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES};
-use crate::source::{Fix, Source};
+use crate::clock::{Clock, ClockSource, EARLIEST_PLAUSIBLE, kernel_synchronised};
+use crate::source::{Fix, FixTime, Source};
 use crate::source::{SimConfig, SourceConfig};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
 use crate::transport::TransportConfig;
@@ -48,6 +49,8 @@ pub struct AgentConfig {
     pub report_interval: Duration,
     /// A fix older than this is no fix (the interval is skipped and counted).
     pub max_fix_age: Duration,
+    /// The board clock is corrected when GPS time differs from it by more than this.
+    pub clock_max_skew: Duration,
     /// The store-and-forward buffer on disk.
     pub buffer: BufferConfig,
     /// The MQTT connection.
@@ -68,6 +71,7 @@ impl AgentConfig {
             source: SourceConfig::Sim(SimConfig::default()),
             report_interval: Duration::from_secs(5),
             max_fix_age: Duration::from_secs(10),
+            clock_max_skew: DEFAULT_CLOCK_MAX_SKEW,
             buffer: BufferConfig {
                 dir: buffer_dir,
                 max_bytes: DEFAULT_BUFFER_MAX_BYTES,
@@ -79,6 +83,9 @@ impl AgentConfig {
         }
     }
 }
+
+/// The default bound on the board clock's disagreement with GPS time.
+pub const DEFAULT_CLOCK_MAX_SKEW: Duration = Duration::from_secs(2);
 
 /// The default backlog drain rate, messages per second.
 pub const DEFAULT_BACKLOG_RATE: f64 = 20.0;
@@ -112,6 +119,7 @@ pub struct AgentReport {
 pub struct Agent {
     config: AgentConfig,
     status: StatusCell,
+    clock: Clock,
     buffer: DiskBuffer,
     /// Records the disk refused, kept in memory until acknowledged or their link ends.
     unbuffered: HashSet<u64>,
@@ -131,9 +139,11 @@ impl Agent {
         }
         let buffer = DiskBuffer::open(&config.buffer)?;
         let status = StatusCell::new(&config.device_id);
+        let clock = Clock::new(config.clock_max_skew);
         let agent = Agent {
             config,
             status,
+            clock,
             buffer,
             unbuffered: HashSet::new(),
         };
@@ -159,12 +169,16 @@ impl Agent {
     /// they do not end the agent.
     pub async fn run(self, shutdown: CancellationToken) -> Result<AgentReport, AgentError> {
         let (events_tx, mut events) = mpsc::channel(64);
-        let dialer = Dialer::new(self.config.transport.clone(), self.config.device_id.clone())?;
+        let dialer = Dialer::new(
+            self.config.transport.clone(),
+            self.config.device_id.clone(),
+            self.clock.clone(),
+        )?;
         let connection = Connection::new(dialer, self.status.clone(), events_tx);
         let connection_stop = shutdown.child_token();
         let connection_task =
             AbortOnDropHandle::new(tokio::spawn(connection.run(connection_stop.clone())));
-        let source = Source::start(&self.config.source, &self.status, &shutdown);
+        let source = Source::start(&self.config.source, &self.status, &self.clock, &shutdown);
         let mut reports = tokio::time::interval(self.config.report_interval);
         reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut drain =
@@ -202,14 +216,24 @@ impl Agent {
         })
     }
 
-    /// Makes the message of this interval, if there is a fix.
+    /// Makes the message of this interval, if there is a fix and a time for it.
     fn report(&mut self, source: &Source, link: Option<&mut Link>) {
         let Some(fix) = source.latest(Instant::now(), self.config.max_fix_age) else {
             self.status.update(|s| s.no_fix += 1);
             self.write_status_file();
             return;
         };
-        if let Some(record) = self.store(&fix) {
+        let Some(ts) = self.stamp(&fix) else {
+            if self.status.handle().status().no_time == 0 {
+                tracing::warn!(
+                    "the board clock reads before {EARLIEST_PLAUSIBLE} and the source gives no GPS time: no message until one of them can be trusted (counted as no_time)"
+                );
+            }
+            self.status.update(|s| s.no_time += 1);
+            self.write_status_file();
+            return;
+        };
+        if let Some(record) = self.store(&fix, ts) {
             match link {
                 Some(link) => {
                     link.live.push_back(record);
@@ -221,9 +245,25 @@ impl Agent {
         self.write_status_file();
     }
 
-    /// Encodes `fix` as the next message and appends it to the buffer.
-    fn store(&mut self, fix: &Fix) -> Option<Record> {
-        let position = fix.position(&self.config.device_id, self.buffer.next_id());
+    /// The time to publish for `fix`, if a clock vouches for it; notes which one did.
+    fn stamp(&self, fix: &Fix) -> Option<DateTime<Utc>> {
+        let synchronised = kernel_synchronised();
+        let stamped = match fix.time {
+            FixTime::Gps(gps) => Some((gps, ClockSource::Gps)),
+            FixTime::Board(board) => self.clock.stamp_board(board, synchronised),
+        };
+        let offset_ms = self.clock.offset().map(|o| o.num_milliseconds());
+        self.status.update(|s| {
+            s.clock.last = stamped.map(|(_, source)| source);
+            s.clock.board_offset_ms = offset_ms;
+            s.clock.board_synchronised = synchronised;
+        });
+        stamped.map(|(ts, _)| ts)
+    }
+
+    /// Encodes `fix` taken at `ts` as the next message and appends it to the buffer.
+    fn store(&mut self, fix: &Fix, ts: DateTime<Utc>) -> Option<Record> {
+        let position = fix.position(&self.config.device_id, self.buffer.next_id(), ts);
         let payload = match position.encode() {
             Ok(payload) => payload,
             Err(err) => {
@@ -233,7 +273,9 @@ impl Agent {
             }
         };
         self.status.update(|s| s.generated += 1);
-        match self.buffer.append(Utc::now().timestamp_millis(), payload) {
+        // The record's creation time (the message's `iothub-creation-time-utc`) is the
+        // position's: the board clock may be wrong.
+        match self.buffer.append(ts.timestamp_millis(), payload) {
             Ok(record) => Some(record),
             Err(AppendError { error, record }) => {
                 tracing::error!(%error, "the buffer cannot be written: the message is sent from memory only");

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE};
+use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
-use crate::source::{SimConfig, SourceConfig};
+use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use netkit::backoff::BackoffConfig;
@@ -68,9 +68,12 @@ pub struct Settings {
     /// Position source: `sim`, `gpsd` or `mavlink`.
     #[arg(long, env = "POSITION_SOURCE")]
     pub position_source: Option<String>,
-    /// MAVLink connection string: `udpin:0.0.0.0:14550`, `tcpout:HOST:PORT`, `serial:/dev/ttyAMA0:57600`.
+    /// MAVLink connection string: `udpin:0.0.0.0:14550`, `udpout:HOST:PORT`, `tcpin:0.0.0.0:5760`, `tcpout:HOST:PORT`, `serial:/dev/ttyAMA0:921600`.
     #[arg(long, env = "MAVLINK_ADDRESS")]
     pub mavlink_address: Option<String>,
+    /// The vehicle's MAVLink system id (1-255); default: the first autopilot heard.
+    #[arg(long, env = "MAVLINK_SYSTEM_ID")]
+    pub mavlink_system_id: Option<u8>,
     /// gpsd address, `HOST:PORT`.
     #[arg(long, env = "GPSD_ADDRESS")]
     pub gpsd_address: Option<String>,
@@ -95,6 +98,9 @@ pub struct Settings {
     /// Age after which a fix counts as lost, default twice the interval.
     #[arg(long, env = "MAX_FIX_AGE")]
     pub max_fix_age: Option<DurationSetting>,
+    /// GPS time and the board clock may differ by this before the board clock is corrected (default 2s).
+    #[arg(long, env = "CLOCK_MAX_SKEW")]
+    pub clock_max_skew: Option<DurationSetting>,
     /// IoT Hub device connection string (environment or config file only: never on the command line).
     #[arg(skip)]
     #[serde(rename = "iothub_device_connection_string")]
@@ -171,6 +177,7 @@ impl fmt::Debug for Settings {
 settings::layered!(Settings {
     position_source,
     mavlink_address,
+    mavlink_system_id,
     gpsd_address,
     sim_home_lat,
     sim_home_lon,
@@ -179,6 +186,7 @@ settings::layered!(Settings {
     sim_speedup,
     report_interval,
     max_fix_age,
+    clock_max_skew,
     connection_string,
     iothub_transport,
     iothub_ca_file,
@@ -211,6 +219,11 @@ impl Settings {
             Some(age) => positive("MAX_FIX_AGE", age.get())?,
             None => report_interval * 2,
         };
+        let clock_max_skew = positive(
+            "CLOCK_MAX_SKEW",
+            self.clock_max_skew
+                .map_or(DEFAULT_CLOCK_MAX_SKEW, DurationSetting::get),
+        )?;
         let source = self.source()?;
         let (device_id, mut transport) = self.transport()?;
         let backoff = BackoffConfig {
@@ -264,6 +277,7 @@ impl Settings {
             source,
             report_interval,
             max_fix_age,
+            clock_max_skew,
             buffer: BufferConfig {
                 dir,
                 max_bytes,
@@ -280,11 +294,20 @@ impl Settings {
             "mavlink" => {
                 let address = self.mavlink_address.clone().ok_or(ConfigError::Missing {
                     setting: "MAVLINK_ADDRESS",
-                    hint: "e.g. udpin:0.0.0.0:14550, tcpout:127.0.0.1:5760 or serial:/dev/ttyAMA0:57600",
+                    hint: "e.g. udpin:0.0.0.0:14550, udpout:127.0.0.1:14550, tcpout:127.0.0.1:5760 or serial:/dev/ttyAMA0:921600",
                 })?;
-                crate::source::mavlink::check_address(&address)
+                let address = MavlinkAddress::parse(&address)
                     .map_err(|problem| invalid("MAVLINK_ADDRESS", problem))?;
-                Ok(SourceConfig::Mavlink { address })
+                if self.mavlink_system_id == Some(0) {
+                    return Err(invalid(
+                        "MAVLINK_SYSTEM_ID",
+                        "0 is the broadcast id, not a vehicle: use 1-255 (the autopilot's SYSID_THISMAV or MAV_SYS_ID)",
+                    ));
+                }
+                Ok(SourceConfig::Mavlink(MavlinkConfig {
+                    address,
+                    system_id: self.mavlink_system_id,
+                }))
             }
             "gpsd" => Ok(SourceConfig::Gpsd {
                 address: self

@@ -28,6 +28,7 @@
 
 pub mod agent;
 pub mod buffer;
+pub mod clock;
 pub mod config;
 pub mod source;
 pub mod status;

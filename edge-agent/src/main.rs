@@ -10,7 +10,9 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
+use edge_agent::clock::{Clock, kernel_synchronised};
 use edge_agent::config::{DurationSetting, Secret, Settings};
+use edge_agent::source::FixTime;
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
@@ -189,8 +191,13 @@ async fn check(config: AgentConfig, timeout: DurationSetting) -> anyhow::Result<
         }
         Err(err) => line(false, "buffer", err),
     };
-    ok &= check_source(&config, timeout).await;
-    ok &= match Dialer::new(config.transport.clone(), config.device_id.clone()) {
+    let clock = Clock::new(config.clock_max_skew);
+    ok &= check_source(&config, &clock, timeout).await;
+    ok &= match Dialer::new(
+        config.transport.clone(),
+        config.device_id.clone(),
+        clock.clone(),
+    ) {
         Ok(dialer) => match tokio::time::timeout(timeout, dialer.check()).await {
             Ok(Ok(())) => line(true, "connection", "connected and acknowledged (CONNACK)"),
             Ok(Err(err)) => line(false, "connection", err),
@@ -209,22 +216,70 @@ async fn check(config: AgentConfig, timeout: DurationSetting) -> anyhow::Result<
     })
 }
 
-/// Waits for a first fix from the source.
-async fn check_source(config: &AgentConfig, timeout: Duration) -> bool {
-    let source = edge_agent::source::Source::probe(&config.source);
-    match tokio::time::timeout(timeout, source.first_fix()).await {
-        Ok(fix) => line(
+/// Waits for a first fix from the source and tells which clock stamps it.
+async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) -> bool {
+    let source = edge_agent::source::Source::probe(&config.source, clock);
+    let Ok(fix) = tokio::time::timeout(timeout, source.first_fix()).await else {
+        let heard = match source.mavlink_status() {
+            Some(m) if m.vehicle.is_none() => format!(
+                "; no autopilot HEARTBEAT heard ({} messages of other systems, {} unreadable)",
+                m.ignored_other_systems, m.unreadable
+            ),
+            _ => String::new(),
+        };
+        return line(false, "source", format!("no fix within {timeout:?}{heard}"));
+    };
+    let mut ok = line(
+        true,
+        "source",
+        format!("fix at {:.6}, {:.6}", fix.lat, fix.lon),
+    );
+    if let Some(m) = source.mavlink_status() {
+        let vehicle = m.vehicle.map_or("none".to_owned(), |v| {
+            format!("system {} component {}", v.system_id, v.component_id)
+        });
+        line(
             true,
-            "source",
-            format!("fix at {:.6}, {:.6} ({})", fix.lat, fix.lon, fix.time),
-        ),
-        Err(_) => line(false, "source", format!("no fix within {timeout:?}")),
+            "mavlink",
+            format!(
+                "vehicle {vehicle} ({:?}), {} messages of other systems ignored, {} unreadable, {} heartbeats sent",
+                m.version, m.ignored_other_systems, m.unreadable, m.heartbeats_sent
+            ),
+        );
     }
+    let synchronised = kernel_synchronised();
+    let board = if synchronised {
+        "the board clock is synchronised"
+    } else {
+        "the kernel reports the board clock unsynchronised"
+    };
+    let offset = clock
+        .offset()
+        .map_or("no GPS time seen yet".to_owned(), |o| {
+            format!("board clock {} ms off GPS time", -o.num_milliseconds())
+        });
+    ok &= match fix.time {
+        FixTime::Gps(gps) => line(true, "clock", format!("GPS time {gps}; {offset}; {board}")),
+        FixTime::Board(at) => match clock.stamp_board(at, synchronised) {
+            Some((ts, by)) => line(true, "clock", format!("{ts} by {by:?}; {offset}; {board}")),
+            None => line(
+                false,
+                "clock",
+                format!(
+                    "the board clock reads {at}, before any plausible date, and the source gives no GPS time: positions wait (no_time)"
+                ),
+            ),
+        },
+    };
+    ok
 }
 
 fn describe(config: &AgentConfig) -> String {
     let source = match &config.source {
-        SourceConfig::Mavlink { address } => format!("mavlink {address}"),
+        SourceConfig::Mavlink(mavlink) => match mavlink.system_id {
+            Some(id) => format!("mavlink {}, vehicle {id}", mavlink.address),
+            None => format!("mavlink {}, the first autopilot heard", mavlink.address),
+        },
         SourceConfig::Gpsd { address } => format!("gpsd {address}"),
         SourceConfig::Sim(sim) => format!(
             "sim seed {} around {}, {}",

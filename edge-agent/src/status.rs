@@ -9,6 +9,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::clock::ClockStatus;
+
 /// The state of the MQTT connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +40,42 @@ pub struct Dropped {
     pub write_failed: u64,
 }
 
+/// What the MAVLink source has seen on its link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MavlinkStatus {
+    /// The vehicle whose positions are published, once chosen.
+    pub vehicle: Option<Vehicle>,
+    /// The MAVLink version the vehicle speaks, once chosen.
+    pub version: Option<MavlinkVersion>,
+    /// Messages from other systems (other vehicles, ground stations), ignored.
+    pub ignored_other_systems: u64,
+    /// Frames that could not be read (bad checksum, bad header, stray bytes).
+    pub unreadable: u64,
+    /// Well-formed frames of messages outside the common message set, ignored.
+    pub unknown_messages: u64,
+    /// `HEARTBEAT`s the agent sent as an onboard controller.
+    pub heartbeats_sent: u64,
+}
+
+/// A MAVLink system and component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Vehicle {
+    /// The system id.
+    pub system_id: u8,
+    /// The autopilot's component id.
+    pub component_id: u8,
+}
+
+/// A MAVLink wire version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MavlinkVersion {
+    /// MAVLink 1 (`0xFE` frames).
+    V1,
+    /// MAVLink 2 (`0xFD` frames).
+    V2,
+}
+
 /// A snapshot of the agent's status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentStatus {
@@ -65,6 +103,13 @@ pub struct AgentStatus {
     pub dropped: Dropped,
     /// Intervals without a usable fix (no message made).
     pub no_fix: u64,
+    /// Intervals with a fix but no time the agent can vouch for (the board clock before
+    /// any plausible date and no GPS time yet): no message made.
+    pub no_time: u64,
+    /// Which clock stamps positions, and how far the board clock is off GPS time.
+    pub clock: ClockStatus,
+    /// The MAVLink link, when the source is MAVLink.
+    pub mavlink: Option<MavlinkStatus>,
     /// Connection attempts so far.
     pub connect_attempts: u64,
     /// Successful connections so far (reconnects and token renewals included).

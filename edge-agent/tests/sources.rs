@@ -7,7 +7,12 @@ use std::time::Duration;
 
 use common::{Running, Subscriber, sim_config};
 use edge_agent::SourceConfig;
-use mavlink::dialects::common::{GLOBAL_POSITION_INT_DATA, MavMessage};
+use edge_agent::source::{MavlinkAddress, MavlinkConfig};
+use mavlink::MavlinkVersion;
+use mavlink::dialects::common::{
+    GLOBAL_POSITION_INT_DATA, HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavState,
+    MavType,
+};
 use test_harness::Mosquitto;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
@@ -28,15 +33,24 @@ async fn mavlink_global_position_int_over_udp_is_published() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_udp_port();
     let mut config = sim_config("drone-mav", broker.port(), dir.path());
-    config.source = SourceConfig::Mavlink {
-        address: format!("udpin:127.0.0.1:{port}"),
-    };
+    config.source = SourceConfig::Mavlink(MavlinkConfig {
+        address: MavlinkAddress::UdpIn(format!("127.0.0.1:{port}")),
+        system_id: None,
+    });
     let agent = Running::start(config);
 
-    // A flight controller streaming its position at 20 Hz.
-    let autopilot = mavlink::connect_async::<MavMessage>(&format!("udpout:127.0.0.1:{port}"))
-        .await
-        .unwrap();
+    // A flight controller announcing itself and streaming its position at 20 Hz, in
+    // frames the `mavlink` crate writes.
+    let autopilot = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    autopilot.connect(("127.0.0.1", port)).await.unwrap();
+    let heartbeat = MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+        custom_mode: 0,
+        mavtype: MavType::MAV_TYPE_QUADROTOR,
+        autopilot: MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA,
+        base_mode: MavModeFlag::empty(),
+        system_status: MavState::MAV_STATE_ACTIVE,
+        mavlink_version: 3,
+    });
     let position = MavMessage::GLOBAL_POSITION_INT(GLOBAL_POSITION_INT_DATA {
         time_boot_ms: 123_456,
         lat: 476_205_123,
@@ -52,10 +66,17 @@ async fn mavlink_global_position_int_over_udp_is_published() {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         loop {
             tick.tick().await;
-            autopilot
-                .send(&mavlink::MavHeader::default(), &position)
-                .await
-                .unwrap();
+            for message in [&heartbeat, &position] {
+                let mut frame = Vec::new();
+                let header = mavlink::MavHeader {
+                    system_id: 1,
+                    component_id: 1,
+                    sequence: 0,
+                };
+                mavlink::write_versioned_msg(&mut frame, MavlinkVersion::V2, header, message)
+                    .unwrap();
+                autopilot.send(&frame).await.unwrap();
+            }
         }
     };
     let received = tokio::select! {

@@ -26,6 +26,8 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use edge_agent::agent::DEFAULT_CLOCK_MAX_SKEW;
+use edge_agent::clock::Clock;
 use edge_agent::config::Settings as AgentSettings;
 use edge_agent::source::SimRoute;
 use edge_agent::transport::{Dialer, event_topic};
@@ -205,12 +207,15 @@ pub async fn run(
     let start = Instant::now();
     let deadline = start + config.duration;
     let mut drones = tokio::task::JoinSet::new();
+    // Simulated drones stamp with this host's clock, as it is.
+    let clock = Clock::new(DEFAULT_CLOCK_MAX_SKEW);
     for (index, (device_id, transport)) in links.into_iter().enumerate() {
-        let dialer =
-            Dialer::new(transport, device_id.clone()).map_err(|e| LoadgenError::Drone {
+        let dialer = Dialer::new(transport, device_id.clone(), clock.clone()).map_err(|e| {
+            LoadgenError::Drone {
                 index,
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         let route = SimRoute::new(&SimConfig {
             seed: index as u64,
             ..config.sim.clone()
@@ -469,7 +474,7 @@ impl Drone {
     fn position(&self, seq: u64, now: chrono::DateTime<Utc>) -> Vec<u8> {
         self.route
             .fix_after(self.start.elapsed(), now)
-            .position(&self.device_id, seq)
+            .position(&self.device_id, seq, now)
             .encode()
             .expect("simulated positions are valid")
     }

@@ -2,16 +2,26 @@
 //! same for every program that connects over TLS (the edge-agent to IoT Hub or a gateway,
 //! the writer to an `mqtts://` broker): which roots to trust ([`Trust`]: the system's
 //! store, or one CA file such as a local hub's or a private broker's) and, for mutual TLS,
-//! which certificate chain and key to present ([`Identity`]). Every error names the file
+//! which certificate chain and key to present ([`Identity`]), and at what time the
+//! server's certificate is checked ([`CheckTime`]: the system clock, or a clock the
+//! program trusts more, such as a drone's GPS-corrected one). Every error names the file
 //! and what is wrong with it.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use rumqttc::TlsConfiguration;
-use rumqttc::tokio_rustls::rustls::{ClientConfig, RootCertStore};
+use rumqttc::tokio_rustls::rustls;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+/// The clock a server certificate's validity is checked against, when not the system's.
+pub type CheckTime = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// The roots a client trusts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,13 +70,36 @@ fn pem_error(path: &Path, problem: impl Into<String>) -> TlsError {
     }
 }
 
-/// The MQTT client's TLS configuration: trusts `trust`, presents `identity` if any.
-pub fn mqtt_tls(trust: &Trust, identity: Option<&Identity>) -> Result<TlsConfiguration, TlsError> {
-    client_config(trust, identity).map(|config| TlsConfiguration::Rustls(Arc::new(config)))
+/// The MQTT client's TLS configuration: trusts `trust`, presents `identity` if any, and
+/// checks the server's certificate at the time `at` gives (the system clock's if `None`).
+pub fn mqtt_tls(
+    trust: &Trust,
+    identity: Option<&Identity>,
+    at: Option<&CheckTime>,
+) -> Result<TlsConfiguration, TlsError> {
+    client_config(trust, identity, at).map(|config| TlsConfiguration::Rustls(Arc::new(config)))
 }
 
-fn client_config(trust: &Trust, identity: Option<&Identity>) -> Result<ClientConfig, TlsError> {
-    let builder = ClientConfig::builder().with_root_certificates(roots(trust)?);
+fn client_config(
+    trust: &Trust,
+    identity: Option<&Identity>,
+    at: Option<&CheckTime>,
+) -> Result<ClientConfig, TlsError> {
+    let roots = roots(trust)?;
+    let builder = match at {
+        None => ClientConfig::builder().with_root_certificates(roots),
+        Some(at) => {
+            let webpki = WebPkiServerVerifier::builder(Arc::new(roots))
+                .build()
+                .map_err(|err| TlsError::NoRoots(err.to_string()))?;
+            ClientConfig::builder()
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(VerifyAt {
+                    webpki,
+                    at: at.clone(),
+                }))
+        }
+    };
     match identity {
         Some(identity) => {
             let chain = read_pem(&identity.cert_path, |reader| {
@@ -82,6 +115,56 @@ fn client_config(trust: &Trust, identity: Option<&Identity>) -> Result<ClientCon
                 .map_err(|err| TlsError::ClientAuth(err.to_string()))
         }
         None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+/// The standard WebPKI check of the server's certificate, at another clock's time.
+struct VerifyAt {
+    webpki: Arc<WebPkiServerVerifier>,
+    at: CheckTime,
+}
+
+impl std::fmt::Debug for VerifyAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyAt").finish_non_exhaustive()
+    }
+}
+
+impl ServerCertVerifier for VerifyAt {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        _system_now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let now =
+            UnixTime::since_unix_epoch((self.at)().duration_since(UNIX_EPOCH).unwrap_or_default());
+        self.webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
     }
 }
 
@@ -130,12 +213,39 @@ mod tests {
         let key_path = dir.path().join("key.pem");
         std::fs::write(&key_path, ca.signing_key.serialize_pem()).unwrap();
         let trust = Trust::CaFile(ca_path.clone());
-        client_config(&trust, None).unwrap();
+        client_config(&trust, None, None).unwrap();
         let identity = Identity {
             cert_path: ca_path.clone(),
             key_path: key_path.clone(),
         };
-        client_config(&trust, Some(&identity)).unwrap();
+        client_config(&trust, Some(&identity), None).unwrap();
+    }
+
+    #[test]
+    fn checks_the_server_certificate_at_the_time_given() {
+        let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.cert.der().clone()).unwrap();
+        let webpki = WebPkiServerVerifier::builder(Arc::new(roots))
+            .build()
+            .unwrap();
+        let verify = |at: SystemTime| {
+            let verifier = VerifyAt {
+                webpki: webpki.clone(),
+                at: Arc::new(move || at),
+            };
+            // The system clock's time, passed by rustls, is ignored.
+            verifier.verify_server_cert(
+                ca.cert.der(),
+                &[],
+                &ServerName::try_from("localhost").unwrap(),
+                &[],
+                UnixTime::now(),
+            )
+        };
+        verify(SystemTime::now()).unwrap();
+        let err = verify(UNIX_EPOCH + std::time::Duration::from_secs(300)).unwrap_err();
+        assert!(err.to_string().contains("NotValidYet"), "{err}");
     }
 
     #[test]
@@ -143,10 +253,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
-        let err = client_config(&Trust::CaFile(empty.clone()), None).unwrap_err();
+        let err = client_config(&Trust::CaFile(empty.clone()), None, None).unwrap_err();
         assert!(err.to_string().contains("empty.pem"), "{err}");
         let missing = dir.path().join("missing.pem");
-        let err = client_config(&Trust::CaFile(missing), None).unwrap_err();
+        let err = client_config(&Trust::CaFile(missing), None, None).unwrap_err();
         assert!(err.to_string().contains("missing.pem"), "{err}");
         let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         let ca_path = dir.path().join("ca.pem");
@@ -155,7 +265,7 @@ mod tests {
             cert_path: ca_path.clone(),
             key_path: empty.clone(),
         };
-        let err = client_config(&Trust::CaFile(ca_path), Some(&identity)).unwrap_err();
+        let err = client_config(&Trust::CaFile(ca_path), Some(&identity), None).unwrap_err();
         assert!(err.to_string().contains("empty.pem"), "{err}");
     }
 }

@@ -1,16 +1,13 @@
 //! Where the agent's positions come from, as the agent runs it.
 
+use super::mavlink::MavlinkConfig;
 use super::sim::SimConfig;
 
 /// Where positions come from (`POSITION_SOURCE`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceConfig {
-    /// MAVLink `GLOBAL_POSITION_INT` from a flight controller: `udpin:HOST:PORT`,
-    /// `tcpout:HOST:PORT` or `serial:DEVICE:BAUD`.
-    Mavlink {
-        /// The connection string.
-        address: String,
-    },
+    /// MAVLink from the flight stack.
+    Mavlink(MavlinkConfig),
     /// gpsd `TPV` reports over TCP.
     Gpsd {
         /// `HOST:PORT` of gpsd, usually `127.0.0.1:2947`.

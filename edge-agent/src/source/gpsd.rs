@@ -7,7 +7,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::{Fix, FixSink, SourceError};
+use super::{Fix, FixSink, FixTime, SourceError};
 
 /// The longest report line accepted (gpsd's own limit is about 10 KB).
 const MAX_LINE: usize = 64 * 1024;
@@ -66,7 +66,9 @@ pub fn parse_line(line: &str, received: DateTime<Utc>) -> Result<Report, SourceE
     let time = tpv
         .time
         .and_then(|t| DateTime::parse_from_rfc3339(&t).ok())
-        .map_or(received, |t| t.with_timezone(&Utc));
+        .map_or(FixTime::Board(received), |t| {
+            FixTime::Gps(t.with_timezone(&Utc))
+        });
     Ok(Report::Fix(Fix {
         time,
         lat,
@@ -135,7 +137,10 @@ mod tests {
         assert_eq!(fix.alt_m, Some(121.5));
         assert_eq!(fix.heading_deg, Some(270.0));
         assert_eq!(fix.speed_mps, Some(12.3));
-        assert_eq!(fix.time.to_rfc3339(), "2026-11-22T09:15:02+00:00");
+        assert_eq!(
+            fix.time,
+            FixTime::Gps("2026-11-22T09:15:02Z".parse().unwrap())
+        );
     }
 
     #[test]
@@ -158,6 +163,6 @@ mod tests {
             panic!("expected a fix")
         };
         assert_eq!(fix.alt_m, None);
-        assert_eq!(fix.time, now());
+        assert_eq!(fix.time, FixTime::Board(now()));
     }
 }

@@ -1,6 +1,6 @@
 //! Position sources: where the latest fix comes from.
 //!
-//! - [`mavlink`]: `GLOBAL_POSITION_INT` from the flight controller (UDP, TCP, serial).
+//! - [`mavlink`]: the flight stack's MAVLink (UDP, TCP, serial), one vehicle of the link.
 //! - [`gpsd`]: `TPV` reports from gpsd over TCP.
 //! - [`sim`]: a simulated drone flying a route; computed on demand, no task.
 //!
@@ -21,16 +21,28 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::status::StatusCell;
 pub use config::SourceConfig;
+pub use mavlink::{MavlinkAddress, MavlinkConfig};
 use netkit::backoff::{Backoff, BackoffConfig};
 pub use sim::{SimConfig, SimRoute};
+
+/// When a fix was taken, and by which clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FixTime {
+    /// GPS time from the flight stack (MAVLink `SYSTEM_TIME`, gpsd's `time`).
+    Gps(DateTime<Utc>),
+    /// The board clock when the fix arrived; the agent's [`Clock`] decides whether it
+    /// can be vouched for.
+    Board(DateTime<Utc>),
+}
 
 /// One position fix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fix {
-    /// When the fix was taken (UTC).
-    pub time: DateTime<Utc>,
+    /// When the fix was taken.
+    pub time: FixTime,
     /// Latitude, degrees.
     pub lat: f64,
     /// Longitude, degrees.
@@ -46,12 +58,13 @@ pub struct Fix {
 }
 
 impl Fix {
-    /// This fix as the position report number `seq` of the drone `device_id`.
-    pub fn position(&self, device_id: &str, seq: u64) -> telemetry::Position {
+    /// This fix as the position report number `seq` of the drone `device_id`, taken at
+    /// `ts` (the time the agent's [`Clock`] vouches for).
+    pub fn position(&self, device_id: &str, seq: u64, ts: DateTime<Utc>) -> telemetry::Position {
         telemetry::Position {
             device_id: device_id.to_owned(),
             seq,
-            ts: self.time,
+            ts,
             lat: self.lat,
             lon: self.lon,
             alt_m: self.alt_m,
@@ -111,6 +124,7 @@ impl Source {
     pub(crate) fn start(
         config: &SourceConfig,
         status: &StatusCell,
+        clock: &Clock,
         shutdown: &CancellationToken,
     ) -> Source {
         let inner = match config {
@@ -118,15 +132,16 @@ impl Source {
                 route: SimRoute::new(sim),
                 started: Instant::now(),
             },
-            SourceConfig::Mavlink { address } => {
-                let address = address.clone();
-                feed("mavlink", status, shutdown, move |tx| {
-                    mavlink::run(address.clone(), tx)
+            SourceConfig::Mavlink(mavlink) => {
+                let mavlink = mavlink.clone();
+                let chosen = mavlink::ChosenVehicle::default();
+                feed("mavlink", status, clock, shutdown, move |tx| {
+                    mavlink::run(mavlink.clone(), chosen.clone(), tx)
                 })
             }
             SourceConfig::Gpsd { address } => {
                 let address = address.clone();
-                feed("gpsd", status, shutdown, move |tx| {
+                feed("gpsd", status, clock, shutdown, move |tx| {
                     gpsd::run(address.clone(), tx)
                 })
             }
@@ -139,8 +154,18 @@ impl Source {
 
     /// Starts the configured source on its own, e.g. to check it delivers fixes; its
     /// task ends when the source is dropped.
-    pub fn probe(config: &SourceConfig) -> Source {
-        Source::start(config, &StatusCell::new("probe"), &CancellationToken::new())
+    pub fn probe(config: &SourceConfig, clock: &Clock) -> Source {
+        Source::start(
+            config,
+            &StatusCell::new("probe"),
+            clock,
+            &CancellationToken::new(),
+        )
+    }
+
+    /// What the MAVLink source has seen on its link, if it is one.
+    pub fn mavlink_status(&self) -> Option<crate::status::MavlinkStatus> {
+        self.status.handle().status().mavlink
     }
 
     /// Waits for the first fix.
@@ -182,14 +207,28 @@ impl Source {
 pub(crate) struct FixSink {
     tx: watch::Sender<Latest>,
     status: StatusCell,
+    clock: Clock,
 }
 
 impl FixSink {
     /// A new fix arrived.
     pub(crate) fn fix(&self, fix: Fix) {
+        if let FixTime::Gps(gps) = fix.time {
+            self.gps_time(gps);
+        }
         let now = Instant::now();
         self.status.fix_arrived(now);
         self.tx.send_replace(Some((now, fix)));
+    }
+
+    /// The source reports GPS time `gps` as of now.
+    pub(crate) fn gps_time(&self, gps: DateTime<Utc>) {
+        self.clock.observe_gps(gps, Utc::now());
+    }
+
+    /// The status every part of the agent updates.
+    pub(crate) fn status(&self) -> &StatusCell {
+        &self.status
     }
 
     /// The source reports that it has no fix.
@@ -202,6 +241,7 @@ impl FixSink {
 fn feed<F, Fut>(
     name: &'static str,
     status: &StatusCell,
+    clock: &Clock,
     shutdown: &CancellationToken,
     run: F,
 ) -> Inner
@@ -213,6 +253,7 @@ where
     let sink = FixSink {
         tx,
         status: status.clone(),
+        clock: clock.clone(),
     };
     let shutdown = shutdown.clone();
     let task = tokio::spawn(async move {

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::Fix;
+use super::{Fix, FixTime};
 
 /// Metres per degree of latitude (and of longitude at the equator).
 const METRES_PER_DEGREE: f64 = 111_320.0;
@@ -181,7 +181,7 @@ impl SimRoute {
         let flight = (flown + self.battery_offset).as_secs_f64() % FLIGHT_TIME.as_secs_f64();
         let battery = 100.0 - (100.0 - BATTERY_SWAP_PCT) * flight / FLIGHT_TIME.as_secs_f64();
         Fix {
-            time,
+            time: FixTime::Board(time),
             lat,
             lon,
             alt_m: Some(self.altitude_m),

@@ -21,7 +21,7 @@ pub(crate) mod inflight;
 pub mod sas;
 mod tls;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, Outgoing, Transport};
@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::clock::Clock;
 use crate::status::{ConnectionState, StatusCell};
 pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use netkit::backoff::Backoff;
@@ -87,6 +88,7 @@ pub struct Dialer {
     config: TransportConfig,
     device_id: String,
     transport: Transport,
+    clock: Clock,
 }
 
 /// The connection of one agent, before it runs.
@@ -105,18 +107,23 @@ struct LinkEnd {
 
 impl Dialer {
     /// Prepares the links of `device_id` (loads TLS roots and client certificates once).
-    pub fn new(config: TransportConfig, device_id: String) -> Result<Dialer, TransportError> {
+    pub fn new(
+        config: TransportConfig,
+        device_id: String,
+        clock: Clock,
+    ) -> Result<Dialer, TransportError> {
         let transport = match &config.endpoint {
             Endpoint::Tcp { .. } => Transport::Tcp,
-            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config)?),
+            Endpoint::Tls { .. } => Transport::Tls(tls::configuration(&config, &clock)?),
             // `ws://` (no TLS) is for local brokers and tests; IoT Hub is always `wss://`.
             Endpoint::WebSocket { url } if url.starts_with("ws://") => Transport::Ws,
-            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config)?),
+            Endpoint::WebSocket { .. } => Transport::Wss(tls::configuration(&config, &clock)?),
         };
         Ok(Dialer {
             config,
             device_id,
             transport,
+            clock,
         })
     }
 
@@ -163,10 +170,9 @@ impl Dialer {
                 options.set_credentials(iothub_username(&x509.hub_host, &self.device_id), "");
             }
             Auth::Sas(sas_config) => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                let expiry = (now + sas_config.token_ttl).as_secs();
+                // The agent's clock: a board still in 1970 would sign expired tokens.
+                let now = self.clock.now().timestamp().max(0).unsigned_abs();
+                let expiry = now + sas_config.token_ttl.as_secs();
                 let token = sas::sas_token(
                     &sas::resource_uri(&sas_config.hub_host, &self.device_id),
                     sas_config.key.expose(),
@@ -330,7 +336,7 @@ mod tests {
             auth,
             ..TransportConfig::plain("hub.azure-devices.net", 8883)
         };
-        Dialer::new(config, "drone-7".into())
+        Dialer::new(config, "drone-7".into(), Clock::new(Duration::from_secs(2)))
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl MqttSettings {
                     Some(ca) => Trust::CaFile(ca.clone()),
                     None => Trust::System,
                 };
-                let config = client_tls::mqtt_tls(&trust, tls.identity.as_ref())
+                let config = client_tls::mqtt_tls(&trust, tls.identity.as_ref(), None)
                     .map_err(|e| SourceError::Config(format!("mqtts:// TLS: {e}")))?;
                 (Some(config), 8883)
             }
