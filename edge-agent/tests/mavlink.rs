@@ -156,7 +156,8 @@ async fn signed_mavlink2_frames_are_read_without_the_key() {
 }
 
 /// Two vehicles on one link, as through a shared radio: the first autopilot heard is
-/// locked; the other's positions and battery never go out, and are counted.
+/// locked; the other's positions and battery never go out, and are counted. Nor do those
+/// of another component of the locked system (not an autopilot: a second GPS, say).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_autopilot_is_locked_and_other_systems_ignored() {
     bounded(async {
@@ -165,6 +166,8 @@ async fn the_first_autopilot_is_locked_and_other_systems_ignored() {
             "1,battery=81",
             "--vehicle",
             "2,battery=42,hold",
+            "--vehicle",
+            "1,comp=154,autopilot=8,battery=13",
             "--system-time",
             GPS_TIME,
         ];

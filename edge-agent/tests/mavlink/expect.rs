@@ -13,6 +13,7 @@ const UNKNOWN_U16: i64 = 65535;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expected {
     pub system_id: u64,
+    pub component_id: u64,
     /// The message that carried it.
     pub msg: &'static str,
     pub lat: f64,
@@ -54,19 +55,23 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
     let sent: Vec<&Value> = events(lines, "sent", None)
         .filter(|l| l["delivered"] == true)
         .collect();
-    let has_global = |system_id: &Value| {
-        sent.iter()
-            .any(|l| &l["sys"] == system_id && l["msg"] == "GLOBAL_POSITION_INT")
+    let has_global = |sender: &Value| {
+        sent.iter().any(|l| {
+            l["sys"] == sender["sys"]
+                && l["comp"] == sender["comp"]
+                && l["msg"] == "GLOBAL_POSITION_INT"
+        })
     };
-    // (system id) -> (time_unix_usec, time_boot_ms) of its latest SYSTEM_TIME.
+    // (system id, component id) -> (time_unix_usec, time_boot_ms) of its latest SYSTEM_TIME.
     let mut system_time = std::collections::HashMap::new();
     let mut out = Vec::new();
     for line in &sent {
         let system_id = line["sys"].as_u64().unwrap();
+        let component_id = line["comp"].as_u64().unwrap();
         match line["msg"].as_str().unwrap() {
             "SYSTEM_TIME" if int(line, "time_unix_usec") != 0 => {
                 system_time.insert(
-                    system_id,
+                    (system_id, component_id),
                     (int(line, "time_unix_usec"), int(line, "time_boot_ms")),
                 );
             }
@@ -76,11 +81,16 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
                     continue;
                 }
                 let (vx, vy) = (int(line, "vx") as f64, int(line, "vy") as f64);
-                let ts_ms = system_time.get(&system_id).map(|&(unix_us, boot_ms)| {
-                    (unix_us + (int(line, "time_boot_ms") - boot_ms) * 1000).div_euclid(1000)
-                });
+                let ts_ms =
+                    system_time
+                        .get(&(system_id, component_id))
+                        .map(|&(unix_us, boot_ms)| {
+                            (unix_us + (int(line, "time_boot_ms") - boot_ms) * 1000)
+                                .div_euclid(1000)
+                        });
                 out.push(Expected {
                     system_id,
+                    component_id,
                     msg: "GLOBAL_POSITION_INT",
                     lat: lat as f64 / 1e7,
                     lon: lon as f64 / 1e7,
@@ -90,10 +100,11 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
                     ts_ms,
                 });
             }
-            "GPS_RAW_INT" if !has_global(&line["sys"]) && int(line, "fix_type") >= 2 => {
+            "GPS_RAW_INT" if !has_global(line) && int(line, "fix_type") >= 2 => {
                 let time_usec = int(line, "time_usec");
                 out.push(Expected {
                     system_id,
+                    component_id,
                     msg: "GPS_RAW_INT",
                     lat: int(line, "lat") as f64 / 1e7,
                     lon: int(line, "lon") as f64 / 1e7,

@@ -123,7 +123,8 @@ impl Rig {
         .await;
     }
 
-    /// Asserts that every position published so far is one that `system_id` sent (with
+    /// Asserts that every position published so far is one that `system_id`'s autopilot
+    /// (component 1) sent (with
     /// its GPS time when `with_time`). The flight controller writes each line before it
     /// sends the message, so its lines are waited for, not the other way round.
     pub async fn assert_published_were_sent(
@@ -135,7 +136,7 @@ impl Rig {
         loop {
             let expected: Vec<_> = expected_positions(&self.peer.lines())
                 .into_iter()
-                .filter(|e| e.system_id == system_id)
+                .filter(|e| e.system_id == system_id && e.component_id == 1)
                 .collect();
             let unmatched: Vec<&Position> = self
                 .published

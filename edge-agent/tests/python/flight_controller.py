@@ -150,9 +150,9 @@ class Vehicle:
 
     def route(self, i):
         """The i-th point of this vehicle's route: distinct for every i < points and
-        every vehicle; some values say "unknown"."""
+        every vehicle (system and component); some values say "unknown"."""
         s, k = self.sysid, i % self.points
-        lat = 476_200_000 + 1_000_000 * s + 1_234 * k + 7
+        lat = 476_200_000 + 1_000_000 * s + 100_000 * (self.compid - 1) + 1_234 * k + 7
         lon = -1_223_400_000 - 1_000_000 * s - 987 * k - 3
         alt = 120_000 + 250 * k + 13 * s
         vx = 300 + 17 * k - 40 * s
