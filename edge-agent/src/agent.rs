@@ -156,14 +156,6 @@ impl Agent {
         self.status.handle()
     }
 
-    /// Starts the agent and runs it until `shutdown` is cancelled.
-    pub async fn start_and_run(
-        config: AgentConfig,
-        shutdown: CancellationToken,
-    ) -> Result<AgentReport, AgentError> {
-        Agent::new(config)?.run(shutdown).await
-    }
-
     /// Runs until `shutdown` is cancelled; then syncs the buffer and returns the report.
     /// Failures while running (disk, network, source) are logged, counted and retried;
     /// they do not end the agent.
