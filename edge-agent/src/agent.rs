@@ -1,8 +1,7 @@
 //! The agent: every interval the latest fix becomes a message with the next `seq`, is
-//! written to the disk buffer, and is published; the broker's PUBACK for its own packet
-//! removes it from the buffer (the record ↔ packet-id bookkeeping is
-//! [`crate::transport::inflight`], which holds even when the broker acknowledges out of
-//! order and packet ids are reused).
+//! written to the disk buffer, and is published; the transport reports which record the
+//! broker acknowledged (it keeps the packet ids, which hold even when the broker
+//! acknowledges out of order and reuses them), and that record leaves the buffer.
 //!
 //! # Delivery order
 //! - While connected, a new message is published at once (it has priority).
@@ -22,7 +21,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rumqttc::{AsyncClient, QoS};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -35,8 +33,7 @@ use crate::source::{Fix, FixTime, Source};
 use crate::source::{SimConfig, SourceConfig};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
 use crate::transport::TransportConfig;
-use crate::transport::inflight::{Inflight, Unexpected};
-use crate::transport::{Connection, Dialer, LinkEvent, TransportError, event_topic};
+use crate::transport::{Connection, Dialer, LinkEvent, Publisher, TransportError, event_topic};
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -283,8 +280,11 @@ impl Agent {
 
     fn on_event(&mut self, link: &mut Option<Link>, event: LinkEvent) {
         match event {
-            LinkEvent::Up { link: id, client } => {
-                let mut fresh = Link::new(id, client, self.config.transport.max_inflight);
+            LinkEvent::Up {
+                link: id,
+                publisher,
+            } => {
+                let mut fresh = Link::new(id, publisher, self.config.transport.max_inflight);
                 // The newest position first, so the fleet map is current at once.
                 if let Some(newest) = self.buffer.newest_pending() {
                     if let Some(record) = self.read(newest) {
@@ -300,21 +300,11 @@ impl Agent {
                     self.lose_unbuffered();
                 }
             }
-            LinkEvent::Written { link: id, pkid } => {
-                if let Some(link) = link.as_mut().filter(|l| l.id == id) {
-                    note_unexpected(link.inflight.written(pkid));
-                }
-            }
-            LinkEvent::Held { link: id, pkid } => {
-                if let Some(link) = link.as_mut().filter(|l| l.id == id) {
-                    note_unexpected(link.inflight.held(pkid));
-                }
-            }
-            LinkEvent::Acked { link: id, pkid } => {
+            LinkEvent::Acked {
+                link: id,
+                record: record_id,
+            } => {
                 let Some(link) = link.as_mut().filter(|l| l.id == id) else {
-                    return;
-                };
-                let Some(record_id) = note_unexpected(link.inflight.acked(pkid)) else {
                     return;
                 };
                 self.unbuffered.remove(&record_id);
@@ -361,21 +351,13 @@ impl Agent {
 
     fn publish(&mut self, link: &mut Link, record: Record) {
         let known = self.buffer.is_pending(record.id) || self.unbuffered.contains(&record.id);
-        if !known || link.inflight.contains(record.id) {
+        if !known || link.publisher.carries(record.id) {
             return;
         }
         let created = DateTime::from_timestamp_millis(record.created_ms).unwrap_or_default();
         let topic = event_topic(&self.config.device_id, created);
-        match link
-            .client
-            .try_publish(topic, QoS::AtLeastOnce, false, record.payload)
-        {
-            Ok(()) => {
-                link.inflight.queued(record.id);
-                self.status.update(|s| s.sent += 1);
-            }
-            // The link is closing; the message stays buffered for the next one.
-            Err(err) => tracing::debug!(%err, id = record.id, "publish not queued"),
+        if link.publisher.publish(record.id, topic, record.payload) {
+            self.status.update(|s| s.sent += 1);
         }
     }
 
@@ -418,10 +400,8 @@ impl Agent {
 /// One live connection's bookkeeping.
 struct Link {
     id: u64,
-    client: AsyncClient,
+    publisher: Publisher,
     max_inflight: usize,
-    /// Records published on this link and not yet acknowledged, by packet id.
-    inflight: Inflight,
     /// New messages to publish before any backlog.
     live: VecDeque<Record>,
     /// The backlog continues at this id.
@@ -429,19 +409,18 @@ struct Link {
 }
 
 impl Link {
-    fn new(id: u64, client: AsyncClient, max_inflight: u16) -> Link {
+    fn new(id: u64, publisher: Publisher, max_inflight: u16) -> Link {
         Link {
             id,
-            client,
+            publisher,
             max_inflight: usize::from(max_inflight.max(1)),
-            inflight: Inflight::default(),
             live: VecDeque::new(),
             backlog_from: 0,
         }
     }
 
     fn in_flight(&self) -> usize {
-        self.inflight.len()
+        self.publisher.in_flight()
     }
 
     /// Whether a backlog message may go now: one is waiting, and a slot stays free for
@@ -456,14 +435,6 @@ impl Link {
     fn next_backlog(&self, buffer: &DiskBuffer) -> Option<u64> {
         buffer
             .pending_from(self.backlog_from)
-            .find(|id| !self.inflight.contains(*id))
+            .find(|id| !self.publisher.carries(*id))
     }
-}
-
-/// Logs a link event that does not fit the bookkeeping (the records stay buffered and
-/// are sent again on the next link if never acknowledged).
-fn note_unexpected<T>(result: Result<T, Unexpected>) -> Option<T> {
-    result
-        .inspect_err(|err| tracing::warn!(%err, "MQTT event ignored"))
-        .ok()
 }

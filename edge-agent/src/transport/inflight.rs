@@ -1,8 +1,9 @@
 //! Which buffered record each MQTT packet id of one link carries: the record ↔ packet-id
 //! bookkeeping, fed with the MQTT client's outgoing events and the broker's PUBACKs.
 //!
-//! Pure state (no I/O, no clock), like rumqttc's own `MqttState`; the agent drives it and
-//! acknowledges in the disk buffer exactly the record this module names.
+//! Pure state (no I/O, no clock), like rumqttc's own `MqttState`; the link's
+//! [`super::Publisher`] drives it, and the agent acknowledges in the disk buffer exactly
+//! the record this module names.
 //!
 //! # How rumqttc numbers publishes
 //! The client hands publishes to its event loop in order. Each gets the next packet id
@@ -55,6 +56,14 @@ impl Inflight {
     pub(crate) fn queued(&mut self, record: u64) {
         self.queued.push_back(record);
         self.records.insert(record);
+    }
+
+    /// `record`, the last queued, was not taken by the client after all.
+    pub(crate) fn unqueue_last(&mut self, record: u64) {
+        if self.queued.back() == Some(&record) {
+            self.queued.pop_back();
+            self.records.remove(&record);
+        }
     }
 
     /// The client wrote a publish with `pkid` (`Outgoing::Publish`).

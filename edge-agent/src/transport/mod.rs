@@ -17,20 +17,22 @@
 //! token's lifetime, before the hub would disconnect the device at expiry.
 
 mod config;
-pub(crate) mod inflight;
+mod inflight;
 pub mod sas;
 mod tls;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, Outgoing, Transport};
+use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, Outgoing, QoS, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::clock::Clock;
 use crate::status::{ConnectionState, StatusCell};
+use inflight::Inflight;
 pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use netkit::backoff::Backoff;
 pub use tls::TlsError;
@@ -60,18 +62,71 @@ pub fn iothub_username(hub_host: &str, device_id: &str) -> String {
 /// one agent; events of an older link are stale.
 #[derive(Debug)]
 pub(crate) enum LinkEvent {
-    /// Connected (CONNACK): publish through `client`.
-    Up { link: u64, client: AsyncClient },
-    /// A publish handed to `client` was written with packet id `pkid`
-    /// ([`inflight::Inflight::written`]).
-    Written { link: u64, pkid: u16 },
-    /// The next publish handed to `client` waits until packet id `pkid` is acknowledged
-    /// ([`inflight::Inflight::held`]).
-    Held { link: u64, pkid: u16 },
-    /// The broker acknowledged packet id `pkid`.
-    Acked { link: u64, pkid: u16 },
+    /// Connected (CONNACK): publish through `publisher`.
+    Up { link: u64, publisher: Publisher },
+    /// The broker acknowledged the publish of buffered record `record`.
+    Acked { link: u64, record: u64 },
     /// The link is gone; unacknowledged publishes of it will not be acknowledged.
     Down { link: u64 },
+}
+
+/// Publishes buffered records on one link and knows which of them await their PUBACK;
+/// the packet ids stay inside the transport ([`inflight`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Publisher {
+    client: AsyncClient,
+    inflight: Arc<Mutex<Inflight>>,
+}
+
+impl Publisher {
+    /// Hands record `record` to the client as a QoS 1 publish on `topic`; `false` if the
+    /// link is closing (the record stays buffered for the next one).
+    pub(crate) fn publish(&self, record: u64, topic: String, payload: Vec<u8>) -> bool {
+        let mut inflight = self.inflight.lock().expect("inflight lock");
+        // Queued before the client can report its packet id, under the same lock.
+        inflight.queued(record);
+        match self
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, false, payload)
+        {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::debug!(%err, record, "publish not queued");
+                inflight.unqueue_last(record);
+                false
+            }
+        }
+    }
+
+    /// How many records await their PUBACK on this link.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.lock().expect("inflight lock").len()
+    }
+
+    /// Whether `record` is on this link and not yet acknowledged.
+    pub(crate) fn carries(&self, record: u64) -> bool {
+        self.inflight
+            .lock()
+            .expect("inflight lock")
+            .contains(record)
+    }
+
+    /// Applies one of the client's events; the record a PUBACK acknowledges, if any.
+    fn on_event(&self, event: &Event) -> Option<u64> {
+        let mut inflight = self.inflight.lock().expect("inflight lock");
+        let outcome = match event {
+            Event::Outgoing(Outgoing::Publish(pkid)) => inflight.written(*pkid).map(|()| None),
+            Event::Outgoing(Outgoing::AwaitAck(pkid)) => inflight.held(*pkid).map(|()| None),
+            Event::Incoming(Incoming::PubAck(ack)) => inflight.acked(ack.pkid).map(Some),
+            _ => Ok(None),
+        };
+        // A client or broker that breaks the protocol: the records stay buffered and
+        // are sent again on the next link if never acknowledged.
+        outcome
+            .inspect_err(|err| tracing::warn!(%err, "MQTT event ignored"))
+            .ok()
+            .flatten()
+    }
 }
 
 /// Why the transport cannot be set up (a configuration problem, reported at start).
@@ -262,6 +317,10 @@ impl Connection {
     ) -> Option<LinkEnd> {
         let mut connected = false;
         let mut planned = false;
+        let publisher = Publisher {
+            client: client.clone(),
+            inflight: Arc::default(),
+        };
         // Ends with the link (dropped on return).
         let mut _renewal = None;
         loop {
@@ -286,20 +345,17 @@ impl Connection {
                     _renewal = renew_after.map(|after| renew_later(client.clone(), after));
                     LinkEvent::Up {
                         link,
-                        client: client.clone(),
+                        publisher: publisher.clone(),
                     }
                 }
-                Event::Outgoing(Outgoing::Publish(pkid)) => LinkEvent::Written { link, pkid },
-                Event::Outgoing(Outgoing::AwaitAck(pkid)) => LinkEvent::Held { link, pkid },
-                Event::Incoming(Incoming::PubAck(ack)) => LinkEvent::Acked {
-                    link,
-                    pkid: ack.pkid,
-                },
                 Event::Outgoing(Outgoing::Disconnect) => {
                     planned = true;
                     continue;
                 }
-                _ => continue,
+                other => match publisher.on_event(&other) {
+                    Some(record) => LinkEvent::Acked { link, record },
+                    None => continue,
+                },
             };
             if self.events.send(report).await.is_err() {
                 return None;
