@@ -106,14 +106,14 @@ fn angle(text: &str, degree_digits: usize, hemisphere: &str, negative: &str) -> 
 }
 
 /// `gpsfake` replaying a log into its own gpsd on a free port, both killed (as one
-/// process group) when dropped.
+/// process group) when dropped; gpsd's control socket is in `dir`.
 struct GpsFake {
     child: Child,
     port: u16,
 }
 
 impl GpsFake {
-    fn start(log: &Path) -> GpsFake {
+    fn start(log: &Path, dir: &Path) -> GpsFake {
         let mut last = String::new();
         for _ in 0..3 {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -132,6 +132,7 @@ impl GpsFake {
                 .args(["-q", "-n", "-c", "0.1", "-P", &port.to_string()])
                 .arg(log)
                 .env("PATH", path)
+                .env("TMPDIR", dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -208,9 +209,9 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
     assert_eq!(fixes.len(), 30);
     assert_eq!(fixes.last().unwrap().stretch, 3);
 
-    let broker = Mosquitto::start().unwrap();
-    let gpsd = GpsFake::start(&log);
     let dir = tempfile::tempdir().unwrap();
+    let broker = Mosquitto::start().unwrap();
+    let gpsd = GpsFake::start(&log, dir.path());
     let status_file = dir.path().join("status.json");
 
     // Subscribed before the agent starts.
