@@ -294,9 +294,10 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
     let _ = agent.kill().await;
     if outcome.is_err() {
         panic!(
-            "within {DEADLINE:?}: {} messages, {} distinct fixes (of {DISTINCT}), {gaps} gaps crossed (of {GAPS}); agent log:\n{}",
+            "within {DEADLINE:?}: {} messages, {} distinct fixes (of {DISTINCT}), {gaps} gaps crossed (of {GAPS}); agent status:\n{}\nagent log:\n{}",
             received.len(),
             distinct.len(),
+            std::fs::read_to_string(&status_file).unwrap_or_default(),
             std::fs::read_to_string(&agent_log).unwrap_or_default()
         );
     }
