@@ -6,7 +6,10 @@
 //!
 //! Precedence: command-line flag, then environment variable, then the config file
 //! (`--config FILE` or `EDGE_AGENT_CONFIG`), then the default. A wrong setting is a
-//! [`ConfigError`] that names the setting and says what to fix. Durations take the one
+//! [`ConfigError`] that names the setting and says what to fix; so is a variable with one of
+//! the agent's prefixes that is none of its settings ([`env_names`], [`Settings::resolve_in`]),
+//! and a required setting that is missing ([`POSITION_SOURCE`](Settings::position_source)
+//! has no default: the simulator runs only when named). Durations take the one
 //! form of every program (`5`, `5s`, `500ms`, `2m`). Secrets (the connection string, the
 //! key) come from the environment, a `*_FILE` or the config file, never from a flag, and
 //! are held in [`Secret`] and [`SecretBytes`], whose `Debug` output is redacted.
@@ -19,12 +22,18 @@ use serde::Deserialize;
 
 use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
+use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use netkit::backoff::BackoffConfig;
 
+use settings::EnvNames;
 pub use settings::{DurationSetting, Secret};
+
+/// The connection string's variable, read with its `_FILE` form by
+/// [`settings::secret_from_env`] (a secret is never a flag).
+pub const CONNECTION_STRING: &str = "IOTHUB_DEVICE_CONNECTION_STRING";
 
 /// A setting that stops the agent at start, with what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +60,19 @@ pub enum ConfigError {
     /// A secret's variable or file cannot be read.
     #[error(transparent)]
     Secret(#[from] settings::SecretError),
+    /// Variables with the agent's prefixes that are none of its settings.
+    #[error(transparent)]
+    Unknown(#[from] settings::UnknownVariables),
+    /// A required setting is absent, and a variable that looks like it is set.
+    #[error("{missing}; {variable} is set: did you mean {setting}?")]
+    Lookalike {
+        /// The [`ConfigError::Missing`] error.
+        missing: Box<ConfigError>,
+        /// The variable that is set.
+        variable: String,
+        /// The setting it probably meant.
+        setting: &'static str,
+    },
 }
 
 fn invalid(setting: &'static str, problem: impl Into<String>) -> ConfigError {
@@ -65,7 +87,7 @@ fn invalid(setting: &'static str, problem: impl Into<String>) -> ConfigError {
 #[derive(Clone, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// Position source: `sim`, `gpsd` or `mavlink`.
+    /// Position source (required): `mavlink`, `gpsd`, or `sim` for a simulated drone.
     #[arg(long, env = "POSITION_SOURCE")]
     pub position_source: Option<String>,
     /// MAVLink connection string: `udpin:0.0.0.0:14550`, `udpout:HOST:PORT`, `tcpin:0.0.0.0:5760`, `tcpout:HOST:PORT`, `serial:/dev/ttyAMA0:921600`.
@@ -74,7 +96,7 @@ pub struct Settings {
     /// The vehicle's MAVLink system id (1-255); default: the first autopilot heard.
     #[arg(long, env = "MAVLINK_SYSTEM_ID")]
     pub mavlink_system_id: Option<u8>,
-    /// gpsd address, `HOST:PORT`.
+    /// gpsd's address: `HOST:PORT`, `HOST` (port 2947) or `[IPv6]:PORT` [default: 127.0.0.1:2947]
     #[arg(long, env = "GPSD_ADDRESS")]
     pub gpsd_address: Option<String>,
     /// Simulator: home latitude, degrees.
@@ -207,7 +229,39 @@ settings::layered!(Settings {
     status_file,
 });
 
+/// The agent's environment variables, whose prefixes mark a variable as the agent's:
+/// every setting's (the flags' `env`), the connection string's with its `_FILE` form, and
+/// those of `command`, the binary's whole command line (`EDGE_AGENT_CONFIG`, `LOG_JSON`).
+pub fn env_names(command: &clap::Command) -> EnvNames {
+    use clap::Args as _;
+    EnvNames::settings(&Settings::augment_args(clap::Command::new("settings")))
+        .secret(CONNECTION_STRING)
+        .program(command)
+}
+
 impl Settings {
+    /// [`Settings::resolve`] in an environment whose variable names are `vars`: first a
+    /// variable with one of the agent's prefixes that is none of its settings (`names`,
+    /// from [`env_names`]) stops the agent with the setting it probably meant; then a
+    /// missing required setting names the variable that looks like it (`SOURCE` for
+    /// `POSITION_SOURCE`).
+    pub fn resolve_in(self, names: &EnvNames, vars: &[String]) -> Result<AgentConfig, ConfigError> {
+        names.check(vars.iter().map(String::as_str))?;
+        self.resolve().map_err(|err| {
+            let ConfigError::Missing { setting, .. } = err else {
+                return err;
+            };
+            match names.lookalike(setting, vars.iter().map(String::as_str)) {
+                Some(variable) => ConfigError::Lookalike {
+                    missing: Box::new(err),
+                    variable: variable.to_owned(),
+                    setting,
+                },
+                None => err,
+            }
+        })
+    }
+
     /// Applies defaults and checks every setting.
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
         let report_interval = positive(
@@ -290,7 +344,14 @@ impl Settings {
     }
 
     fn source(&self) -> Result<SourceConfig, ConfigError> {
-        match self.position_source.as_deref().unwrap_or("sim") {
+        let source = self
+            .position_source
+            .as_deref()
+            .ok_or(ConfigError::Missing {
+                setting: "POSITION_SOURCE",
+                hint: "set it to `mavlink` (the flight controller), `gpsd`, or `sim` for a simulated drone",
+            })?;
+        match source {
             "mavlink" => {
                 let address = self.mavlink_address.clone().ok_or(ConfigError::Missing {
                     setting: "MAVLINK_ADDRESS",
@@ -310,10 +371,16 @@ impl Settings {
                 }))
             }
             "gpsd" => Ok(SourceConfig::Gpsd {
-                address: self
-                    .gpsd_address
-                    .clone()
-                    .unwrap_or_else(|| "127.0.0.1:2947".into()),
+                address: match &self.gpsd_address {
+                    Some(address) => {
+                        address
+                            .parse()
+                            .map_err(|err: crate::source::gpsd::AddressError| {
+                                invalid("GPSD_ADDRESS", err.to_string())
+                            })?
+                    }
+                    None => GpsdAddress::local(),
+                },
             }),
             "sim" => {
                 let defaults = SimConfig::default();
@@ -330,7 +397,7 @@ impl Settings {
             }
             other => Err(invalid(
                 "POSITION_SOURCE",
-                format!("`{other}` is not one of `sim`, `gpsd`, `mavlink`"),
+                format!("`{other}` is not one of `mavlink`, `gpsd`, `sim`"),
             )),
         }
     }

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
 use edge_agent::clock::{Clock, kernel_synchronised};
-use edge_agent::config::{DurationSetting, Secret, Settings};
+use edge_agent::config::{CONNECTION_STRING, DurationSetting, Secret, Settings};
 use edge_agent::source::FixTime;
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
@@ -93,23 +93,23 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("start the async runtime")
 }
 
-/// The settings from flags, environment and config file, checked.
+/// The settings from flags, environment and config file, checked, and the environment's
+/// variables with the agent's prefixes too.
 fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     // Secrets come from the environment or the file, never from the command line.
     let secrets = Settings {
         connection_string: connection_string()?,
         ..Settings::default()
     };
+    let names = edge_agent::config::env_names(&Cli::command());
     settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?
-        .resolve()
+        .resolve_in(&names, &settings::env_var_names())
         .context("configuration error (fix the setting named and start again)")
 }
 
 /// The device connection string from the environment or its file, if set.
 fn connection_string() -> anyhow::Result<Option<Secret>> {
-    Ok(settings::secret_from_env(
-        "IOTHUB_DEVICE_CONNECTION_STRING",
-    )?)
+    Ok(settings::secret_from_env(CONNECTION_STRING)?)
 }
 
 fn print_sas_token(ttl: Option<DurationSetting>, expiry: Option<u64>) -> anyhow::Result<ExitCode> {

@@ -1,10 +1,11 @@
 //! The binary: `check` prints a clear report, a wrong setting stops it at start with a
-//! message naming the setting, and `run` publishes and writes its status file until
-//! SIGTERM.
+//! message naming the setting (no source named, a variable with the agent's prefix that is
+//! no setting, gpsd's address as a URL), and `run` publishes and writes its status file
+//! until SIGTERM.
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use common::{Subscriber, TIMEOUT};
 use test_harness::Mosquitto;
@@ -18,11 +19,38 @@ fn agent() -> Command {
         "DEVICE_ID",
         "BUFFER_DIR",
         "POSITION_SOURCE",
+        "SOURCE",
+        "GPSD_ADDRESS",
         "REPORT_INTERVAL",
         "EDGE_AGENT_CONFIG",
     ] {
         command.env_remove(var);
     }
+    command
+}
+
+/// What `command` printed and how it ended, or a panic if it still runs after [`TIMEOUT`]
+/// (a `run` that should have stopped at start).
+async fn finished(command: Command) -> Output {
+    let child = tokio::process::Command::from(command)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::timeout(TIMEOUT, child.wait_with_output())
+        .await
+        .expect("the agent stops at start")
+        .unwrap()
+}
+
+/// The agent with a plain MQTT broker nobody listens on and a buffer in `dir`.
+fn configured_but_source(dir: &std::path::Path) -> Command {
+    let mut command = agent();
+    command
+        .env("MQTT_URL", "mqtt://127.0.0.1:9")
+        .env("DEVICE_ID", "drone-1")
+        .env("BUFFER_DIR", dir);
     command
 }
 
@@ -32,6 +60,7 @@ fn check_reports_each_part() {
     let dir = tempfile::tempdir().unwrap();
     let output = agent()
         .args(["check", "--timeout", "5"])
+        .env("POSITION_SOURCE", "sim")
         .env("MQTT_URL", broker.url())
         .env("DEVICE_ID", "drone-check")
         .env("BUFFER_DIR", dir.path())
@@ -54,6 +83,7 @@ fn check_reports_each_part() {
     drop(broker);
     let output = agent()
         .args(["check", "--timeout", "2"])
+        .env("POSITION_SOURCE", "sim")
         .env("MQTT_URL", "mqtt://127.0.0.1:9")
         .env("DEVICE_ID", "drone-check")
         .env("BUFFER_DIR", dir.path())
@@ -73,6 +103,7 @@ fn check_reports_each_part() {
 fn a_wrong_setting_stops_the_agent_and_says_what_to_fix() {
     let dir = tempfile::tempdir().unwrap();
     let output = agent()
+        .env("POSITION_SOURCE", "sim")
         .env("MQTT_URL", "mqtt://127.0.0.1:1883")
         .env("DEVICE_ID", "drone-1")
         .env("BUFFER_DIR", dir.path())
@@ -102,6 +133,7 @@ fn the_connection_string_never_reaches_the_logs() {
             "IOTHUB_DEVICE_CONNECTION_STRING",
             "HostName=h.azure-devices.net;DeviceId=d;SharedAccessKey=c2VjcmV0LWtleQ==",
         )
+        .env("POSITION_SOURCE", "sim")
         .env("BUFFER_DIR", dir.path())
         .env("SAS_TOKEN_TTL", "5")
         .env("RUST_LOG", "trace")
@@ -111,6 +143,98 @@ fn the_connection_string_never_reaches_the_logs() {
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("SAS_TOKEN_TTL"), "{stderr}");
     assert!(!stderr.contains("c2VjcmV0"), "{stderr}");
+}
+
+/// The simulator runs only when named: without `POSITION_SOURCE` neither `run` nor
+/// `check` starts, and the message names the variable and its values.
+#[tokio::test]
+async fn no_source_stops_run_and_check_naming_position_source() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["run"][..], &["check", "--timeout", "2"]] {
+        let mut command = configured_but_source(dir.path());
+        command.args(args);
+        let output = finished(command).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        for part in [
+            "POSITION_SOURCE",
+            "`mavlink`",
+            "`gpsd`",
+            "`sim` for a simulated drone",
+        ] {
+            assert!(
+                stderr.contains(part),
+                "{args:?}: {part} missing from {stderr}"
+            );
+        }
+    }
+}
+
+/// A newcomer's `SOURCE=gpsd` is not silently ignored.
+#[tokio::test]
+async fn source_without_its_prefix_is_pointed_to_position_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = configured_but_source(dir.path());
+    command.env("SOURCE", "gpsd");
+    let output = finished(command).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.trim_end().ends_with("did you mean POSITION_SOURCE?"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_misspelt_variable_stops_the_agent_with_the_setting_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = configured_but_source(dir.path());
+    command
+        .env("POSITION_SOURCE", "mavlink")
+        .env("MAVLINK_ADRESS", "udpin:127.0.0.1:14550");
+    let output = finished(command).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("MAVLINK_ADRESS is not a setting: did you mean MAVLINK_ADDRESS?"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_gpsd_url_is_refused_with_the_form_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = configured_but_source(dir.path());
+    command
+        .args(["check", "--timeout", "2"])
+        .env("POSITION_SOURCE", "gpsd")
+        .env("GPSD_ADDRESS", "gpsd://localhost:2947");
+    let output = finished(command).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("GPSD_ADDRESS"), "{stderr}");
+    assert!(stderr.contains("write `localhost:2947`"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_gpsd_host_alone_means_port_2947() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = configured_but_source(dir.path());
+    command
+        .args(["check", "--timeout", "1"])
+        .env("POSITION_SOURCE", "gpsd")
+        .env("GPSD_ADDRESS", "127.0.0.1");
+    let output = finished(command).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // Accepted: the report is printed (no gpsd and no broker here, so it fails later).
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("[ ok ] configuration:")
+                && l.contains("source gpsd 127.0.0.1:2947,")),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

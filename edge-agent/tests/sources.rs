@@ -138,7 +138,9 @@ async fn gpsd_tpv_reports_are_published_and_no_fix_means_no_message() {
     let (address, gpsd) = fake_gpsd().await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = sim_config("drone-gps", broker.port(), dir.path());
-    config.source = SourceConfig::Gpsd { address };
+    config.source = SourceConfig::Gpsd {
+        address: address.parse().unwrap(),
+    };
     // Fixes never go stale here: only gpsd's own "no fix" can stop the messages.
     config.max_fix_age = Duration::from_secs(3600);
     let agent = Running::start(config);
@@ -186,7 +188,9 @@ async fn a_failing_source_is_restarted_and_counted() {
     let broker = Mosquitto::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut config = sim_config("drone-gps", broker.port(), dir.path());
-    config.source = SourceConfig::Gpsd { address };
+    config.source = SourceConfig::Gpsd {
+        address: address.parse().unwrap(),
+    };
     let agent = Running::start(config);
     let status = agent
         .wait_for("source restarts", |s| s.source_restarts >= 2)

@@ -305,8 +305,10 @@ fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, Loadg
         .into_iter()
         .enumerate()
         .map(|(index, mut s)| {
-            // The load generator keeps nothing on disk; the setting is required, unused.
+            // The load generator keeps nothing on disk and its drones are simulated; both
+            // settings are required, and unused here.
             s.buffer_dir = Some(std::env::temp_dir());
+            s.position_source = Some("sim".into());
             let agent = s.resolve().map_err(|e| LoadgenError::Drone {
                 index,
                 message: e.to_string(),

@@ -1,5 +1,6 @@
 //! The TOML configuration file. Its errors name the file, the line and the key, and never
-//! echo a value: the value on a wrong line may be a key or a connection string.
+//! echo a value: the value on a wrong line may be a key or a connection string. An unknown
+//! key (the settings types deny them) is answered with the closest known one.
 
 use std::path::{Path, PathBuf};
 
@@ -70,9 +71,26 @@ fn parse_toml<T: DeserializeOwned>(text: &str) -> Result<T, Located> {
         Located {
             line: text[..start].matches('\n').count() + 1,
             key,
-            problem: scrub(e.message(), line_text),
+            problem: scrub(&suggest_key(e.message()), line_text),
         }
     })
+}
+
+/// serde's `unknown field `x`, expected one of `a`, `b`` as `unknown key `x`: did you mean
+/// `b`?` when one of the expected keys is close to it; any other message as it is.
+fn suggest_key(message: &str) -> String {
+    let Some((key, expected)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+    else {
+        return message.to_string();
+    };
+    // The expected keys are every other piece between backquotes.
+    let known = expected.split('`').skip(1).step_by(2);
+    match crate::closest(key, known) {
+        Some(meant) => format!("unknown key `{key}`: did you mean `{meant}`?"),
+        None => message.to_string(),
+    }
 }
 
 /// The message with every value that appears on the line replaced by `<value>`: serde's
@@ -139,6 +157,18 @@ mod tests {
     fn an_unknown_key_is_named() {
         let err = error("endpont = \"x\"\n");
         assert!(err.contains("line 1") && err.contains("endpont"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_key_gets_the_closest_known_one() {
+        let err = error("intervall = 5\n");
+        assert!(
+            err.ends_with("unknown key `intervall`: did you mean `interval`?"),
+            "{err}"
+        );
+        // Nothing close: serde's list of the keys stays.
+        let err = error("colour = \"blue\"\n");
+        assert!(err.contains("expected one of"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //! - [`layer`] and [`layered!`]: the one layering of every program: flag, then
 //!   environment, then secrets, then the file (the program's `resolve` applies defaults).
 //! - [`ConfigError`]: a setting missing or unusable, named by its environment variable.
+//! - [`closest`] and [`EnvNames`]: a misspelt setting, in the environment or the file, stops
+//!   the program with the name it probably meant (`MAVLINK_ADRESS is not a setting: did
+//!   you mean MAVLINK_ADDRESS?`); the names come from the program's clap command.
 //! - [`with_cosmos_account!`], [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos
 //!   DB account settings of every program that talks to the account, declared once.
 //! - [`LogFormat`]: text or JSON lines on standard error, colour only at a terminal.
@@ -27,6 +30,7 @@ mod exit;
 mod file;
 mod layers;
 mod logs;
+mod names;
 mod secret;
 
 pub use cosmos::{cosmos_account, cosmos_key_from_env, insecure_transport};
@@ -36,6 +40,7 @@ pub use exit::{configured, exit_code};
 pub use file::{FileError, read_toml};
 pub use layers::{Layered, layer};
 pub use logs::LogFormat;
+pub use names::{EnvNames, UnknownVariable, UnknownVariables, closest, env_var_names};
 pub use secret::{Secret, SecretBytes, SecretError, secret_from_env};
 
 /// What [`with_cosmos_account!`] names from this crate's dependencies.

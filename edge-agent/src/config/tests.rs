@@ -1,11 +1,13 @@
 //! The settings resolved: defaults, the one duration form, IoT Hub, errors that say what to fix,
-//! the layers' order and the example file.
+//! the source that must be named, gpsd's address, the environment's unknown variables, the
+//! layers' order and the example file.
 
 use super::*;
 use settings::Layered as _;
 
 fn base() -> Settings {
     Settings {
+        position_source: Some("sim".into()),
         mqtt_url: Some("mqtt://127.0.0.1:1884".into()),
         device_id: Some("drone-1".into()),
         buffer_dir: Some("/tmp/buf".into()),
@@ -194,7 +196,11 @@ fn command_line_wins_over_the_file() {
         "position_source = \"gpsd\"\nreport_interval = 2.5\nbuffer_dir = \"/file\"\n",
     )
     .unwrap();
-    let merged = base().or(file);
+    let given = Settings {
+        position_source: None,
+        ..base()
+    };
+    let merged = given.or(file);
     let config = merged.resolve().unwrap();
     assert_eq!(config.report_interval, Duration::from_millis(2500));
     assert_eq!(config.buffer.dir, PathBuf::from("/tmp/buf"));
@@ -220,4 +226,164 @@ fn the_example_config_file_is_valid() {
 #[test]
 fn unknown_file_keys_are_rejected() {
     assert!(toml::from_str::<Settings>("repot_interval = 5").is_err());
+}
+
+#[test]
+fn a_source_must_be_named() {
+    let err = Settings {
+        position_source: None,
+        ..base()
+    }
+    .resolve()
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::Missing {
+                setting: "POSITION_SOURCE",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let message = err.to_string();
+    for value in ["`mavlink`", "`gpsd`", "`sim` for a simulated drone"] {
+        assert!(message.contains(value), "{message}");
+    }
+}
+
+fn gpsd(address: Option<&str>) -> Result<SourceConfig, ConfigError> {
+    Settings {
+        position_source: Some("gpsd".into()),
+        gpsd_address: address.map(str::to_owned),
+        ..base()
+    }
+    .resolve()
+    .map(|config| config.source)
+}
+
+#[test]
+fn gpsd_address_is_typed_at_start() {
+    let SourceConfig::Gpsd { address } = gpsd(Some("127.0.0.1")).unwrap() else {
+        panic!("expected gpsd")
+    };
+    assert_eq!((address.host(), address.port()), ("127.0.0.1", 2947));
+    let SourceConfig::Gpsd { address } = gpsd(None).unwrap() else {
+        panic!("expected gpsd")
+    };
+    assert_eq!(address.to_string(), "127.0.0.1:2947");
+    let SourceConfig::Gpsd { address } = gpsd(Some("[::1]:3000")).unwrap() else {
+        panic!("expected gpsd")
+    };
+    assert_eq!((address.host(), address.port()), ("::1", 3000));
+    let message = gpsd(Some("gpsd://localhost:2947")).unwrap_err().to_string();
+    assert!(
+        message.starts_with("GPSD_ADDRESS:") && message.ends_with("write `localhost:2947`"),
+        "{message}"
+    );
+}
+
+/// The binary's command line around the settings, as main.rs declares it.
+fn command() -> clap::Command {
+    clap::Command::new("edge-agent")
+        .arg(
+            clap::Arg::new("config")
+                .long("config")
+                .env("EDGE_AGENT_CONFIG"),
+        )
+        .arg(clap::Arg::new("log_json").long("log-json").env("LOG_JSON"))
+}
+
+fn vars(names: &[&str]) -> Vec<String> {
+    names.iter().map(|&name| name.to_owned()).collect()
+}
+
+#[test]
+fn the_prefixes_come_from_the_settings() {
+    let prefixes: Vec<String> = env_names(&command()).prefixes().into_iter().collect();
+    assert_eq!(
+        prefixes,
+        [
+            "BACKLOG_",
+            "BUFFER_",
+            "CLOCK_MAX_",
+            "DEVICE_",
+            "EDGE_AGENT_",
+            "GPSD_",
+            "IOTHUB_",
+            "MAVLINK_",
+            "MAX_FIX_",
+            "MQTT_",
+            "POSITION_",
+            "RECONNECT_",
+            "REPORT_",
+            "SAS_",
+            "SIM_",
+            "STATUS_",
+            "X509_"
+        ]
+    );
+}
+
+#[test]
+fn unknown_variables_stop_the_agent_with_a_suggestion() {
+    let names = env_names(&command());
+    let known = vars(&[
+        "PATH",
+        "HOME",
+        "RUST_LOG",
+        "LOG_JSON",
+        "EDGE_AGENT_CONFIG",
+        "IOTHUB_DEVICE_CONNECTION_STRING_FILE",
+        "MAVLINK_ADDRESS",
+        "SIM_SEED",
+    ]);
+    base().resolve_in(&names, &known).unwrap();
+    let message = base()
+        .resolve_in(&names, &vars(&["PATH", "MAVLINK_ADRESS"]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "MAVLINK_ADRESS is not a setting: did you mean MAVLINK_ADDRESS?"
+    );
+    let message = base()
+        .resolve_in(&names, &vars(&["EDGE_AGENT_CONFIG_FILE", "BUFFER_SIZE"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message
+            .contains("EDGE_AGENT_CONFIG_FILE is not a setting: did you mean EDGE_AGENT_CONFIG?"),
+        "{message}"
+    );
+    assert!(
+        message.contains("BUFFER_SIZE is not a setting"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_source_names_the_variable_meant_for_it() {
+    let names = env_names(&command());
+    let no_source = || Settings {
+        position_source: None,
+        ..base()
+    };
+    let message = no_source()
+        .resolve_in(&names, &vars(&["PATH", "SOURCE"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with("POSITION_SOURCE is required"),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("SOURCE is set: did you mean POSITION_SOURCE?"),
+        "{message}"
+    );
+    let message = no_source()
+        .resolve_in(&names, &vars(&["PATH"]))
+        .unwrap_err()
+        .to_string();
+    assert!(!message.contains("did you mean"), "{message}");
 }

@@ -1,5 +1,6 @@
 //! Where the agent's positions come from, as the agent runs it.
 
+use super::gpsd::GpsdAddress;
 use super::mavlink::MavlinkConfig;
 use super::sim::SimConfig;
 
@@ -10,8 +11,8 @@ pub enum SourceConfig {
     Mavlink(MavlinkConfig),
     /// gpsd `TPV` reports over TCP.
     Gpsd {
-        /// `HOST:PORT` of gpsd, usually `127.0.0.1:2947`.
-        address: String,
+        /// Where gpsd listens, usually `127.0.0.1:2947`.
+        address: GpsdAddress,
     },
     /// A simulated drone flying a route.
     Sim(SimConfig),

@@ -32,7 +32,9 @@ impl AgentProcess {
             if name.starts_with("MAVLINK_")
                 || name.starts_with("IOTHUB_")
                 || name.starts_with("SIM_")
-                || name == "EDGE_AGENT_CONFIG"
+                // EDGE_AGENT_CONFIG, and this test's own EDGE_AGENT_VENV_MAVLINK, which
+                // the agent would refuse as a misspelt setting of its own.
+                || name.starts_with("EDGE_AGENT_")
             {
                 command.env_remove(&var);
             }

@@ -1,6 +1,7 @@
 //! gpsd over TCP: sends `?WATCH={"enable":true,"json":true}` and reads `TPV` reports.
 //! Mode 2 (2D) and 3 (3D) are fixes; mode 0 or 1 is "no fix" and clears the latest fix.
 //! Other report classes (`VERSION`, `DEVICES`, `WATCH`, `SKY`, ...) are ignored.
+//! Where gpsd listens is [`GpsdAddress`] ([`address`]).
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -8,6 +9,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::{Fix, FixSink, FixTime, SourceError};
+
+mod address;
+pub use address::{AddressError, GPSD_PORT, GpsdAddress};
 
 /// The longest report line accepted (gpsd's own limit is about 10 KB).
 const MAX_LINE: usize = 64 * 1024;
@@ -85,8 +89,8 @@ pub fn parse_line(line: &str, received: DateTime<Utc>) -> Result<Report, SourceE
 }
 
 /// Connects to gpsd at `address` and feeds `sink` until the connection fails.
-pub(crate) async fn run(address: String, sink: FixSink) -> Result<(), SourceError> {
-    let mut stream = TcpStream::connect(&address).await?;
+pub(crate) async fn run(address: GpsdAddress, sink: FixSink) -> Result<(), SourceError> {
+    let mut stream = TcpStream::connect((address.host(), address.port())).await?;
     stream.write_all(WATCH).await?;
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
