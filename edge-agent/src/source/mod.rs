@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, EARLIEST_PLAUSIBLE};
 use crate::status::StatusCell;
 pub use config::SourceConfig;
 pub use mavlink::{MavlinkAddress, MavlinkConfig};
@@ -212,9 +212,14 @@ pub(crate) struct FixSink {
 
 impl FixSink {
     /// A new fix arrived.
-    pub(crate) fn fix(&self, fix: Fix) {
+    pub(crate) fn fix(&self, mut fix: Fix) {
         if let FixTime::Gps(gps) = fix.time {
-            self.gps_time(gps);
+            if gps < EARLIEST_PLAUSIBLE {
+                // A receiver's week-rollover bug: the board clock decides instead.
+                fix.time = FixTime::Board(Utc::now());
+            } else {
+                self.gps_time(gps);
+            }
         }
         let now = Instant::now();
         self.status.fix_arrived(now);
@@ -288,5 +293,48 @@ where
     Inner::Feed {
         rx,
         _task: tokio_util::task::AbortOnDropHandle::new(task),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink() -> (FixSink, watch::Receiver<Latest>, Clock) {
+        let (tx, rx) = watch::channel(None);
+        let clock = Clock::new(Duration::from_secs(2));
+        let sink = FixSink {
+            tx,
+            status: StatusCell::new("drone-7"),
+            clock: clock.clone(),
+        };
+        (sink, rx, clock)
+    }
+
+    fn fix(time: FixTime) -> Fix {
+        Fix {
+            time,
+            lat: 47.6,
+            lon: -122.3,
+            alt_m: None,
+            heading_deg: None,
+            speed_mps: None,
+            battery_pct: None,
+        }
+    }
+
+    #[test]
+    fn gps_time_corrects_the_clock_and_a_rolled_over_one_does_not() {
+        let (sink, rx, clock) = sink();
+        // A receiver with a week-rollover bug: 1024 weeks early.
+        sink.fix(fix(FixTime::Gps("2006-04-12T10:00:00Z".parse().unwrap())));
+        let latest = rx.borrow().clone().unwrap().1;
+        assert!(matches!(latest.time, FixTime::Board(_)), "{latest:?}");
+        assert_eq!(clock.offset(), None);
+        let gps = Utc::now() + chrono::TimeDelta::hours(2);
+        sink.fix(fix(FixTime::Gps(gps)));
+        assert_eq!(rx.borrow().clone().unwrap().1.time, FixTime::Gps(gps));
+        let offset = clock.offset().unwrap();
+        assert!((offset.num_seconds() - 7200).abs() <= 1, "{offset:?}");
     }
 }

@@ -32,8 +32,8 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::clock::Clock;
 use crate::status::{ConnectionState, StatusCell};
-use inflight::Inflight;
 pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+use inflight::Inflight;
 use netkit::backoff::Backoff;
 pub use tls::TlsError;
 
