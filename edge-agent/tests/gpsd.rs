@@ -128,6 +128,8 @@ impl GpsFake {
             );
             // -n: gpsd reads the log from the start, with or without a client; -c: 0.1 s
             // between sentences (an epoch of RMC + GGA every 0.2 s); the log repeats.
+            // Its messages go to a file: a pipe nobody reads could fill and stop it.
+            let messages = dir.join(format!("gpsfake-{port}.log"));
             let spawned = Command::new("gpsfake")
                 .args(["-q", "-n", "-c", "0.1", "-P", &port.to_string()])
                 .arg(log)
@@ -135,7 +137,7 @@ impl GpsFake {
                 .env("TMPDIR", dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::piped())
+                .stderr(std::fs::File::create(&messages).unwrap())
                 .process_group(0)
                 .spawn();
             let child = match spawned {
@@ -151,10 +153,7 @@ impl GpsFake {
                     return fake;
                 }
                 if let Some(status) = fake.child.try_wait().unwrap() {
-                    let mut stderr = String::new();
-                    if let Some(mut pipe) = fake.child.stderr.take() {
-                        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
-                    }
+                    let stderr = std::fs::read_to_string(&messages).unwrap_or_default();
                     last = format!("gpsfake ended ({status}): {stderr}");
                     break;
                 }
