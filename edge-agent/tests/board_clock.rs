@@ -24,18 +24,11 @@ use mavlink::dialects::common::{
     MavType, SYSTEM_TIME_DATA,
 };
 use serde_json::Value;
+use test_harness::free_udp_port;
 use tokio::net::UdpSocket;
 
 /// GPS times of the positions the flight controller sent, by latitude (degE7).
 type Sent = Arc<Mutex<HashMap<i32, DateTime<Utc>>>>;
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// An ArduPilot-like flight controller on system 1 streaming to every `port` at 10 Hz:
 /// `HEARTBEAT`, `SYSTEM_TIME` with this host's (correct) time, and a position whose

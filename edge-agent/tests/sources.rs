@@ -13,18 +13,10 @@ use mavlink::dialects::common::{
     GLOBAL_POSITION_INT_DATA, HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavState,
     MavType,
 };
-use test_harness::Mosquitto;
+use test_harness::{Mosquitto, free_udp_port};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test]
 async fn mavlink_global_position_int_over_udp_is_published() {

@@ -25,4 +25,4 @@ pub use chromium::Chromium;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;
 pub use mosquitto::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
-pub use process::process_running;
+pub use process::{free_udp_port, process_running};

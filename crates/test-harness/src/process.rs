@@ -122,6 +122,15 @@ pub(crate) fn free_port() -> Result<u16, HarnessError> {
         .map_err(HarnessError::io("read the address of a free port"))
 }
 
+/// A free UDP port on 127.0.0.1 (for a peer the test binds to it, such as a MAVLink
+/// link); like [`free_port`], another process may take it before it is bound.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|socket| socket.local_addr())
+        .map(|addr| addr.port())
+        .expect("bind 127.0.0.1:0 (UDP) to find a free port")
+}
+
 /// Sends `signal` to the process `pid`.
 pub(crate) fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;

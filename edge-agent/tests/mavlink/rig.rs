@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use telemetry::wire::Position;
-use test_harness::Mosquitto;
+use test_harness::{Mosquitto, free_udp_port};
 
 use crate::agent::{AgentProcess, DEVICE_ID};
 use crate::common::{Subscriber, TIMEOUT};
@@ -39,14 +39,6 @@ pub struct Rig {
     _broker: Mosquitto,
     /// Every position published so far, in order of arrival.
     pub published: Vec<Position>,
-}
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Rig {
