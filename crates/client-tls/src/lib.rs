@@ -204,21 +204,110 @@ fn read_pem<T>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn trusts_a_ca_file_and_presents_a_certificate() {
-        let dir = tempfile::tempdir().unwrap();
-        let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-        let ca_path = dir.path().join("ca.pem");
-        std::fs::write(&ca_path, ca.cert.pem()).unwrap();
-        let key_path = dir.path().join("key.pem");
-        std::fs::write(&key_path, ca.signing_key.serialize_pem()).unwrap();
-        let trust = Trust::CaFile(ca_path.clone());
-        client_config(&trust, None, None).unwrap();
-        let identity = Identity {
-            cert_path: ca_path.clone(),
-            key_path: key_path.clone(),
+    /// A CA and two certificates it signed (the server's for `localhost`, a client's),
+    /// as PEM files in `dir`.
+    struct Pki {
+        ca: PathBuf,
+        server: (
+            CertificateDer<'static>,
+            rustls::pki_types::PrivateKeyDer<'static>,
+        ),
+        client: Identity,
+        ca_der: CertificateDer<'static>,
+    }
+
+    fn pki(dir: &Path, name: &str) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} CA"));
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let leaf = |san: &str| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(vec![san.to_owned()])
+                .unwrap()
+                .signed_by(&key, &issuer)
+                .unwrap();
+            (cert, key)
         };
-        client_config(&trust, Some(&identity), None).unwrap();
+        let (server_cert, server_key) = leaf("localhost");
+        let (client_cert, client_key) = leaf("drone-7");
+        let ca_path = dir.join(format!("{name}-ca.pem"));
+        std::fs::write(&ca_path, ca.pem()).unwrap();
+        let cert_path = dir.join(format!("{name}-client.pem"));
+        std::fs::write(&cert_path, client_cert.pem()).unwrap();
+        let key_path = dir.join(format!("{name}-client-key.pem"));
+        std::fs::write(&key_path, client_key.serialize_pem()).unwrap();
+        Pki {
+            ca: ca_path,
+            server: (
+                server_cert.der().clone(),
+                rustls::pki_types::PrivateKeyDer::try_from(server_key.serialize_der()).unwrap(),
+            ),
+            client: Identity {
+                cert_path,
+                key_path,
+            },
+            ca_der: ca.der().clone(),
+        }
+    }
+
+    /// A TLS handshake in memory between `client` and a server presenting `pki`'s server
+    /// certificate and requiring a client certificate signed by `pki`'s CA.
+    fn handshake(client: ClientConfig, pki: &Pki) -> Result<(), rustls::Error> {
+        let mut client_roots = RootCertStore::empty();
+        client_roots.add(pki.ca_der.clone()).unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(client_roots))
+            .build()
+            .unwrap();
+        let server = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![pki.server.0.clone()], pki.server.1.clone_key())
+            .unwrap();
+        let mut client = rustls::ClientConnection::new(
+            Arc::new(client),
+            ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+        for _ in 0..10 {
+            let mut bytes = Vec::new();
+            client.write_tls(&mut bytes).unwrap();
+            server.read_tls(&mut bytes.as_slice()).unwrap();
+            server.process_new_packets()?;
+            let mut bytes = Vec::new();
+            server.write_tls(&mut bytes).unwrap();
+            client.read_tls(&mut bytes.as_slice()).unwrap();
+            client.process_new_packets()?;
+            if !client.is_handshaking() && !server.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn trusts_only_the_ca_file_and_presents_the_client_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = pki(dir.path(), "ours");
+        let theirs = pki(dir.path(), "theirs");
+        let trust = Trust::CaFile(ours.ca.clone());
+        let now: CheckTime = Arc::new(SystemTime::now);
+        for at in [None, Some(&now)] {
+            let config = client_config(&trust, Some(&ours.client), at).unwrap();
+            handshake(config, &ours).unwrap();
+            // A server whose certificate another CA signed is refused.
+            let config = client_config(&trust, Some(&ours.client), at).unwrap();
+            let err = handshake(config, &theirs).unwrap_err();
+            assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+            // Without the identity, a server that requires one refuses the client.
+            let config = client_config(&trust, None, at).unwrap();
+            assert!(handshake(config, &ours).is_err());
+        }
     }
 
     #[test]

@@ -131,6 +131,9 @@ mod tests {
         let faults = Faults::default();
         let mut watch = faults.device_drops();
         faults.drop_device_connections();
-        watch.changed().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), watch.changed())
+            .await
+            .expect("the watcher is woken")
+            .unwrap();
     }
 }
