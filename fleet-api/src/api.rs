@@ -27,6 +27,8 @@ use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, Polygon};
 use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads, TrackPoint};
+use geojson::feature::Id;
+use geojson::{Feature, FeatureCollection, Geometry, GeometryValue, JsonObject, Position};
 
 /// Largest request body (a polygon), bytes.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -285,19 +287,28 @@ fn device_id(id: &str) -> Result<&str, ApiError> {
     Ok(id)
 }
 
+/// The drones as a FeatureCollection, with OGC API Features' `numberMatched` and
+/// `numberReturned`.
 fn collection(drones: &[Drone], limit: usize) -> Value {
     let now = Utc::now();
-    let features: Vec<Value> = drones
+    let features: Vec<Feature> = drones
         .iter()
         .take(limit)
         .map(|d| d.to_feature(now))
         .collect();
-    json!({
-        "type": "FeatureCollection",
-        "numberMatched": drones.len(),
-        "numberReturned": features.len(),
-        "features": features,
+    let mut counts = JsonObject::new();
+    counts.insert("numberMatched".into(), json!(drones.len()));
+    counts.insert("numberReturned".into(), json!(features.len()));
+    geojson_value(&FeatureCollection {
+        bbox: None,
+        features,
+        foreign_members: Some(counts),
     })
+}
+
+/// A GeoJSON object as the JSON the API answers with.
+fn geojson_value(object: &impl serde::Serialize) -> Value {
+    serde_json::to_value(object).expect("GeoJSON objects serialise")
 }
 
 async fn all(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
@@ -369,7 +380,7 @@ async fn one(
         let id = device_id(&id)?;
         let answer = s.reads.one(id).await?;
         match answer.value {
-            Some(drone) => Ok((drone.to_feature(Utc::now()), answer.cost)),
+            Some(drone) => Ok((geojson_value(&drone.to_feature(Utc::now())), answer.cost)),
             None => Err(ApiError::NotFound(
                 format!("no drone with id '{id}'"),
                 Some(answer.cost),
@@ -399,27 +410,33 @@ fn since(p: &HashMap<String, String>, now: DateTime<Utc>) -> Result<DateTime<Utc
         })
 }
 
+/// A drone's track as one Feature: no geometry, a Point, or a LineString.
 fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value {
-    let coordinates: Vec<Value> = points
+    let positions: Vec<Position> = points
         .iter()
-        .filter_map(|p| p.location.get("coordinates").cloned())
+        .filter_map(|p| match &p.location.value {
+            GeometryValue::Point { coordinates } => Some(coordinates.clone()),
+            _ => None,
+        })
         .collect();
-    let geometry = match coordinates.len() {
-        0 => Value::Null,
-        1 => json!({"type": "Point", "coordinates": coordinates[0]}),
-        _ => json!({"type": "LineString", "coordinates": coordinates}),
+    let geometry = match positions.len() {
+        0 => None,
+        1 => Some(GeometryValue::new_point(positions[0].clone())),
+        _ => Some(GeometryValue::new_line_string(positions)),
     };
-    json!({
-        "type": "Feature",
-        "id": id,
-        "geometry": geometry,
-        "properties": {
-            "deviceId": id,
-            "since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "points": points.len(),
-            "seq": points.iter().map(|p| p.seq).collect::<Vec<_>>(),
-            "deviceTimes": points.iter().map(|p| p.device_time.as_str()).collect::<Vec<_>>(),
-        },
+    let properties = json!({
+        "deviceId": id,
+        "since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "points": points.len(),
+        "seq": points.iter().map(|p| p.seq).collect::<Vec<_>>(),
+        "deviceTimes": points.iter().map(|p| p.device_time.as_str()).collect::<Vec<_>>(),
+    });
+    geojson_value(&Feature {
+        bbox: None,
+        geometry: geometry.map(Geometry::new),
+        id: Some(Id::String(id.to_owned())),
+        properties: properties.as_object().cloned(),
+        foreign_members: None,
     })
 }
 
@@ -495,7 +512,7 @@ mod tests {
             seq,
             device_time: "t".into(),
             device_time_ms: seq as i64,
-            location: json!({"type":"Point","coordinates":[1.0, 2.0]}),
+            location: Geometry::new(GeometryValue::new_point([1.0, 2.0])),
         };
         assert_eq!(track_feature("d", since, &[])["geometry"], Value::Null);
         assert_eq!(

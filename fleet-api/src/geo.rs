@@ -1,9 +1,11 @@
 //! The areas a request names, checked: a point with a radius, a bounding box, a polygon.
 //! Every check says what is wrong, so that the API can answer 400 with it. Turns valid
 //! areas into the GeoJSON Cosmos DB's spatial functions take (longitude first, outer ring
-//! counter-clockwise as Cosmos DB requires).
+//! counter-clockwise as Cosmos DB requires). GeoJSON is read and written by the `geojson`
+//! crate.
 
-use serde_json::{Value, json};
+use geojson::{GeoJson, GeometryValue};
+use serde_json::Value;
 
 /// Most vertices of a polygon a request may send.
 pub const MAX_POLYGON_VERTICES: usize = 1000;
@@ -44,7 +46,7 @@ impl LonLat {
 
     /// The GeoJSON Point.
     pub fn to_geojson(self) -> Value {
-        json!({"type": "Point", "coordinates": [self.lon, self.lat]})
+        Value::from(&GeometryValue::new_point([self.lon, self.lat]))
     }
 }
 
@@ -118,32 +120,34 @@ impl Polygon {
         })
     }
 
-    /// A GeoJSON Polygon geometry, or a Feature holding one. Holes are refused; the outer
-    /// ring is turned counter-clockwise if it is not.
+    /// A GeoJSON Polygon geometry, or a Feature holding one, read by the `geojson` crate.
+    /// Holes are refused; the outer ring is turned counter-clockwise if it is not.
     pub fn from_geojson(value: &Value) -> Result<Self, BadInput> {
-        let geometry = match value.get("type").and_then(Value::as_str) {
-            Some("Feature") => value
-                .get("geometry")
+        let geometry = match serde_json::from_value::<GeoJson>(value.clone()) {
+            Ok(GeoJson::Geometry(geometry)) => geometry,
+            Ok(GeoJson::Feature(feature)) => feature
+                .geometry
                 .ok_or_else(|| bad("polygon: the Feature has no geometry"))?,
-            Some("Polygon") => value,
-            Some(other) => {
-                return Err(bad(format!(
-                    "polygon: type '{other}' is not a Polygon or a Feature holding one"
-                )));
-            }
-            None => {
+            Ok(GeoJson::FeatureCollection(_)) => {
                 return Err(bad(
-                    "polygon: the body is not a GeoJSON object with a \"type\" (a Polygon or a Feature)",
+                    "polygon: a FeatureCollection is not a Polygon or a Feature holding one",
                 ));
             }
+            Err(err) => {
+                return Err(bad(format!(
+                    "polygon: not a GeoJSON Polygon or a Feature holding one: {err}"
+                )));
+            }
         };
-        if geometry.get("type").and_then(Value::as_str) != Some("Polygon") {
-            return Err(bad("polygon: the Feature's geometry is not a Polygon"));
-        }
-        let rings = geometry
-            .get("coordinates")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("polygon: \"coordinates\" is not an array of rings"))?;
+        let mut rings = match geometry.value {
+            GeometryValue::Polygon { coordinates } => coordinates,
+            other => {
+                return Err(bad(format!(
+                    "polygon: type '{}' is not a Polygon or a Feature holding one",
+                    other.type_name()
+                )));
+            }
+        };
         match rings.len() {
             0 => return Err(bad("polygon: no ring given")),
             1 => {}
@@ -153,9 +157,7 @@ impl Polygon {
                 )));
             }
         }
-        let points = rings[0]
-            .as_array()
-            .ok_or_else(|| bad("polygon: the ring is not an array of positions"))?;
+        let points = rings.swap_remove(0);
         if points.len() > MAX_POLYGON_VERTICES + 1 {
             return Err(bad(format!(
                 "polygon: {} positions; at most {MAX_POLYGON_VERTICES} vertices are accepted",
@@ -163,24 +165,13 @@ impl Polygon {
             )));
         }
         let mut ring = Vec::with_capacity(points.len());
-        for (i, p) in points.iter().enumerate() {
-            let pair = p.as_array().filter(|a| a.len() >= 2).ok_or_else(|| {
-                bad(format!(
+        for (i, position) in points.iter().enumerate() {
+            let &[lon, lat, ..] = position.as_slice() else {
+                return Err(bad(format!(
                     "polygon: position {i} is not [longitude, latitude]"
-                ))
-            })?;
-            let coord = |j: usize| {
-                pair[j].as_f64().ok_or_else(|| {
-                    bad(format!(
-                        "polygon: position {i} has a coordinate that is not a number"
-                    ))
-                })
+                )));
             };
-            ring.push(LonLat::new(
-                coord(0)?,
-                coord(1)?,
-                &format!("polygon position {i}"),
-            )?);
+            ring.push(LonLat::new(lon, lat, &format!("polygon position {i}"))?);
         }
         if ring.len() < 4 {
             return Err(bad(format!(
@@ -205,8 +196,8 @@ impl Polygon {
 
     /// The GeoJSON Polygon.
     pub fn to_geojson(&self) -> Value {
-        let ring: Vec<[f64; 2]> = self.ring.iter().map(|p| [p.lon, p.lat]).collect();
-        json!({"type": "Polygon", "coordinates": [ring]})
+        let ring = self.ring.iter().map(|p| [p.lon, p.lat]);
+        Value::from(&GeometryValue::new_polygon([ring]))
     }
 }
 
@@ -222,6 +213,7 @@ fn signed_area(ring: &[LonLat]) -> f64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
 
     #[test]
     fn checks_coordinates_and_radius() {
@@ -267,7 +259,7 @@ mod tests {
         assert_eq!(Polygon::from_geojson(&feature).unwrap(), p);
         for (body, says) in [
             (json!({"type":"Point","coordinates":[0,0]}), "not a Polygon"),
-            (json!([1, 2]), "GeoJSON object"),
+            (json!([1, 2]), "not a GeoJSON Polygon"),
             (
                 json!({"type":"Polygon","coordinates":[[[0,0],[1,1],[0,0]]]}),
                 "at least 4",
@@ -290,7 +282,7 @@ mod tests {
             ),
             (
                 json!({"type":"Polygon","coordinates":[[[0,"a"],[0,1],[1,1],[0,0]]]}),
-                "not a number",
+                "string \"a\", expected f64",
             ),
         ] {
             let err = Polygon::from_geojson(&body).unwrap_err().0;

@@ -12,6 +12,8 @@ use chrono::{DateTime, Utc};
 use cosmos::{
     ContainerClient, QueryOptions, QueryParameter, QueryRequest, QueryScope, ReadCost, ReadFailure,
 };
+use geojson::feature::Id;
+use geojson::{Feature, Geometry, JsonObject};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,7 +36,7 @@ pub struct Drone {
     /// Device time, Unix milliseconds.
     pub device_time_ms: i64,
     /// The GeoJSON Point.
-    pub location: Value,
+    pub location: Geometry,
     /// Altitude, metres.
     pub alt_m: Option<f64>,
     /// Heading, degrees.
@@ -49,14 +51,13 @@ pub struct Drone {
 
 impl Drone {
     /// The drone as a GeoJSON Feature; `now` gives its age.
-    pub fn to_feature(&self, now: DateTime<Utc>) -> Value {
+    pub fn to_feature(&self, now: DateTime<Utc>) -> Feature {
         let age_s = (now.timestamp_millis() - self.device_time_ms) as f64 / 1000.0;
-        let mut properties = json!({
-            "deviceId": self.device_id,
-            "seq": self.seq,
-            "deviceTime": self.device_time,
-            "ageS": age_s,
-        });
+        let mut properties = JsonObject::new();
+        properties.insert("deviceId".into(), json!(self.device_id));
+        properties.insert("seq".into(), json!(self.seq));
+        properties.insert("deviceTime".into(), json!(self.device_time));
+        properties.insert("ageS".into(), json!(age_s));
         let optional = [
             ("distanceM", self.distance_m),
             ("altM", self.alt_m),
@@ -66,15 +67,16 @@ impl Drone {
         ];
         for (name, value) in optional {
             if let Some(v) = value {
-                properties[name] = json!(v);
+                properties.insert(name.into(), json!(v));
             }
         }
-        json!({
-            "type": "Feature",
-            "id": self.device_id,
-            "geometry": self.location,
-            "properties": properties,
-        })
+        Feature {
+            bbox: None,
+            geometry: Some(self.location.clone()),
+            id: Some(Id::String(self.device_id.clone())),
+            properties: Some(properties),
+            foreign_members: None,
+        }
     }
 }
 
@@ -89,7 +91,7 @@ pub struct TrackPoint {
     /// Device time, Unix milliseconds.
     pub device_time_ms: i64,
     /// The GeoJSON Point.
-    pub location: Value,
+    pub location: Geometry,
 }
 
 /// An answer and what it cost.
