@@ -375,7 +375,7 @@ mod tests {
         );
         // Zero counts are not listed.
         assert!(text.contains("drops     stale 40000   429s 321"), "{text}");
-        assert!(!text.contains("invalid"), "{text}");
+        assert!(!text.contains(DropReason::Invalid.as_str()), "{text}");
     }
 
     #[test]
