@@ -1,10 +1,11 @@
 //! The writer's metrics (Prometheus text exposition); [`server`] serves them with
 //! `/healthz` and `/readyz`.
 //!
-//! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
-//! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges, the bytes held in the source queue, acknowledgement lag per source
-//! partition, the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
+//! Every drop is counted with its [`DropReason`] and every hold with its [`HoldReason`]
+//! (each set's label values defined once, in `reason`); received versus written, lateness,
+//! Cosmos DB status codes, RU per partition key range (the heat map), in-flight and backlog
+//! gauges, the bytes held in the source queue, acknowledgement lag per source partition,
+//! the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
 //! the Event Hubs source the partitions this replica owns, their ownership changes and every
 //! partition's checkpoint lag in events are all here. The names are listed in the crate
 //! README.
