@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::Writer;
 use cosmos_sim::CosmosSim;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -153,7 +154,7 @@ fn end_to_end(c: &mut Criterion) {
     group.finish();
     let counts = setup.writer.counts();
     assert_eq!(
-        counts.dropped("stale"),
+        counts.dropped(DropReason::Stale),
         0,
         "positions turned stale: {counts:?}"
     );

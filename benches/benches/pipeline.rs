@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use benches::{Publishers, selected, wire_payload};
 use bytes::Bytes;
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::Writer;
 use cloud_writer::config::{Secret, Settings};
 use cloud_writer::metrics::Metrics;
@@ -383,7 +384,7 @@ fn mosquitto_to_cosmos_paced(_: &mut Criterion) {
         percentile_bound(stack.writer.metrics(), 0.99),
     );
     assert_eq!(published, total);
-    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
     stack.stop(&rt);
 }
 

@@ -41,7 +41,7 @@ use chrono::{DateTime, Utc};
 use clap::Parser;
 use cloud_writer::config::Settings;
 use cloud_writer::source::mqtt::TOPIC_FILTER;
-use cloud_writer::{Writer, WriterConfig};
+use cloud_writer::{DropReason, Writer, WriterConfig};
 use cosmos_sim::CosmosSim;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use fleet::prom::Scrape;
@@ -200,7 +200,8 @@ async fn measure(env: Vec<(&'static str, String)>, total: u64, logs: &std::path:
             Ok(scrape) => scrape,
             Err(err) => fail(err.to_string()),
         };
-        let figures = WriterFigures::between(&none, &scrape);
+        let figures =
+            WriterFigures::between(&none, &scrape).unwrap_or_else(|e| fail(e.to_string()));
         if first.is_none() && figures.received > 0 {
             first = Some(Instant::now());
         }
@@ -359,7 +360,7 @@ fn report(name: &str, fleet: &Fleet, runs: &[Run]) {
         let not_superseded: u64 = f
             .dropped
             .iter()
-            .filter(|(reason, _)| reason.as_str() != "superseded")
+            .filter(|(reason, _)| **reason != DropReason::Superseded)
             .map(|(_, n)| n)
             .sum();
         assert_eq!(not_superseded, 0, "{f:?}");

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::metrics::{Counts, DROP_REASONS, Metrics};
+use crate::metrics::{Counts, DropReason, Metrics};
 use crate::source::queue::QueueSender;
 use crate::source::{Ack, Message, Source, SourceControl, SourceError};
 use bytes::Bytes;
@@ -24,35 +24,36 @@ use serde::Deserialize;
 use telemetry::Position;
 
 /// Why lines dropped for `reason` were not written, for the import's report.
-pub fn why(reason: &str) -> &'static str {
+pub fn why(reason: DropReason) -> &'static str {
     match reason {
-        "stale" => "older than --stale-after",
-        "stale_in_retry" => "turned older than --stale-after while its write was retried or held",
-        "invalid" => "not a valid position (the log and DEAD_LETTER_FILE say why)",
-        "spoofed" => "the payload's deviceId differs from the line's identity",
-        "from_future" => "device time further ahead than FUTURE_TOLERANCE",
-        "unroutable" => "no device identity",
-        "write_failed" => "Cosmos DB kept answering conflicts past the round limit",
-        "document_too_large" => "Cosmos DB refused the document as too large (dead-lettered)",
-        "document_malformed" => "Cosmos DB could not read the document (dead-lettered)",
-        "document_refused" => "Cosmos DB refused the document (dead-lettered)",
-        _ => "not written",
+        DropReason::Stale => "older than --stale-after",
+        DropReason::StaleInRetry => {
+            "turned older than --stale-after while its write was retried or held"
+        }
+        DropReason::Invalid => "not a valid position (the log and DEAD_LETTER_FILE say why)",
+        DropReason::Spoofed => "the payload's deviceId differs from the line's identity",
+        DropReason::FromFuture => "device time further ahead than FUTURE_TOLERANCE",
+        DropReason::Unroutable => "no device identity",
+        DropReason::Superseded => "a newer position of the drone is stored",
+        DropReason::WriteFailed => "Cosmos DB kept answering conflicts past the round limit",
+        DropReason::DocumentTooLarge => {
+            "Cosmos DB refused the document as too large (dead-lettered)"
+        }
+        DropReason::DocumentMalformed => "Cosmos DB could not read the document (dead-lettered)",
+        DropReason::DocumentRefused => "Cosmos DB refused the document (dead-lettered)",
     }
 }
 
-/// What was not written, by reason (with [`why`]); history documents not written under
-/// `history`. Superseded lines are not listed: a newer position of their drone is stored.
-pub fn not_written(counts: &Counts) -> Vec<(&'static str, u64)> {
-    let mut lines: Vec<(&'static str, u64)> = DROP_REASONS
-        .iter()
-        .filter(|r| **r != "superseded")
-        .map(|r| (*r, counts.dropped(r)))
+/// The lines not written, by reason (with [`why`]). Superseded lines are not listed: a
+/// newer position of their drone is stored. (History documents not written are
+/// `counts.history_dropped`.)
+pub fn not_written(counts: &Counts) -> Vec<(DropReason, u64)> {
+    DropReason::ALL
+        .into_iter()
+        .filter(|r| *r != DropReason::Superseded)
+        .map(|r| (r, counts.dropped(r)))
         .filter(|(_, n)| *n > 0)
-        .collect();
-    if counts.history_dropped > 0 {
-        lines.push(("history", counts.history_dropped));
-    }
-    lines
+        .collect()
 }
 
 /// A source reading a JSONL file.

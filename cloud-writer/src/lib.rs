@@ -33,5 +33,5 @@ pub mod source;
 pub mod writer;
 
 pub use config::{Settings, WriterConfig};
-pub use metrics::{Counts, Metrics};
+pub use metrics::{Counts, DropReason, HoldReason, Metrics, UnknownDropReason};
 pub use writer::{RunError, StartError, Writer};

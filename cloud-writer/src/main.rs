@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use cloud_writer::config::{DurationSetting, Settings, WriterConfig};
 use cloud_writer::import::{FileSource, not_written, why};
 use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
-use cloud_writer::{Counts, Writer};
+use cloud_writer::{Counts, DropReason, Writer};
 use indicatif::{ProgressBar, ProgressStyle};
 use telemetry::DocumentLayout;
 
@@ -139,21 +139,24 @@ fn print_report(counts: &Counts) -> u64 {
     if counts.history_written > 0 {
         println!("history written:     {}", counts.history_written);
     }
-    let superseded = counts.dropped("superseded");
+    let superseded = counts.dropped(DropReason::Superseded);
     if superseded > 0 {
-        println!("superseded:          {superseded} (a newer position of the drone is stored)");
+        let because = why(DropReason::Superseded);
+        println!("superseded:          {superseded} ({because})");
     }
     let missing = not_written(counts);
-    let total: u64 = missing.iter().map(|(_, n)| n).sum();
+    let total = missing.iter().map(|(_, n)| n).sum::<u64>() + counts.history_dropped;
     if total > 0 {
         println!("not written:         {total}");
         for (reason, n) in missing {
-            let because = if reason == "history" {
-                "history documents refused or stale while retried"
-            } else {
-                why(reason)
-            };
-            println!("  {:<18} {n} ({because})", format!("{reason}:"));
+            println!("  {:<18} {n} ({})", format!("{reason}:"), why(reason));
+        }
+        if counts.history_dropped > 0 {
+            let because = "history documents refused or stale while retried";
+            println!(
+                "  {:<18} {} ({because})",
+                "history:", counts.history_dropped
+            );
         }
     }
     total

@@ -1,10 +1,11 @@
 //! The writer's metrics (Prometheus text exposition); [`server`] serves them with
 //! `/healthz` and `/readyz`.
 //!
-//! Every drop is counted with its reason; received versus written, lateness, Cosmos DB
-//! status codes, RU per partition key range (the heat map), in-flight and backlog
-//! gauges, the bytes held in the source queue, acknowledgement lag per source
-//! partition, the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
+//! Every drop is counted with its [`DropReason`] and every hold with its [`HoldReason`]
+//! (each set's label values defined once, in `reason`); received versus written, lateness,
+//! Cosmos DB status codes, RU per partition key range (the heat map), in-flight and backlog
+//! gauges, the bytes held in the source queue, acknowledgement lag per source partition,
+//! the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
 //! the Event Hubs source the partitions this replica owns, their ownership changes and every
 //! partition's checkpoint lag in events are all here. The names are listed in the crate
 //! README.
@@ -12,11 +13,13 @@
 mod counts;
 mod health;
 mod histogram;
+mod reason;
 pub mod server;
 mod snapshot;
 
 pub use counts::Counts;
 pub use histogram::BucketHistogram;
+pub use reason::{DocumentKind, DropReason, HoldReason, UnknownDropReason};
 pub use snapshot::Snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,32 +35,8 @@ use prometheus_client::registry::Registry;
 
 type Label = [(&'static str, String); 1];
 type Labels2 = [(&'static str, String); 2];
-
-/// Every reason a message is dropped rather than written. `stale` is a late arrival;
-/// `stale_in_retry` a position that turned stale while its write was being retried or held;
-/// the `document_*` reasons are Cosmos DB refusing that one document (dead-lettered).
-pub const DROP_REASONS: [&str; 11] = [
-    "stale",
-    "invalid",
-    "spoofed",
-    "from_future",
-    "superseded",
-    "write_failed",
-    "unroutable",
-    "stale_in_retry",
-    "document_too_large",
-    "document_malformed",
-    "document_refused",
-];
-
-/// Every reason the writer holds the stream (see `sink::refusal::Cause`).
-pub const HOLD_REASONS: [&str; 5] = [
-    "unauthorized",
-    "container_missing",
-    "patch_unsupported",
-    "request_refused",
-    "unavailable",
-];
+/// One label whose values are a [`DropReason`], [`HoldReason`] or [`DocumentKind`].
+type Typed<T> = [(&'static str, T); 1];
 
 /// A change of this replica's ownership of an Event Hubs partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +65,8 @@ impl OwnershipChange {
 pub struct Metrics {
     registry: Registry,
     received: Counter,
-    written: Family<Label, Counter>,
-    dropped: Family<Label, Counter>,
+    written: Family<Typed<DocumentKind>, Counter>,
+    dropped: Family<Typed<DropReason>, Counter>,
     invalid: Family<Label, Counter>,
     lateness_enqueued: BucketHistogram,
     lateness_device: BucketHistogram,
@@ -101,9 +80,9 @@ pub struct Metrics {
     queue_bytes: Gauge,
     queue_bytes_peak: Gauge,
     queue_budget: Gauge,
-    blocked: Family<Label, Gauge>,
-    holds: Family<Label, Counter>,
-    history_dropped: Family<Label, Counter>,
+    blocked: Family<Typed<HoldReason>, Gauge>,
+    holds: Family<Typed<HoldReason>, Counter>,
+    history_dropped: Family<Typed<DropReason>, Counter>,
     fallback: Gauge,
     ready_gauge: Gauge,
     live_gauge: Gauge,
@@ -182,15 +161,15 @@ impl Metrics {
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
-        for reason in HOLD_REASONS {
-            let _ = m.blocked.get_or_create(&label("reason", reason));
-            let _ = m.holds.get_or_create(&label("reason", reason));
+        for reason in HoldReason::ALL {
+            let _ = m.blocked.get_or_create(&[("reason", reason)]);
+            let _ = m.holds.get_or_create(&[("reason", reason)]);
         }
-        for reason in DROP_REASONS {
-            let _ = m.dropped.get_or_create(&label("reason", reason));
+        for reason in DropReason::ALL {
+            let _ = m.dropped.get_or_create(&[("reason", reason)]);
         }
-        for kind in ["latest", "history"] {
-            let _ = m.written.get_or_create(&label("kind", kind));
+        for kind in DocumentKind::ALL {
+            let _ = m.written.get_or_create(&[("kind", kind)]);
         }
         let r = &mut m.registry;
         r.register(
@@ -357,38 +336,38 @@ impl Metrics {
             .set(events);
     }
 
-    /// Holds the stream for `reason` (one of [`HOLD_REASONS`]), or resumes with `None`.
-    pub fn set_blocked(&self, reason: Option<&'static str>) {
-        for r in HOLD_REASONS {
+    /// Holds the stream for `reason`, or resumes with `None`.
+    pub fn set_blocked(&self, reason: Option<HoldReason>) {
+        for r in HoldReason::ALL {
             let value = i64::from(reason == Some(r));
-            self.blocked.get_or_create(&label("reason", r)).set(value);
+            self.blocked.get_or_create(&[("reason", r)]).set(value);
         }
     }
 
     /// The writer began to hold the stream for `reason`.
-    pub fn hold_started(&self, reason: &'static str) {
-        self.holds.get_or_create(&label("reason", reason)).inc();
+    pub fn hold_started(&self, reason: HoldReason) {
+        self.holds.get_or_create(&[("reason", reason)]).inc();
     }
 
     /// Times the writer began to hold the stream, all reasons.
     pub fn holds(&self) -> u64 {
-        HOLD_REASONS
+        HoldReason::ALL
             .into_iter()
-            .map(|r| self.holds.get_or_create(&label("reason", r)).get())
+            .map(|r| self.holds.get_or_create(&[("reason", r)]).get())
             .sum()
     }
 
     /// Why the stream is held, if it is.
-    pub fn blocked(&self) -> Option<&'static str> {
-        HOLD_REASONS
+    pub fn blocked(&self) -> Option<HoldReason> {
+        HoldReason::ALL
             .into_iter()
-            .find(|r| self.blocked.get_or_create(&label("reason", *r)).get() == 1)
+            .find(|r| self.blocked.get_or_create(&[("reason", *r)]).get() == 1)
     }
 
-    /// One history document not written, for `reason` (a drop reason).
-    pub fn history_dropped(&self, reason: &'static str) {
+    /// One history document not written, for `reason`.
+    pub fn history_dropped(&self, reason: DropReason) {
         self.history_dropped
-            .get_or_create(&label("reason", reason))
+            .get_or_create(&[("reason", reason)])
             .inc();
     }
 
@@ -402,14 +381,14 @@ impl Metrics {
         self.received.inc();
     }
 
-    /// One document of `kind` (`latest`, `history`) written.
-    pub fn written(&self, kind: &'static str) {
-        self.written.get_or_create(&label("kind", kind)).inc();
+    /// One document of `kind` written.
+    pub fn written(&self, kind: DocumentKind) {
+        self.written.get_or_create(&[("kind", kind)]).inc();
     }
 
-    /// One message dropped for `reason` (one of [`DROP_REASONS`]).
-    pub fn dropped(&self, reason: &'static str) {
-        self.dropped.get_or_create(&label("reason", reason)).inc();
+    /// One message dropped for `reason`.
+    pub fn dropped(&self, reason: DropReason) {
+        self.dropped.get_or_create(&[("reason", reason)]).inc();
     }
 
     /// One message invalid for the validation reason `reason`.
@@ -496,23 +475,22 @@ impl Metrics {
 
     /// The counts, read back.
     pub fn counts(&self) -> Counts {
-        let kind = |k: &str| self.written.get_or_create(&label("kind", k)).get();
+        let kind = |k| self.written.get_or_create(&[("kind", k)]).get();
+        let dropped = |family: &Family<Typed<DropReason>, Counter>, r| {
+            family.get_or_create(&[("reason", r)]).get()
+        };
         Counts {
             received: self.received.get(),
-            written: kind("latest"),
-            history_written: kind("history"),
-            dropped: DROP_REASONS
-                .iter()
-                .map(|r| (*r, self.dropped.get_or_create(&label("reason", *r)).get()))
+            written: kind(DocumentKind::Latest),
+            history_written: kind(DocumentKind::History),
+            dropped: DropReason::ALL
+                .into_iter()
+                .map(|r| (r, dropped(&self.dropped, r)))
                 .collect(),
             in_flight: self.in_flight.get(),
-            history_dropped: DROP_REASONS
-                .iter()
-                .map(|r| {
-                    self.history_dropped
-                        .get_or_create(&label("reason", *r))
-                        .get()
-                })
+            history_dropped: DropReason::ALL
+                .into_iter()
+                .map(|r| dropped(&self.history_dropped, r))
                 .sum(),
             read_again: self
                 .partitions

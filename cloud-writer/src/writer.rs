@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{CosmosSettings, NewestWins, SourceSpec, WriterConfig};
 use crate::metrics::server::{self, ServeSettings};
-use crate::metrics::{Counts, Metrics};
+use crate::metrics::{Counts, DropReason, HoldReason, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::pipeline::{self, PipelineSettings};
 use crate::sink::cosmos::{CosmosSink, SinkSettings};
@@ -112,7 +112,7 @@ pub enum RunError {
     #[error(
         "stopped while holding the stream ({0}): the positions not written were not acknowledged and will be delivered again"
     )]
-    Held(&'static str),
+    Held(HoldReason),
     /// A task panicked.
     #[error("a writer task failed: {0}")]
     Task(String),
@@ -551,18 +551,18 @@ fn log_summary(metrics: &Metrics, since: Option<(&Counts, Duration)>) {
         received = c.received,
         written = c.written,
         history_written = c.history_written,
-        superseded = c.dropped("superseded"),
-        stale = c.dropped("stale"),
-        invalid = c.dropped("invalid"),
-        spoofed = c.dropped("spoofed"),
-        from_future = c.dropped("from_future"),
-        write_failed = c.dropped("write_failed"),
-        stale_in_retry = c.dropped("stale_in_retry"),
-        refused = c.dropped("document_too_large")
-            + c.dropped("document_malformed")
-            + c.dropped("document_refused"),
+        superseded = c.dropped(DropReason::Superseded),
+        stale = c.dropped(DropReason::Stale),
+        invalid = c.dropped(DropReason::Invalid),
+        spoofed = c.dropped(DropReason::Spoofed),
+        from_future = c.dropped(DropReason::FromFuture),
+        write_failed = c.dropped(DropReason::WriteFailed),
+        stale_in_retry = c.dropped(DropReason::StaleInRetry),
+        refused = c.dropped(DropReason::DocumentTooLarge)
+            + c.dropped(DropReason::DocumentMalformed)
+            + c.dropped(DropReason::DocumentRefused),
         history_dropped = c.history_dropped,
-        held = metrics.blocked().unwrap_or("no"),
+        held = metrics.blocked().map_or("no", HoldReason::as_str),
         in_flight = c.in_flight,
         throttled = metrics.throttled_total(),
         received_per_s = rate,

@@ -8,6 +8,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::config::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
@@ -51,7 +52,7 @@ async fn positions_enqueued_in_the_local_hub_are_written() {
     )
     .await;
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.written + counts.dropped(DropReason::Superseded),
         200,
         "{counts:?}"
     );

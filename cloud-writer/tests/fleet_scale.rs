@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use cloud_writer::DropReason;
 use common::replica::{Replica, newest_accepted, terminate, wait_for};
 use common::{container, latest_documents};
 use cosmos_sim::CosmosSim;
@@ -27,7 +28,11 @@ const PROCESSES: usize = 20;
 const INTERVAL: &str = "1s";
 const FLYING: Duration = Duration::from_secs(15);
 /// Outcomes a valid fleet's positions may have.
-const EXPECTED_OUTCOMES: [&str; 3] = ["superseded", "stale", "invalid"];
+const EXPECTED_OUTCOMES: [DropReason; 3] = [
+    DropReason::Superseded,
+    DropReason::Stale,
+    DropReason::Invalid,
+];
 
 /// The edge-agent binary: `EDGE_AGENT_BIN`, or the one cargo builds beside this package's
 /// (`cargo test --workspace` builds both). A binary older than the agent's sources is
@@ -268,7 +273,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     let others: Vec<_> = sum
         .dropped
         .keys()
-        .filter(|r| !EXPECTED_OUTCOMES.contains(&r.as_str()))
+        .filter(|r| !EXPECTED_OUTCOMES.contains(r))
         .collect();
     assert!(others.is_empty(), "unexpected outcomes: {counts:?}");
     assert_eq!(sum.settled(), sum.received, "{counts:?}");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::config::{DurationSetting, NewestWins};
-use cloud_writer::{Counts, Writer};
+use cloud_writer::{Counts, DropReason, HoldReason, Writer};
 use common::*;
 use cosmos_sim::CosmosSim;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
@@ -66,7 +66,7 @@ async fn metrics_text(addr: SocketAddr) -> String {
 /// Waits until the writer holds the stream for `reason`, then checks what holding means:
 /// not ready, the reason in the metrics, positions in flight (not acknowledged) and no
 /// more written while held.
-async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: &str) -> Counts {
+async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -> Counts {
     wait_until(
         "the writer to hold the stream",
         Duration::from_secs(30),
@@ -98,7 +98,11 @@ async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: &str) -> Counts {
     assert_eq!(later.written, held.written, "written while held: {later:?}");
     // (The pipeline still judges a batch it had taken: invalid, spoofed, late and
     // coalesced-away messages are counted, their acknowledgements wait in order.)
-    for reason in ["write_failed", "stale_in_retry", "document_refused"] {
+    for reason in [
+        DropReason::WriteFailed,
+        DropReason::StaleInRetry,
+        DropReason::DocumentRefused,
+    ] {
         assert_eq!(
             later.dropped(reason),
             held.dropped(reason),
@@ -161,14 +165,14 @@ async fn hold_mid_stream(
     writer: &Writer,
     broker: &Mosquitto,
     sim: &CosmosSim,
-    reason: &str,
+    reason: HoldReason,
     refuse: impl FnOnce(),
     cure: impl FnOnce(),
 ) -> (Scenario, Scenario) {
     let now = Utc::now();
     let first = scenario(200, 3, now - TimeDelta::seconds(30));
     let counts = publish_and_finish(writer, broker, "fleet-1", &first, 0).await;
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0, "{counts:?}");
 
     refuse();
     let second = scenario(200, 3, now);
@@ -191,14 +195,14 @@ async fn hold_mid_stream(
     assert!(writer.metrics().is_ready());
     // The only drops are the messages' own (and positions superseded by newer ones).
     let own = [
-        ("stale", first.stale + second.stale),
-        ("invalid", first.invalid + second.invalid),
-        ("spoofed", first.spoofed + second.spoofed),
+        (DropReason::Stale, first.stale + second.stale),
+        (DropReason::Invalid, first.invalid + second.invalid),
+        (DropReason::Spoofed, first.spoofed + second.spoofed),
     ];
     for (reason, expected) in own {
         assert_eq!(counts.dropped(reason), expected, "{reason}: {counts:?}");
     }
-    let superseded = counts.dropped("superseded");
+    let superseded = counts.dropped(DropReason::Superseded);
     assert_eq!(
         counts.finished(),
         counts.written + superseded + own.iter().map(|(_, n)| n).sum::<u64>(),
@@ -216,7 +220,7 @@ async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
         &writer,
         &broker,
         &sim,
-        "container_missing",
+        HoldReason::ContainerMissing,
         || sim.delete_container("telemetry", "recreated").unwrap(),
         || {
             sim.create_container("telemetry", "recreated", "/deviceId")
@@ -243,7 +247,7 @@ async fn cosmos_unavailable_mid_stream_holds_the_stream_and_resumes_by_itself() 
         &writer,
         &broker,
         &sim,
-        "unavailable",
+        HoldReason::Unavailable,
         || sim.set_error_rate_503(1.0),
         || sim.set_error_rate_503(0.0),
     )
@@ -272,7 +276,7 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
         &writer,
         &broker,
         &sim,
-        "unauthorized",
+        HoldReason::Unauthorized,
         || sim.rotate_key(ROTATED).unwrap(),
         || std::fs::write(&key_file, ROTATED).unwrap(),
     )
@@ -321,7 +325,7 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
         "the writer to hold the stream",
         Duration::from_secs(30),
         || writer.metrics().blocked(),
-        |b| *b == Some("unauthorized"),
+        |b| *b == Some(HoldReason::Unauthorized),
     )
     .await;
     // Held until the positions are past STALE_AFTER.
@@ -335,8 +339,8 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     .await;
     std::fs::write(&key_file, ROTATED).unwrap();
     let counts = wait_final(&writer, 20).await;
-    assert_eq!(counts.dropped("stale_in_retry"), 20, "{counts:?}");
-    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::StaleInRetry), 20, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
     assert_eq!(counts.history_dropped, 20, "{counts:?}");
     assert_eq!(counts.written, 0, "{counts:?}");
     let text = writer.metrics().render();
@@ -358,11 +362,14 @@ async fn stopping_while_held_acknowledges_nothing_and_says_so() {
     sim.rotate_key(ROTATED).unwrap();
     let s = scenario(50, 2, Utc::now());
     publish(broker.port(), "fleet-stop", &s.messages).await;
-    assert_held(&writer, &sim, "unauthorized").await;
+    assert_held(&writer, &sim, HoldReason::Unauthorized).await;
     writer.shutdown();
     let error = writer.wait().await.unwrap_err();
     assert!(
-        matches!(error, cloud_writer::RunError::Held("unauthorized")),
+        matches!(
+            error,
+            cloud_writer::RunError::Held(HoldReason::Unauthorized)
+        ),
         "{error}"
     );
 }
@@ -416,7 +423,7 @@ async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
         "the writer to hold the stream",
         Duration::from_secs(60),
         || writer.metrics().blocked(),
-        |b| *b == Some("unavailable"),
+        |b| *b == Some(HoldReason::Unavailable),
     )
     .await;
     let held = writer.counts();
@@ -429,7 +436,7 @@ async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
         let counts = writer.counts();
         assert_eq!(
             writer.metrics().blocked(),
-            Some("unavailable"),
+            Some(HoldReason::Unavailable),
             "the hold ended while Cosmos DB was down, {:?} in: {counts:?}",
             began.elapsed()
         );
@@ -437,7 +444,8 @@ async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
             counts.written, held.written,
             "written while held: {counts:?}"
         );
-        let turned_stale = counts.dropped("stale_in_retry") > held.dropped("stale_in_retry");
+        let turned_stale =
+            counts.dropped(DropReason::StaleInRetry) > held.dropped(DropReason::StaleInRetry);
         if turned_stale && began.elapsed() >= STALE_AFTER * 5 {
             break counts;
         }
@@ -479,11 +487,15 @@ async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
     assert_eq!(writer.metrics().holds(), 1, "{counts:?}");
     assert_eq!(writer.metrics().blocked(), None);
     assert!(writer.metrics().is_ready());
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
-    let accounted = ["superseded", "stale", "stale_in_retry"]
-        .iter()
-        .map(|r| counts.dropped(r))
-        .sum::<u64>();
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0, "{counts:?}");
+    let accounted = [
+        DropReason::Superseded,
+        DropReason::Stale,
+        DropReason::StaleInRetry,
+    ]
+    .into_iter()
+    .map(|r| counts.dropped(r))
+    .sum::<u64>();
     assert_eq!(
         counts.finished(),
         counts.written + accounted,

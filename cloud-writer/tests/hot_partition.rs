@@ -5,6 +5,7 @@
 mod common;
 
 use chrono::{Duration as ChronoDuration, Utc};
+use cloud_writer::DropReason;
 use cloud_writer::{StartError, Writer};
 use common::*;
 use cosmos::PartitionKey;
@@ -80,13 +81,13 @@ async fn forced_writer_puts_every_document_in_the_one_undefined_partition() {
             "every position of the round written",
             Duration::from_secs(90),
             || writer.counts(),
-            |c| c.written + c.dropped("superseded") >= target && c.in_flight == 0,
+            |c| c.written + c.dropped(DropReason::Superseded) >= target && c.in_flight == 0,
         )
         .await;
     }
     let counts = writer.counts();
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
-    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
 
     // One physical partition, the undefined key's, holds every document and took every
     // throttle; the others hold nothing.

@@ -5,6 +5,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::source::mqtt::{MqttSettings, MqttSource};
 use common::*;
 use cosmos_sim::CosmosSim;
@@ -34,14 +35,14 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     )
     .await;
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.written + counts.dropped(DropReason::Superseded),
         s.fresh,
         "{counts:?}"
     );
-    assert_eq!(counts.dropped("stale"), s.stale);
-    assert_eq!(counts.dropped("invalid"), s.invalid);
-    assert_eq!(counts.dropped("spoofed"), s.spoofed);
-    assert_eq!(counts.dropped("write_failed"), 0);
+    assert_eq!(counts.dropped(DropReason::Stale), s.stale);
+    assert_eq!(counts.dropped(DropReason::Invalid), s.invalid);
+    assert_eq!(counts.dropped(DropReason::Spoofed), s.spoofed);
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
     assert!(writer.metrics().invalid_count("json") > 0);
     assert!(writer.metrics().invalid_count("latitude") > 0);
 
@@ -124,7 +125,7 @@ async fn broker_restart_mid_stream_loses_nothing() {
     )
     .await;
     assert!(counts.finished() >= s.messages.len() as u64, "{counts:?}");
-    assert_eq!(counts.dropped("write_failed"), 0);
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
     assert_newest(&latest_documents(&container).await, &s.expected);
     writer.shutdown();
     writer.wait().await.unwrap();
@@ -157,8 +158,8 @@ async fn ru_budget_far_below_the_offered_rate_throttles_per_range_but_loses_noth
         |c| c.written == 1_500 && c.in_flight == 0,
     )
     .await;
-    assert_eq!(counts.dropped("stale"), 0);
-    assert_eq!(counts.dropped("write_failed"), 0);
+    assert_eq!(counts.dropped(DropReason::Stale), 0);
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
     let text = writer.metrics().render();
     let throttled_ranges = text
         .lines()
@@ -349,7 +350,7 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     .await;
     // A held write the client timed out and sent again finds its position there already.
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.written + counts.dropped(DropReason::Superseded),
         total,
         "{counts:?}"
     );

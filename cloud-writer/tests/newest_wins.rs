@@ -20,6 +20,7 @@ use cloud_writer::sink::cosmos::{CosmosSink, SinkSettings};
 use cloud_writer::sink::encode::Encoder;
 use cloud_writer::source::Ack;
 use cloud_writer::writer::{bulk_config, cosmos_client, open_container};
+use cloud_writer::{DropReason, HoldReason};
 use common::*;
 use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
@@ -131,11 +132,11 @@ async fn in_flight_together(mode: NewestWins) {
     sink.close().await;
     let counts = metrics.counts();
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.written + counts.dropped(DropReason::Superseded),
         3 * n,
         "{counts:?}"
     );
-    assert_eq!(counts.dropped("write_failed"), 0);
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
     for (device, _) in &orders {
         assert_eq!(stored_seq(&fixture.container, device).await, n, "{device}");
     }
@@ -163,7 +164,7 @@ async fn replay_after_restart(mode: NewestWins) {
     second.close().await;
     let counts = metrics.counts();
     assert_eq!(counts.written, 0, "{counts:?}");
-    assert_eq!(counts.dropped("superseded"), 91);
+    assert_eq!(counts.dropped(DropReason::Superseded), 91);
     for d in 0..10 {
         assert_eq!(stored_seq(&fixture.container, &format!("d{d}")).await, 10);
     }
@@ -188,10 +189,16 @@ async fn two_replicas(mode: NewestWins) {
     tokio::join!(feed(a, true), feed(b, false));
     let (ca, cb) = (ma.counts(), mb.counts());
     assert_eq!(
-        ca.written + cb.written + ca.dropped("superseded") + cb.dropped("superseded"),
+        ca.written
+            + cb.written
+            + ca.dropped(DropReason::Superseded)
+            + cb.dropped(DropReason::Superseded),
         150
     );
-    assert_eq!(ca.dropped("write_failed") + cb.dropped("write_failed"), 0);
+    assert_eq!(
+        ca.dropped(DropReason::WriteFailed) + cb.dropped(DropReason::WriteFailed),
+        0
+    );
     for d in 0..5 {
         assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 30);
     }
@@ -229,10 +236,10 @@ async fn offline_buffer_newest_first(mode: NewestWins) {
     sink.close().await;
     let counts = metrics.counts();
     assert_eq!(counts.written, 1, "{counts:?}");
-    assert_eq!(counts.dropped("superseded"), 6);
+    assert_eq!(counts.dropped(DropReason::Superseded), 6);
     let counts = restarted_metrics.counts();
     assert_eq!(counts.written, 0, "{counts:?}");
-    assert_eq!(counts.dropped("superseded"), 3);
+    assert_eq!(counts.dropped(DropReason::Superseded), 3);
     assert_eq!(stored_seq(&fixture.container, "buffered").await, 40);
 }
 
@@ -364,7 +371,7 @@ async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
         "the refused Replace to hold the stream",
         Duration::from_secs(10),
         || metrics.blocked(),
-        |b| *b == Some("unauthorized"),
+        |b| *b == Some(HoldReason::Unauthorized),
     )
     .await;
     assert!(!metrics.is_ready());
@@ -386,8 +393,8 @@ async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
     sink.wait_idle().await;
     assert_eq!(metrics.blocked(), None);
     let counts = metrics.counts();
-    assert_eq!(counts.dropped("superseded"), 1, "{counts:?}");
-    assert_eq!(counts.dropped("write_failed"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::Superseded), 1, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0, "{counts:?}");
     assert_eq!(
         stored_seq(&other, "d").await,
         5,

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::config::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
@@ -463,7 +464,7 @@ async fn dashboard_and_alert_rules_query_only_metrics_the_writer_exports() {
         "the positions to be written",
         Duration::from_secs(90),
         || writer.counts(),
-        |c| c.written == drones as u64 && c.dropped("invalid") == 1 && c.in_flight == 0,
+        |c| c.written == drones as u64 && c.dropped(DropReason::Invalid) == 1 && c.in_flight == 0,
     )
     .await;
     assert!(

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::Counts;
+use cloud_writer::DropReason;
 use common::*;
 use cosmos_sim::CosmosSim;
 use serde_json::Value;
@@ -62,12 +63,24 @@ async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream
     let counts = wait_final(&writer, total).await;
 
     // Counted by its reason, and nothing else dropped but the fleet's own bad messages.
-    assert_eq!(counts.dropped("document_too_large"), 1, "{counts:?}");
-    assert_eq!(counts.dropped("stale"), fleet.stale, "{counts:?}");
-    assert_eq!(counts.dropped("invalid"), fleet.invalid, "{counts:?}");
-    assert_eq!(counts.dropped("spoofed"), fleet.spoofed, "{counts:?}");
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.dropped(DropReason::DocumentTooLarge),
+        1,
+        "{counts:?}"
+    );
+    assert_eq!(counts.dropped(DropReason::Stale), fleet.stale, "{counts:?}");
+    assert_eq!(
+        counts.dropped(DropReason::Invalid),
+        fleet.invalid,
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.dropped(DropReason::Spoofed),
+        fleet.spoofed,
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.written + counts.dropped(DropReason::Superseded),
         fleet.fresh,
         "{counts:?}"
     );
@@ -84,7 +97,7 @@ async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream
         .collect();
     let refused_lines: Vec<&Value> = lines
         .iter()
-        .filter(|l| l["reason"] == "document_too_large")
+        .filter(|l| l["reason"] == DropReason::DocumentTooLarge.as_str())
         .collect();
     assert_eq!(refused_lines.len(), 1, "{lines:?}");
     assert_eq!(refused_lines[0]["identity"], refused.as_str());
@@ -122,7 +135,11 @@ async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream
     )
     .await;
     assert_eq!(counts.received, 1, "delivered again: {counts:?}");
-    assert_eq!(counts.dropped("document_too_large"), 1, "{counts:?}");
+    assert_eq!(
+        counts.dropped(DropReason::DocumentTooLarge),
+        1,
+        "{counts:?}"
+    );
     writer.shutdown();
     writer.wait().await.unwrap();
 }

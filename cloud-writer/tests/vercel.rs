@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
+use cloud_writer::DropReason;
 use cloud_writer::config::NewestWins;
 use common::*;
 use test_harness::{CosmosDbServer, Mosquitto};
@@ -42,16 +43,16 @@ async fn run(newest_wins: Option<NewestWins>, name: &str) -> bool {
     )
     .await;
     assert_eq!(
-        counts.written + counts.dropped("superseded"),
+        counts.written + counts.dropped(DropReason::Superseded),
         s.fresh,
         "{counts:?}\n{}",
         server.log()
     );
-    assert_eq!(counts.dropped("stale"), s.stale);
-    assert_eq!(counts.dropped("invalid"), s.invalid);
-    assert_eq!(counts.dropped("spoofed"), s.spoofed);
-    assert_eq!(counts.dropped("write_failed"), 0);
-    assert_eq!(counts.dropped("stale_in_retry"), 0);
+    assert_eq!(counts.dropped(DropReason::Stale), s.stale);
+    assert_eq!(counts.dropped(DropReason::Invalid), s.invalid);
+    assert_eq!(counts.dropped(DropReason::Spoofed), s.spoofed);
+    assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
+    assert_eq!(counts.dropped(DropReason::StaleInRetry), 0);
     let docs = latest_documents(&container(&server.endpoint(), "telemetry", name)).await;
     assert_newest(&docs, &s.expected);
     let fell_back = writer

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use cloud_writer::DropReason;
 use serde::Serialize;
 
 use crate::view::{ReplicaState, bar};
@@ -44,7 +45,7 @@ pub struct DemoReport {
     /// Documents the writer wrote.
     pub written: u64,
     /// Positions dropped, by reason.
-    pub dropped: BTreeMap<String, u64>,
+    pub dropped: BTreeMap<DropReason, u64>,
     /// Requests or operations the writer saw throttled (429).
     pub writer_throttled: u64,
     /// Operations the endpoint answered 429.
@@ -486,7 +487,7 @@ mod tests {
             published: 120_000,
             received: 120_000,
             written: 119_000,
-            dropped: BTreeMap::from([("stale".to_owned(), 1_000)]),
+            dropped: BTreeMap::from([(DropReason::Stale, 1_000)]),
             lateness_p99: Some(0.4),
             partitions_detail: vec![PartitionTotals {
                 range: "0".to_owned(),
@@ -529,7 +530,7 @@ mod tests {
             published: 18,
             received: 20,
             written: 17,
-            dropped: BTreeMap::from([("superseded".to_owned(), 1)]),
+            dropped: BTreeMap::from([(DropReason::Superseded, 1)]),
             abandoned: 2,
             replicas: vec![
                 replica("writer-a", ReplicaState::Running, &["0", "1", "2", "3"]),

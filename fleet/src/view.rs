@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
 
+use cloud_writer::DropReason;
 use serde::Serialize;
 
 /// What the view shows at one instant.
@@ -31,7 +32,7 @@ pub struct Snapshot {
     /// Documents the writer wrote so far.
     pub written: u64,
     /// Positions dropped so far, by reason.
-    pub drops: BTreeMap<String, u64>,
+    pub drops: BTreeMap<DropReason, u64>,
     /// Lateness p50 over the last interval, in seconds.
     pub lateness_p50: Option<f64>,
     /// Lateness p99 over the last interval, in seconds.
@@ -287,7 +288,7 @@ mod tests {
             published: 150_000,
             received: 149_000,
             written: 100_000,
-            drops: BTreeMap::from([("stale".to_owned(), 40_000), ("invalid".to_owned(), 0)]),
+            drops: BTreeMap::from([(DropReason::Stale, 40_000), (DropReason::Invalid, 0)]),
             lateness_p50: Some(0.25),
             lateness_p99: Some(31.04),
             cutoff_secs: 30.0,
@@ -374,7 +375,7 @@ mod tests {
         );
         // Zero counts are not listed.
         assert!(text.contains("drops     stale 40000   429s 321"), "{text}");
-        assert!(!text.contains("invalid"), "{text}");
+        assert!(!text.contains(DropReason::Invalid.as_str()), "{text}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use cloud_writer::{DropReason, UnknownDropReason};
 use serde::Serialize;
 
 use crate::prom::{self, Scrape};
@@ -40,7 +41,7 @@ pub struct WriterFigures {
     /// Documents written.
     pub written: u64,
     /// Positions dropped, by reason.
-    pub dropped: BTreeMap<String, u64>,
+    pub dropped: BTreeMap<DropReason, u64>,
     /// Throttled requests (429).
     pub throttled: u64,
     /// Request units consumed per partition key range (the heat map).
@@ -52,18 +53,19 @@ pub struct WriterFigures {
 }
 
 impl WriterFigures {
-    /// The figures of the interval from `before` to `after`.
-    pub fn between(before: &Scrape, after: &Scrape) -> WriterFigures {
+    /// The figures of the interval from `before` to `after`; an error when `after` names
+    /// a drop reason this build does not know (a writer of another version).
+    pub fn between(before: &Scrape, after: &Scrape) -> Result<WriterFigures, UnknownDropReason> {
         let delta = |name: &str| (after.sum(name, &[]) - before.sum(name, &[])).max(0.0) as u64;
         let old_drops = before.by_label(names::DROPPED, "reason");
         let dropped = after
             .by_label(names::DROPPED, "reason")
             .into_iter()
-            .map(|(reason, n)| {
-                let old = old_drops.get(&reason).copied().unwrap_or(0.0);
-                (reason, (n - old).max(0.0) as u64)
+            .map(|(label, n)| {
+                let old = old_drops.get(&label).copied().unwrap_or(0.0);
+                Ok((label.parse()?, (n - old).max(0.0) as u64))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let old_ru = before.by_label(names::REQUEST_UNITS, "range");
         let ru_per_range = after
             .by_label(names::REQUEST_UNITS, "range")
@@ -77,7 +79,7 @@ impl WriterFigures {
             &after.buckets(names::LATENESS),
             &before.buckets(names::LATENESS),
         );
-        WriterFigures {
+        Ok(WriterFigures {
             received: delta(names::RECEIVED),
             written: delta(names::WRITTEN),
             dropped,
@@ -85,7 +87,7 @@ impl WriterFigures {
             ru_per_range,
             lateness_p50: prom::quantile(&lateness, 0.50),
             lateness_p99: prom::quantile(&lateness, 0.99),
-        }
+        })
     }
 
     /// Positions with a final outcome (written or dropped).
@@ -156,6 +158,15 @@ pub enum ScrapeError {
         #[source]
         source: prom::ParseError,
     },
+    /// The metrics name a drop reason this build does not know.
+    #[error("the writer's metrics at {url} are of another version: {source}")]
+    Reason {
+        /// The endpoint.
+        url: String,
+        /// The unknown reason.
+        #[source]
+        source: UnknownDropReason,
+    },
 }
 
 /// Reads a writer's metrics endpoint over HTTP.
@@ -206,14 +217,20 @@ impl WriterScraper {
         timeout: Duration,
     ) -> Result<WriterFigures, ScrapeError> {
         let deadline = Instant::now() + timeout;
-        let mut last = WriterFigures::between(before, &self.scrape().await?);
+        let figures = |after: &Scrape| {
+            WriterFigures::between(before, after).map_err(|source| ScrapeError::Reason {
+                url: self.url.clone(),
+                source,
+            })
+        };
+        let mut last = figures(&self.scrape().await?)?;
         let mut unchanged_since = Instant::now();
         while last.settled() < expected
             && Instant::now() < deadline
             && unchanged_since.elapsed() < Duration::from_secs(2)
         {
             tokio::time::sleep(Duration::from_millis(250)).await;
-            let now = WriterFigures::between(before, &self.scrape().await?);
+            let now = figures(&self.scrape().await?)?;
             if now != last {
                 unchanged_since = Instant::now();
             }
@@ -249,18 +266,18 @@ mod tests {
              cloud_writer_lateness_device_to_written_seconds_bucket{le=\"+Inf\"} 300\n",
         )
         .unwrap();
-        let figures = WriterFigures::between(&before, &after);
+        let figures = WriterFigures::between(&before, &after).unwrap();
         assert_eq!(figures.received, 200);
         assert_eq!(figures.written, 160);
-        assert_eq!(figures.dropped["stale"], 40);
-        assert_eq!(figures.dropped["invalid"], 2);
+        assert_eq!(figures.dropped[&DropReason::Stale], 40);
+        assert_eq!(figures.dropped[&DropReason::Invalid], 2);
         assert_eq!(figures.throttled, 7);
         assert_eq!(figures.settled(), 202);
         // Every position of the interval was over 1 s late: the quantile says so.
         assert_eq!(figures.lateness_p50, Some(1.0));
         assert_eq!(figures.ru_per_range["0"], 700.5);
         let text = figures.lines().join("\n");
-        assert!(text.contains("dropped invalid 2, stale 40"), "{text}");
+        assert!(text.contains("dropped stale 40, invalid 2"), "{text}");
         assert!(text.contains("range: 0: 700, 1: 300"), "{text}");
     }
 }

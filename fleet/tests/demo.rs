@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use cloud_writer::DropReason;
 use fleet::demo::{self, DemoConfig, HubKind, Output, Scenario};
 use fleet::report::DemoReport;
 use tokio_util::sync::CancellationToken;
@@ -108,7 +109,12 @@ async fn a_killed_replicas_partitions_move_to_the_other_and_nothing_is_lost() {
     assert_eq!(finished + report.abandoned, report.received, "{text}");
     for reason in report.dropped.keys() {
         assert!(
-            ["superseded", "stale", "invalid"].contains(&reason.as_str()),
+            [
+                DropReason::Superseded,
+                DropReason::Stale,
+                DropReason::Invalid
+            ]
+            .contains(reason),
             "{text}"
         );
     }
@@ -130,7 +136,12 @@ fn check_bulk_report(report: DemoReport) {
         report.received
     );
     assert!(report.written > 0);
-    assert_eq!(report.dropped.get("stale"), None, "{:?}", report.dropped);
+    assert_eq!(
+        report.dropped.get(&DropReason::Stale),
+        None,
+        "{:?}",
+        report.dropped
+    );
     assert_eq!(report.endpoint_throttled, 0);
     assert!(!report.timeline.is_empty());
     // Every partition got documents (40 keys over 4 ranges), one per drone in total.

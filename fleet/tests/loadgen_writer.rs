@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cloud_writer::Writer;
+use cloud_writer::{DropReason, Writer};
 use cosmos_sim::CosmosSim;
 use fleet::broker::{Broker, BrokerKind};
 use fleet::demo::{self, DemoConfig};
@@ -48,7 +48,14 @@ async fn loadgen_reports_what_the_writer_received_and_wrote() {
     assert_eq!(figures.received, 300);
     assert_eq!(figures.settled(), 300, "{figures:?}");
     assert!(figures.written > 0);
-    assert_eq!(figures.dropped.get("stale").copied().unwrap_or(0), 0);
+    assert_eq!(
+        figures
+            .dropped
+            .get(&DropReason::Stale)
+            .copied()
+            .unwrap_or(0),
+        0
+    );
     assert_eq!(figures.throttled, 0);
     // The heat map from the writer's side: both ranges of the container were written.
     assert_eq!(figures.ru_per_range.len(), 2, "{:?}", figures.ru_per_range);

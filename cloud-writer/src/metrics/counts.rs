@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use super::DropReason;
+
 /// Counts read back from [`Metrics`], for tests, the summary line and the import report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
@@ -13,7 +15,7 @@ pub struct Counts {
     /// History documents written.
     pub history_written: u64,
     /// Messages dropped, by reason.
-    pub dropped: BTreeMap<&'static str, u64>,
+    pub dropped: BTreeMap<DropReason, u64>,
     /// Positions being written.
     pub in_flight: i64,
     /// History documents not written (refused, or stale while retried).
@@ -25,8 +27,8 @@ pub struct Counts {
 
 impl Counts {
     /// Dropped for `reason`.
-    pub fn dropped(&self, reason: &str) -> u64 {
-        self.dropped.get(reason).copied().unwrap_or(0)
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped.get(&reason).copied().unwrap_or(0)
     }
 
     /// Messages with a final outcome: written, or dropped for any reason.

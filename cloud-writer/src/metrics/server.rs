@@ -164,6 +164,7 @@ mod tests {
     use tokio::net::TcpStream;
 
     use super::*;
+    use crate::metrics::{DocumentKind, HoldReason};
 
     async fn start(settings: ServeSettings) -> (SocketAddr, Arc<Metrics>, CancellationToken) {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -204,7 +205,7 @@ mod tests {
         assert!(get(addr, "/healthz").await.contains("200"));
         metrics.set_in_flight(1);
         assert!(get(addr, "/healthz").await.contains("503"));
-        metrics.written("latest");
+        metrics.written(DocumentKind::Latest);
         assert!(get(addr, "/healthz").await.contains("200"));
         assert!(get(addr, "/healthz").await.contains("503"));
         metrics.set_in_flight(0);
@@ -234,7 +235,7 @@ mod tests {
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 1\n"), "{text}");
         assert!(get(addr, "/readyz").await.contains("200"));
-        metrics.set_blocked(Some("unavailable"));
+        metrics.set_blocked(Some(HoldReason::Unavailable));
         metrics.set_in_flight(1);
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");

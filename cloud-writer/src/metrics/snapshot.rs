@@ -48,7 +48,7 @@ impl Snapshot {
             c.history_dropped += s.counts.history_dropped;
             c.read_again += s.counts.read_again;
             for (reason, n) in &s.counts.dropped {
-                *c.dropped.entry(reason).or_default() += n;
+                *c.dropped.entry(*reason).or_default() += n;
             }
             total.throttled += s.throttled;
             if total.lateness_device.is_empty() {
@@ -65,7 +65,7 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Metrics;
+    use super::super::{DocumentKind, DropReason, Metrics};
     use super::*;
     use std::time::Duration;
 
@@ -74,8 +74,8 @@ mod tests {
         let m = Metrics::new();
         m.received();
         m.received();
-        m.written("latest");
-        m.dropped("stale");
+        m.written(DocumentKind::Latest);
+        m.dropped(DropReason::Stale);
         m.set_throttled("0", 3);
         m.set_throttled("1", 2);
         m.set_partition_owned("2", true);
@@ -86,7 +86,7 @@ mod tests {
         m.lateness(Duration::ZERO, Duration::from_millis(40));
         let s = m.snapshot();
         assert_eq!((s.counts.received, s.counts.written), (2, 1));
-        assert_eq!(s.counts.dropped("stale"), 1);
+        assert_eq!(s.counts.dropped(DropReason::Stale), 1);
         assert_eq!(s.throttled, 5);
         assert_eq!(s.owned_partitions(), ["2"]);
         assert!(!s.partitions_owned["0"]);
@@ -100,7 +100,7 @@ mod tests {
 
         let both = Snapshot::sum([&s, &s]);
         assert_eq!((both.counts.received, both.throttled), (4, 10));
-        assert_eq!(both.counts.dropped("stale"), 2);
+        assert_eq!(both.counts.dropped(DropReason::Stale), 2);
         assert_eq!(both.counts.read_again, 2);
         assert_eq!(both.lateness_device.last(), Some(&(f64::INFINITY, 2)));
         assert!(both.partitions_owned.is_empty());

@@ -6,8 +6,8 @@ use super::*;
 fn exposition_names_every_metric() {
     let m = Metrics::new();
     m.received();
-    m.written("latest");
-    m.dropped("stale");
+    m.written(DocumentKind::Latest);
+    m.dropped(DropReason::Stale);
     m.invalid("json");
     m.cosmos_op(429, 3200);
     m.request_units("0", 5.5);
@@ -56,12 +56,12 @@ fn liveness_fails_without_progress_while_work_is_pending_and_recovers() {
     assert!(m.is_live_at(stall, at(60)));
     // Work pending, no outcome: live until the stall time has passed.
     m.set_in_flight(3);
-    m.written("latest");
+    m.written(DocumentKind::Latest);
     assert!(m.is_live_at(stall, at(60)));
     assert!(m.is_live_at(stall, at(64)));
     assert!(!m.is_live_at(stall, at(66)));
     // An outcome: live again, and the stall is measured from it.
-    m.dropped("stale");
+    m.dropped(DropReason::Stale);
     assert!(m.is_live_at(stall, at(70)));
     assert!(m.is_live_at(stall, at(74)));
     assert!(!m.is_live_at(stall, at(76)));

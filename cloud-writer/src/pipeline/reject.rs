@@ -11,7 +11,7 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::validate::Rejection;
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
 
 /// Longest payload excerpt logged or dead-lettered, in bytes.
 pub const EXCERPT_BYTES: usize = 160;
@@ -38,7 +38,7 @@ struct Limiter {
 #[derive(Serialize)]
 struct DeadLetter<'a> {
     time: String,
-    reason: &'static str,
+    reason: DropReason,
     detail: String,
     identity: &'a str,
     /// The payload's first bytes, as lossy UTF-8.
@@ -89,7 +89,7 @@ impl Rejects {
         if self.may_log() {
             tracing::warn!(
                 device = identity,
-                reason,
+                reason = reason.as_str(),
                 detail = %rejection.detail(),
                 excerpt = %excerpt(payload),
                 "message rejected"
@@ -103,19 +103,19 @@ impl Rejects {
     pub fn record_refused(
         &self,
         identity: &str,
-        reason: &'static str,
+        reason: DropReason,
         detail: String,
         payload: &[u8],
     ) {
         self.metrics.dropped(reason);
         if self.may_log() {
-            tracing::warn!(device = identity, reason, %detail, "document refused by Cosmos DB; dead-lettered");
+            tracing::warn!(device = identity, reason = reason.as_str(), %detail, "document refused by Cosmos DB; dead-lettered");
         }
         self.dead_letter(identity, reason, detail, payload);
         self.flush();
     }
 
-    fn dead_letter(&self, identity: &str, reason: &'static str, detail: String, payload: &[u8]) {
+    fn dead_letter(&self, identity: &str, reason: DropReason, detail: String, payload: &[u8]) {
         if let Some(file) = &self.dead_letter {
             let line = DeadLetter {
                 time: Utc::now().to_rfc3339(),
@@ -199,13 +199,13 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0]["reason"], "invalid");
+        assert_eq!(lines[0]["reason"], DropReason::Invalid.as_str());
         assert_eq!(lines[0]["excerpt"].as_str().unwrap().len(), EXCERPT_BYTES);
-        assert_eq!(lines[1]["reason"], "spoofed");
+        assert_eq!(lines[1]["reason"], DropReason::Spoofed.as_str());
         assert_eq!(lines[1]["identity"], "d1");
         let counts = metrics.counts();
-        assert_eq!(counts.dropped("invalid"), 1);
-        assert_eq!(counts.dropped("spoofed"), 1);
+        assert_eq!(counts.dropped(DropReason::Invalid), 1);
+        assert_eq!(counts.dropped(DropReason::Spoofed), 1);
         assert_eq!(metrics.invalid_count("too_large"), 1);
     }
 }

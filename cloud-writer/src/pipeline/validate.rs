@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use telemetry::wire::{self, Invalid, Position};
 use telemetry::{Freshness, StalenessPolicy};
 
+use crate::metrics::DropReason;
+
 /// Why a message is not written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rejection {
@@ -29,13 +31,13 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// The drop reason label (see `metrics::DROP_REASONS`).
-    pub fn reason(&self) -> &'static str {
+    /// The drop reason.
+    pub fn reason(&self) -> DropReason {
         match self {
-            Rejection::Invalid(_) => "invalid",
-            Rejection::Spoofed { .. } => "spoofed",
-            Rejection::Stale { .. } => "stale",
-            Rejection::FromFuture { .. } => "from_future",
+            Rejection::Invalid(_) => DropReason::Invalid,
+            Rejection::Spoofed { .. } => DropReason::Spoofed,
+            Rejection::Stale { .. } => DropReason::Stale,
+            Rejection::FromFuture { .. } => DropReason::FromFuture,
         }
     }
 
@@ -115,29 +117,39 @@ mod tests {
     #[test]
     fn each_rejection_has_its_reason() {
         let policy = StalenessPolicy::default();
-        type Case = (&'static str, Vec<u8>, Option<DateTime<Utc>>, &'static str);
+        type Case = (&'static str, Vec<u8>, Option<DateTime<Utc>>, DropReason);
         let cases: [Case; 6] = [
-            ("d1", b"{not json".to_vec(), None, "invalid"),
+            ("d1", b"{not json".to_vec(), None, DropReason::Invalid),
             (
                 "d1",
                 br#"{"v":2,"deviceId":"d1"}"#.to_vec(),
                 None,
-                "invalid",
+                DropReason::Invalid,
             ),
-            ("d1", payload("d2", "2026-11-22T09:19:58Z"), None, "spoofed"),
-            ("d1", payload("d1", "2026-11-22T09:14:59Z"), None, "stale"),
+            (
+                "d1",
+                payload("d2", "2026-11-22T09:19:58Z"),
+                None,
+                DropReason::Spoofed,
+            ),
+            (
+                "d1",
+                payload("d1", "2026-11-22T09:14:59Z"),
+                None,
+                DropReason::Stale,
+            ),
             (
                 "d1",
                 payload("d1", "2026-11-22T09:25:00Z"),
                 None,
-                "from_future",
+                DropReason::FromFuture,
             ),
             // The enqueued time, not the device time, decides staleness.
             (
                 "d1",
                 payload("d1", "2026-11-22T09:19:58Z"),
                 Some("2026-11-22T09:10:00Z".parse().unwrap()),
-                "stale",
+                DropReason::Stale,
             ),
         ];
         for (identity, bytes, enqueued, reason) in cases {

@@ -35,7 +35,7 @@ use futures::future::BoxFuture;
 use netkit::backoff::{Backoff, BackoffConfig};
 use tokio::sync::{mpsc, watch};
 
-use super::refusal::Cause;
+use crate::metrics::HoldReason;
 use crate::metrics::Metrics;
 
 /// The probes' schedule: the first within 250 ms of the hold, the window doubling up to
@@ -60,10 +60,12 @@ pub enum Proof {
 
 impl Proof {
     /// The proof `cause` needs.
-    pub fn of(cause: Cause) -> Proof {
+    pub fn of(cause: HoldReason) -> Proof {
         match cause {
-            Cause::Unauthorized | Cause::ContainerMissing | Cause::Unavailable => Proof::Request,
-            Cause::PatchUnsupported | Cause::RequestRefused => Proof::Write,
+            HoldReason::Unauthorized | HoldReason::ContainerMissing | HoldReason::Unavailable => {
+                Proof::Request
+            }
+            HoldReason::PatchUnsupported | HoldReason::RequestRefused => Proof::Write,
         }
     }
 }
@@ -74,7 +76,7 @@ pub enum ProbeResult {
     /// Writes would be accepted.
     Passed,
     /// Refused again, for this cause.
-    Refused(Cause),
+    Refused(HoldReason),
     /// The probe write ended without telling (it turned stale while sent).
     Inconclusive,
 }
@@ -86,11 +88,11 @@ pub trait Resubmit<T>: Send + Sync + 'static {
     fn resubmit(self: Arc<Self>, item: T, probe: bool) -> BoxFuture<'static, bool>;
 
     /// Called before each probe: e.g. reads the key file again after a 401.
-    fn before_probe(&self, cause: Cause);
+    fn before_probe(&self, cause: HoldReason);
 
     /// A request that proves writes would be accepted for a [`Proof::Request`] cause: `Ok`
     /// when answered, else the cause it was refused for.
-    fn probe(self: Arc<Self>) -> BoxFuture<'static, Result<(), Cause>>;
+    fn probe(self: Arc<Self>) -> BoxFuture<'static, Result<(), HoldReason>>;
 
     /// Gives `item` back while it is fresh; finishes it (dropped as stale, acknowledged,
     /// counted) when it turned stale.
@@ -99,7 +101,7 @@ pub trait Resubmit<T>: Send + Sync + 'static {
 
 /// The hold: the gate, the parked writes and the probe results.
 pub struct Hold<T> {
-    cause: watch::Sender<Option<Cause>>,
+    cause: watch::Sender<Option<HoldReason>>,
     parked: Mutex<VecDeque<T>>,
     probe_results: mpsc::UnboundedSender<ProbeResult>,
     probe_rx: Mutex<Option<mpsc::UnboundedReceiver<ProbeResult>>>,
@@ -129,13 +131,13 @@ impl<T: Send + 'static> Hold<T> {
     }
 
     /// Why the stream is held, if it is.
-    pub fn cause(&self) -> Option<Cause> {
+    pub fn cause(&self) -> Option<HoldReason> {
         *self.cause.borrow()
     }
 
     /// Parks a write refused for `cause`; holds the stream if it is not held yet. A probe's
     /// refusal is its result: the supervisor backs off and probes again.
-    pub fn park(&self, item: T, cause: Cause, probe: bool) {
+    pub fn park(&self, item: T, cause: HoldReason, probe: bool) {
         self.lock().push_back(item);
         let started = self.cause.send_if_modified(|held| {
             let start = held.is_none();
@@ -145,10 +147,10 @@ impl<T: Send + 'static> Hold<T> {
             start
         });
         if started {
-            self.metrics.hold_started(cause.label());
-            self.metrics.set_blocked(Some(cause.label()));
+            self.metrics.hold_started(cause);
+            self.metrics.set_blocked(Some(cause));
             tracing::error!(
-                reason = cause.label(),
+                reason = cause.as_str(),
                 "holding the stream: nothing more is taken or acknowledged until Cosmos DB accepts writes again; {}",
                 cause.remedy()
             );
@@ -196,7 +198,7 @@ impl<T: Send + 'static> Hold<T> {
                         match tokio::time::timeout(PROBE_TIMEOUT, target.clone().probe()).await {
                             Ok(Ok(())) => ProbeResult::Passed,
                             Ok(Err(cause)) => ProbeResult::Refused(cause),
-                            Err(_) => ProbeResult::Refused(Cause::Unavailable),
+                            Err(_) => ProbeResult::Refused(HoldReason::Unavailable),
                         }
                     }
                     Proof::Write => self.probe_write(&target, &mut results, &mut ticks).await,
@@ -211,7 +213,7 @@ impl<T: Send + 'static> Hold<T> {
                     ProbeResult::Inconclusive => {}
                     ProbeResult::Refused(cause) => {
                         self.cause.send_replace(Some(cause));
-                        self.metrics.set_blocked(Some(cause.label()));
+                        self.metrics.set_blocked(Some(cause));
                     }
                 }
             }
@@ -237,7 +239,7 @@ impl<T: Send + 'static> Hold<T> {
         results: &mut mpsc::UnboundedReceiver<ProbeResult>,
         ticks: &mut Ticks,
     ) -> ProbeResult {
-        let cause = self.cause().unwrap_or(Cause::Unavailable);
+        let cause = self.cause().unwrap_or(HoldReason::Unavailable);
         loop {
             let next = self.lock().pop_front();
             let Some(item) = next else {
@@ -258,7 +260,7 @@ impl<T: Send + 'static> Hold<T> {
 
     /// While held: drops the parked writes that turned stale, and logs once per
     /// [`LOG_INTERVAL`].
-    fn tick<R: Resubmit<T>>(&self, target: &R, ticks: &mut Ticks, cause: Cause) {
+    fn tick<R: Resubmit<T>>(&self, target: &R, ticks: &mut Ticks, cause: HoldReason) {
         let parked = {
             let mut parked = self.lock();
             let items = std::mem::take(&mut *parked);
@@ -268,7 +270,7 @@ impl<T: Send + 'static> Hold<T> {
         if ticks.last_log.elapsed() >= LOG_INTERVAL {
             ticks.last_log = Instant::now();
             tracing::error!(
-                reason = cause.label(),
+                reason = cause.as_str(),
                 held_for_s = ticks.started.elapsed().as_secs(),
                 parked,
                 "still holding the stream; {}",

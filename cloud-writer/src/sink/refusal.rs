@@ -7,52 +7,7 @@
 
 use cosmos::{CosmosError, FinalError, OperationType};
 
-/// Why every write would be refused: the writer holds the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// 401/403: the key is wrong, rotated, or lacks the permission.
-    Unauthorized,
-    /// 404 for the request: the database or container does not exist.
-    ContainerMissing,
-    /// A batch with Patch refused as a whole: the server has no Patch in batches.
-    PatchUnsupported,
-    /// Another refusal of the whole request (400 and the like without a malformed body).
-    RequestRefused,
-    /// No answer, 5xx, or transient failures until the retry budget ran out.
-    Unavailable,
-}
-
-impl Cause {
-    /// The metric label (`writer_blocked{reason=...}`).
-    pub fn label(self) -> &'static str {
-        match self {
-            Cause::Unauthorized => "unauthorized",
-            Cause::ContainerMissing => "container_missing",
-            Cause::PatchUnsupported => "patch_unsupported",
-            Cause::RequestRefused => "request_refused",
-            Cause::Unavailable => "unavailable",
-        }
-    }
-
-    /// What fixes it, for the log line.
-    pub fn remedy(self) -> &'static str {
-        match self {
-            Cause::Unauthorized => {
-                "Cosmos DB refuses the account key (401/403): put the account's current key into the file named by COSMOS_KEY_FILE (read again on every refusal), or restart with the right COSMOS_KEY"
-            }
-            Cause::ContainerMissing => {
-                "the database or container (COSMOS_DATABASE, COSMOS_CONTAINER) does not exist: create it again (partition key as COSMOS_PARTITION_KEY_PATH); writing resumes by itself"
-            }
-            Cause::PatchUnsupported => "the server refuses Patch in batches: set NEWEST_WINS=etag",
-            Cause::RequestRefused => {
-                "Cosmos DB refuses the batch requests as a whole: check COSMOS_ENDPOINT points at a Cosmos DB (NoSQL API) account and the server's log"
-            }
-            Cause::Unavailable => {
-                "Cosmos DB does not answer, or fails (5xx, timeouts, connections refused): check COSMOS_ENDPOINT, the network and the service's health"
-            }
-        }
-    }
-}
+use crate::metrics::{DropReason, HoldReason};
 
 /// What an answer means for the position whose operation it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +18,9 @@ pub enum Refusal {
     /// Throttled until the retry budget ran out: submit again.
     Again,
     /// This document is refused: the drop reason (dead-lettered, acknowledged).
-    Document(&'static str),
+    Document(DropReason),
     /// Every write would be refused: hold the stream.
-    Hold(Cause),
+    Hold(HoldReason),
 }
 
 /// Classifies the final outcome of a bulk operation of type `kind`.
@@ -77,18 +32,18 @@ pub fn of_outcome(
 ) -> Refusal {
     match error {
         None => Refusal::None,
-        Some(FinalError::Invalid(_)) => Refusal::Document("document_malformed"),
+        Some(FinalError::Invalid(_)) => Refusal::Document(DropReason::DocumentMalformed),
         Some(FinalError::RetriesExhausted { .. }) if status == 429 => Refusal::Again,
         Some(FinalError::RetriesExhausted { .. } | FinalError::Request(_)) => {
-            Refusal::Hold(Cause::Unavailable)
+            Refusal::Hold(HoldReason::Unavailable)
         }
         Some(FinalError::Ranges(_)) => {
-            of_status(status, true).unwrap_or(Refusal::Hold(Cause::Unavailable))
+            of_status(status, true).unwrap_or(Refusal::Hold(HoldReason::Unavailable))
         }
         Some(FinalError::Rejected) => match (status, whole_request, kind) {
-            (400, true, OperationType::Patch) => Refusal::Hold(Cause::PatchUnsupported),
+            (400, true, OperationType::Patch) => Refusal::Hold(HoldReason::PatchUnsupported),
             // A Create never meets a missing document: its 404 is the container's.
-            (404, false, OperationType::Create) => Refusal::Hold(Cause::ContainerMissing),
+            (404, false, OperationType::Create) => Refusal::Hold(HoldReason::ContainerMissing),
             (404 | 409 | 412, false, _) => Refusal::None,
             _ => of_status(status, whole_request).unwrap_or(Refusal::None),
         },
@@ -99,14 +54,14 @@ pub fn of_outcome(
 pub fn of_error(error: &CosmosError) -> Refusal {
     match error {
         CosmosError::Service(e) => {
-            of_status(e.status, true).unwrap_or(Refusal::Hold(Cause::RequestRefused))
+            of_status(e.status, true).unwrap_or(Refusal::Hold(HoldReason::RequestRefused))
         }
-        CosmosError::Credential(_) => Refusal::Hold(Cause::Unauthorized),
+        CosmosError::Credential(_) => Refusal::Hold(HoldReason::Unauthorized),
         CosmosError::Timeout(_)
         | CosmosError::Transport(_)
         | CosmosError::Decode { .. }
         | CosmosError::Protocol(_)
-        | CosmosError::Config(_) => Refusal::Hold(Cause::Unavailable),
+        | CosmosError::Config(_) => Refusal::Hold(HoldReason::Unavailable),
     }
 }
 
@@ -114,13 +69,15 @@ pub fn of_error(error: &CosmosError) -> Refusal {
 /// handles.
 fn of_status(status: u16, whole_request: bool) -> Option<Refusal> {
     Some(match status {
-        401 | 403 => Refusal::Hold(Cause::Unauthorized),
-        404 if whole_request => Refusal::Hold(Cause::ContainerMissing),
+        401 | 403 => Refusal::Hold(HoldReason::Unauthorized),
+        404 if whole_request => Refusal::Hold(HoldReason::ContainerMissing),
         429 => Refusal::Again,
-        413 => Refusal::Document("document_too_large"),
-        0 | 408 | 449 | 500..=599 => Refusal::Hold(Cause::Unavailable),
-        400..=499 if whole_request => Refusal::Hold(Cause::RequestRefused),
-        400..=499 if !matches!(status, 404 | 409 | 412) => Refusal::Document("document_refused"),
+        413 => Refusal::Document(DropReason::DocumentTooLarge),
+        0 | 408 | 449 | 500..=599 => Refusal::Hold(HoldReason::Unavailable),
+        400..=499 if whole_request => Refusal::Hold(HoldReason::RequestRefused),
+        400..=499 if !matches!(status, 404 | 409 | 412) => {
+            Refusal::Document(DropReason::DocumentRefused)
+        }
         _ => return None,
     })
 }
@@ -128,6 +85,9 @@ fn of_status(status: u16, whole_request: bool) -> Option<Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use HoldReason::{
+        ContainerMissing, PatchUnsupported, RequestRefused, Unauthorized, Unavailable,
+    };
     use OperationType::{Create, Patch, Replace};
 
     fn rejected(kind: OperationType, status: u16, whole: bool) -> Refusal {
@@ -146,20 +106,20 @@ mod tests {
     #[test]
     fn refusals_that_hit_every_write_hold_the_stream() {
         let hold = |c| Refusal::Hold(c);
-        assert_eq!(rejected(Create, 401, true), hold(Cause::Unauthorized));
-        assert_eq!(rejected(Patch, 403, false), hold(Cause::Unauthorized));
-        assert_eq!(rejected(Replace, 404, true), hold(Cause::ContainerMissing));
-        assert_eq!(rejected(Create, 404, false), hold(Cause::ContainerMissing));
-        assert_eq!(rejected(Patch, 400, true), hold(Cause::PatchUnsupported));
-        assert_eq!(rejected(Create, 400, true), hold(Cause::RequestRefused));
-        assert_eq!(rejected(Create, 501, false), hold(Cause::Unavailable));
+        assert_eq!(rejected(Create, 401, true), hold(Unauthorized));
+        assert_eq!(rejected(Patch, 403, false), hold(Unauthorized));
+        assert_eq!(rejected(Replace, 404, true), hold(ContainerMissing));
+        assert_eq!(rejected(Create, 404, false), hold(ContainerMissing));
+        assert_eq!(rejected(Patch, 400, true), hold(PatchUnsupported));
+        assert_eq!(rejected(Create, 400, true), hold(RequestRefused));
+        assert_eq!(rejected(Create, 501, false), hold(Unavailable));
         let exhausted = FinalError::RetriesExhausted {
             attempts: 10,
             last: "status 503".into(),
         };
         assert_eq!(
             of_outcome(Create, 503, Some(&exhausted), false),
-            hold(Cause::Unavailable)
+            hold(Unavailable)
         );
         assert_eq!(
             of_outcome(
@@ -168,16 +128,16 @@ mod tests {
                 Some(&FinalError::Request("refused".into())),
                 true
             ),
-            hold(Cause::Unavailable)
+            hold(Unavailable)
         );
         let ranges = FinalError::Ranges("404".into());
         assert_eq!(
             of_outcome(Create, 404, Some(&ranges), true),
-            hold(Cause::ContainerMissing)
+            hold(ContainerMissing)
         );
         assert_eq!(
             of_outcome(Create, 0, Some(&ranges), true),
-            hold(Cause::Unavailable)
+            hold(Unavailable)
         );
         assert_eq!(
             of_outcome(Create, 429, Some(&exhausted), false),
@@ -189,15 +149,15 @@ mod tests {
     fn refusals_of_one_document_are_the_documents_own() {
         assert_eq!(
             rejected(Create, 413, false),
-            Refusal::Document("document_too_large")
+            Refusal::Document(DropReason::DocumentTooLarge)
         );
         assert_eq!(
             rejected(Replace, 400, false),
-            Refusal::Document("document_refused")
+            Refusal::Document(DropReason::DocumentRefused)
         );
         assert_eq!(
             of_outcome(Patch, 400, Some(&FinalError::Invalid("json".into())), true),
-            Refusal::Document("document_malformed")
+            Refusal::Document(DropReason::DocumentMalformed)
         );
     }
 
@@ -213,16 +173,13 @@ mod tests {
                 message: String::new(),
             })
         };
-        assert_eq!(of_error(&service(401)), Refusal::Hold(Cause::Unauthorized));
-        assert_eq!(
-            of_error(&service(404)),
-            Refusal::Hold(Cause::ContainerMissing)
-        );
-        assert_eq!(of_error(&service(503)), Refusal::Hold(Cause::Unavailable));
+        assert_eq!(of_error(&service(401)), Refusal::Hold(Unauthorized));
+        assert_eq!(of_error(&service(404)), Refusal::Hold(ContainerMissing));
+        assert_eq!(of_error(&service(503)), Refusal::Hold(Unavailable));
         assert_eq!(of_error(&service(429)), Refusal::Again);
         assert_eq!(
             of_error(&CosmosError::Timeout(std::time::Duration::from_secs(1))),
-            Refusal::Hold(Cause::Unavailable)
+            Refusal::Hold(Unavailable)
         );
     }
 }

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cloud_writer::DropReason;
 use cosmos_sim::CosmosSim;
 use hub_sim::HubSim;
 use hub_sim::routing::Event;
@@ -163,7 +164,7 @@ pub struct Counts {
     /// Latest-position documents written.
     pub written: u64,
     /// Messages dropped, by reason.
-    pub dropped: BTreeMap<String, u64>,
+    pub dropped: BTreeMap<DropReason, u64>,
     /// The partitions it owns (`eventhubs_partition_owned` 1).
     pub owned: BTreeSet<String>,
     /// Partitions claimed, lost and released so far.
@@ -196,7 +197,8 @@ impl Counts {
                 counts.connected = value == 1;
             } else if name.starts_with("cloud_writer_messages_dropped_total{") {
                 if value > 0 {
-                    *counts.dropped.entry(label("reason")).or_default() += value;
+                    let reason = label("reason").parse().expect("a drop reason");
+                    *counts.dropped.entry(reason).or_default() += value;
                 }
             } else if name.starts_with("cloud_writer_eventhubs_partition_owned{") {
                 if value == 1 {
@@ -222,7 +224,7 @@ impl Counts {
         self.read_again += other.read_again;
         self.written += other.written;
         for (reason, n) in &other.dropped {
-            *self.dropped.entry(reason.clone()).or_default() += n;
+            *self.dropped.entry(*reason).or_default() += n;
         }
         self
     }

@@ -63,15 +63,6 @@ impl Freshness {
             Freshness::FromFuture { .. } => Duration::ZERO,
         }
     }
-
-    /// A stable snake_case label for metrics: `fresh`, `stale` or `from_future`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Freshness::Fresh { .. } => "fresh",
-            Freshness::Stale { .. } => "stale",
-            Freshness::FromFuture { .. } => "from_future",
-        }
-    }
 }
 
 impl StalenessPolicy {

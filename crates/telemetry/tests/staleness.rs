@@ -39,7 +39,6 @@ fn cutoff_is_exclusive() {
         }
     );
     assert!(!verdict.is_fresh());
-    assert_eq!(verdict.label(), "stale");
 }
 
 #[test]
@@ -78,7 +77,6 @@ fn device_times_ahead_beyond_tolerance_are_flagged() {
         }
     );
     assert_eq!(verdict.lateness(), Duration::ZERO);
-    assert_eq!(verdict.label(), "from_future");
 }
 
 #[test]
@@ -102,7 +100,7 @@ fn lateness_is_reported_for_metrics() {
     let policy = StalenessPolicy::default();
     let verdict = policy.judge(now(), now() - secs(42), None);
     assert_eq!(verdict.lateness(), Duration::from_secs(42));
-    assert_eq!(verdict.label(), "fresh");
+    assert!(verdict.is_fresh());
     // An enqueued time slightly ahead of now (clock skew between hosts) counts as zero.
     assert_eq!(
         policy

@@ -2,7 +2,7 @@
 //! and the endpoint's statistics into the live view's snapshots, the report's timeline
 //! and its totals.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::replicas::Replicas;
@@ -58,12 +58,7 @@ impl Sampler {
         let written = written(&writer) as f64;
         let lateness = buckets(&writer);
         let interval = prom::bucket_delta(&lateness, &self.last_lateness);
-        let drops: BTreeMap<String, u64> = writer
-            .counts
-            .dropped
-            .iter()
-            .map(|(reason, n)| ((*reason).to_owned(), *n))
-            .collect();
+        let drops = writer.counts.dropped.clone();
         let mut ranges = Vec::new();
         let mut throttled = 0;
         if let Some(container) = stats.container(DATABASE, CONTAINER) {
@@ -129,7 +124,7 @@ impl Sampler {
             .dropped
             .iter()
             .filter(|(_, n)| **n > 0)
-            .map(|(reason, n)| ((*reason).to_owned(), *n))
+            .map(|(reason, n)| (*reason, *n))
             .collect();
         report.writer_throttled = writer.throttled;
         let lateness = buckets(writer);

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, Semaphore};
 use super::state::{self, Final, Next, Step};
 use super::{HistoryDoc, Parked, SinkSettings};
 use crate::config::NewestWins;
-use crate::metrics::Metrics;
+use crate::metrics::{DocumentKind, DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::sink::encode::Encoder;
 use crate::sink::high_water::HighWater;
@@ -194,7 +194,7 @@ impl Shared {
         }
         match outcome {
             Final::Written => {
-                self.metrics.written("latest");
+                self.metrics.written(DocumentKind::Latest);
                 let now = Utc::now();
                 let since_enqueued = match pending.enqueued {
                     Some(enqueued) => (now - enqueued).to_std().unwrap_or(Duration::ZERO),
@@ -209,8 +209,8 @@ impl Shared {
                     .unwrap_or_else(|e| e.into_inner())
                     .raise(&pending.position.device_id, pending.order, etag);
             }
-            Final::Superseded => self.metrics.dropped("superseded"),
-            Final::StaleInRetry => self.metrics.dropped("stale_in_retry"),
+            Final::Superseded => self.metrics.dropped(DropReason::Superseded),
+            Final::StaleInRetry => self.metrics.dropped(DropReason::StaleInRetry),
             Final::Refused(reason) => {
                 let payload = pending
                     .latest
@@ -221,7 +221,7 @@ impl Shared {
                 self.rejects
                     .record_refused(&pending.position.device_id, reason, detail, payload);
             }
-            Final::Failed => self.metrics.dropped("write_failed"),
+            Final::Failed => self.metrics.dropped(DropReason::WriteFailed),
         }
         pending.ack.finish();
         self.leave();

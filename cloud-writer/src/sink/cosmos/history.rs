@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use cosmos::{BulkOperation, OperationType};
 
 use super::{Ctx, OutcomeInfo, Parked, Shared};
+use crate::metrics::{DocumentKind, DropReason};
 use crate::sink::refusal::{self, Refusal};
 
 /// A history document being written.
@@ -53,10 +54,12 @@ impl Shared {
             Refusal::Document(reason) => {
                 self.metrics.history_dropped(reason);
                 let detail = format!("Cosmos DB refused the history document {}", doc.id);
-                tracing::warn!(id = doc.id, reason, %detail, "history document not written");
+                tracing::warn!(id = doc.id, reason = reason.as_str(), %detail, "history document not written");
             }
             // Written, or already written (409: a replay).
-            Refusal::None if matches!(info.status, 200..=299) => self.metrics.written("history"),
+            Refusal::None if matches!(info.status, 200..=299) => {
+                self.metrics.written(DocumentKind::History)
+            }
             Refusal::None if info.status == 409 => {}
             Refusal::None => {
                 tracing::error!(
@@ -64,7 +67,7 @@ impl Shared {
                     status = info.status,
                     "history document not written"
                 );
-                self.metrics.history_dropped("write_failed");
+                self.metrics.history_dropped(DropReason::WriteFailed);
             }
         }
         self.answered(&mut doc.probe);
@@ -94,7 +97,7 @@ impl Shared {
         {
             return Some(doc);
         }
-        self.metrics.history_dropped("stale_in_retry");
+        self.metrics.history_dropped(DropReason::StaleInRetry);
         self.unanswered(&mut doc.probe);
         doc.ack.finish();
         self.leave();

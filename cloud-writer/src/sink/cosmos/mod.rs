@@ -55,7 +55,7 @@ use super::high_water::HighWater;
 use super::hold::Hold;
 use super::stored::read_query;
 use crate::config::NewestWins;
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
 use crate::pipeline::Sink;
 use crate::pipeline::reject::Rejects;
 use crate::position::PositionWrite;
@@ -161,13 +161,13 @@ impl CosmosSink {
         let shared = &self.shared;
         shared.hold.wait_open().await;
         if !shared.is_fresh(&item.position, item.enqueued) {
-            shared.metrics.dropped("stale_in_retry");
+            shared.metrics.dropped(DropReason::StaleInRetry);
             if shared
                 .encoder
                 .history_document(&item.position, item.enqueued)
                 .is_some()
             {
-                shared.metrics.history_dropped("stale_in_retry");
+                shared.metrics.history_dropped(DropReason::StaleInRetry);
             }
             return item.ack.finish();
         }
@@ -217,7 +217,7 @@ impl CosmosSink {
     /// A fresh position known to be superseded (by a newer one of its batch, or by the
     /// high-water mark): counted; in history mode its history document is still written.
     pub async fn superseded(&self, item: PositionWrite) {
-        self.shared.metrics.dropped("superseded");
+        self.shared.metrics.dropped(DropReason::Superseded);
         match self
             .shared
             .encoder

@@ -11,8 +11,9 @@ use futures::future::BoxFuture;
 use super::history::HistoryDoc;
 use super::state::Final;
 use super::{Pending, Shared, Step};
+use crate::metrics::HoldReason;
 use crate::sink::hold::{ProbeResult, Resubmit};
-use crate::sink::refusal::{self, Cause, Refusal};
+use crate::sink::refusal::{self, Refusal};
 
 /// A write parked while the stream is held.
 #[derive(Debug)]
@@ -38,7 +39,7 @@ impl Shared {
     }
 
     /// Parks a write refused for `cause` (holding the stream).
-    pub(super) fn park(&self, parked: Parked, cause: Cause) {
+    pub(super) fn park(&self, parked: Parked, cause: HoldReason) {
         let (parked, probe) = match parked {
             Parked::Latest(mut p, step) => {
                 let probe = std::mem::take(&mut p.probe);
@@ -87,15 +88,15 @@ impl Resubmit<Parked> for Shared {
         .boxed()
     }
 
-    fn before_probe(&self, cause: Cause) {
-        if cause == Cause::Unauthorized {
+    fn before_probe(&self, cause: HoldReason) {
+        if cause == HoldReason::Unauthorized {
             self.reload_key();
         }
     }
 
     /// Reads the container's properties: answered, the key is accepted, the container is
     /// there and the service answers.
-    fn probe(self: Arc<Self>) -> BoxFuture<'static, Result<(), Cause>> {
+    fn probe(self: Arc<Self>) -> BoxFuture<'static, Result<(), HoldReason>> {
         async move {
             match self.container.properties().await {
                 Ok(_) => Ok(()),

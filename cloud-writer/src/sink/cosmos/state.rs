@@ -9,6 +9,7 @@ use cosmos::OperationType;
 use telemetry::PositionOrder;
 
 use crate::config::NewestWins;
+use crate::metrics::DropReason;
 use crate::sink::high_water::Mark;
 
 /// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
@@ -61,7 +62,7 @@ pub(super) enum Final {
     /// Turned stale while retried or parked.
     StaleInRetry,
     /// Refused by the server for this document alone (the drop reason).
-    Refused(&'static str),
+    Refused(DropReason),
     Failed,
 }
 

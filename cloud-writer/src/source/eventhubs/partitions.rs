@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::store::{CosmosCheckpointStore, Scope};
 use super::{EventParts, PartitionCheckpoints, PartitionQueue};
-use crate::metrics::{Metrics, OwnershipChange};
+use crate::metrics::{DropReason, Metrics, OwnershipChange};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
 
@@ -247,7 +247,7 @@ impl Shared {
             Err((err, ack)) => {
                 // Not a device message: dropped and counted, so it does not hold the
                 // checkpoint back.
-                self.metrics.dropped("unroutable");
+                self.metrics.dropped(DropReason::Unroutable);
                 tracing::warn!(error = %err, "event dropped");
                 ack.finish();
                 true
@@ -524,7 +524,7 @@ mod tests {
             wait_for_checkpoint(&store, "4", 11).await;
             b.ack.finish();
             wait_for_checkpoint(&store, "4", 13).await;
-            assert_eq!(metrics.counts().dropped("unroutable"), 1);
+            assert_eq!(metrics.counts().dropped(DropReason::Unroutable), 1);
             let _ = lose.send(());
         };
         let (end, ()) = tokio::join!(shared.read(&queue, stream, &tx, &reading), pipeline);

@@ -43,7 +43,7 @@ use super::queue::{QueueSender, Reservation, message_bytes};
 use super::{
     Ack, AckQueue, AckSink, Message, RECONNECT_BACKOFF, Source, SourceControl, SourceError,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
 pub use connect::{MAX_INCOMING_PACKET, MqttSettings, TOPIC_FILTER, WIRE_PAYLOAD_LIMIT};
 use connect::{REQUEST_CHANNEL, options, refusal_passes};
 
@@ -287,7 +287,7 @@ async fn run(
                 }
                 let Some(message) = message_of(&publish, &acker, index) else {
                     // Not a device-to-cloud topic: acknowledge so it does not come back.
-                    metrics.dropped("unroutable");
+                    metrics.dropped(DropReason::Unroutable);
                     tracing::warn!(topic = %String::from_utf8_lossy(&publish.topic), "message on an unexpected topic dropped");
                     acker.done(index);
                     continue;
