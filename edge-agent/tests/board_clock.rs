@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cloud_writer::Settings;
+use cloud_writer::{DropReason, Settings};
 use cloud_writer::config::Secret;
 use cosmos::{
     ContainerClient, CosmosClient, CosmosConfig, Credential, MasterKey, QueryRequest, QueryScope,
@@ -255,8 +255,8 @@ async fn wrong_board_clocks_publish_positions_stamped_with_gps_time() {
         );
     }
     let counts = writer.counts();
-    assert_eq!(counts.dropped("stale"), 0, "{counts:?}");
-    assert_eq!(counts.dropped("from_future"), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
+    assert_eq!(counts.dropped(DropReason::FromFuture), 0, "{counts:?}");
 
     // The agents say which clock stamped their positions and how far off the board is.
     let offsets: Vec<i64> = agents
