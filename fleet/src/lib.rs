@@ -5,7 +5,6 @@
 //! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to with `--hub mqtt`.
 //! - [`demo`]: the demo orchestration (local IoT Hub, writer replicas, drones, the
 //!   scenarios); [`report`]: its final report.
-//! - [`geo`]: great-circle distance.
 //! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
@@ -14,7 +13,6 @@
 pub mod api;
 pub mod broker;
 pub mod demo;
-pub mod geo;
 pub mod loadgen;
 pub mod prom;
 pub mod report;

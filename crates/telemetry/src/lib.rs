@@ -3,6 +3,7 @@
 //! - [`wire`]: the device-to-cloud JSON message (version 1), its validation and codec.
 //! - [`document`]: the Cosmos DB documents (latest position, history) and the partition
 //!   key path they carry.
+//! - [`geo`]: great-circle distance between two positions.
 //! - [`order`]: the order of one drone's positions behind every "newest wins" decision.
 //! - [`staleness`]: the rule deciding whether a position is fresh enough to write.
 //! - [`time`]: the RFC 3339 time form the formats read and write.
@@ -10,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod document;
+pub mod geo;
 pub mod order;
 pub mod staleness;
 pub mod time;

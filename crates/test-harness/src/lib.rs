@@ -6,6 +6,8 @@
 //!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
 //! - [`Chromium`]: Debian's `chromium`, headless, to dump a page's DOM or screenshot it
 //!   (`apt-get install chromium`).
+//! - [`geo`]: a great-circle distance written apart from the servers', to check their
+//!   spatial answers.
 //!
 //! A missing program or package is an error that says how to install it; nothing is
 //! skipped. The library is synchronous (std::process), so it works from plain and from
@@ -18,6 +20,7 @@
 mod chromium;
 mod cosmosdb;
 mod error;
+pub mod geo;
 mod mosquitto;
 mod process;
 

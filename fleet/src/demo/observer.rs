@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use super::{DemoConfig, DemoError, QUERY_RADIUS_M};
 use crate::api::ServedApi;
 use crate::broker::Broker;
-use crate::geo::distance_m;
 use crate::report::{NewestCheck, SpatialAnswer};
 use hub_sim::HubSim;
+use telemetry::geo::haversine_m;
 
 /// Per device id: the order, latitude and longitude of its newest position.
 type LastPositions = HashMap<String, (telemetry::PositionOrder, f64, f64)>;
@@ -65,12 +65,17 @@ impl Published {
         self.last.get(device).map(|(order, _, _)| order.seq)
     }
 
-    /// Drones whose last published position is within `radius_m` of `point`, sorted.
-    fn within(&self, point: (f64, f64), radius_m: f64) -> Vec<String> {
+    /// Drones whose last published position is within `radius_m` of `(lat, lon)`, sorted.
+    ///
+    /// The distance is the one the Cosmos stand-in's `ST_DISTANCE` uses: what this check
+    /// tests is the path from the drones to the stored documents, not the formula (which
+    /// cosmos-sim's tests hold against an independent one), and with the same formula a drone
+    /// on the circle's edge is judged alike on both sides.
+    fn within(&self, (lat, lon): (f64, f64), radius_m: f64) -> Vec<String> {
         let mut ids: Vec<String> = self
             .last
             .iter()
-            .filter(|(_, (_, lat, lon))| distance_m(point, (*lat, *lon)) < radius_m)
+            .filter(|(_, (_, p_lat, p_lon))| haversine_m((lon, lat), (*p_lon, *p_lat)) < radius_m)
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

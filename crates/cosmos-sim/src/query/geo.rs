@@ -1,13 +1,9 @@
-//! Geospatial functions on GeoJSON (longitude first, WGS-84 degrees): great-circle distance on
-//! a sphere of the mean Earth radius, and point-in-polygon.
+//! Geospatial functions on GeoJSON (longitude first, WGS-84 degrees): great-circle distance
+//! (telemetry's haversine, on a sphere of the mean Earth radius), and point-in-polygon.
 
 use serde_json::Value;
 
-/// Mean Earth radius (IUGG), metres.
-pub const EARTH_RADIUS_M: f64 = 6_371_008.8;
-
-/// A point as `(longitude, latitude)` in degrees.
-pub type LonLat = (f64, f64);
+pub use telemetry::geo::{LonLat, haversine_m};
 
 /// The coordinates of a GeoJSON Point.
 pub fn point(v: &Value) -> Option<LonLat> {
@@ -16,15 +12,6 @@ pub fn point(v: &Value) -> Option<LonLat> {
     }
     let c = v.get("coordinates")?.as_array()?;
     Some((c.first()?.as_f64()?, c.get(1)?.as_f64()?))
-}
-
-/// Great-circle distance in metres (haversine).
-pub fn haversine_m(a: LonLat, b: LonLat) -> f64 {
-    let (lat1, lat2) = (a.1.to_radians(), b.1.to_radians());
-    let dlat = lat2 - lat1;
-    let dlon = (b.0 - a.0).to_radians();
-    let h = (dlat / 2.0).sin().powi(2) + lat1.cos() * lat2.cos() * (dlon / 2.0).sin().powi(2);
-    2.0 * EARTH_RADIUS_M * h.sqrt().min(1.0).asin()
 }
 
 /// Whether a point lies inside a GeoJSON Polygon (first ring the outline, later rings holes)
@@ -83,13 +70,6 @@ fn ring_contains(p: LonLat, ring: &[Value]) -> Option<bool> {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn one_degree_of_latitude_is_about_111_km() {
-        let d = haversine_m((0.0, 0.0), (0.0, 1.0));
-        assert!((d - 111_195.08).abs() < 1.0, "{d}");
-        assert_eq!(haversine_m((10.0, 20.0), (10.0, 20.0)), 0.0);
-    }
 
     #[test]
     fn point_in_polygon_with_hole() {
