@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use netkit::connection_string;
 use settings::{ConfigError, Secret};
 use url::Url;
 
@@ -87,21 +88,12 @@ impl EventHubsConnection {
                 "the Event Hubs connection string has no EntityPath: use the IoT hub's built-in endpoint's Event Hub-compatible connection string, {CONNECTION_STRING_SHAPE}"
             )));
         };
-        let value_of = |name: &str| {
-            text.split(';').find_map(|part| {
-                let (key, value) = part.split_once('=')?;
-                key.trim()
-                    .eq_ignore_ascii_case(name)
-                    .then(|| value.trim().to_string())
-            })
-        };
+        let value_of = |name: &str| connection_string::value_ignore_case(text, name);
         let emulator_endpoint = value_of("UseDevelopmentEmulator")
             .filter(|v| v.eq_ignore_ascii_case("true"))
             .and_then(|_| value_of("Endpoint"))
             .and_then(|endpoint| {
-                let host = endpoint
-                    .split_once("://")
-                    .map_or(endpoint.as_str(), |(_, h)| h);
+                let host = endpoint.split_once("://").map_or(endpoint, |(_, h)| h);
                 let host = host.trim_end_matches('/');
                 (!host.is_empty()).then(|| format!("amqp://{host}"))
             });
@@ -142,11 +134,7 @@ impl SourceSpec {
             }
             return Ok(SourceSpec::Mqtt(MqttUrl(url)));
         }
-        if text.split(';').any(|part| {
-            part.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("endpoint=")
-        }) {
+        if connection_string::value_ignore_case(text, "Endpoint").is_some() {
             return EventHubsConnection::parse(text).map(SourceSpec::EventHubs);
         }
         Err(ConfigError::Invalid {

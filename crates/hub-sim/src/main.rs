@@ -107,8 +107,7 @@ fn host_of(dir: &Path) -> anyhow::Result<String> {
             path.display()
         )
     })?;
-    text.split(';')
-        .find_map(|part| part.strip_prefix("HostName="))
+    netkit::connection_string::value_ignore_case(&text, "HostName")
         .map(str::to_owned)
         .with_context(|| format!("{} has no HostName", path.display()))
 }

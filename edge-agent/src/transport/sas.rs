@@ -12,6 +12,7 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
+use netkit::connection_string::{self, MalformedPart};
 use netkit::uri::encode_component;
 use sha2::Sha256;
 
@@ -71,13 +72,9 @@ impl DeviceConnectionString {
         let mut host = None;
         let mut device_id = None;
         let mut key = None;
-        for (index, part) in text.trim().split(';').enumerate() {
-            if part.is_empty() {
-                continue;
-            }
-            let (name, value) = part
-                .split_once('=')
-                .ok_or(ConnectionStringError::Malformed { index: index + 1 })?;
+        for part in connection_string::parts(text) {
+            let (name, value) =
+                part.map_err(|MalformedPart { index }| ConnectionStringError::Malformed { index })?;
             match name {
                 "HostName" => host = Some(value.to_owned()),
                 "DeviceId" => device_id = Some(value.to_owned()),

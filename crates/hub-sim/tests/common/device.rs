@@ -6,12 +6,9 @@ use hub_sim::sas::{make_token, now_secs};
 use rumqttc::{MqttOptions, TlsConfiguration, Transport};
 use std::time::Duration;
 
-/// The value of `key` in a `Key=value;...` connection string.
+/// The value of `key` in a `Key=value;...` connection string, read as the clients read it.
 fn field<'a>(connection_string: &'a str, key: &str) -> &'a str {
-    connection_string
-        .trim()
-        .split(';')
-        .find_map(|part| part.strip_prefix(key)?.strip_prefix('='))
+    netkit::connection_string::value_ignore_case(connection_string, key)
         .unwrap_or_else(|| panic!("{key} in {connection_string}"))
 }
 
