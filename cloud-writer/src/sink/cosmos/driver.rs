@@ -1,6 +1,6 @@
 //! The sink's driver: the state shared by the submitting side and the outcome task, the
 //! in-flight limit, building and submitting the bulk operations, and the outcome loop that
-//! classifies each answer ([`crate::sink::refusal`]) and feeds the rest to the state
+//! classifies each answer ([`super::refusal`]) and feeds the rest to the state
 //! machine ([`super::state`]) until every position is final and acknowledged.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,15 +15,15 @@ use cosmos::{
 use telemetry::{Position, PositionOrder};
 use tokio::sync::{Notify, Semaphore};
 
+use super::encode::Encoder;
+use super::high_water::HighWater;
+use super::hold::Hold;
+use super::refusal::{self, Refusal};
 use super::state::{self, Final, Next, Step};
 use super::{HistoryDoc, Parked, SinkSettings};
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
-use crate::sink::encode::Encoder;
-use crate::sink::high_water::HighWater;
-use crate::sink::hold::Hold;
-use crate::sink::refusal::{self, Refusal};
 
 /// A position being written. Its document and patch are encoded when a step first
 /// needs them, and kept for retries.

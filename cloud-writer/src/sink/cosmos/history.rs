@@ -9,9 +9,9 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::{BulkOperation, OperationType};
 
+use super::refusal::{self, Refusal};
 use super::{Ctx, OutcomeInfo, Parked, Shared};
 use crate::metrics::{DocumentKind, DropReason};
-use crate::sink::refusal::{self, Refusal};
 
 /// A history document being written.
 #[derive(Debug)]
