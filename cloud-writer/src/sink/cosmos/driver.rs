@@ -24,6 +24,7 @@ use super::{HistoryDoc, Parked, SinkSettings};
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
+use crate::pipeline::staleness;
 
 /// A position being written. Its document and patch are encoded when a step first
 /// needs them, and kept for retries.
@@ -152,12 +153,14 @@ impl Shared {
         }
     }
 
-    /// Whether a position is still fresh by the staleness rule.
-    pub(super) fn is_fresh(&self, position: &Position, enqueued: Option<DateTime<Utc>>) -> bool {
-        self.settings
-            .staleness
-            .judge(Utc::now(), position.ts, enqueued)
-            .is_fresh()
+    /// Whether a position (or history document) taken earlier with `device_time`,
+    /// enqueued at `enqueued`, is still fresh ([`staleness::still_fresh`]).
+    pub(super) fn is_fresh(
+        &self,
+        device_time: DateTime<Utc>,
+        enqueued: Option<DateTime<Utc>>,
+    ) -> bool {
+        staleness::still_fresh(&self.settings.staleness, device_time, enqueued)
     }
 
     /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
@@ -167,7 +170,7 @@ impl Shared {
         pending: Box<Pending>,
         step: Option<Step>,
     ) -> bool {
-        if !self.is_fresh(&pending.position, pending.enqueued) {
+        if !self.is_fresh(pending.position.ts, pending.enqueued) {
             self.finish(*pending, Final::StaleInRetry, None);
             return false;
         }

@@ -27,7 +27,8 @@
 //! would hit every write (authorization, missing container, unsupported operation, outage)
 //! parks the position and holds the stream ([`hold`]) until a probe gets through,
 //! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
-//! position that turns stale while retried or parked is dropped as `stale_in_retry`.
+//! position that turns stale while retried or parked ([`crate::pipeline::staleness`]) is
+//! dropped as `stale_in_retry`.
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
@@ -162,7 +163,7 @@ impl CosmosSink {
     pub async fn write(&self, item: PositionWrite) {
         let shared = &self.shared;
         shared.hold.wait_open().await;
-        if !shared.is_fresh(&item.position, item.enqueued) {
+        if !shared.is_fresh(item.position.ts, item.enqueued) {
             shared.metrics.dropped(DropReason::StaleInRetry);
             if shared
                 .encoder

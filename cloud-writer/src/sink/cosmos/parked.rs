@@ -114,7 +114,7 @@ impl Resubmit<Parked> for Shared {
     fn keep_if_fresh(&self, item: Parked) -> Option<Parked> {
         match item {
             Parked::Latest(pending, step) => {
-                if self.is_fresh(&pending.position, pending.enqueued) {
+                if self.is_fresh(pending.position.ts, pending.enqueued) {
                     Some(Parked::Latest(pending, step))
                 } else {
                     self.finish(*pending, Final::StaleInRetry, None);
