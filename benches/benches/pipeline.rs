@@ -29,7 +29,7 @@ use cloud_writer::pipeline::coalesce::Coalescer;
 use cloud_writer::pipeline::prepare_batch;
 use cloud_writer::pipeline::reject::Rejects;
 use cloud_writer::position::PositionWrite;
-use cloud_writer::sink::encode::Encoder;
+use cloud_writer::sink::Encoder;
 use cloud_writer::source::{Ack, Message};
 use cosmos_sim::CosmosSim;
 use cosmos_wire::batch::{BatchBody, OperationRef, OperationType, partition_key_json};

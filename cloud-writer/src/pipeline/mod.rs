@@ -1,5 +1,5 @@
 //! The pipeline between source and sink: decode, identity check, lateness and staleness
-//! ([`validate`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
+//! ([`validate`], by the one staleness rule of [`staleness`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
 //! within a batch ([`coalesce`]), then the sink.
 //!
 //! Batches are whatever the source has delivered when the pipeline is ready for more (up
@@ -7,6 +7,7 @@
 
 pub mod coalesce;
 pub mod reject;
+pub mod staleness;
 pub mod validate;
 
 use std::future::Future;

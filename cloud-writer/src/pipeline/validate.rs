@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use telemetry::wire::{self, Invalid, Position};
 use telemetry::{Freshness, StalenessPolicy};
 
+use super::staleness;
+
 use crate::metrics::DropReason;
 
 /// Why a message is not written.
@@ -80,7 +82,7 @@ pub fn judge(
             claimed: position.device_id,
         });
     }
-    match policy.judge(now, position.ts, enqueued) {
+    match staleness::judge(policy, now, position.ts, enqueued) {
         Freshness::Fresh { lateness } => Ok(Accepted { position, lateness }),
         Freshness::Stale { lateness } => Err(Rejection::Stale { lateness }),
         Freshness::FromFuture { ahead } => Err(Rejection::FromFuture { ahead }),

@@ -1,11 +1,8 @@
-//! Sinks: where positions go. [`cosmos`] writes them to Cosmos DB under the newest-wins
-//! rule; [`encode`] builds the bytes; [`high_water`] remembers what is known stored;
-//! [`stored`] reads what is stored (ETag mode); [`refusal`] says what a refusal means and
-//! [`hold`] holds the stream while Cosmos DB refuses every write.
+//! Sinks: where the pipeline's positions go. A sink takes each coalesced position through
+//! the pipeline's contract ([`crate::pipeline::Sink`]), drives it to a final outcome
+//! (written, superseded, stale or refused, each counted) and only then acknowledges its
+//! message. The one sink is Cosmos DB's ([`cosmos`]), under the newest-wins rule.
 
 pub mod cosmos;
-pub mod encode;
-pub mod high_water;
-pub mod hold;
-pub mod refusal;
-pub mod stored;
+
+pub use cosmos::{CosmosSink, Encoder, SinkSettings};

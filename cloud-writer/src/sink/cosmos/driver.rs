@@ -1,6 +1,6 @@
 //! The sink's driver: the state shared by the submitting side and the outcome task, the
 //! in-flight limit, building and submitting the bulk operations, and the outcome loop that
-//! classifies each answer ([`crate::sink::refusal`]) and feeds the rest to the state
+//! classifies each answer ([`super::refusal`]) and feeds the rest to the state
 //! machine ([`super::state`]) until every position is final and acknowledged.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,15 +15,16 @@ use cosmos::{
 use telemetry::{Position, PositionOrder};
 use tokio::sync::{Notify, Semaphore};
 
+use super::encode::Encoder;
+use super::high_water::HighWater;
+use super::hold::Hold;
+use super::refusal::{self, Refusal};
 use super::state::{self, Final, Next, Step};
 use super::{HistoryDoc, Parked, SinkSettings};
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
-use crate::sink::encode::Encoder;
-use crate::sink::high_water::HighWater;
-use crate::sink::hold::Hold;
-use crate::sink::refusal::{self, Refusal};
+use crate::pipeline::staleness;
 
 /// A position being written. Its document and patch are encoded when a step first
 /// needs them, and kept for retries.
@@ -152,12 +153,14 @@ impl Shared {
         }
     }
 
-    /// Whether a position is still fresh by the staleness rule.
-    pub(super) fn is_fresh(&self, position: &Position, enqueued: Option<DateTime<Utc>>) -> bool {
-        self.settings
-            .staleness
-            .judge(Utc::now(), position.ts, enqueued)
-            .is_fresh()
+    /// Whether a position (or history document) taken earlier with `device_time`,
+    /// enqueued at `enqueued`, is still fresh ([`staleness::still_fresh`]).
+    pub(super) fn is_fresh(
+        &self,
+        device_time: DateTime<Utc>,
+        enqueued: Option<DateTime<Utc>>,
+    ) -> bool {
+        staleness::still_fresh(&self.settings.staleness, device_time, enqueued)
     }
 
     /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
@@ -167,7 +170,7 @@ impl Shared {
         pending: Box<Pending>,
         step: Option<Step>,
     ) -> bool {
-        if !self.is_fresh(&pending.position, pending.enqueued) {
+        if !self.is_fresh(pending.position.ts, pending.enqueued) {
             self.finish(*pending, Final::StaleInRetry, None);
             return false;
         }

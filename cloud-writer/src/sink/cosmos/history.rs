@@ -9,9 +9,9 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::{BulkOperation, OperationType};
 
+use super::refusal::{self, Refusal};
 use super::{Ctx, OutcomeInfo, Parked, Shared};
 use crate::metrics::{DocumentKind, DropReason};
-use crate::sink::refusal::{self, Refusal};
 
 /// A history document being written.
 #[derive(Debug)]
@@ -89,12 +89,7 @@ impl Shared {
     /// Gives a history document back while it is fresh; drops it as `stale_in_retry`
     /// (acknowledged, counted) when it turned stale.
     pub(super) fn keep_history_if_fresh(&self, mut doc: HistoryDoc) -> Option<HistoryDoc> {
-        if self
-            .settings
-            .staleness
-            .judge(Utc::now(), doc.device_time, None)
-            .is_fresh()
-        {
+        if self.is_fresh(doc.device_time, None) {
             return Some(doc);
         }
         self.metrics.history_dropped(DropReason::StaleInRetry);

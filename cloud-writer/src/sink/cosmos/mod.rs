@@ -22,20 +22,20 @@
 //!
 //! # Refusals
 //! Every answer that is not the state machine's business is classified
-//! ([`super::refusal`]): throttling past the retry budget is submitted again; a refusal of
+//! ([`refusal`]): throttling past the retry budget is submitted again; a refusal of
 //! the document alone (too large, malformed) is dead-lettered and counted; a refusal that
 //! would hit every write (authorization, missing container, unsupported operation, outage)
-//! parks the position and holds the stream ([`super::hold`]) until a probe gets through,
+//! parks the position and holds the stream ([`hold`]) until a probe gets through,
 //! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
-//! position that turns stale while retried or parked is dropped as `stale_in_retry`.
+//! position that turns stale while retried or parked ([`crate::pipeline::staleness`]) is
+//! dropped as `stale_in_retry`.
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
 //!
-//! Files: this one holds the sink's type and settings; `state.rs` the positions' state
-//! machine (no I/O); `driver.rs` the shared state, submitting and the outcome loop;
-//! `read.rs` the ETag mode's read path; `history.rs` the history documents; `parked.rs`
-//! what is parked while the stream is held and how it is sent again.
+//! Everything of the sink lives in this folder: the bytes ([`encode`]), the positions'
+//! state machine (`state`, no I/O), what is known stored ([`high_water`]), the ETag
+//! mode's read (`read`), what a refusal means ([`refusal`]) and the hold ([`hold`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -50,10 +50,6 @@ use telemetry::document::{document_id, history_id};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::encode::Encoder;
-use super::high_water::HighWater;
-use super::hold::Hold;
-use super::stored::read_query;
 use crate::config::NewestWins;
 use crate::metrics::{DropReason, Metrics};
 use crate::pipeline::Sink;
@@ -61,15 +57,22 @@ use crate::pipeline::reject::Rejects;
 use crate::position::PositionWrite;
 
 mod driver;
+pub mod encode;
+pub mod high_water;
 mod history;
+pub mod hold;
 mod parked;
 mod read;
+pub mod refusal;
 mod state;
 
 use driver::{Ctx, OutcomeInfo, Pending, Shared, outcome_loop};
+pub use encode::Encoder;
+use high_water::HighWater;
 use history::HistoryDoc;
+use hold::Hold;
 use parked::Parked;
-use read::MAX_READS;
+use read::{MAX_READS, read_query};
 use state::{First, Step};
 
 /// Settings of the sink.
@@ -160,7 +163,7 @@ impl CosmosSink {
     pub async fn write(&self, item: PositionWrite) {
         let shared = &self.shared;
         shared.hold.wait_open().await;
-        if !shared.is_fresh(&item.position, item.enqueued) {
+        if !shared.is_fresh(item.position.ts, item.enqueued) {
             shared.metrics.dropped(DropReason::StaleInRetry);
             if shared
                 .encoder

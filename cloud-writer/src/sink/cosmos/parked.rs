@@ -1,4 +1,4 @@
-//! Writes parked while the stream is held ([`crate::sink::hold`]): what is parked, how a
+//! Writes parked while the stream is held ([`super::hold`]): what is parked, how a
 //! probe's answer is reported, the probe request, how parked writes are sent again or
 //! dropped when they turned stale, and the key file read again before each probe after a
 //! 401/403.
@@ -9,11 +9,11 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use super::history::HistoryDoc;
+use super::hold::{ProbeResult, Resubmit};
+use super::refusal::{self, Refusal};
 use super::state::Final;
 use super::{Pending, Shared, Step};
 use crate::metrics::HoldReason;
-use crate::sink::hold::{ProbeResult, Resubmit};
-use crate::sink::refusal::{self, Refusal};
 
 /// A write parked while the stream is held.
 #[derive(Debug)]
@@ -114,7 +114,7 @@ impl Resubmit<Parked> for Shared {
     fn keep_if_fresh(&self, item: Parked) -> Option<Parked> {
         match item {
             Parked::Latest(pending, step) => {
-                if self.is_fresh(&pending.position, pending.enqueued) {
+                if self.is_fresh(pending.position.ts, pending.enqueued) {
                     Some(Parked::Latest(pending, step))
                 } else {
                     self.finish(*pending, Final::StaleInRetry, None);

@@ -3,14 +3,14 @@
 //! an answer of the server ([`next`]) or the ETag mode's read ([`after_read`]), and how a
 //! position ends ([`Final`]). The driver (`driver.rs`, `read.rs`) sends the operations and
 //! feeds the answers in; refusals that are not this machine's business are classified
-//! before (`crate::sink::refusal`).
+//! before (`super::refusal`).
 
 use cosmos::OperationType;
 use telemetry::PositionOrder;
 
+use super::high_water::Mark;
 use crate::config::NewestWins;
 use crate::metrics::DropReason;
-use crate::sink::high_water::Mark;
 
 /// Rounds of Patch/Create (or Read/Replace/Create) a position may take before it is
 /// counted as failed. A conflict (409, 412) means another write of the same drone
