@@ -1,6 +1,6 @@
 //! Configuration: command-line flags, environment variables and a TOML file, resolved
-//! into one typed [`WriterConfig`]: [`runtime`] holds the configuration as the writer runs
-//! it, [`layers`] the settings as given and their checks, [`source`] the source setting.
+//! into one typed [`WriterConfig`]: `given` holds the settings as given and their checks,
+//! `resolved` the configuration the writer runs with, `source` the source setting.
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`WRITER_CONFIG`), then the default. File keys are the environment variable names in
@@ -10,14 +10,14 @@
 //! environment, a `*_FILE` or the config file, never from a flag; they are held in
 //! [`Secret`] and never appear in logs or `Debug` output.
 
-mod layers;
-mod runtime;
+mod given;
+mod resolved;
 mod source;
 #[cfg(test)]
 mod tests;
 
-pub use layers::Settings;
-pub use runtime::{
+pub use given::Settings;
+pub use resolved::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
     DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
     LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,

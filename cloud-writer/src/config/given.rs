@@ -14,7 +14,7 @@ use settings::{
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
-use super::runtime::{
+use super::resolved::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
     DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
     LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
