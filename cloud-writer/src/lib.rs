@@ -6,9 +6,8 @@
 //! - [`source`]: the [`source::Source`] trait, MQTT ([`source::mqtt`]) and the Event Hubs
 //!   adapter ([`source::eventhubs`]); in-order acknowledgement.
 //! - [`pipeline`]: decode, identity check, staleness, coalescing, rejects; the [`pipeline::Sink`]
-//!   contract it hands positions ([`position::PositionWrite`]) to.
+//!   contract it hands positions ([`pipeline::PositionWrite`]) to.
 //! - [`sink`]: the Cosmos DB bulk sink and its newest-wins state machine.
-//! - [`device_hash`]: the hasher of the per-drone maps of the pipeline and the sink.
 //! - [`metrics`], [`config`], [`writer`] (the running component), [`import`] (backfill).
 //!
 //! Running a writer in-process:
@@ -23,11 +22,9 @@
 //! ```
 
 pub mod config;
-pub mod device_hash;
 pub mod import;
 pub mod metrics;
 pub mod pipeline;
-pub mod position;
 pub mod sink;
 pub mod source;
 pub mod writer;

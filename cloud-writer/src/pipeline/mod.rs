@@ -6,20 +6,21 @@
 //! to a maximum), so a quiet stream is written at once and a busy one in large batches.
 
 pub mod coalesce;
+mod handoff;
 pub mod reject;
 pub mod staleness;
 pub mod validate;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use telemetry::{PositionOrder, StalenessPolicy};
 
+pub use self::handoff::{PositionWrite, Sink};
+
 use self::coalesce::{Coalescer, Ordered};
 use self::reject::Rejects;
 use crate::metrics::Metrics;
-use crate::position::PositionWrite;
 use crate::source::Message;
 use crate::source::queue::QueueReceiver;
 
@@ -31,17 +32,6 @@ impl Ordered for PositionWrite {
     fn order(&self) -> PositionOrder {
         self.position.order()
     }
-}
-
-/// Where the pipeline hands its positions: a contract the pipeline owns and a sink
-/// implements, so that the pipeline knows nothing of Cosmos DB.
-pub trait Sink {
-    /// Takes the newest position of a drone in its batch, to write.
-    fn write(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
-    /// Takes a position that a newer one of its drone superseded within its batch.
-    fn superseded(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
-    /// Nothing more comes: returns when every position taken is final.
-    fn close(self) -> impl Future<Output = ()> + Send;
 }
 
 /// Settings of the pipeline.

@@ -7,11 +7,9 @@
 //! Bounded: two generations of at most `capacity / 2` drones each; when the young one
 //! fills, the old one is dropped (an approximate LRU at O(1) per operation).
 
-use std::collections::HashMap;
-
 use telemetry::PositionOrder;
 
-use crate::device_hash::BuildDeviceHasher;
+use rustc_hash::FxHashMap;
 
 /// What is known of a drone's stored document.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +24,8 @@ pub struct Mark {
 #[derive(Debug)]
 pub struct HighWater {
     generation: usize,
-    young: HashMap<String, Mark, BuildDeviceHasher>,
-    old: HashMap<String, Mark, BuildDeviceHasher>,
+    young: FxHashMap<String, Mark>,
+    old: FxHashMap<String, Mark>,
 }
 
 impl HighWater {
@@ -35,8 +33,8 @@ impl HighWater {
     pub fn new(capacity: usize) -> Self {
         HighWater {
             generation: (capacity / 2).max(1),
-            young: HashMap::default(),
-            old: HashMap::default(),
+            young: FxHashMap::default(),
+            old: FxHashMap::default(),
         }
     }
 

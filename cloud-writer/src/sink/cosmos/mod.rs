@@ -52,9 +52,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::NewestWins;
 use crate::metrics::{DropReason, Metrics};
-use crate::pipeline::Sink;
 use crate::pipeline::reject::Rejects;
-use crate::position::PositionWrite;
+use crate::pipeline::{PositionWrite, Sink};
 
 mod driver;
 pub mod encode;
