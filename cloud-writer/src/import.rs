@@ -4,72 +4,42 @@
 //! Lines go through the same pipeline and sink as live messages (validation,
 //! coalescing, newest-wins), so an import never moves a drone's document backwards.
 //! The file is trusted for identity: the device id is the line's own `deviceId`.
-//! A line that is neither form is counted as invalid; the import goes on. The report
-//! ([`not_written`]) lists every line not written, by reason and why; the command exits
-//! non-zero when there is any.
+//! A line that is neither form is counted as invalid; the import goes on; the counts
+//! say what became of every line.
 
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::metrics::{Counts, DropReason, Metrics};
+use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{Ack, Message, Source, SourceControl, SourceError};
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use indicatif::ProgressBar;
 use serde::Deserialize;
 use telemetry::Position;
-
-/// Why lines dropped for `reason` were not written, for the import's report.
-pub fn why(reason: DropReason) -> &'static str {
-    match reason {
-        DropReason::Stale => "older than --stale-after",
-        DropReason::StaleInRetry => {
-            "turned older than --stale-after while its write was retried or held"
-        }
-        DropReason::Invalid => "not a valid position (the log and DEAD_LETTER_FILE say why)",
-        DropReason::Spoofed => "the payload's deviceId differs from the line's identity",
-        DropReason::FromFuture => "device time further ahead than FUTURE_TOLERANCE",
-        DropReason::Unroutable => "no device identity",
-        DropReason::Superseded => "a newer position of the drone is stored",
-        DropReason::WriteFailed => "Cosmos DB kept answering conflicts past the round limit",
-        DropReason::DocumentTooLarge => {
-            "Cosmos DB refused the document as too large (dead-lettered)"
-        }
-        DropReason::DocumentMalformed => "Cosmos DB could not read the document (dead-lettered)",
-        DropReason::DocumentRefused => "Cosmos DB refused the document (dead-lettered)",
-    }
-}
-
-/// The lines not written, by reason (with [`why`]). Superseded lines are not listed: a
-/// newer position of their drone is stored. (History documents not written are
-/// `counts.history_dropped`.)
-pub fn not_written(counts: &Counts) -> Vec<(DropReason, u64)> {
-    DropReason::ALL
-        .into_iter()
-        .filter(|r| *r != DropReason::Superseded)
-        .map(|r| (r, counts.dropped(r)))
-        .filter(|(_, n)| *n > 0)
-        .collect()
-}
 
 /// A source reading a JSONL file.
 pub struct FileSource {
     path: PathBuf,
     metrics: Arc<Metrics>,
-    progress: ProgressBar,
+    on_read: Box<dyn Fn(u64) + Send>,
 }
 
 impl FileSource {
-    /// Reads `path`, advancing `progress` by the bytes read.
-    pub fn new(path: PathBuf, metrics: Arc<Metrics>, progress: ProgressBar) -> Self {
+    /// Reads `path`, calling `on_read` with the bytes of every line read (for a progress
+    /// display).
+    pub fn new(
+        path: PathBuf,
+        metrics: Arc<Metrics>,
+        on_read: impl Fn(u64) + Send + 'static,
+    ) -> Self {
         FileSource {
             path,
             metrics,
-            progress,
+            on_read: Box::new(on_read),
         }
     }
 }
@@ -142,7 +112,7 @@ impl Source for FileSource {
             let FileSource {
                 path,
                 metrics,
-                progress,
+                on_read,
             } = *self;
             let file = std::fs::File::open(&path)
                 .map_err(|e| SourceError::Config(format!("cannot open {}: {e}", path.display())))?;
@@ -160,7 +130,7 @@ impl Source for FileSource {
                 if read == 0 {
                     break;
                 }
-                progress.inc(read as u64);
+                on_read(read as u64);
                 let trimmed = line.trim_ascii();
                 if trimmed.is_empty() {
                     continue;

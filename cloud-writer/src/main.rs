@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cloud_writer::config::{DurationSetting, Settings, WriterConfig};
-use cloud_writer::import::{FileSource, not_written, why};
+use cloud_writer::import::FileSource;
 use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
 use cloud_writer::{Counts, DropReason, Writer};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -116,7 +116,9 @@ async fn import(
     );
     let bar = progress.clone();
     let writer = Writer::start_with(config, move |metrics| {
-        Ok(Box::new(FileSource::new(file, metrics, bar)))
+        Ok(Box::new(FileSource::new(file, metrics, move |n| {
+            bar.inc(n)
+        })))
     })
     .await
     .context("cannot start")?;
@@ -160,6 +162,39 @@ fn print_report(counts: &Counts) -> u64 {
         }
     }
     total
+}
+
+/// Why lines dropped for `reason` were not written, for the import's report.
+fn why(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::Stale => "older than --stale-after",
+        DropReason::StaleInRetry => {
+            "turned older than --stale-after while its write was retried or held"
+        }
+        DropReason::Invalid => "not a valid position (the log and DEAD_LETTER_FILE say why)",
+        DropReason::Spoofed => "the payload's deviceId differs from the line's identity",
+        DropReason::FromFuture => "device time further ahead than FUTURE_TOLERANCE",
+        DropReason::Unroutable => "no device identity",
+        DropReason::Superseded => "a newer position of the drone is stored",
+        DropReason::WriteFailed => "Cosmos DB kept answering conflicts past the round limit",
+        DropReason::DocumentTooLarge => {
+            "Cosmos DB refused the document as too large (dead-lettered)"
+        }
+        DropReason::DocumentMalformed => "Cosmos DB could not read the document (dead-lettered)",
+        DropReason::DocumentRefused => "Cosmos DB refused the document (dead-lettered)",
+    }
+}
+
+/// The lines not written, by reason (with [`why`]). Superseded lines are not listed: a
+/// newer position of their drone is stored. (History documents not written are
+/// `counts.history_dropped`.)
+fn not_written(counts: &Counts) -> Vec<(DropReason, u64)> {
+    DropReason::ALL
+        .into_iter()
+        .filter(|r| *r != DropReason::Superseded)
+        .map(|r| (r, counts.dropped(r)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
 }
 
 async fn check(config: WriterConfig) -> anyhow::Result<()> {
