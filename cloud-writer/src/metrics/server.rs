@@ -1,19 +1,23 @@
-//! The HTTP endpoint of the metrics: `/metrics`, `/healthz` and `/readyz`.
+//! The HTTP endpoint of the metrics: `/metrics`, `/healthz` and `/readyz`, routed by axum.
 //!
 //! Hardened for a port anyone on the network can reach: a request's headers must arrive
 //! within a timeout, connections beyond a cap wait in the listen backlog instead of
 //! growing the process, and accept errors (out of file descriptors) back off
-//! ([`ACCEPT_BACKOFF`], `netkit::backoff`) instead of spinning. `/healthz` fails when work is pending and no outcome was reached for a
-//! while ([`Metrics::is_live`]).
+//! ([`ACCEPT_BACKOFF`]) instead of spinning. `axum::serve` offers neither the header timeout
+//! nor the cap, so the accept loop is ours and each connection is served by hyper with the
+//! router as its service. `/healthz` fails when work is pending and no outcome was reached
+//! for a while ([`Metrics::is_live`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use hyper_util::service::TowerToHyperService;
 use netkit::backoff::{Backoff, BackoffConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -50,6 +54,54 @@ pub const ACCEPT_BACKOFF: BackoffConfig = BackoffConfig {
     cap: Duration::from_secs(1),
 };
 
+/// What the handlers read.
+#[derive(Clone)]
+struct Endpoint {
+    metrics: Arc<Metrics>,
+    stall_after: Duration,
+}
+
+fn router(endpoint: Endpoint) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(endpoint)
+}
+
+async fn metrics(State(endpoint): State<Endpoint>) -> impl IntoResponse {
+    endpoint.metrics.update_health(endpoint.stall_after);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        endpoint.metrics.render(),
+    )
+}
+
+async fn healthz(State(endpoint): State<Endpoint>) -> (StatusCode, String) {
+    if endpoint.metrics.is_live(endpoint.stall_after) {
+        (StatusCode::OK, "ok\n".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no progress for {:?} with work pending\n",
+                endpoint.stall_after
+            ),
+        )
+    }
+}
+
+async fn readyz(State(endpoint): State<Endpoint>) -> (StatusCode, &'static str) {
+    if endpoint.metrics.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -57,6 +109,10 @@ pub async fn serve(
     settings: ServeSettings,
     shutdown: CancellationToken,
 ) {
+    let service = TowerToHyperService::new(router(Endpoint {
+        metrics,
+        stall_after: settings.stall_after,
+    }));
     let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
     let mut backoff = Backoff::new(ACCEPT_BACKOFF);
     loop {
@@ -87,16 +143,10 @@ pub async fn serve(
             },
             () = shutdown.cancelled() => return,
         };
-        let metrics = metrics.clone();
+        let service = service.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let metrics = metrics.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(respond(&req, &metrics, settings.stall_after))
-                }
-            });
             let io = hyper_util::rt::TokioIo::new(stream);
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -108,47 +158,6 @@ pub async fn serve(
             }
         });
     }
-}
-
-fn respond(
-    req: &Request<Incoming>,
-    metrics: &Metrics,
-    stall_after: Duration,
-) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match req.uri().path() {
-        "/metrics" => {
-            metrics.update_health(stall_after);
-            (
-                StatusCode::OK,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                metrics.render(),
-            )
-        }
-        "/healthz" if metrics.is_live(stall_after) => {
-            (StatusCode::OK, "text/plain", "ok\n".to_string())
-        }
-        "/healthz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            format!("no progress for {stall_after:?} with work pending\n"),
-        ),
-        "/readyz" if metrics.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready\n".to_string(),
-        ),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found\n".to_string(),
-        ),
-    };
-    Response::builder()
-        .status(status)
-        .header("content-type", content_type)
-        .body(Full::new(Bytes::from(body)))
-        .expect("a static response is valid")
 }
 
 /// Binds the metrics listener.
