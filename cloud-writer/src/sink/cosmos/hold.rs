@@ -8,11 +8,10 @@
 //! the hold once, and one log line per [`LOG_INTERVAL`] says what fixes it.
 //!
 //! # Probes
-//! The supervisor probes with backoff ([`PROBE_BACKOFF`], `netkit::backoff`), whatever the
-//! writes in flight are doing: a probe does not queue behind them in the bulk writer (the
-//! 10-minute outage run saw no probe answer in 590 s when probes were parked writes sent
-//! behind 20,000 others), and the log line is written on its own interval, not on a
-//! probe's answer. What proves the cause gone ([`Proof`]): for a refused key, a missing
+//! The supervisor probes with backoff ([`PROBE_BACKOFF`]), whatever the writes in flight
+//! are doing: a probe does not queue behind them in the bulk writer (behind tens of
+//! thousands of parked writes it would not be answered for minutes), and the log line is
+//! written on its own interval, not on a probe's answer. What proves the cause gone ([`Proof`]): for a refused key, a missing
 //! container or an outage, a request of the container answered (authorized, the
 //! container there, the service answering), made by [`Resubmit::probe`] within
 //! [`PROBE_TIMEOUT`]; for a refusal of the batch requests themselves (Patch unsupported, a
@@ -22,18 +21,19 @@
 //! # Staleness while held
 //! Parked positions that turn older than `STALE_AFTER` are dropped and acknowledged
 //! (`stale_in_retry`) while held, at every probe ([`Resubmit::keep_if_fresh`]); the gate
-//! stays shut until a probe passes, however few are left. (Before, the hold opened when it
-//! had nothing left to probe with, the next writes were refused again and the writer held
-//! and resumed hundreds of times in one outage.) What the writes are and how they are
-//! sent again is the sink's business ([`Resubmit`]).
+//! stays shut until a probe passes, however few are left: opening it for lack of anything
+//! to probe with would let the next writes be refused again, and one outage would become
+//! hundreds of holds. What the writes are and how they are sent again is the sink's
+//! business ([`Resubmit`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use netkit::backoff::{Backoff, BackoffConfig};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use crate::metrics::HoldReason;
 use crate::metrics::Metrics;
@@ -295,3 +295,6 @@ impl Ticks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
