@@ -9,6 +9,7 @@ use cloud_writer::DropReason;
 use cloud_writer::source::mqtt::{MqttSettings, MqttSource};
 use common::*;
 use cosmos_sim::CosmosSim;
+use telemetry::wire::InvalidReason;
 use test_harness::{Mosquitto, MosquittoConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,8 +44,8 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     assert_eq!(counts.dropped(DropReason::Invalid), s.invalid);
     assert_eq!(counts.dropped(DropReason::Spoofed), s.spoofed);
     assert_eq!(counts.dropped(DropReason::WriteFailed), 0);
-    assert!(writer.metrics().invalid_count("json") > 0);
-    assert!(writer.metrics().invalid_count("latitude") > 0);
+    assert!(writer.metrics().invalid_count(InvalidReason::Json) > 0);
+    assert!(writer.metrics().invalid_count(InvalidReason::Latitude) > 0);
 
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "fifty")).await;
     assert_newest(&docs, &s.expected);

@@ -1,12 +1,15 @@
 //! The names of the writer's outcomes, each set defined once: why a message is not written
-//! ([`DropReason`]), why the writer holds the stream ([`HoldReason`]) and which document a
-//! write stored ([`DocumentKind`]). Each value carries its label as the metrics, the logs,
+//! ([`DropReason`]), why the writer holds the stream ([`HoldReason`]), which document a
+//! write stored ([`DocumentKind`]), how this replica's ownership of an Event Hubs partition
+//! changed ([`OwnershipChange`]), and why a message is invalid ([`InvalidLabel`] over
+//! telemetry's [`InvalidReason`]). Each value carries its label as the metrics, the logs,
 //! the dead-letter file and the reports spell it, so a misspelt reason does not compile.
 
 use std::fmt;
 use std::str::FromStr;
 
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+use telemetry::wire::InvalidReason;
 
 /// Declares a label enum: its variants with their label values, `ALL` (every value, in
 /// declaration order: what the metrics pre-register at zero), `as_str`, `Display` and
@@ -106,6 +109,30 @@ label_values! {
     }
 }
 
+label_values! {
+    /// A change of this replica's ownership of an Event Hubs partition
+    /// (`eventhubs_ownership_changes_total{change}`).
+    pub enum OwnershipChange {
+        /// It started reading the partition.
+        Claimed => "claimed",
+        /// It stopped reading the partition without giving it up: another replica took it
+        /// over, or the receiver or the processor failed.
+        Lost => "lost",
+        /// It gave the partition up at a graceful stop.
+        Released => "released",
+    }
+}
+
+/// Telemetry's [`InvalidReason`] as the label of `messages_invalid_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct InvalidLabel(pub(super) InvalidReason);
+
+impl EncodeLabelValue for InvalidLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.0.as_str())
+    }
+}
+
 impl HoldReason {
     /// What fixes it, for the log line.
     pub fn remedy(self) -> &'static str {
@@ -161,7 +188,8 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         let labels = DropReason::ALL.map(DropReason::as_str).into_iter();
         let labels = labels.chain(HoldReason::ALL.map(HoldReason::as_str));
-        for label in labels.chain(DocumentKind::ALL.map(DocumentKind::as_str)) {
+        let labels = labels.chain(DocumentKind::ALL.map(DocumentKind::as_str));
+        for label in labels.chain(OwnershipChange::ALL.map(OwnershipChange::as_str)) {
             assert!(seen.insert(label), "{label} twice");
             assert!(
                 label.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),

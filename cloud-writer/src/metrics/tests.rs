@@ -8,7 +8,7 @@ fn exposition_names_every_metric() {
     m.received();
     m.written(DocumentKind::Latest);
     m.dropped(DropReason::Stale);
-    m.invalid("json");
+    m.invalid(telemetry::wire::InvalidReason::Json);
     m.cosmos_op(429, 3200);
     m.request_units("0", 5.5);
     m.set_throttled("0", 3);

@@ -206,6 +206,9 @@ mod tests {
         let counts = metrics.counts();
         assert_eq!(counts.dropped(DropReason::Invalid), 1);
         assert_eq!(counts.dropped(DropReason::Spoofed), 1);
-        assert_eq!(metrics.invalid_count("too_large"), 1);
+        assert_eq!(
+            metrics.invalid_count(telemetry::wire::InvalidReason::TooLarge),
+            1
+        );
     }
 }

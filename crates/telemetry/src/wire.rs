@@ -118,35 +118,84 @@ pub enum Invalid {
 }
 
 impl Invalid {
-    /// A stable snake_case label for this reason, for metrics.
-    pub fn reason(&self) -> &'static str {
+    /// Why, as one of a fixed set of reasons (for metrics).
+    pub fn reason(&self) -> InvalidReason {
         match self {
-            Invalid::TooLarge { .. } => "too_large",
-            Invalid::Json { .. } => "json",
-            Invalid::MissingField { .. } => "missing_field",
-            Invalid::UnsupportedVersion { .. } => "version",
-            Invalid::Latitude { .. } => "latitude",
-            Invalid::Longitude { .. } => "longitude",
-            Invalid::NotFinite { .. } => "not_finite",
-            Invalid::Battery { .. } => "battery",
-            Invalid::Timestamp(_) => "timestamp",
-            Invalid::DeviceId(_) => "device_id",
+            Invalid::TooLarge { .. } => InvalidReason::TooLarge,
+            Invalid::Json { .. } => InvalidReason::Json,
+            Invalid::MissingField { .. } => InvalidReason::MissingField,
+            Invalid::UnsupportedVersion { .. } => InvalidReason::Version,
+            Invalid::Latitude { .. } => InvalidReason::Latitude,
+            Invalid::Longitude { .. } => InvalidReason::Longitude,
+            Invalid::NotFinite { .. } => InvalidReason::NotFinite,
+            Invalid::Battery { .. } => InvalidReason::Battery,
+            Invalid::Timestamp(_) => InvalidReason::Timestamp,
+            Invalid::DeviceId(_) => InvalidReason::DeviceId,
         }
     }
+}
 
-    /// Every label [`Invalid::reason`] can return, e.g. to pre-register metric series.
-    pub const REASONS: [&'static str; 10] = [
-        "too_large",
-        "json",
-        "missing_field",
-        "version",
-        "latitude",
-        "longitude",
-        "not_finite",
-        "battery",
-        "timestamp",
-        "device_id",
+/// Why a message is [`Invalid`], without the detail: the label of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InvalidReason {
+    /// [`Invalid::TooLarge`].
+    TooLarge,
+    /// [`Invalid::Json`].
+    Json,
+    /// [`Invalid::MissingField`].
+    MissingField,
+    /// [`Invalid::UnsupportedVersion`].
+    Version,
+    /// [`Invalid::Latitude`].
+    Latitude,
+    /// [`Invalid::Longitude`].
+    Longitude,
+    /// [`Invalid::NotFinite`].
+    NotFinite,
+    /// [`Invalid::Battery`].
+    Battery,
+    /// [`Invalid::Timestamp`].
+    Timestamp,
+    /// [`Invalid::DeviceId`].
+    DeviceId,
+}
+
+impl InvalidReason {
+    /// Every reason, e.g. to pre-register metric series.
+    pub const ALL: [InvalidReason; 10] = [
+        InvalidReason::TooLarge,
+        InvalidReason::Json,
+        InvalidReason::MissingField,
+        InvalidReason::Version,
+        InvalidReason::Latitude,
+        InvalidReason::Longitude,
+        InvalidReason::NotFinite,
+        InvalidReason::Battery,
+        InvalidReason::Timestamp,
+        InvalidReason::DeviceId,
     ];
+
+    /// A stable snake_case label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InvalidReason::TooLarge => "too_large",
+            InvalidReason::Json => "json",
+            InvalidReason::MissingField => "missing_field",
+            InvalidReason::Version => "version",
+            InvalidReason::Latitude => "latitude",
+            InvalidReason::Longitude => "longitude",
+            InvalidReason::NotFinite => "not_finite",
+            InvalidReason::Battery => "battery",
+            InvalidReason::Timestamp => "timestamp",
+            InvalidReason::DeviceId => "device_id",
+        }
+    }
+}
+
+impl std::fmt::Display for InvalidReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Why a string is not an IoT Hub device id: 1 to 128 characters, each an ASCII letter or

@@ -184,14 +184,14 @@ proptest! {
         let mut bad = p.clone();
         broken.apply(&mut bad);
         let err = bad.validate().unwrap_err();
-        prop_assert_eq!(err.reason(), broken.reason(), "{:?}", err);
+        prop_assert_eq!(err.reason().as_str(), broken.reason(), "{:?}", err);
         prop_assert_eq!(bad.encode().unwrap_err(), err);
 
         if let Some((field, value)) = broken.as_json() {
             let mut message: Value = serde_json::from_slice(&p.encode().unwrap()).unwrap();
             message[field] = value;
             let err = decode(&serde_json::to_vec(&message).unwrap()).unwrap_err();
-            prop_assert_eq!(err.reason(), broken.reason(), "{:?}", err);
+            prop_assert_eq!(err.reason().as_str(), broken.reason(), "{:?}", err);
         }
     }
 

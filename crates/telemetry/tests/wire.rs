@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use telemetry::order::PositionOrder;
 use telemetry::time::TimeError;
 use telemetry::wire::{
-    DeviceIdError, Invalid, MAX_MESSAGE_BYTES, Position, WIRE_VERSION, check_device_id, decode,
+    DeviceIdError, Invalid, InvalidReason, MAX_MESSAGE_BYTES, Position, WIRE_VERSION,
+    check_device_id, decode,
 };
 
 const EXAMPLE: &str = r#"{"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}"#;
@@ -101,7 +102,7 @@ fn other_major_versions_are_rejected_with_the_version() {
     let v2 = br#"{"v":2,"device":{"id":"x"},"lat":"north"}"#;
     let err = decode(v2).unwrap_err();
     assert_eq!(err, Invalid::UnsupportedVersion { found: 2 });
-    assert_eq!(err.reason(), "version");
+    assert_eq!(err.reason(), InvalidReason::Version);
     assert!(err.to_string().contains('2'), "{err}");
     assert_eq!(
         decode(&example_with("v", Some(json!(0)))),
@@ -215,7 +216,7 @@ fn message_size_limit_is_256_kib() {
             size: MAX_MESSAGE_BYTES + 1
         }
     );
-    assert_eq!(err.reason(), "too_large");
+    assert_eq!(err.reason(), InvalidReason::TooLarge);
 }
 
 #[test]
@@ -233,7 +234,7 @@ fn timestamps_must_be_rfc3339() {
     }
     // A number is the wrong JSON type.
     let err = decode(&example_with("ts", Some(json!(1_795_252_502_500_i64)))).unwrap_err();
-    assert_eq!(err.reason(), "json");
+    assert_eq!(err.reason(), InvalidReason::Json);
 }
 
 #[test]
@@ -274,7 +275,7 @@ fn wrong_types_and_garbage_are_json_errors() {
     ] {
         let err = decode(bad).unwrap_err();
         assert!(matches!(err, Invalid::Json { .. }), "{err:?}");
-        assert_eq!(err.reason(), "json");
+        assert_eq!(err.reason(), InvalidReason::Json);
     }
 }
 
@@ -346,7 +347,23 @@ fn reasons_are_stable_and_listed() {
         Invalid::DeviceId(DeviceIdError::Empty),
     ];
     let reasons: Vec<_> = samples.iter().map(Invalid::reason).collect();
-    assert_eq!(reasons, Invalid::REASONS);
+    assert_eq!(reasons, InvalidReason::ALL);
+    let labels: Vec<_> = reasons.iter().map(|r| r.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "too_large",
+            "json",
+            "missing_field",
+            "version",
+            "latitude",
+            "longitude",
+            "not_finite",
+            "battery",
+            "timestamp",
+            "device_id"
+        ]
+    );
 }
 
 #[test]

@@ -5,12 +5,12 @@
 //! (each set's label values defined once, in `reason`); received versus written, lateness,
 //! Cosmos DB status codes, RU per partition key range (the heat map), in-flight and backlog
 //! gauges, the bytes held in the source queue, acknowledgement lag per source partition,
-//! the answers of `/readyz` and `/healthz` as gauges (for alert rules), and for
-//! the Event Hubs source the partitions this replica owns, their ownership changes and every
-//! partition's checkpoint lag in events are all here. The names are listed in the crate
-//! README.
+//! the answers of `/readyz` and `/healthz` as gauges (for alert rules), and the Event Hubs
+//! source's ownership and lag ([`eventhubs`]). The names are listed in the crate's
+//! settings and operations guides.
 
 mod counts;
+mod eventhubs;
 mod health;
 mod histogram;
 mod reason;
@@ -19,10 +19,10 @@ mod snapshot;
 
 pub use counts::Counts;
 pub use histogram::BucketHistogram;
-pub use reason::{DocumentKind, DropReason, HoldReason, UnknownDropReason};
+pub use reason::{DocumentKind, DropReason, HoldReason, OwnershipChange, UnknownDropReason};
 pub use snapshot::Snapshot;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -32,34 +32,15 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use telemetry::wire::InvalidReason;
+
+use self::eventhubs::EventHubsFamilies;
+use self::reason::InvalidLabel;
 
 type Label = [(&'static str, String); 1];
 type Labels2 = [(&'static str, String); 2];
 /// One label whose values are a [`DropReason`], [`HoldReason`] or [`DocumentKind`].
 type Typed<T> = [(&'static str, T); 1];
-
-/// A change of this replica's ownership of an Event Hubs partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwnershipChange {
-    /// It started reading the partition.
-    Claimed,
-    /// It stopped reading the partition without giving it up: another replica took it
-    /// over, or the receiver or the processor failed.
-    Lost,
-    /// It gave the partition up at a graceful stop.
-    Released,
-}
-
-impl OwnershipChange {
-    /// The `change` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OwnershipChange::Claimed => "claimed",
-            OwnershipChange::Lost => "lost",
-            OwnershipChange::Released => "released",
-        }
-    }
-}
 
 /// The writer's metrics. Cheap to update from any task.
 pub struct Metrics {
@@ -67,7 +48,7 @@ pub struct Metrics {
     received: Counter,
     written: Family<Typed<DocumentKind>, Counter>,
     dropped: Family<Typed<DropReason>, Counter>,
-    invalid: Family<Label, Counter>,
+    invalid: Family<Typed<InvalidLabel>, Counter>,
     lateness_enqueued: BucketHistogram,
     lateness_device: BucketHistogram,
     cosmos_ops: Family<Labels2, Counter>,
@@ -86,15 +67,10 @@ pub struct Metrics {
     fallback: Gauge,
     ready_gauge: Gauge,
     live_gauge: Gauge,
-    partition_owned: Family<Label, Gauge>,
-    lag_events: Family<Label, Gauge>,
-    ownership_changes: Family<Labels2, Counter>,
-    read_again: Family<Label, Counter>,
+    eventhubs: EventHubsFamilies,
     /// The partition key ranges seen (labels of `ru` and `throttled`): a family's label
     /// sets cannot be listed.
     ranges: RwLock<BTreeSet<String>>,
-    /// The Event Hubs partitions seen (labels of `partition_owned` and `lag_events`).
-    partitions: RwLock<BTreeSet<String>>,
     ready: AtomicBool,
     /// The outcome count last seen by [`Metrics::is_live`] and when it last changed.
     progress: Mutex<(u64, Instant)>,
@@ -152,12 +128,8 @@ impl Metrics {
             fallback: Gauge::default(),
             ready_gauge: Gauge::default(),
             live_gauge: Gauge::default(),
-            partition_owned: Family::default(),
-            lag_events: Family::default(),
-            ownership_changes: Family::default(),
-            read_again: Family::default(),
+            eventhubs: EventHubsFamilies::default(),
             ranges: RwLock::default(),
-            partitions: RwLock::default(),
             ready: AtomicBool::new(false),
             progress: Mutex::new((0, Instant::now())),
         };
@@ -167,6 +139,9 @@ impl Metrics {
         }
         for reason in DropReason::ALL {
             let _ = m.dropped.get_or_create(&[("reason", reason)]);
+        }
+        for reason in InvalidReason::ALL {
+            let _ = m.invalid.get_or_create(&[("reason", InvalidLabel(reason))]);
         }
         for kind in DocumentKind::ALL {
             let _ = m.written.get_or_create(&[("kind", kind)]);
@@ -278,62 +253,8 @@ impl Metrics {
             "1 while /healthz answers 200: no work pending, or an outcome within HEALTHZ_STALL_AFTER (updated when /metrics is scraped)",
             m.live_gauge.clone(),
         );
-        r.register(
-            "eventhubs_partition_owned",
-            "1 while this replica reads the Event Hubs partition, 0 after it lost or released it",
-            m.partition_owned.clone(),
-        );
-        r.register(
-            "eventhubs_lag_events",
-            "Events of the partition enqueued after this consumer group's checkpoint (every partition of the hub)",
-            m.lag_events.clone(),
-        );
-        r.register(
-            "eventhubs_ownership_changes",
-            "Changes of this replica's partition ownership, by partition and change (claimed, lost, released)",
-            m.ownership_changes.clone(),
-        );
-        r.register(
-            "eventhubs_events_read_again",
-            "Events of the partition this process had already taken in an earlier reading and received again (counted in messages_received too)",
-            m.read_again.clone(),
-        );
+        m.eventhubs.register(r);
         m
-    }
-
-    /// Whether this replica reads Event Hubs partition `partition`.
-    pub fn set_partition_owned(&self, partition: &str, owned: bool) {
-        remember(&self.partitions, partition);
-        self.partition_owned
-            .get_or_create(&label("partition", partition))
-            .set(i64::from(owned));
-    }
-
-    /// One change of this replica's ownership of `partition`.
-    pub fn ownership_change(&self, partition: &str, change: OwnershipChange) {
-        self.ownership_changes
-            .get_or_create(&[
-                ("partition", partition.to_owned()),
-                ("change", change.as_str().to_owned()),
-            ])
-            .inc();
-    }
-
-    /// One event of `partition` received again: this process had taken it in an earlier
-    /// reading of the partition.
-    pub fn read_again(&self, partition: &str) {
-        remember(&self.partitions, partition);
-        self.read_again
-            .get_or_create(&label("partition", partition))
-            .inc();
-    }
-
-    /// Events of `partition` enqueued after the consumer group's checkpoint.
-    pub fn set_lag_events(&self, partition: &str, events: i64) {
-        remember(&self.partitions, partition);
-        self.lag_events
-            .get_or_create(&label("partition", partition))
-            .set(events);
     }
 
     /// Holds the stream for `reason`, or resumes with `None`.
@@ -391,9 +312,11 @@ impl Metrics {
         self.dropped.get_or_create(&[("reason", reason)]).inc();
     }
 
-    /// One message invalid for the validation reason `reason`.
-    pub fn invalid(&self, reason: &'static str) {
-        self.invalid.get_or_create(&label("reason", reason)).inc();
+    /// One message invalid for `reason`.
+    pub fn invalid(&self, reason: InvalidReason) {
+        self.invalid
+            .get_or_create(&[("reason", InvalidLabel(reason))])
+            .inc();
     }
 
     /// Lateness of one write's outcome.
@@ -492,20 +415,14 @@ impl Metrics {
                 .into_iter()
                 .map(|r| dropped(&self.history_dropped, r))
                 .sum(),
-            read_again: self
-                .partitions
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter_map(|p| Some(self.read_again.get(&label("partition", p.as_str()))?.get()))
-                .sum(),
+            read_again: self.eventhubs.read_again_total(),
         }
     }
 
-    /// Count of invalid messages for a validation reason.
-    pub fn invalid_count(&self, reason: &str) -> u64 {
+    /// Count of invalid messages for `reason`.
+    pub fn invalid_count(&self, reason: InvalidReason) -> u64 {
         self.invalid
-            .get_or_create(&label("reason", reason.to_string()))
+            .get_or_create(&[("reason", InvalidLabel(reason))])
             .get()
     }
 
@@ -520,29 +437,12 @@ impl Metrics {
 
     /// The values the demo shows, read back from the metrics themselves.
     pub fn snapshot(&self) -> Snapshot {
-        // Before the lock on the partitions seen: the counts take it too.
-        let counts = self.counts();
-        let partitions = self.partitions.read().unwrap_or_else(|e| e.into_inner());
-        let of_partitions = |family: &Family<Label, Gauge>| {
-            partitions
-                .iter()
-                .filter_map(|p| {
-                    Some((
-                        p.clone(),
-                        family.get(&label("partition", p.as_str()))?.get(),
-                    ))
-                })
-                .collect::<BTreeMap<String, i64>>()
-        };
         Snapshot {
-            counts,
+            counts: self.counts(),
             throttled: self.throttled_total(),
             lateness_device: self.lateness_device.cumulative(),
-            partitions_owned: of_partitions(&self.partition_owned)
-                .into_iter()
-                .map(|(p, owned)| (p, owned == 1))
-                .collect(),
-            lag_events: of_partitions(&self.lag_events),
+            partitions_owned: self.eventhubs.owned(),
+            lag_events: self.eventhubs.lag_events(),
             source_connected: self.source_connected.get() == 1,
         }
     }
