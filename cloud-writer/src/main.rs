@@ -152,6 +152,11 @@ fn print_report(counts: &Counts) -> u64 {
         println!("not written:         {total}");
         for (reason, n) in missing {
             println!("  {:<18} {n} ({})", format!("{reason}:"), why(reason));
+            if reason == DropReason::Invalid {
+                for (invalid, n) in &counts.invalid {
+                    println!("    {:<16} {n}", format!("{invalid}:"));
+                }
+            }
         }
         if counts.history_dropped > 0 {
             let because = "history documents refused or stale while retried";

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use telemetry::wire::InvalidReason;
+
 use super::DropReason;
 
 /// Counts read back from [`Metrics`], for tests, the summary line and the import report.
@@ -16,6 +18,9 @@ pub struct Counts {
     pub history_written: u64,
     /// Messages dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
+    /// Invalid messages (dropped as [`DropReason::Invalid`]) by why they are invalid;
+    /// reasons with none are left out.
+    pub invalid: BTreeMap<InvalidReason, u64>,
     /// Positions being written.
     pub in_flight: i64,
     /// History documents not written (refused, or stale while retried).

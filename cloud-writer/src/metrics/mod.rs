@@ -410,6 +410,18 @@ impl Metrics {
                 .into_iter()
                 .map(|r| (r, dropped(&self.dropped, r)))
                 .collect(),
+            invalid: InvalidReason::ALL
+                .into_iter()
+                .map(|r| {
+                    (
+                        r,
+                        self.invalid
+                            .get_or_create(&[("reason", InvalidLabel(r))])
+                            .get(),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
             in_flight: self.in_flight.get(),
             history_dropped: DropReason::ALL
                 .into_iter()
@@ -417,13 +429,6 @@ impl Metrics {
                 .sum(),
             read_again: self.eventhubs.read_again_total(),
         }
-    }
-
-    /// Count of invalid messages for `reason`.
-    pub fn invalid_count(&self, reason: InvalidReason) -> u64 {
-        self.invalid
-            .get_or_create(&[("reason", InvalidLabel(reason))])
-            .get()
     }
 
     /// Throttled requests of all ranges.

@@ -206,9 +206,7 @@ mod tests {
         let counts = metrics.counts();
         assert_eq!(counts.dropped(DropReason::Invalid), 1);
         assert_eq!(counts.dropped(DropReason::Spoofed), 1);
-        assert_eq!(
-            metrics.invalid_count(telemetry::wire::InvalidReason::TooLarge),
-            1
-        );
+        let invalid = [(telemetry::wire::InvalidReason::TooLarge, 1)];
+        assert_eq!(counts.invalid, invalid.into());
     }
 }
