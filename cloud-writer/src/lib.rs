@@ -2,17 +2,20 @@
 //! endpoint or an MQTT broker, drops stale and bad ones (counted, never silently), and
 //! writes each drone's newest position into Cosmos DB as a GeoJSON document.
 //!
-//! Layout (source → pipeline → sink):
-//! - [`source`]: the [`source::Source`] trait, MQTT ([`source::mqtt`]) and the Event Hubs
-//!   adapter ([`source::eventhubs`]); in-order acknowledgement.
-//! - [`pipeline`]: decode, identity check, staleness, coalescing, rejects; the [`pipeline::Sink`]
-//!   contract it hands positions ([`pipeline::PositionWrite`]) to.
-//! - [`sink`]: the Cosmos DB bulk sink and its newest-wins state machine.
-//! - [`metrics`], [`config`], [`writer`] (the running component), [`import`] (backfill).
+//! The API is small: a [`Writer`] started from a [`WriterConfig`] (resolved from
+//! [`Settings`]), its [`Metrics`] and the [`Counts`] and [`Snapshot`] read back from them,
+//! with the reasons a message is dropped ([`DropReason`]) or the stream held
+//! ([`HoldReason`]).
+//!
+//! Inside, the data path is in the folder names: `source` (MQTT and Event Hubs, in-order
+//! acknowledgement) → `pipeline` (decode, identity, staleness, coalescing, rejects; the
+//! `Sink` contract it hands positions to) → `sink` (the Cosmos DB bulk sink and its
+//! newest-wins state machine); `writer` wires them, `metrics` and `config` serve all three,
+//! `import` backfills from a file.
 //!
 //! Running a writer in-process:
 //! ```no_run
-//! # async fn demo(config: cloud_writer::config::WriterConfig) -> anyhow::Result<()> {
+//! # async fn demo(config: cloud_writer::WriterConfig) -> anyhow::Result<()> {
 //! let writer = cloud_writer::Writer::start(config).await?;
 //! // ... later:
 //! writer.shutdown();
@@ -21,14 +24,34 @@
 //! # Ok(()) }
 //! ```
 
-pub mod config;
-pub mod import;
-pub mod metrics;
-pub mod pipeline;
-pub mod sink;
-pub mod source;
-pub mod writer;
+mod config;
+mod import;
+mod metrics;
+mod pipeline;
+mod sink;
+mod source;
+mod writer;
 
-pub use config::{Settings, WriterConfig};
-pub use metrics::{Counts, DropReason, HoldReason, Metrics, UnknownDropReason};
+pub use config::{DurationSetting, NewestWins, Secret, Settings, WriterConfig};
+pub use metrics::{Counts, DropReason, HoldReason, Metrics, Snapshot, UnknownDropReason};
 pub use writer::{RunError, StartError, Writer};
+
+/// The parts below the API that the command (`import`, `check`), the benches, the demo's
+/// load tools and the integration tests reach. Not an API: it follows the code.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::config::{
+        EventHubsConnection, EventHubsSettings, SOURCE_MAX_BYTES_FLOOR, StartAt,
+    };
+    pub use crate::import::FileSource;
+    pub use crate::pipeline::coalesce::Coalescer;
+    pub use crate::pipeline::reject::Rejects;
+    pub use crate::pipeline::{PositionWrite, prepare_batch};
+    pub use crate::sink::{CosmosSink, Encoder, SinkSettings};
+    pub use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
+    pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
+    pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
+    pub use crate::source::queue::channel;
+    pub use crate::source::{Ack, Message, Source, SourceControl, SourceError};
+    pub use crate::writer::{bulk_config, cosmos_client, open_container, patch_in_batches};
+}

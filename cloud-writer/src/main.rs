@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use cloud_writer::config::{DurationSetting, Settings, WriterConfig};
-use cloud_writer::import::FileSource;
-use cloud_writer::writer::{cosmos_client, open_container, patch_in_batches};
+use cloud_writer::internals::FileSource;
+use cloud_writer::internals::{cosmos_client, open_container, patch_in_batches};
 use cloud_writer::{Counts, DropReason, Writer};
+use cloud_writer::{DurationSetting, Settings, WriterConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use telemetry::DocumentLayout;
 

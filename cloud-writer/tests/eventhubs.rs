@@ -13,10 +13,10 @@ use std::time::Duration;
 use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::Ownership;
 use cloud_writer::Metrics;
-use cloud_writer::config::{EventHubsConnection, EventHubsSettings, StartAt};
-use cloud_writer::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
-use cloud_writer::source::eventhubs::store::{CosmosCheckpointStore, Scope};
-use cloud_writer::source::{Source, SourceControl, SourceError};
+use cloud_writer::internals::{CheckpointContainer, EventHubsSource};
+use cloud_writer::internals::{CosmosCheckpointStore, Scope};
+use cloud_writer::internals::{EventHubsConnection, EventHubsSettings, StartAt};
+use cloud_writer::internals::{Source, SourceControl, SourceError};
 use common::*;
 use cosmos_sim::CosmosSim;
 use test_harness::CosmosDbServer;
@@ -277,7 +277,7 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
         },
         Arc::new(Metrics::new()),
     ));
-    let (tx, _rx) = cloud_writer::source::queue::channel(1 << 20, Arc::new(Metrics::new()));
+    let (tx, _rx) = cloud_writer::internals::channel(1 << 20, Arc::new(Metrics::new()));
     let control = SourceControl {
         stop: CancellationToken::new(),
         drained: CancellationToken::new(),

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use azure_messaging_eventhubs::CheckpointStore;
 use chrono::Utc;
-use cloud_writer::config::EventHubsConnection;
-use cloud_writer::source::eventhubs::store::CosmosCheckpointStore;
+use cloud_writer::internals::CosmosCheckpointStore;
+use cloud_writer::internals::EventHubsConnection;
 use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for};
 use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};

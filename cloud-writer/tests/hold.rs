@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use cloud_writer::config::{DurationSetting, NewestWins};
 use cloud_writer::{Counts, DropReason, HoldReason, Writer};
+use cloud_writer::{DurationSetting, NewestWins};
 use common::*;
 use cosmos_sim::CosmosSim;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};

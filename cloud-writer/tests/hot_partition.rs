@@ -46,7 +46,7 @@ async fn forced_writer_puts_every_document_in_the_one_undefined_partition() {
     // The override needs the patch mode (the etag mode reads by the device's partition).
     let mut etag = base.clone();
     etag.writer_force_missing_partition_key = Some(true);
-    etag.newest_wins = Some(cloud_writer::config::NewestWins::Etag);
+    etag.newest_wins = Some(cloud_writer::NewestWins::Etag);
     let refusal = Writer::start(etag.resolve().unwrap()).await.unwrap_err();
     assert!(matches!(refusal, StartError::Config(_)), "{refusal}");
     // History documents under the undefined key would fill one logical partition: refused.

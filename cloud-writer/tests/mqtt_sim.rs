@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
-use cloud_writer::source::mqtt::{MqttSettings, MqttSource};
+use cloud_writer::internals::{MqttSettings, MqttSource};
 use common::*;
 use cosmos_sim::CosmosSim;
 use telemetry::wire::InvalidReason;
@@ -249,7 +249,7 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
         .start()
         .await
         .unwrap();
-    let budget = cloud_writer::config::SOURCE_MAX_BYTES_FLOOR;
+    let budget = cloud_writer::internals::SOURCE_MAX_BYTES_FLOOR;
     let mut settings = settings(&sim.endpoint(), &broker.url(), "blocked");
     settings.source_max_bytes = Some(budget);
     settings.max_in_flight = Some(20);

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
-use cloud_writer::config::Secret;
+use cloud_writer::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
 use hub_sim::routing::{AuthMethod, Incoming};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
-use cloud_writer::config::NewestWins;
+use cloud_writer::NewestWins;
 use common::*;
 use test_harness::{CosmosDbServer, Mosquitto};
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cloud_writer::config::Secret;
+use cloud_writer::Secret;
 use cloud_writer::{DropReason, Settings};
 use cosmos::{
     ContainerClient, CosmosClient, CosmosConfig, Credential, MasterKey, QueryRequest, QueryScope,

@@ -4,7 +4,7 @@
 //! Owns the parser ([`Scrape::parse`]), label matching, sums over label sets, and the
 //! quantile estimate from a histogram's cumulative buckets (also over the difference of
 //! two scrapes, for "p99 of the last second"); the demo applies the same quantile to the
-//! buckets it reads from its in-process writers (`cloud_writer::metrics::Snapshot`).
+//! buckets it reads from its in-process writers (`cloud_writer::Snapshot`).
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! The cloud writer's field metrics as read from its Prometheus text, for a writer in
 //! another process: positions received and documents written, drops by reason, throttled
 //! requests and lateness. (The demo's writers run in its own process and are read through
-//! `cloud_writer::metrics::Snapshot` instead.)
+//! `cloud_writer::Snapshot` instead.)
 //!
 //! Owns the metric names this tool relies on ([`names`]), the figures of an interval
 //! between two scrapes ([`WriterFigures::between`]) and the HTTP scraper the load

@@ -18,10 +18,8 @@ mod tests;
 
 pub use given::Settings;
 pub use resolved::{
-    Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
-    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
-    LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
-    read_key_file,
+    CosmosSettings, DEFAULT_MQTT_RECEIVE_MAXIMUM, EventHubsSettings, LoadBalancing, MqttTls,
+    NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
 };
-pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
-pub use source::{EventHubsConnection, MqttUrl, SourceSpec};
+pub use settings::{DurationSetting, Secret};
+pub use source::{EventHubsConnection, SourceSpec};

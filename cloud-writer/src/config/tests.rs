@@ -6,6 +6,7 @@ use std::time::Duration;
 use settings::Layered as _;
 use url::Url;
 
+use super::resolved::Balancing;
 use super::*;
 
 fn base() -> Settings {

@@ -7,7 +7,7 @@ use telemetry::wire::InvalidReason;
 
 use super::DropReason;
 
-/// Counts read back from [`Metrics`], for tests, the summary line and the import report.
+/// Counts read back from [`Metrics`](super::Metrics), for tests, the summary line and the import report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counts {
     /// Messages received from the source.

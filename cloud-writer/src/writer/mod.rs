@@ -25,7 +25,7 @@ mod guard;
 mod shutdown;
 mod summary;
 
-pub use guard::{OpenedContainer, StartError, cosmos_client, open_container, patch_in_batches};
+pub use guard::{StartError, cosmos_client, open_container, patch_in_batches};
 pub use shutdown::RunError;
 
 /// Drones whose high-water mark is remembered.

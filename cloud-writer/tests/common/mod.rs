@@ -9,8 +9,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use cloud_writer::Secret;
 use cloud_writer::Settings;
-use cloud_writer::config::Secret;
 use cosmos::{
     ContainerClient, CosmosClient, CosmosConfig, Credential, MasterKey, QueryRequest, QueryScope,
 };

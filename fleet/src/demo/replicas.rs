@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use cloud_writer::metrics::Snapshot;
+use cloud_writer::Snapshot;
 use cloud_writer::{Counts, Metrics, Writer, WriterConfig};
 use cosmos::BulkConfig;
 use cosmos_sim::CosmosSim;
@@ -282,7 +282,7 @@ pub(super) async fn start_replicas(
     let bulk = match config.scenario {
         Scenario::Serial => serial_bulk_config(),
         Scenario::Bulk | Scenario::HotPartition | Scenario::ReplicaKilled => {
-            cloud_writer::writer::bulk_config(writer_config.max_in_flight)
+            cloud_writer::internals::bulk_config(writer_config.max_in_flight)
         }
     };
     let mut replicas = Replicas::default();

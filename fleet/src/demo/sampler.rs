@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::replicas::Replicas;
 use super::{CONTAINER, DATABASE, DemoConfig};
-use cloud_writer::metrics::Snapshot as WriterSnapshot;
+use cloud_writer::Snapshot as WriterSnapshot;
 
 use crate::prom;
 use crate::report::{DemoReport, PartitionTotals, TimelinePoint};

@@ -34,15 +34,15 @@ pub(super) fn config_for(
     source: &str,
     sim: &CosmosSim,
 ) -> cloud_writer::WriterConfig {
-    let duration = |d: Duration| Some(cloud_writer::config::DurationSetting(d));
+    let duration = |d: Duration| Some(cloud_writer::DurationSetting(d));
     let settings = cloud_writer::Settings {
         cosmos_endpoint: Some(sim.endpoint().parse().expect("the endpoint is a URL")),
-        cosmos_key: Some(cloud_writer::config::Secret::new(sim.key())),
+        cosmos_key: Some(cloud_writer::Secret::new(sim.key())),
         cosmos_database: Some(DATABASE.to_owned()),
         cosmos_container: Some(CONTAINER.to_owned()),
         // The checkpoint container is made at the first start.
         cosmos_create_if_missing: Some(true),
-        writer_source: Some(cloud_writer::config::Secret::new(source)),
+        writer_source: Some(cloud_writer::Secret::new(source)),
         mqtt_client_id: Some("cloud-writer-demo".to_owned()),
         eventhubs_start_position: Some("earliest".to_owned()),
         eventhubs_load_balancing_interval: duration(BALANCING_INTERVAL),

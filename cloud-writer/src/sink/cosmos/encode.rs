@@ -4,7 +4,7 @@
 //! All three are written by `telemetry::document` straight from the position. The patch
 //! `set`s every field that can change between positions
 //! ([`telemetry::document::PATCHED_FIELDS`], exactly Cosmos DB's limit of
-//! [`MAX_PATCH_OPERATIONS`]); an optional field the new position lacks (`altM`,
+//! 10 operations in one patch); an optional field the new position lacks (`altM`,
 //! `headingDeg`, `speedMps`, `batteryPct`, the enqueued time) is set to `null`, so a
 //! newer position never leaves an older position's value behind. (`remove` is not used:
 //! Cosmos DB answers 400 when the path is absent.)
@@ -16,9 +16,6 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::PartitionKey;
 use telemetry::{DocumentLayout, Position};
-
-/// Cosmos DB's limit of operations in one patch request.
-pub const MAX_PATCH_OPERATIONS: usize = 10;
 
 /// Encodes positions for one container layout.
 #[derive(Debug, Clone)]
@@ -101,6 +98,9 @@ mod tests {
     use telemetry::document::{DOCUMENT_FIELDS, PATCHED_FIELDS};
 
     use super::*;
+
+    /// Cosmos DB's limit of operations in one patch request.
+    const MAX_PATCH_OPERATIONS: usize = 10;
 
     fn position() -> Position {
         telemetry::wire::decode(

@@ -48,6 +48,7 @@ impl HighWater {
     }
 
     /// Whether `order` is at or below the drone's mark (known superseded).
+    #[cfg(test)]
     pub fn is_superseded(&mut self, device: &str, order: PositionOrder) -> bool {
         self.get(device).is_some_and(|mark| order <= mark.order)
     }
@@ -73,13 +74,9 @@ impl HighWater {
     }
 
     /// Drones remembered.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.young.len() + self.old.len()
-    }
-
-    /// Whether nothing is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn insert(&mut self, device: String, mark: Mark) {

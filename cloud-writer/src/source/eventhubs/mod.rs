@@ -154,6 +154,7 @@ impl EventParts {
     }
 
     /// The device identity, if the hub set it.
+    #[cfg(test)]
     pub fn identity(&self) -> Option<&str> {
         self.device_id.as_deref().filter(|id| !id.is_empty())
     }
@@ -164,6 +165,7 @@ impl EventParts {
     }
 
     /// The device's own send time, if it set `iothub-creation-time-utc`.
+    #[cfg(test)]
     pub fn creation_time(&self) -> Option<DateTime<Utc>> {
         self.creation_time_utc
             .as_deref()

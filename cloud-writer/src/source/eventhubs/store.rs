@@ -126,7 +126,7 @@ struct Doc {
 const CHECKPOINT: &str = "checkpoint";
 const OWNERSHIP: &str = "ownership";
 
-/// Checkpoints and ownerships in a Cosmos DB container partitioned on [`SCOPE_PATH`].
+/// Checkpoints and ownerships in a Cosmos DB container partitioned on `SCOPE_PATH`.
 #[derive(Debug, Clone)]
 pub struct CosmosCheckpointStore {
     container: ContainerClient,
