@@ -44,7 +44,7 @@ const MAP_PAGE: &str = include_str!("map.html");
 
 /// What every request handler shares.
 #[derive(Debug)]
-struct Shared {
+struct ApiState {
     reads: Reads,
     metrics: Arc<Metrics>,
     options: ApiOptions,
@@ -124,7 +124,7 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Route
         "__REFRESH_MS__",
         &options.map_refresh.as_millis().to_string(),
     );
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ApiState {
         reads,
         metrics,
         options,
@@ -161,7 +161,7 @@ pub async fn serve(
         .await
 }
 
-async fn map_page(State(s): State<Arc<Shared>>) -> Response {
+async fn map_page(State(s): State<Arc<ApiState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
         s.page.clone(),
@@ -169,7 +169,7 @@ async fn map_page(State(s): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
+async fn metrics_text(State(s): State<Arc<ApiState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(),
@@ -185,7 +185,7 @@ fn error_response(error: ApiError) -> Response {
 /// Runs a route's work and turns its answer into a response with the cost headers, and
 /// records it with the time it took.
 async fn answer(
-    s: &Shared,
+    s: &ApiState,
     route: &'static str,
     work: impl std::future::Future<Output = Answered>,
 ) -> Response {
@@ -311,7 +311,7 @@ fn geojson_value(object: &impl serde::Serialize) -> Value {
     serde_json::to_value(object).expect("GeoJSON objects serialise")
 }
 
-async fn all(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+async fn all(State(s): State<Arc<ApiState>>, RawQuery(raw): RawQuery) -> Response {
     answer(&s, "all", async {
         let p = params(raw, &["limit"])?;
         let limit = limit(&p)?;
@@ -321,7 +321,7 @@ async fn all(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response 
     .await
 }
 
-async fn near(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+async fn near(State(s): State<Arc<ApiState>>, RawQuery(raw): RawQuery) -> Response {
     answer(&s, "near", async {
         let p = params(raw, &["lat", "lon", "radius_m", "limit"])?;
         let lat = geo::number("lat", required(&p, "lat")?)?;
@@ -335,7 +335,7 @@ async fn near(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response
     .await
 }
 
-async fn within_bbox(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> Response {
+async fn within_bbox(State(s): State<Arc<ApiState>>, RawQuery(raw): RawQuery) -> Response {
     answer(&s, "within", async {
         let p = params(raw, &["bbox", "limit"])?;
         let area = Polygon::from_bbox(required(&p, "bbox")?)?;
@@ -347,7 +347,7 @@ async fn within_bbox(State(s): State<Arc<Shared>>, RawQuery(raw): RawQuery) -> R
 }
 
 async fn within_polygon(
-    State(s): State<Arc<Shared>>,
+    State(s): State<Arc<ApiState>>,
     RawQuery(raw): RawQuery,
     body: Body,
 ) -> Response {
@@ -370,7 +370,7 @@ async fn within_polygon(
 }
 
 async fn one(
-    State(s): State<Arc<Shared>>,
+    State(s): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -441,7 +441,7 @@ fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value
 }
 
 async fn track(
-    State(s): State<Arc<Shared>>,
+    State(s): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
 ) -> Response {

@@ -1,4 +1,4 @@
-//! The sink's driver: the state shared by the submitting side and the outcome task, the
+//! The sink's driver: the write engine shared by the submitting side and the outcome task, the
 //! in-flight limit, building and submitting the bulk operations, and the outcome loop that
 //! classifies each answer ([`super::refusal`]) and feeds the rest to the state
 //! machine ([`super::state`]) until every position is final and acknowledged.
@@ -52,8 +52,9 @@ pub(super) enum Ctx {
     History(HistoryDoc),
 }
 
-/// State shared by the submitting side and the outcome task.
-pub(super) struct Shared {
+/// The write machinery of the sink (the bulk writer, the high-water marks, the in-flight
+/// limit, the hold), shared by the submitting side and the outcome task.
+pub(super) struct WriteEngine {
     pub(super) writer: BulkWriter<Ctx>,
     pub(super) container: ContainerClient,
     pub(super) encoder: Encoder,
@@ -71,7 +72,7 @@ pub(super) struct Shared {
     pub(super) rejects: Rejects,
 }
 
-impl Shared {
+impl WriteEngine {
     /// Takes a write in: waits while the stream is held and while the in-flight limit is
     /// reached.
     pub(super) async fn enter(&self) {
@@ -286,7 +287,7 @@ pub(super) struct OutcomeInfo {
     pub(super) whole_request: bool,
 }
 
-pub(super) async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes<Ctx>) {
+pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOutcomes<Ctx>) {
     let mut last_stats = Instant::now();
     while let Some(outcome) = outcomes.next().await {
         let Outcome {
@@ -300,8 +301,8 @@ pub(super) async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes
             whole_request,
             ..
         } = outcome;
-        shared.metrics.cosmos_op(status, substatus);
-        shared.metrics.request_units(&range_id, request_charge);
+        engine.metrics.cosmos_op(status, substatus);
+        engine.metrics.request_units(&range_id, request_charge);
         let info = OutcomeInfo {
             status,
             error,
@@ -309,20 +310,20 @@ pub(super) async fn outcome_loop(shared: Arc<Shared>, mut outcomes: BulkOutcomes
             whole_request,
         };
         match context {
-            Ctx::Latest(pending, step) => shared.on_latest(pending, step, info).await,
-            Ctx::History(doc) => shared.on_history(doc, info).await,
+            Ctx::Latest(pending, step) => engine.on_latest(pending, step, info).await,
+            Ctx::History(doc) => engine.on_history(doc, info).await,
         }
         if last_stats.elapsed() >= Duration::from_millis(500) {
             last_stats = Instant::now();
-            publish_stats(&shared);
+            publish_stats(&engine);
         }
     }
-    publish_stats(&shared);
+    publish_stats(&engine);
 }
 
-fn publish_stats(shared: &Shared) {
-    for (range, stats) in shared.writer.stats().ranges {
-        shared
+fn publish_stats(engine: &WriteEngine) {
+    for (range, stats) in engine.writer.stats().ranges {
+        engine
             .metrics
             .set_throttled(&range, stats.throttled_operations);
     }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use cosmos::{BulkOperation, OperationType};
 
 use super::refusal::{self, Refusal};
-use super::{Ctx, OutcomeInfo, Parked, Shared};
+use super::{Ctx, OutcomeInfo, Parked, WriteEngine};
 use crate::metrics::{DocumentKind, DropReason};
 
 /// A history document being written.
@@ -24,7 +24,7 @@ pub(super) struct HistoryDoc {
     pub(super) probe: bool,
 }
 
-impl Shared {
+impl WriteEngine {
     pub(super) fn history_op(&self, doc: HistoryDoc) -> BulkOperation<Ctx> {
         BulkOperation {
             kind: OperationType::Create,

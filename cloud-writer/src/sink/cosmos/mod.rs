@@ -65,7 +65,7 @@ mod read;
 pub mod refusal;
 mod state;
 
-use driver::{Ctx, OutcomeInfo, Pending, Shared, outcome_loop};
+use driver::{Ctx, OutcomeInfo, Pending, WriteEngine, outcome_loop};
 pub use encode::Encoder;
 use high_water::HighWater;
 use history::HistoryDoc;
@@ -94,7 +94,7 @@ pub struct SinkSettings {
 /// The sink. Feed it with [`CosmosSink::write`]; [`CosmosSink::close`] waits for every
 /// position's final outcome.
 pub struct CosmosSink {
-    shared: Arc<Shared>,
+    engine: Arc<WriteEngine>,
     outcomes: JoinHandle<()>,
     supervisor: JoinHandle<()>,
 }
@@ -102,7 +102,7 @@ pub struct CosmosSink {
 impl std::fmt::Debug for CosmosSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CosmosSink")
-            .field("in_flight", &self.shared.in_flight.load(Ordering::Relaxed))
+            .field("in_flight", &self.engine.in_flight.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -127,7 +127,7 @@ impl CosmosSink {
     ) -> CosmosSink {
         let (writer, outcomes) = container.bulk_writer::<Ctx>(settings.bulk.clone());
         let hold = Arc::new(Hold::new(metrics.clone()));
-        let shared = Arc::new(Shared {
+        let engine = Arc::new(WriteEngine {
             writer,
             container,
             high_water: Mutex::new(HighWater::new(settings.high_water_capacity)),
@@ -142,10 +142,10 @@ impl CosmosSink {
             hold: hold.clone(),
             rejects,
         });
-        let outcomes = tokio::spawn(outcome_loop(shared.clone(), outcomes));
-        let supervisor = tokio::spawn(hold.supervise(shared.clone()));
+        let outcomes = tokio::spawn(outcome_loop(engine.clone(), outcomes));
+        let supervisor = tokio::spawn(hold.supervise(engine.clone()));
         CosmosSink {
-            shared,
+            engine,
             outcomes,
             supervisor,
         }
@@ -153,31 +153,31 @@ impl CosmosSink {
 
     /// Positions (and history documents) not yet final.
     pub fn in_flight(&self) -> usize {
-        self.shared.in_flight.load(Ordering::Acquire)
+        self.engine.in_flight.load(Ordering::Acquire)
     }
 
     /// Starts writing one coalesced position; waits while the stream is held or the
     /// in-flight limit is reached. A position that turned stale since the pipeline judged
     /// it (its batch waited while the stream was held) is dropped as `stale_in_retry`.
     pub async fn write(&self, item: PositionWrite) {
-        let shared = &self.shared;
-        shared.hold.wait_open().await;
-        if !shared.is_fresh(item.position.ts, item.enqueued) {
-            shared.metrics.dropped(DropReason::StaleInRetry);
-            if shared
+        let engine = &self.engine;
+        engine.hold.wait_open().await;
+        if !engine.is_fresh(item.position.ts, item.enqueued) {
+            engine.metrics.dropped(DropReason::StaleInRetry);
+            if engine
                 .encoder
                 .history_document(&item.position, item.enqueued)
                 .is_some()
             {
-                shared.metrics.history_dropped(DropReason::StaleInRetry);
+                engine.metrics.history_dropped(DropReason::StaleInRetry);
             }
             return item.ack.finish();
         }
         let order = item.position.order();
         let first = {
-            let mut hw = shared.high_water.lock().unwrap_or_else(|e| e.into_inner());
+            let mut hw = engine.high_water.lock().unwrap_or_else(|e| e.into_inner());
             let mark = hw.get(&item.position.device_id);
-            state::first(mark, order, shared.settings.newest_wins)
+            state::first(mark, order, engine.settings.newest_wins)
         };
         let Some(first) = first else {
             return self.superseded(item).await;
@@ -188,10 +188,10 @@ impl CosmosSink {
             received_at,
             ack,
         } = item;
-        if let Some(body) = shared.encoder.history_document(&position, enqueued) {
+        if let Some(body) = engine.encoder.history_document(&position, enqueued) {
             self.write_history(&position, body, ack.clone()).await;
         }
-        shared.enter().await;
+        engine.enter().await;
         let mut pending = Box::new(Pending {
             doc_id: document_id(&position.device_id).into_owned(),
             position,
@@ -206,22 +206,22 @@ impl CosmosSink {
             rounds: 0,
         });
         match first {
-            First::Create => shared.submit(shared.op(pending, Step::Create)).await,
-            First::Patch => shared.submit(shared.op(pending, Step::Patch)).await,
+            First::Create => engine.submit(engine.op(pending, Step::Create)).await,
+            First::Patch => engine.submit(engine.op(pending, Step::Patch)).await,
             First::Replace(etag) => {
                 pending.if_match = Some(etag);
-                shared.submit(shared.op(pending, Step::Replace)).await;
+                engine.submit(engine.op(pending, Step::Replace)).await;
             }
-            First::Read => shared.clone().read_then_write(pending),
+            First::Read => engine.clone().read_then_write(pending),
         }
     }
 
     /// A fresh position known to be superseded (by a newer one of its batch, or by the
     /// high-water mark): counted; in history mode its history document is still written.
     pub async fn superseded(&self, item: PositionWrite) {
-        self.shared.metrics.dropped(DropReason::Superseded);
+        self.engine.metrics.dropped(DropReason::Superseded);
         match self
-            .shared
+            .engine
             .encoder
             .history_document(&item.position, item.enqueued)
         {
@@ -236,8 +236,8 @@ impl CosmosSink {
         body: Bytes,
         ack: crate::source::Ack,
     ) {
-        let shared = &self.shared;
-        shared.enter().await;
+        let engine = &self.engine;
+        engine.enter().await;
         let doc = HistoryDoc {
             device_id: position.device_id.clone(),
             id: history_id(&position.device_id, position.seq),
@@ -246,21 +246,21 @@ impl CosmosSink {
             ack,
             probe: false,
         };
-        shared.submit(shared.history_op(doc)).await;
+        engine.submit(engine.history_op(doc)).await;
     }
 
     /// Waits until every position written so far has its final outcome, then stops the
     /// bulk writer.
     pub async fn close(mut self) {
-        self.shared.wait_idle().await;
+        self.engine.wait_idle().await;
         self.supervisor.abort();
-        self.shared.writer.clone().close().await;
+        self.engine.writer.clone().close().await;
         let _ = (&mut self.outcomes).await;
     }
 
     /// Waits until nothing is in flight (everything submitted so far is final).
     pub async fn wait_idle(&self) {
-        self.shared.wait_idle().await;
+        self.engine.wait_idle().await;
     }
 }
 

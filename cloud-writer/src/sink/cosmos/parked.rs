@@ -12,7 +12,7 @@ use super::history::HistoryDoc;
 use super::hold::{ProbeResult, Resubmit};
 use super::refusal::{self, Refusal};
 use super::state::Final;
-use super::{Pending, Shared, Step};
+use super::{Pending, Step, WriteEngine};
 use crate::metrics::HoldReason;
 
 /// A write parked while the stream is held.
@@ -23,7 +23,7 @@ pub(super) enum Parked {
     History(HistoryDoc),
 }
 
-impl Shared {
+impl WriteEngine {
     /// A probe got an answer other than a refusal of every write.
     pub(super) fn answered(&self, probe: &mut bool) {
         if std::mem::take(probe) {
@@ -71,7 +71,7 @@ impl Shared {
     }
 }
 
-impl Resubmit<Parked> for Shared {
+impl Resubmit<Parked> for WriteEngine {
     fn resubmit(self: Arc<Self>, item: Parked, probe: bool) -> BoxFuture<'static, bool> {
         async move {
             match item {

@@ -13,7 +13,7 @@ use telemetry::PositionOrder;
 
 use super::refusal::{self, Refusal};
 use super::state::{self, AfterRead, Final, Step};
-use super::{Parked, Pending, Shared};
+use super::{Parked, Pending, WriteEngine};
 
 /// Point reads in flight at once (ETag mode).
 pub(super) const MAX_READS: usize = 64;
@@ -21,7 +21,7 @@ pub(super) const MAX_READS: usize = 64;
 /// an unreadable answer), so that such a failure does not spin.
 const READ_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-impl Shared {
+impl WriteEngine {
     /// ETag mode: reads the stored document, then replaces, creates, or finds the
     /// position superseded.
     pub(super) fn read_then_write(self: Arc<Self>, mut pending: Box<Pending>) {
