@@ -1,11 +1,12 @@
-//! The fleet tool: the demo that runs the whole pipeline on one machine, and the load
-//! generator.
+//! The fleet tool: the demo that runs the whole pipeline on one machine, the load
+//! generator and the capacity planner.
 //!
 //! - [`api`]: the read API and the live map, served in-process while the demo runs.
 //! - [`broker`]: the embedded MQTT broker (or Mosquitto) the drones publish to with `--hub mqtt`.
 //! - [`demo`]: the demo orchestration (local IoT Hub, writer replicas, drones, the
 //!   scenarios); [`report`]: its final report.
 //! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
+//! - [`plan`]: what to provision for a fleet and what it costs a month.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
 //! - [`view`]: the live terminal view of a run.
@@ -14,6 +15,7 @@ pub mod api;
 pub mod broker;
 pub mod demo;
 pub mod loadgen;
+pub mod plan;
 pub mod prom;
 pub mod report;
 pub mod view;

@@ -11,6 +11,7 @@ use std::io::IsTerminal as _;
 use fleet::broker::{Broker, BrokerKind};
 use fleet::demo::{self, DemoConfig, HubKind, Output, Scenario};
 use fleet::loadgen::{self, LoadgenConfig, Target};
+use fleet::plan;
 
 /// Drone fleet telemetry: the demo and the load generator.
 #[derive(Debug, Parser)]
@@ -27,6 +28,40 @@ enum Command {
     Demo(DemoArgs),
     /// Publish N simulated drones' positions at a rate to an MQTT broker and report.
     Loadgen(LoadgenArgs),
+    /// What to provision for a fleet (IoT Hub, Event Hubs partitions, writers, Cosmos DB)
+    /// and what it costs a month, from published quotas, the figures measured here and a
+    /// dated price table.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+struct PlanArgs {
+    /// Drones in the fleet.
+    #[arg(long)]
+    drones: u64,
+    /// How often each drone reports its position (the agent's REPORT_INTERVAL).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    report_interval: Duration,
+    /// Keep a history document of every position for this long (the writer's history
+    /// with its TTL), e.g. `7d`.
+    #[arg(long, value_parser = parse_duration)]
+    history: Option<Duration>,
+    /// Regions of the Cosmos DB account.
+    #[arg(long, default_value_t = 1)]
+    regions: u32,
+    /// Request units per second the read side spends (fleet-api, dashboards).
+    #[arg(long, default_value_t = 0.0)]
+    read_ru_per_sec: f64,
+    /// Only IoT Hub's standard tiers (cloud-to-device messages, twins, methods; the agent
+    /// uses none of them, so the basic tiers are considered too by default).
+    #[arg(long)]
+    standard_only: bool,
+    /// The price table [default: the shipped deploy/prices.toml].
+    #[arg(long)]
+    prices: Option<std::path::PathBuf>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -152,7 +187,36 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => run_demo(args, shutdown).await,
         Command::Loadgen(args) => run_loadgen(args, shutdown).await,
+        Command::Plan(args) => run_plan(args),
     }
+}
+
+fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
+    let tiers: Vec<_> = plan::TIERS.iter().map(|t| t.name).collect();
+    let prices = match &args.prices {
+        Some(path) => plan::Prices::read(path, &tiers)?,
+        None => plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)?,
+    };
+    anyhow::ensure!(args.drones > 0, "--drones must be at least 1");
+    anyhow::ensure!(
+        !args.report_interval.is_zero(),
+        "--report-interval must be longer than 0, e.g. 5s"
+    );
+    let fleet = plan::Fleet {
+        drones: args.drones,
+        report_interval: args.report_interval,
+        history: args.history,
+        regions: args.regions,
+        read_ru_per_sec: args.read_ru_per_sec,
+        standard_only: args.standard_only,
+    };
+    let planned = plan::plan(&fleet, &prices);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&planned)?);
+    } else {
+        print!("{}", plan::text(&fleet, &planned, &prices));
+    }
+    Ok(())
 }
 
 async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<()> {

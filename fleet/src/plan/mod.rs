@@ -1,0 +1,306 @@
+//! `fleet plan`: what to provision for a fleet and what it costs a month.
+//!
+//! Every number comes from one of three places, named where it is used: a quota Microsoft
+//! publishes, a figure measured here (the command is in `docs/performance.md`), or the
+//! dated price table ([`prices`]). What the plan does not know it does not price: the
+//! writers' compute depends on where they run, so the plan gives their cores, not a cost.
+
+pub mod prices;
+mod render;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use prices::Prices;
+pub use render::text;
+
+/// The fleet to plan for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fleet {
+    /// Drones.
+    pub drones: u64,
+    /// How often each drone reports its position (one IoT Hub message per report).
+    pub report_interval: Duration,
+    /// How long history documents are kept, when the writer keeps history.
+    pub history: Option<Duration>,
+    /// Regions of the Cosmos DB account (throughput and storage are billed in each).
+    pub regions: u32,
+    /// Request units per second the read side spends (fleet-api, dashboards).
+    pub read_ru_per_sec: f64,
+    /// Only IoT Hub's standard tiers (for cloud-to-device messages, twins or methods,
+    /// which the agent does not use).
+    pub standard_only: bool,
+}
+
+/// An IoT Hub tier and its published limits ("IoT Hub quotas and throttling"; the units per
+/// hub from "Choose the right IoT Hub tier").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tier {
+    /// Its name (`B1` ... `S3`).
+    pub name: &'static str,
+    /// Device-to-cloud telemetry only.
+    pub basic: bool,
+    /// Messages (4 KB chunks) a unit may send a day.
+    pub messages_per_unit_day: u64,
+    /// Units one hub may have.
+    pub max_units: u64,
+    /// The device-to-cloud send throttle.
+    pub throttle: Throttle,
+}
+
+/// A tier's device-to-cloud send throttle: sends per second per unit, and at least
+/// `at_least` per hub whatever its units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throttle {
+    per_unit: f64,
+    at_least: f64,
+}
+
+impl Throttle {
+    /// Sends per second a hub of `units` allows.
+    fn sends_per_sec(self, units: u64) -> f64 {
+        (self.per_unit * units as f64).max(self.at_least)
+    }
+}
+
+/// Free, B1 and S1: the higher of 100 sends/s and 12 sends/s per unit.
+const THROTTLE_1: Throttle = Throttle {
+    per_unit: 12.0,
+    at_least: 100.0,
+};
+/// B2 and S2: 120 sends/s per unit.
+const THROTTLE_2: Throttle = Throttle {
+    per_unit: 120.0,
+    at_least: 0.0,
+};
+/// B3 and S3: 6,000 sends/s per unit.
+const THROTTLE_3: Throttle = Throttle {
+    per_unit: 6_000.0,
+    at_least: 0.0,
+};
+
+/// IoT Hub's basic and standard tiers; the throttles are grouped the same way (B1 with
+/// S1, B2 with S2, B3 with S3) in Microsoft's quota table.
+pub const TIERS: [Tier; 6] = [
+    Tier::new("B1", true, 400_000, 200, THROTTLE_1),
+    Tier::new("B2", true, 6_000_000, 200, THROTTLE_2),
+    Tier::new("B3", true, 300_000_000, 10, THROTTLE_3),
+    Tier::new("S1", false, 400_000, 200, THROTTLE_1),
+    Tier::new("S2", false, 6_000_000, 200, THROTTLE_2),
+    Tier::new("S3", false, 300_000_000, 10, THROTTLE_3),
+];
+
+impl Tier {
+    const fn new(
+        name: &'static str,
+        basic: bool,
+        messages_per_unit_day: u64,
+        max_units: u64,
+        throttle: Throttle,
+    ) -> Tier {
+        Tier {
+            name,
+            basic,
+            messages_per_unit_day,
+            max_units,
+            throttle,
+        }
+    }
+
+    /// The units one hub needs for `messages_per_day` sent at `sends_per_sec`.
+    fn units(&self, messages_per_day: f64, sends_per_sec: f64) -> u64 {
+        let quota = (messages_per_day / self.messages_per_unit_day as f64).ceil() as u64;
+        let mut units = quota.max(1);
+        while self.throttle.sends_per_sec(units) < sends_per_sec {
+            units += 1;
+        }
+        units
+    }
+}
+
+/// One 4 KB chunk per position: the wire message with its properties is about 200 bytes
+/// (IoT Hub meters messages in 4 KB chunks, properties included).
+const CHUNKS_PER_POSITION: f64 = 1.0;
+
+/// The writer's CPU per event from Event Hubs: 20.75 µs (docs/performance.md, the floors
+/// table: one writer from 4 Event Hubs partitions of the local hub, `cargo bench -p
+/// benches --bench writer_sources`).
+const WRITER_CPU_PER_EVENT: f64 = 20.75e-6;
+/// A replica is given one core and planned to use half of it, leaving room for catching up
+/// after an outage; two replicas at least, so that one can be replaced while the other reads.
+const WRITER_CORE_UTILISATION: f64 = 0.5;
+const MIN_WRITERS: u64 = 2;
+/// The built-in endpoint's partitions: 4 by default, at most 32, fixed when the hub is
+/// created ("IoT Hub quotas and throttling").
+const MIN_PARTITIONS: u64 = 4;
+const MAX_PARTITIONS: u64 = 32;
+
+/// Request units of one latest-position write: about 7.4 RU on the local endpoint
+/// (docs/performance.md, "Throughput against provisioned RU").
+const RU_PER_LATEST_WRITE: f64 = 7.4;
+/// A history document is under 1 KB: a 1 KB write is 4.95 RU ("Understand request unit
+/// consumption", the write cost by item size).
+const RU_PER_HISTORY_WRITE: f64 = 4.95;
+/// Provisioned throughput above the steady load, for bursts after an outage (a quarter).
+const RU_HEADROOM: f64 = 1.25;
+/// Throughput is provisioned in steps of 100 RU/s, at least 400 RU/s for a container.
+const RU_STEP: f64 = 100.0;
+const RU_MIN: f64 = 400.0;
+/// A document with its index entries, an upper bound: the latest-position document is
+/// about 600 bytes.
+const DOCUMENT_BYTES: f64 = 1024.0;
+/// Hours in an average month (8,760 / 12).
+const HOURS_PER_MONTH: f64 = 730.0;
+
+/// What to provision and what it costs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// IoT Hub.
+    pub iothub: IotHubPlan,
+    /// The hubs' built-in Event Hubs endpoints.
+    pub eventhubs: EventHubsPlan,
+    /// The cloud writers.
+    pub writers: WritersPlan,
+    /// Cosmos DB.
+    pub cosmos: CosmosPlan,
+    /// The month's cost.
+    pub monthly_cost: MonthlyCost,
+}
+
+/// IoT Hub: the tier, the units of each hub, and the hubs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IotHubPlan {
+    /// The tier.
+    pub tier: &'static str,
+    /// Units of each hub.
+    pub units: u64,
+    /// Hubs (a fleet beyond one hub's units spreads over several, through DPS).
+    pub hubs: u64,
+    /// Messages the fleet sends a day (4 KB chunks).
+    pub messages_per_day: f64,
+    /// Device-to-cloud sends per second, all hubs.
+    pub sends_per_sec: f64,
+}
+
+/// The built-in endpoint of each hub.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventHubsPlan {
+    /// Partitions of each hub's endpoint (chosen when the hub is created).
+    pub partitions: u64,
+}
+
+/// The cloud writers of each hub.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WritersPlan {
+    /// Replicas reading each hub.
+    pub replicas: u64,
+    /// Cores the writers of all hubs use at the steady load.
+    pub cores: f64,
+}
+
+/// Cosmos DB.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CosmosPlan {
+    /// Request units per second to provision (in each region).
+    pub ru_per_sec: f64,
+    /// Of which the writes spend at the steady load.
+    pub write_ru_per_sec: f64,
+    /// Storage, GB (in each region).
+    pub storage_gb: f64,
+}
+
+/// The month's cost, in the price table's currency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MonthlyCost {
+    /// IoT Hub units.
+    pub iothub: f64,
+    /// Cosmos DB provisioned throughput.
+    pub cosmos_throughput: f64,
+    /// Cosmos DB storage.
+    pub cosmos_storage: f64,
+    /// All of it (the writers' compute is not priced).
+    pub total: f64,
+    /// The currency.
+    pub currency: String,
+}
+
+/// Plans `fleet` with `prices`.
+pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
+    let interval = fleet.report_interval.as_secs_f64();
+    let positions_per_sec = fleet.drones as f64 / interval;
+    let messages_per_day = fleet.drones as f64 * (86_400.0 / interval) * CHUNKS_PER_POSITION;
+
+    let (tier, hubs, units, iothub_cost) = TIERS
+        .iter()
+        .filter(|t| !(fleet.standard_only && t.basic))
+        .map(|tier| {
+            let (hubs, units) = hubs_and_units(tier, messages_per_day, positions_per_sec);
+            let price = prices.iothub.unit_month[tier.name];
+            (tier, hubs, units, (hubs * units) as f64 * price)
+        })
+        .min_by(|a, b| a.3.total_cmp(&b.3).then(a.1.cmp(&b.1)))
+        .expect("at least the standard tiers");
+
+    let cores = positions_per_sec * WRITER_CPU_PER_EVENT;
+    let replicas = ((cores / hubs as f64 / WRITER_CORE_UTILISATION).ceil() as u64).max(MIN_WRITERS);
+    let partitions = replicas
+        .next_power_of_two()
+        .clamp(MIN_PARTITIONS, MAX_PARTITIONS);
+
+    let history_ru = if fleet.history.is_some() {
+        positions_per_sec * RU_PER_HISTORY_WRITE
+    } else {
+        0.0
+    };
+    let write_ru_per_sec = positions_per_sec * RU_PER_LATEST_WRITE + history_ru;
+    let needed = (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM;
+    let ru_per_sec = ((needed / RU_STEP).ceil() * RU_STEP).max(RU_MIN);
+    let history_documents = fleet
+        .history
+        .map_or(0.0, |kept| positions_per_sec * kept.as_secs_f64());
+    let storage_gb =
+        (fleet.drones as f64 + history_documents) * DOCUMENT_BYTES / (1u64 << 30) as f64;
+
+    let regions = f64::from(fleet.regions.max(1));
+    let cosmos_throughput =
+        ru_per_sec / RU_STEP * prices.cosmos.per_100_ru_hour * HOURS_PER_MONTH * regions;
+    let cosmos_storage = storage_gb * prices.cosmos.per_gb_month * regions;
+    Plan {
+        iothub: IotHubPlan {
+            tier: tier.name,
+            units,
+            hubs,
+            messages_per_day,
+            sends_per_sec: positions_per_sec,
+        },
+        eventhubs: EventHubsPlan { partitions },
+        writers: WritersPlan { replicas, cores },
+        cosmos: CosmosPlan {
+            ru_per_sec,
+            write_ru_per_sec,
+            storage_gb,
+        },
+        monthly_cost: MonthlyCost {
+            iothub: iothub_cost,
+            cosmos_throughput,
+            cosmos_storage,
+            total: iothub_cost + cosmos_throughput + cosmos_storage,
+            currency: prices.currency.clone(),
+        },
+    }
+}
+
+/// The fewest hubs of `tier` that carry the load, and the units each needs.
+fn hubs_and_units(tier: &Tier, messages_per_day: f64, sends_per_sec: f64) -> (u64, u64) {
+    let mut hubs = 1;
+    loop {
+        let units = tier.units(messages_per_day / hubs as f64, sends_per_sec / hubs as f64);
+        if units <= tier.max_units {
+            return (hubs, units);
+        }
+        hubs += 1;
+    }
+}

@@ -1,0 +1,74 @@
+//! The plan as an operator reads it.
+
+use std::fmt::Write as _;
+
+use super::{Fleet, Plan, Prices};
+
+/// The plan as text: what to provision, then the month's cost with the prices' sources.
+pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
+    let mut s = String::new();
+    let money = |v: f64| format!("{v:>12.2} {}", prices.currency);
+    let interval = fleet.report_interval.as_secs_f64();
+    let _ = writeln!(
+        s,
+        "{} drones, a position every {interval} s{}, Cosmos DB in {} region(s)",
+        fleet.drones,
+        if fleet.history.is_some() {
+            ", history kept"
+        } else {
+            ""
+        },
+        fleet.regions.max(1),
+    );
+    let i = &plan.iothub;
+    let _ = writeln!(
+        s,
+        "\nIoT Hub        {} hub(s) of {} x {}  ({:.0} messages/day, {:.0} sends/s){}",
+        i.hubs,
+        i.units,
+        i.tier,
+        i.messages_per_day,
+        i.sends_per_sec,
+        if i.tier.starts_with('B') {
+            "\n               basic tier: device-to-cloud telemetry only, all the agent uses"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "Event Hubs     {} partitions per hub (set when the hub is created)",
+        plan.eventhubs.partitions
+    );
+    let _ = writeln!(
+        s,
+        "cloud-writer   {} replicas per hub ({:.2} cores in all at the steady load)",
+        plan.writers.replicas, plan.writers.cores
+    );
+    let c = &plan.cosmos;
+    let _ = writeln!(
+        s,
+        "Cosmos DB      {:.0} RU/s provisioned (writes {:.0} RU/s, reads {:.0} RU/s), {:.2} GB",
+        c.ru_per_sec, c.write_ru_per_sec, fleet.read_ru_per_sec, c.storage_gb
+    );
+    let m = &plan.monthly_cost;
+    let _ = writeln!(s, "\nper month");
+    let _ = writeln!(s, "  IoT Hub                {}", money(m.iothub));
+    let _ = writeln!(s, "  Cosmos DB throughput   {}", money(m.cosmos_throughput));
+    let _ = writeln!(s, "  Cosmos DB storage      {}", money(m.cosmos_storage));
+    let _ = writeln!(s, "  total                  {}", money(m.total));
+    let _ = writeln!(
+        s,
+        "  (the writers' compute is not priced: {} replicas per hub)",
+        plan.writers.replicas
+    );
+    let _ = writeln!(
+        s,
+        "\nprices: IoT Hub {} (read {}); Cosmos DB {} (read {})",
+        prices.iothub.provenance.source,
+        prices.iothub.provenance.read,
+        prices.cosmos.provenance.source,
+        prices.cosmos.provenance.read
+    );
+    s
+}

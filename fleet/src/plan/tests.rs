@@ -1,0 +1,174 @@
+//! The plan held to the published quotas and billing units it is built from.
+
+use std::time::Duration;
+
+use super::*;
+
+fn prices() -> Prices {
+    let tiers: Vec<_> = TIERS.iter().map(|t| t.name).collect();
+    Prices::parse(prices::SHIPPED, "deploy/prices.toml", &tiers).unwrap()
+}
+
+fn fleet(drones: u64) -> Fleet {
+    Fleet {
+        drones,
+        report_interval: Duration::from_secs(5),
+        history: None,
+        regions: 1,
+        read_ru_per_sec: 0.0,
+        standard_only: true,
+    }
+}
+
+#[test]
+fn an_s1_unit_carries_23_drones_reporting_every_5_seconds() {
+    // 17,280 messages a day per drone against S1's 400,000 per unit.
+    let one = plan(&fleet(23), &prices());
+    assert_eq!(
+        (one.iothub.tier, one.iothub.units, one.iothub.hubs),
+        ("S1", 1, 1)
+    );
+    assert_eq!(one.iothub.messages_per_day, 23.0 * 17_280.0);
+    let two = plan(&fleet(24), &prices());
+    assert_eq!((two.iothub.tier, two.iothub.units), ("S1", 2));
+}
+
+#[test]
+fn the_cheapest_tier_wins_and_basic_only_when_allowed() {
+    // 1,000 drones send 17.28 M messages a day: 44 S1 units, 3 S2 units or 1 S3 unit;
+    // at the shipped prices 3 S2 units cost least.
+    let standard = plan(&fleet(1_000), &prices());
+    assert_eq!((standard.iothub.tier, standard.iothub.units), ("S2", 3));
+    let any = plan(
+        &Fleet {
+            standard_only: false,
+            ..fleet(1_000)
+        },
+        &prices(),
+    );
+    assert_eq!((any.iothub.tier, any.iothub.units), ("B2", 3));
+    assert!(any.monthly_cost.iothub < standard.monthly_cost.iothub);
+    // 10,000 drones: 172.8 M a day, within one S3 unit's 300 M.
+    let large = plan(&fleet(10_000), &prices());
+    assert_eq!(
+        (large.iothub.tier, large.iothub.units, large.iothub.hubs),
+        ("S3", 1, 1)
+    );
+}
+
+#[test]
+fn the_send_throttle_adds_units_the_daily_quota_would_not() {
+    // S1 allows the higher of 100 sends/s and 12 sends/s per unit.
+    let tier = &TIERS[3];
+    assert_eq!(tier.name, "S1");
+    assert_eq!(tier.units(1_000.0, 600.0), 50);
+    assert_eq!(
+        tier.units(1_000.0, 100.0),
+        1,
+        "at least 100 sends/s per hub"
+    );
+    assert_eq!(tier.units(1_000.0, 101.0), 9);
+}
+
+#[test]
+fn a_fleet_beyond_one_hubs_units_spreads_over_hubs() {
+    let s1 = &TIERS[3];
+    // 300 units of quota: two hubs of 150.
+    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0), (2, 150));
+}
+
+#[test]
+fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
+    let p = prices();
+    let small = plan(&fleet(1), &p);
+    assert_eq!(small.cosmos.ru_per_sec, 400.0);
+    // 1,000 drones: 200 writes/s at 7.4 RU is 1,480 RU/s; a quarter more, in steps of 100.
+    let plan1 = plan(&fleet(1_000), &p);
+    assert_eq!(plan1.cosmos.ru_per_sec, 1_900.0);
+    assert_eq!(
+        plan1.monthly_cost.cosmos_throughput,
+        19.0 * p.cosmos.per_100_ru_hour * 730.0
+    );
+    let two_regions = plan(
+        &Fleet {
+            regions: 2,
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    assert_eq!(
+        two_regions.monthly_cost.cosmos_throughput,
+        2.0 * plan1.monthly_cost.cosmos_throughput
+    );
+}
+
+#[test]
+fn history_adds_its_writes_and_its_storage() {
+    let p = prices();
+    let week = Duration::from_secs(7 * 86_400);
+    let with = plan(
+        &Fleet {
+            history: Some(week),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    let without = plan(&fleet(1_000), &p);
+    let added = with.cosmos.write_ru_per_sec - without.cosmos.write_ru_per_sec;
+    assert!((added - 200.0 * 4.95).abs() < 1e-9, "{added}");
+    // 200 positions a second kept a week, 1 KB each.
+    let gb = (1_000.0 + 200.0 * 7.0 * 86_400.0) * 1024.0 / (1u64 << 30) as f64;
+    assert!((with.cosmos.storage_gb - gb).abs() < 1e-9);
+}
+
+#[test]
+fn writers_and_partitions_follow_the_load() {
+    let p = prices();
+    let small = plan(&fleet(1_000), &p);
+    assert_eq!((small.writers.replicas, small.eventhubs.partitions), (2, 4));
+    // 100,000 drones: 20,000 events/s at 20.75 µs is 0.415 cores.
+    let large = plan(&fleet(100_000), &p);
+    assert!((large.writers.cores - 0.415).abs() < 1e-9);
+    // 10 s reports from 10 M drones: 1 M events/s, 20.75 cores over the hubs.
+    let huge = plan(
+        &Fleet {
+            report_interval: Duration::from_secs(10),
+            ..fleet(10_000_000)
+        },
+        &p,
+    );
+    let per_hub = huge.writers.cores / huge.iothub.hubs as f64;
+    assert_eq!(huge.writers.replicas, (per_hub / 0.5).ceil() as u64);
+    assert!(huge.eventhubs.partitions >= huge.writers.replicas.min(32));
+}
+
+#[test]
+fn the_shipped_prices_name_their_source_and_date_and_a_bad_table_is_refused() {
+    let p = prices();
+    for provenance in [&p.iothub.provenance, &p.cosmos.provenance] {
+        assert!(provenance.source.starts_with("https://"), "{provenance:?}");
+        assert!(provenance.read.len() == 10, "{provenance:?}");
+    }
+    let missing = prices::SHIPPED.replace("S2 = 2544.00\n", "");
+    let err = Prices::parse(&missing, "p.toml", &["S1", "S2"]).unwrap_err();
+    assert!(err.to_string().contains("iothub.unit_month.S2"), "{err}");
+    let unknown = format!("{}\nvat = 0.2\n", prices::SHIPPED);
+    assert!(Prices::parse(&unknown, "p.toml", &["S1"]).is_err());
+}
+
+#[test]
+fn the_json_has_the_fields_tools_read() {
+    let json = serde_json::to_value(plan(&fleet(1_000), &prices())).unwrap();
+    for pointer in [
+        "/iothub/tier",
+        "/iothub/units",
+        "/iothub/hubs",
+        "/eventhubs/partitions",
+        "/writers/replicas",
+        "/cosmos/ru_per_sec",
+        "/monthly_cost/total",
+        "/monthly_cost/currency",
+    ] {
+        assert!(json.pointer(pointer).is_some(), "{pointer} in {json}");
+    }
+}
