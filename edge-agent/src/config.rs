@@ -351,6 +351,7 @@ impl Settings {
                 setting: "POSITION_SOURCE",
                 hint: "set it to `mavlink` (the flight controller), `gpsd`, or `sim` for a simulated drone",
             })?;
+        self.refuse_settings_of_other_sources(source)?;
         match source {
             "mavlink" => {
                 let address = self.mavlink_address.clone().ok_or(ConfigError::Missing {
@@ -399,6 +400,40 @@ impl Settings {
                 "POSITION_SOURCE",
                 format!("`{other}` is not one of `mavlink`, `gpsd`, `sim`"),
             )),
+        }
+    }
+
+    /// Refuses a setting of another source than `source` (a `GPSD_ADDRESS` for a MAVLink
+    /// agent would otherwise be ignored without a word).
+    fn refuse_settings_of_other_sources(&self, source: &str) -> Result<(), ConfigError> {
+        let given = [
+            ("mavlink", "MAVLINK_ADDRESS", self.mavlink_address.is_some()),
+            (
+                "mavlink",
+                "MAVLINK_SYSTEM_ID",
+                self.mavlink_system_id.is_some(),
+            ),
+            ("gpsd", "GPSD_ADDRESS", self.gpsd_address.is_some()),
+            ("sim", "SIM_HOME_LAT", self.sim_home_lat.is_some()),
+            ("sim", "SIM_HOME_LON", self.sim_home_lon.is_some()),
+            ("sim", "SIM_SEED", self.sim_seed.is_some()),
+            ("sim", "SIM_SPEED_MPS", self.sim_speed_mps.is_some()),
+            ("sim", "SIM_SPEEDUP", self.sim_speedup.is_some()),
+        ];
+        if !given.iter().any(|(owner, _, _)| *owner == source) {
+            return Ok(());
+        }
+        match given
+            .iter()
+            .find(|(owner, _, set)| *set && *owner != source)
+        {
+            Some((owner, setting, _)) => Err(invalid(
+                setting,
+                format!(
+                    "it is a setting of POSITION_SOURCE={owner}, and this agent reads {source}: remove it, or set POSITION_SOURCE={owner}"
+                ),
+            )),
+            None => Ok(()),
         }
     }
 

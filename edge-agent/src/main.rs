@@ -235,15 +235,20 @@ async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) ->
         format!("fix at {:.6}, {:.6}", fix.lat, fix.lon),
     );
     if let Some(m) = source.mavlink_status() {
-        let vehicle = m.vehicle.map_or("none".to_owned(), |v| {
-            format!("system {} component {}", v.system_id, v.component_id)
-        });
+        let vehicle = match (m.vehicle, m.version) {
+            (Some(v), Some(version)) => format!(
+                "system {} component {} ({version})",
+                v.system_id, v.component_id
+            ),
+            (Some(v), None) => format!("system {} component {}", v.system_id, v.component_id),
+            (None, _) => "none chosen".to_owned(),
+        };
         line(
             true,
             "mavlink",
             format!(
-                "vehicle {vehicle} ({:?}), {} messages of other systems ignored, {} unreadable, {} heartbeats sent",
-                m.version, m.ignored_other_systems, m.unreadable, m.heartbeats_sent
+                "vehicle {vehicle}, {} messages of other systems ignored, {} unreadable, {} heartbeats sent",
+                m.ignored_other_systems, m.unreadable, m.heartbeats_sent
             ),
         );
     }

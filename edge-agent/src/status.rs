@@ -76,6 +76,15 @@ pub enum MavlinkVersion {
     V2,
 }
 
+impl std::fmt::Display for MavlinkVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MavlinkVersion::V1 => "MAVLink 1",
+            MavlinkVersion::V2 => "MAVLink 2",
+        })
+    }
+}
+
 /// A snapshot of the agent's status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentStatus {

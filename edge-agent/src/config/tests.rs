@@ -168,6 +168,31 @@ fn wrong_settings_name_what_to_fix() {
         ),
         (
             Settings {
+                position_source: Some("gpsd".into()),
+                mavlink_address: Some("udpin:0.0.0.0:14550".into()),
+                ..base()
+            },
+            "MAVLINK_ADDRESS",
+        ),
+        (
+            Settings {
+                position_source: Some("mavlink".into()),
+                mavlink_address: Some("udpin:0.0.0.0:14550".into()),
+                gpsd_address: Some("127.0.0.1:2947".into()),
+                ..base()
+            },
+            "GPSD_ADDRESS",
+        ),
+        (
+            Settings {
+                position_source: Some("gpsd".into()),
+                sim_seed: Some(7),
+                ..base()
+            },
+            "SIM_SEED",
+        ),
+        (
+            Settings {
                 reconnect_base: Some("10s".parse().unwrap()),
                 reconnect_cap: Some("1".parse().unwrap()),
                 ..base()
@@ -188,6 +213,16 @@ fn wrong_settings_name_what_to_fix() {
         let message = settings.resolve().unwrap_err().to_string();
         assert!(message.contains(setting), "{message} should name {setting}");
     }
+    let ignored = Settings {
+        position_source: Some("gpsd".into()),
+        mavlink_address: Some("udpin:0.0.0.0:14550".into()),
+        ..base()
+    };
+    let message = ignored.resolve().unwrap_err().to_string();
+    assert!(
+        message.contains("POSITION_SOURCE=mavlink") && message.contains("reads gpsd"),
+        "{message}"
+    );
 }
 
 #[test]
