@@ -14,8 +14,8 @@
 
 use crate::amqp::server::AmqpServer;
 use crate::faults::FaultSettings;
-use crate::shared::Shared;
-use crate::state;
+use crate::hub::Hub;
+use crate::state_dir;
 use crate::stats::Stats;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What the admin endpoint acts on.
 pub(crate) struct Admin {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) hub: Arc<Hub>,
     pub(crate) amqp: Arc<AmqpServer>,
 }
 
@@ -62,19 +62,19 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
         Ok(body) => body.to_bytes(),
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let shared = &admin.shared;
-    let stats = || Stats::collect(&shared.counters, &shared.partitions);
+    let hub = &admin.hub;
+    let stats = || Stats::collect(&hub.counters, &hub.partitions);
     match (&method, path.as_str()) {
         (&Method::GET, "/metrics") => Response::builder()
             .header("content-type", "text/plain; version=0.0.4")
             .body(Full::new(Bytes::from(stats().to_prometheus())))
             .expect("valid response"),
         (&Method::GET, "/stats") => reply(StatusCode::OK, json!(stats())),
-        (&Method::GET, "/faults") => reply(StatusCode::OK, json!(shared.faults.settings())),
+        (&Method::GET, "/faults") => reply(StatusCode::OK, json!(hub.faults.settings())),
         (&Method::POST, "/faults") => match serde_json::from_slice::<FaultSettings>(&body) {
             Ok(settings) => {
-                shared.faults.update(settings);
-                reply(StatusCode::OK, json!(shared.faults.settings()))
+                hub.faults.update(settings);
+                reply(StatusCode::OK, json!(hub.faults.settings()))
             }
             Err(e) => error(
                 StatusCode::BAD_REQUEST,
@@ -82,7 +82,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             ),
         },
         (&Method::POST, "/faults/drop-devices") => {
-            shared.faults.drop_device_connections();
+            hub.faults.drop_device_connections();
             reply(StatusCode::OK, json!({}))
         }
         (&Method::POST, "/faults/amqp/stop") => {
@@ -104,15 +104,15 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
                 }
             };
             match request.x509_thumbprint {
-                Some(thumbprint) => match shared.registry.add_x509(id, &thumbprint) {
+                Some(thumbprint) => match hub.registry.add_x509(id, &thumbprint) {
                     Ok(()) => reply(StatusCode::OK, json!({})),
                     Err(e) => error(StatusCode::BAD_REQUEST, e),
                 },
-                None => match shared.registry.add_sas(id) {
+                None => match hub.registry.add_sas(id) {
                     Ok(key) => reply(
                         StatusCode::OK,
                         json!({
-                            "connectionString": state::device_connection_string(&shared.host, id, &key)
+                            "connectionString": state_dir::device_connection_string(&hub.host, id, &key)
                         }),
                     ),
                     Err(e) => error(StatusCode::BAD_REQUEST, e),

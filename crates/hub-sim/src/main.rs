@@ -3,9 +3,9 @@
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use hub_sim::partitions::{DataDir, Retention};
 use hub_sim::registry::Registry;
-use hub_sim::routing::{DataDir, Retention};
-use hub_sim::{HubConfig, HubSim, state};
+use hub_sim::{HubConfig, HubSim, state_dir};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -88,7 +88,7 @@ struct RunArgs {
     data_dir: Option<PathBuf>,
     /// With --data-dir: the size at which a partition's log starts a new segment file
     /// (retention deletes whole segments).
-    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::routing::disk::DEFAULT_SEGMENT_BYTES)]
+    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::partitions::disk::DEFAULT_SEGMENT_BYTES)]
     segment_bytes: u64,
     /// Devices to register at start (listed with their connection strings in devices.txt).
     #[arg(long, env = "HUB_SIM_DEVICES", default_value_t = 0)]
@@ -122,7 +122,7 @@ fn device_add(state_dir: &Path, id: &str, thumbprint: Option<&str>) -> anyhow::R
         None => {
             let key = registry.add_sas(id)?;
             let host = host_of(state_dir)?;
-            println!("{}", state::device_connection_string(&host, id, &key));
+            println!("{}", state_dir::device_connection_string(&host, id, &key));
         }
     }
     Ok(())

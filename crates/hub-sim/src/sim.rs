@@ -1,17 +1,17 @@
-//! The running hub: its settings, starting the listeners on the state every server shares
-//! ([`crate::shared`]), and the library API (devices, partitions, faults, stats, shutdown).
+//! The running hub: its settings, starting the listeners on the hub's data every server serves
+//! ([`crate::hub`]), and the library API (devices, partitions, faults, stats, shutdown).
 
 use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
 use crate::amqp::server::AmqpServer;
 use crate::amqp::shared::AmqpShared;
 use crate::faults::{FaultSettings, Faults};
+use crate::hub::{DeviceSessions, Hub};
 use crate::mqtt::listener::{self, Framing};
+use crate::partitions::disk::DiskError;
+use crate::partitions::{DataDir, Partitions, Retention, now_ms};
 use crate::registry::{Registry, RegistryError};
-use crate::routing::disk::DiskError;
-use crate::routing::{DataDir, Partitions, Retention, now_ms};
-use crate::shared::{DeviceSessions, Shared};
-use crate::state::{self, PolicyKeys, StateError};
+use crate::state_dir::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -105,7 +105,7 @@ impl HubConfig {
 
 /// A running hub. Dropping it does not stop it: call [`HubSim::shutdown`].
 pub struct HubSim {
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     config: HubConfig,
     keys: PolicyKeys,
     ca: Ca,
@@ -131,19 +131,23 @@ impl HubSim {
     /// Starts a hub: prepares the state directory, binds every port, writes the client files.
     pub async fn start(config: HubConfig) -> Result<HubSim, HubError> {
         let dir = config.state_dir.clone();
-        state::ensure_dir(&dir)?;
+        state_dir::ensure_dir(&dir)?;
         let ca = Ca::load_or_create(&dir)?;
-        let keys = state::policy_keys(&dir)?;
+        let keys = state_dir::policy_keys(&dir)?;
         let registry = Registry::open(&dir.join("registry.json"))?;
         let mut device_lines = String::new();
         for i in 0..config.devices {
             let id = format!("{}{i}", config.device_prefix);
             let key = registry.add_sas(&id)?;
-            device_lines.push_str(&state::device_connection_string(&config.host, &id, &key));
+            device_lines.push_str(&state_dir::device_connection_string(
+                &config.host,
+                &id,
+                &key,
+            ));
             device_lines.push('\n');
         }
         if config.devices > 0 {
-            state::write(&dir.join("devices.txt"), &device_lines)?;
+            state_dir::write(&dir.join("devices.txt"), &device_lines)?;
         }
         let tls = tokio_rustls::TlsAcceptor::from(ca.server_config(&config.host)?);
         let (mqtt_listener, mqtt_addr) = bind(config.bind, config.mqtt_port).await?;
@@ -157,7 +161,7 @@ impl HubSim {
             }
             None => Partitions::new(config.partitions, config.retention),
         };
-        let shared = Arc::new(Shared {
+        let hub = Arc::new(Hub {
             host: config.host.clone(),
             registry,
             partitions,
@@ -171,7 +175,7 @@ impl HubSim {
             (ws_listener, Framing::WebSocket),
         ] {
             tokio::spawn(listener::run(
-                shared.clone(),
+                hub.clone(),
                 listener,
                 tls.clone(),
                 framing,
@@ -184,7 +188,7 @@ impl HubSim {
             .map(|port| (SocketAddr::new(config.bind, port), tls.clone()));
         let amqp = AmqpServer::start(
             AmqpShared {
-                hub: shared.clone(),
+                hub: hub.clone(),
                 hub_name: config.hub_name.clone(),
                 key: keys.service.clone(),
                 owners: Owners::default(),
@@ -204,7 +208,7 @@ impl HubSim {
             Some(port) => {
                 let (listener, addr) = bind(config.bind, port).await?;
                 let admin = Arc::new(Admin {
-                    shared: shared.clone(),
+                    hub: hub.clone(),
                     amqp: amqp.clone(),
                 });
                 tokio::spawn(crate::admin::run(admin, listener, stop.clone()));
@@ -212,9 +216,9 @@ impl HubSim {
             }
             None => None,
         };
-        state::write(
+        state_dir::write(
             &dir.join("eventhub-connection-string"),
-            &state::eventhub_connection_string(
+            &state_dir::eventhub_connection_string(
                 &config.host,
                 amqp.addr().port(),
                 &keys.service,
@@ -222,9 +226,9 @@ impl HubSim {
             ),
         )?;
         if let Some(port) = amqp.tls_addr().map(|a| a.port()) {
-            state::write(
+            state_dir::write(
                 &dir.join("eventhub-tls-connection-string"),
-                &state::eventhub_tls_connection_string(
+                &state_dir::eventhub_tls_connection_string(
                     &config.host,
                     port,
                     &keys.service,
@@ -232,13 +236,13 @@ impl HubSim {
                 ),
             )?;
         }
-        state::write(
+        state_dir::write(
             &dir.join("service-connection-string"),
-            &state::service_connection_string(&config.host, &keys.iothubowner),
+            &state_dir::service_connection_string(&config.host, &keys.iothubowner),
         )?;
         tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
         Ok(HubSim {
-            shared,
+            hub,
             config,
             keys,
             ca,
@@ -277,7 +281,7 @@ impl HubSim {
 
     /// The built-in endpoint's connection string (`service` policy, emulator form).
     pub fn eventhub_connection_string(&self) -> String {
-        state::eventhub_connection_string(
+        state_dir::eventhub_connection_string(
             &self.config.host,
             self.amqp.addr().port(),
             &self.keys.service,
@@ -294,7 +298,7 @@ impl HubSim {
     /// form: no `UseDevelopmentEmulator`), if a TLS port was asked for.
     pub fn eventhub_tls_connection_string(&self) -> Option<String> {
         let port = self.amqp.tls_addr()?.port();
-        Some(state::eventhub_tls_connection_string(
+        Some(state_dir::eventhub_tls_connection_string(
             &self.config.host,
             port,
             &self.keys.service,
@@ -333,50 +337,54 @@ impl HubSim {
 
     /// Registers a SAS device (or finds it) and returns its connection string.
     pub fn add_device(&self, id: &str) -> Result<String, HubError> {
-        let key = self.shared.registry.add_sas(id)?;
-        Ok(state::device_connection_string(&self.config.host, id, &key))
+        let key = self.hub.registry.add_sas(id)?;
+        Ok(state_dir::device_connection_string(
+            &self.config.host,
+            id,
+            &key,
+        ))
     }
 
     /// Registers an X.509 device by its certificate's SHA-256 thumbprint.
     pub fn add_x509_device(&self, id: &str, thumbprint: &str) -> Result<(), HubError> {
-        Ok(self.shared.registry.add_x509(id, thumbprint)?)
+        Ok(self.hub.registry.add_x509(id, thumbprint)?)
     }
 
     /// The partitions of the built-in endpoint (read them, or fill them directly).
     pub fn partitions(&self) -> &Partitions {
-        &self.shared.partitions
+        &self.hub.partitions
     }
 
     /// Counters and partition state now.
     pub fn stats(&self) -> Stats {
-        Stats::collect(&self.shared.counters, &self.shared.partitions)
+        Stats::collect(&self.hub.counters, &self.hub.partitions)
     }
 
     /// Devices connected now.
     pub fn connected_devices(&self) -> usize {
-        self.shared.sessions.count()
+        self.hub.sessions.count()
     }
 
     /// The fault settings now.
     pub fn faults(&self) -> FaultSettings {
-        self.shared.faults.settings()
+        self.hub.faults.settings()
     }
 
     /// Changes the latency and throttle settings.
     pub fn set_faults(&self, settings: FaultSettings) {
-        self.shared.faults.update(settings);
+        self.hub.faults.update(settings);
     }
 
     /// Closes every device connection now.
     pub fn drop_device_connections(&self) {
-        self.shared.faults.drop_device_connections();
+        self.hub.faults.drop_device_connections();
     }
 
     /// Stops every listener and connection, and with a data directory writes what is pending
     /// and closes it (the same directory can then be opened again).
     pub async fn shutdown(self) {
         self.stop.cancel();
-        let shared = self.shared.clone();
-        let _ = tokio::task::spawn_blocking(move || shared.partitions.close()).await;
+        let hub = self.hub.clone();
+        let _ = tokio::task::spawn_blocking(move || hub.partitions.close()).await;
     }
 }

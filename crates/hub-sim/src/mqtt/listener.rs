@@ -3,7 +3,7 @@
 //! byte stream to [`super::session::serve`].
 
 use super::session;
-use crate::shared::Shared;
+use crate::hub::Hub;
 use crate::tls::thumbprint;
 use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use async_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
@@ -29,7 +29,7 @@ pub(crate) enum Framing {
 
 /// Accepts connections on `listener` until `stop` is cancelled.
 pub(crate) async fn run(
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     listener: TcpListener,
     tls: TlsAcceptor,
     framing: Framing,
@@ -47,13 +47,13 @@ pub(crate) async fn run(
                 }
             },
         };
-        let shared = shared.clone();
+        let hub = hub.clone();
         let tls = tls.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                _ = handle(shared, tcp, tls, framing) => {}
+                _ = handle(hub, tcp, tls, framing) => {}
             }
         });
     }
@@ -81,14 +81,12 @@ fn upgrade(request: &Request, mut response: Response) -> Result<Response, ErrorR
     Ok(response)
 }
 
-async fn handle(shared: Arc<Shared>, tcp: TcpStream, tls: TlsAcceptor, framing: Framing) {
+async fn handle(hub: Arc<Hub>, tcp: TcpStream, tls: TlsAcceptor, framing: Framing) {
     let _ = tcp.set_nodelay(true);
     let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
         _ => {
-            shared
-                .counters
-                .add("connections_refused", "tls_handshake", 1);
+            hub.counters.add("connections_refused", "tls_handshake", 1);
             return;
         }
     };
@@ -99,7 +97,7 @@ async fn handle(shared: Arc<Shared>, tcp: TcpStream, tls: TlsAcceptor, framing: 
         .and_then(|chain| chain.first())
         .map(|leaf| thumbprint(leaf));
     match framing {
-        Framing::Mqtt => session::serve(shared, stream, cert).await,
+        Framing::Mqtt => session::serve(hub, stream, cert).await,
         Framing::WebSocket => {
             let upgraded = tokio::time::timeout(
                 HANDSHAKE_TIMEOUT,
@@ -107,8 +105,8 @@ async fn handle(shared: Arc<Shared>, tcp: TcpStream, tls: TlsAcceptor, framing: 
             )
             .await;
             match upgraded {
-                Ok(Ok(ws)) => session::serve(shared, WsStream::new(ws), cert).await,
-                _ => shared
+                Ok(Ok(ws)) => session::serve(hub, WsStream::new(ws), cert).await,
+                _ => hub
                     .counters
                     .add("connections_refused", "websocket_handshake", 1),
             }

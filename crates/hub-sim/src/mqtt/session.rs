@@ -5,9 +5,9 @@
 
 use super::connect::authenticate;
 use super::topic::{apply_properties, may_subscribe, telemetry_properties};
-use crate::routing::Incoming;
+use crate::hub::Hub;
+use crate::partitions::Incoming;
 use crate::sas::now_secs;
-use crate::shared::Shared;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::v4::{
     self, ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode,
@@ -96,7 +96,7 @@ fn close_reason(e: ReadError) -> &'static str {
 
 /// Serves one device connection. `client_cert` is the SHA-256 thumbprint of the TLS client
 /// certificate, if one was presented.
-pub(crate) async fn serve<S>(shared: Arc<Shared>, stream: S, client_cert: Option<String>)
+pub(crate) async fn serve<S>(hub: Arc<Hub>, stream: S, client_cert: Option<String>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -106,13 +106,13 @@ where
         match tokio::time::timeout(CONNECT_TIMEOUT, read_packet(&mut reader, &mut buf)).await {
             Ok(Ok(Packet::Connect(connect))) => connect,
             _ => {
-                shared.counters.add("connections_refused", "no_connect", 1);
+                hub.counters.add("connections_refused", "no_connect", 1);
                 return;
             }
         };
     let decision = authenticate(
-        &shared.registry,
-        &shared.host,
+        &hub.registry,
+        &hub.host,
         &connect.client_id,
         connect.login.as_ref(),
         client_cert.as_deref(),
@@ -121,25 +121,23 @@ where
     let auth = match decision {
         Ok(auth) => auth,
         Err(refusal) => {
-            shared
-                .counters
-                .add("connections_refused", refusal.reason, 1);
+            hub.counters.add("connections_refused", refusal.reason, 1);
             tracing::info!(client = %connect.client_id, reason = refusal.reason, "connection refused");
             let _ = write(&mut writer, |b| ConnAck::new(refusal.code, false).write(b)).await;
             return;
         }
     };
-    let (conn_id, kicked) = shared.sessions.register(&auth.device_id);
+    let (conn_id, kicked) = hub.sessions.register(&auth.device_id);
     if write(&mut writer, |b| {
         ConnAck::new(ConnectReturnCode::Success, false).write(b)
     })
     .await
     .is_err()
     {
-        shared.sessions.unregister(&auth.device_id, conn_id);
+        hub.sessions.unregister(&auth.device_id, conn_id);
         return;
     }
-    shared.counters.add("connections_accepted", "", 1);
+    hub.counters.add("connections_accepted", "", 1);
     tracing::debug!(device = %auth.device_id, "device connected");
 
     let device: Arc<str> = auth.device_id.as_str().into();
@@ -154,13 +152,13 @@ where
         0 => None,
         secs => Some(Duration::from_millis(u64::from(secs) * 1500)),
     };
-    let mut drops = shared.faults.device_drops();
+    let mut drops = hub.faults.device_drops();
     // A QoS 1 publish is acknowledged once its event is readable (durable, with a data
     // directory); the device's later publishes are read meanwhile, so one write to disk
     // covers many of them.
-    let partition = shared
+    let partition = hub
         .partitions
-        .get(shared.partitions.partition_of(&device))
+        .get(hub.partitions.partition_of(&device))
         .expect("partition_of names a partition");
     let mut readable = partition.watch();
     let mut unacked: VecDeque<(u16, i64)> = VecDeque::new();
@@ -188,19 +186,17 @@ where
         let written = match packet {
             Packet::Publish(publish) => {
                 if publish.qos == QoS::ExactlyOnce {
-                    shared.counters.add("messages_refused", "qos2", 1);
+                    hub.counters.add("messages_refused", "qos2", 1);
                     break "qos2";
                 }
                 if publish.payload.len() > MAX_PAYLOAD {
-                    shared
-                        .counters
-                        .add("messages_refused", "payload_too_large", 1);
+                    hub.counters.add("messages_refused", "payload_too_large", 1);
                     break "payload_too_large";
                 }
                 let pairs = match telemetry_properties(&publish.topic, &device) {
                     Ok(pairs) => pairs,
                     Err(_) => {
-                        shared.counters.add("messages_refused", "topic", 1);
+                        hub.counters.add("messages_refused", "topic", 1);
                         break "topic";
                     }
                 };
@@ -208,11 +204,11 @@ where
                 message.device_id = device.clone();
                 message.auth = auth.method;
                 apply_properties(&mut message, pairs);
-                if shared.faults.admit().await {
-                    shared.counters.add("messages_throttled", "", 1);
+                if hub.faults.admit().await {
+                    hub.counters.add("messages_throttled", "", 1);
                 }
-                let (_, event) = shared.partitions.route(message);
-                shared.counters.add("messages_accepted", "", 1);
+                let (_, event) = hub.partitions.route(message);
+                hub.counters.add("messages_accepted", "", 1);
                 if publish.qos == QoS::AtLeastOnce {
                     unacked.push_back((publish.pkid, event.sequence_number));
                     let next = *readable.borrow_and_update();
@@ -250,9 +246,9 @@ where
             break "";
         }
     };
-    shared.sessions.unregister(&device, conn_id);
+    hub.sessions.unregister(&device, conn_id);
     if !reason.is_empty() {
-        shared.counters.add("connections_refused", reason, 1);
+        hub.counters.add("connections_refused", reason, 1);
         tracing::info!(device = %device, reason, "connection closed by the hub");
     }
     let _ = writer.shutdown().await;
