@@ -11,8 +11,13 @@
 //! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
 //! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
 //! | `POST /devices/{id}` | optional `{"x509Thumbprint": "..."}` | `{"connectionString": ...}` for a SAS device, `{}` for X.509 |
+//! | `GET /dps` | | `{"idScope", "linkedHubs", "registrations"}` of the provisioning service |
+//! | `POST /enrollments/groups/{name}` | optional `{"x509CaPem": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric-key group, `{}` for X.509 |
+//! | `POST /enrollments/individual/{registrationId}` | optional `{"x509Thumbprint": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric key, `{}` for X.509 |
 
 use crate::amqp::server::AmqpServer;
+use crate::dps::service::Dps;
+use crate::dps::{Attestation, EnrollmentId};
 use crate::faults::FaultSettings;
 use crate::hub::Hub;
 use crate::state_dir;
@@ -34,7 +39,63 @@ use tokio_util::sync::CancellationToken;
 /// What the admin endpoint acts on.
 pub(crate) struct Admin {
     pub(crate) hub: Arc<Hub>,
+    pub(crate) dps: Arc<Dps>,
     pub(crate) amqp: Arc<AmqpServer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Enroll {
+    x509_ca_pem: Option<String>,
+    x509_thumbprint: Option<String>,
+    enabled: Option<bool>,
+}
+
+/// Adds (or finds) an enrollment: a group when `group`, else an individual enrollment.
+fn enroll(dps: &Dps, group: bool, name: &str, request: Enroll) -> Response<Full<Bytes>> {
+    let enrollments = &dps.enrollments;
+    let added = match (group, request.x509_ca_pem, request.x509_thumbprint) {
+        (true, None, None) => enrollments
+            .add_symmetric_key_group(name)
+            .map(|key| json!({ "primaryKey": key })),
+        (true, Some(ca_pem), None) => enrollments
+            .add_x509_group(name, &ca_pem)
+            .map(|()| json!({})),
+        (false, None, None) => {
+            let attestation = Attestation::new_symmetric_key();
+            let answer = match &attestation {
+                Attestation::SymmetricKey { primary_key, .. } => {
+                    json!({ "primaryKey": primary_key })
+                }
+                _ => json!({}),
+            };
+            enrollments
+                .add_individual(name, attestation)
+                .map(|()| answer)
+        }
+        (false, None, Some(thumbprint)) => enrollments
+            .add_individual(name, Attestation::X509Thumbprint { thumbprint })
+            .map(|()| json!({})),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "groups take x509CaPem, individual enrollments x509Thumbprint",
+            );
+        }
+    };
+    let id = if group {
+        EnrollmentId::Group(name.to_owned())
+    } else {
+        EnrollmentId::Individual(name.to_owned())
+    };
+    let enabled = match request.enabled {
+        Some(enabled) => enrollments.set_enabled(&id, enabled),
+        None => Ok(()),
+    };
+    match added.and_then(|answer| enabled.map(|()| answer)) {
+        Ok(answer) => reply(StatusCode::OK, answer),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -93,6 +154,32 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             Ok(()) => reply(StatusCode::OK, json!({})),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         },
+        (&Method::GET, "/dps") => reply(
+            StatusCode::OK,
+            json!({
+                "idScope": admin.dps.id_scope,
+                "linkedHubs": admin.dps.linked_hosts(),
+                "registrations": admin.dps.registrations(),
+            }),
+        ),
+        (&Method::POST, p) if p.starts_with("/enrollments/") => {
+            let request: Enroll = if body.is_empty() {
+                Enroll::default()
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(r) => r,
+                    Err(e) => return error(StatusCode::BAD_REQUEST, e),
+                }
+            };
+            match p["/enrollments/".len()..].split_once('/') {
+                Some(("groups", name)) => enroll(&admin.dps, true, name, request),
+                Some(("individual", name)) => enroll(&admin.dps, false, name, request),
+                _ => error(
+                    StatusCode::NOT_FOUND,
+                    format!("no admin route {method} {path}"),
+                ),
+            }
+        }
         (&Method::POST, p) if p.starts_with("/devices/") => {
             let id = &p["/devices/".len()..];
             let request: AddDevice = if body.is_empty() {

@@ -14,12 +14,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Registering devices reach a local Device Provisioning Service on the same listeners
+//! ([`dps`]), which assigns them to this hub or to other hubs of the process linked to it.
+//!
 //! Modules: [`registry`] (devices), [`sas`] (tokens), [`tls`] (the CA and certificates),
-//! [`mqtt`] (the device side), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
+//! [`mqtt`] (the device side), [`dps`] (provisioning), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
 //! consumer side), [`faults`], [`stats`], [`state_dir`] (the files kept across starts).
 
 mod admin;
 pub mod amqp;
+pub mod dps;
 pub mod faults;
 mod hub;
 pub mod mqtt;

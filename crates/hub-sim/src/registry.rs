@@ -179,6 +179,19 @@ impl Registry {
         self.save(&devices)
     }
 
+    /// Registers `id` with `auth`, replacing what it had (the provisioning service creates
+    /// devices with the credentials they attested with).
+    pub fn put(&self, id: &str, auth: DeviceAuth) -> Result<(), RegistryError> {
+        check_device_id(id)?;
+        self.reload()?;
+        let mut devices = self.devices.write();
+        if devices.get(id) == Some(&auth) {
+            return Ok(());
+        }
+        devices.insert(id.to_owned(), auth);
+        self.save(&devices)
+    }
+
     /// How `id` authenticates, reading the file again when it is not known yet.
     pub fn get(&self, id: &str) -> Option<DeviceAuth> {
         if let Some(auth) = self.devices.read().get(id) {

@@ -5,6 +5,8 @@ use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
 use crate::amqp::server::AmqpServer;
 use crate::amqp::shared::AmqpShared;
+use crate::dps::service::Dps;
+use crate::dps::{Attestation, DpsConfig, DpsError, EnrollmentId, Registration};
 use crate::faults::{FaultSettings, Faults};
 use crate::hub::{DeviceSessions, Hub};
 use crate::mqtt::listener::{self, Framing};
@@ -35,6 +37,9 @@ pub enum HubError {
     /// The data directory.
     #[error(transparent)]
     Disk(#[from] DiskError),
+    /// The provisioning service.
+    #[error(transparent)]
+    Dps(#[from] DpsError),
     /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -79,6 +84,8 @@ pub struct HubConfig {
     pub devices: usize,
     /// Prefix of those devices' ids.
     pub device_prefix: String,
+    /// The provisioning service ([`crate::dps`]).
+    pub dps: DpsConfig,
 }
 
 impl HubConfig {
@@ -99,6 +106,7 @@ impl HubConfig {
             data_dir: None,
             devices: 0,
             device_prefix: "device-".into(),
+            dps: DpsConfig::default(),
         }
     }
 }
@@ -111,6 +119,8 @@ pub struct HubSim {
     ca: Ca,
     mqtt_addr: SocketAddr,
     ws_addr: SocketAddr,
+    dps: Arc<Dps>,
+    dps_addr: SocketAddr,
     amqp: Arc<AmqpServer>,
     admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
@@ -169,13 +179,24 @@ impl HubSim {
             counters: Counters::default(),
             sessions: DeviceSessions::default(),
         });
-        let stop = CancellationToken::new();
-        for (listener, framing) in [
+        let dps = Arc::new(Dps::open(&dir, config.dps.clone(), hub.clone())?);
+        let mut listeners = vec![
             (mqtt_listener, Framing::Mqtt),
             (ws_listener, Framing::WebSocket),
-        ] {
+        ];
+        let dps_addr = match config.dps.port {
+            Some(port) => {
+                let (listener, addr) = bind(config.bind, port).await?;
+                listeners.push((listener, Framing::Mqtt));
+                addr
+            }
+            None => mqtt_addr,
+        };
+        let stop = CancellationToken::new();
+        for (listener, framing) in listeners {
             tokio::spawn(listener::run(
                 hub.clone(),
+                dps.clone(),
                 listener,
                 tls.clone(),
                 framing,
@@ -209,6 +230,7 @@ impl HubSim {
                 let (listener, addr) = bind(config.bind, port).await?;
                 let admin = Arc::new(Admin {
                     hub: hub.clone(),
+                    dps: dps.clone(),
                     amqp: amqp.clone(),
                 });
                 tokio::spawn(crate::admin::run(admin, listener, stop.clone()));
@@ -240,7 +262,7 @@ impl HubSim {
             &dir.join("service-connection-string"),
             &state_dir::service_connection_string(&config.host, &keys.iothubowner),
         )?;
-        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
+        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, dps = %dps_addr, id_scope = %dps.id_scope, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
         Ok(HubSim {
             hub,
             config,
@@ -248,6 +270,8 @@ impl HubSim {
             ca,
             mqtt_addr,
             ws_addr,
+            dps,
+            dps_addr,
             amqp,
             admin_addr,
             stop,
@@ -348,6 +372,74 @@ impl HubSim {
     /// Registers an X.509 device by its certificate's SHA-256 thumbprint.
     pub fn add_x509_device(&self, id: &str, thumbprint: &str) -> Result<(), HubError> {
         Ok(self.hub.registry.add_x509(id, thumbprint)?)
+    }
+
+    /// The provisioning service's address (the MQTT address unless `dps.port` was given).
+    pub fn dps_addr(&self) -> SocketAddr {
+        self.dps_addr
+    }
+
+    /// The provisioning service's ID scope (also in the state directory's `dps-id-scope`).
+    pub fn id_scope(&self) -> &str {
+        &self.dps.id_scope
+    }
+
+    /// Enrolls a symmetric-key group (or finds it) and returns its primary key, from which
+    /// each member's key is derived ([`crate::dps::enrollment::derive_device_key`]).
+    pub fn add_symmetric_key_group(&self, name: &str) -> Result<String, HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_symmetric_key_group(name)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enrolls an X.509 group whose members present chains leading to `ca_pem` (a root or
+    /// intermediate CA certificate).
+    pub fn add_x509_group(&self, name: &str, ca_pem: &str) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_x509_group(name, ca_pem)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enrolls one device by registration id.
+    pub fn add_individual_enrollment(
+        &self,
+        registration_id: &str,
+        attestation: Attestation,
+    ) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_individual(registration_id, attestation)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enables or disables an enrollment.
+    pub fn set_enrollment_enabled(&self, id: &EnrollmentId, enabled: bool) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .set_enabled(id, enabled)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Links `other` (a hub of this process, with another host name) to this hub's
+    /// provisioning service: registrations are then spread over both by the allocation policy.
+    pub fn link_hub(&self, other: &HubSim) -> Result<(), HubError> {
+        Ok(self.dps.link(other.hub.clone())?)
+    }
+
+    /// The host names of the hubs linked to this hub's provisioning service (its own first).
+    pub fn linked_hubs(&self) -> Vec<String> {
+        self.dps.linked_hosts()
+    }
+
+    /// The devices the provisioning service has assigned.
+    pub fn dps_registrations(&self) -> Vec<Registration> {
+        self.dps.registrations()
     }
 
     /// The partitions of the built-in endpoint (read them, or fill them directly).

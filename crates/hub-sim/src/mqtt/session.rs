@@ -1,65 +1,32 @@
 //! One device connection after TLS (and WebSocket) setup: CONNECT and its decision, then
 //! publishes, subscriptions and pings until the device leaves or the hub closes the
 //! connection (a rule broken, the token expired, the same device connected again, or the
-//! drop-all fault). Packets are read and written with rumqttc's MQTT 3.1.1 codec.
+//! drop-all fault). A CONNECT whose user name names a registration goes to the provisioning
+//! service ([`crate::dps`]) instead.
 
 use super::connect::authenticate;
+use super::packet::{ReadError, read_packet, write};
 use super::topic::{apply_properties, may_subscribe, telemetry_properties};
+use crate::dps::protocol::registration_login;
+use crate::dps::service::Dps;
 use crate::hub::Hub;
 use crate::partitions::Incoming;
 use crate::sas::now_secs;
+use crate::tls::thumbprint;
 use bytes::BytesMut;
+use rumqttc::mqttbytes::QoS;
 use rumqttc::mqttbytes::v4::{
-    self, ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode,
-    UnsubAck,
+    ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode, UnsubAck,
 };
-use rumqttc::mqttbytes::{Error as CodecError, QoS};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// The largest message payload IoT Hub takes.
 pub const MAX_PAYLOAD: usize = 256 * 1024;
-/// The largest packet read: a full payload plus a topic and property bag.
-const MAX_PACKET: usize = MAX_PAYLOAD + 64 * 1024;
 /// How long a new connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-enum ReadError {
-    Closed,
-    TooLarge,
-    Malformed,
-}
-
-async fn read_packet<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    buf: &mut BytesMut,
-) -> Result<Packet, ReadError> {
-    loop {
-        match v4::read(buf, MAX_PACKET) {
-            Ok(packet) => return Ok(packet),
-            Err(CodecError::InsufficientBytes(_)) => {}
-            Err(CodecError::PayloadSizeLimitExceeded(_)) => return Err(ReadError::TooLarge),
-            Err(_) => return Err(ReadError::Malformed),
-        }
-        // `read_buf` is cancel-safe: a select that drops this future loses no bytes.
-        match reader.read_buf(buf).await {
-            Ok(0) | Err(_) => return Err(ReadError::Closed),
-            Ok(_) => {}
-        }
-    }
-}
-
-async fn write<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    encode: impl FnOnce(&mut BytesMut) -> Result<usize, CodecError>,
-) -> std::io::Result<()> {
-    let mut out = BytesMut::with_capacity(16);
-    encode(&mut out).map_err(std::io::Error::other)?;
-    writer.write_all(&out).await?;
-    writer.flush().await
-}
 
 /// Writes the PUBACKs of the oldest unacknowledged publishes whose events are readable
 /// (durable, with a data directory): every sequence number below `readable`.
@@ -94,9 +61,9 @@ fn close_reason(e: ReadError) -> &'static str {
     }
 }
 
-/// Serves one device connection. `client_cert` is the SHA-256 thumbprint of the TLS client
-/// certificate, if one was presented.
-pub(crate) async fn serve<S>(hub: Arc<Hub>, stream: S, client_cert: Option<String>)
+/// Serves one device (or registration) connection. `client_chain` is the TLS client
+/// certificate chain presented, leaf first (DER), empty if none.
+pub(crate) async fn serve<S>(hub: Arc<Hub>, dps: Arc<Dps>, stream: S, client_chain: Vec<Vec<u8>>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -110,6 +77,14 @@ where
                 return;
             }
         };
+    let registration = connect
+        .login
+        .as_ref()
+        .and_then(|login| registration_login(&login.username));
+    if registration.is_some() {
+        return crate::dps::session::serve(&dps, reader, writer, buf, connect, client_chain).await;
+    }
+    let client_cert = client_chain.first().map(|leaf| thumbprint(leaf));
     let decision = authenticate(
         &hub.registry,
         &hub.host,
