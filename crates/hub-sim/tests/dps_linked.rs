@@ -1,10 +1,16 @@
 //! The provisioning service in front of two hubs of one process: a group enrolled through the
 //! admin endpoint, a fleet registering over MQTT and spread evenly, each device created on
-//! its hub with its derived key; and a group enrolled from the command line while the hub runs.
+//! its hub with its derived key and sending to it at the assigned host name; and a group
+//! enrolled from the command line while the hub runs.
+//!
+//! The second hub listens on 127.0.0.2 at the first one's MQTT port, with host name
+//! `127.0.0.2`: a client reaches every assigned hub at `{assignedHub}:{port}`, and the server
+//! certificate names the address.
 
 mod common;
 
 use common::TestHub;
+use common::device::device_options;
 use common::registration::register;
 use hub_sim::dps::Allocation;
 use hub_sim::dps::enrollment::derive_device_key;
@@ -36,13 +42,16 @@ async fn a_fleet_registers_evenly_over_two_linked_hubs() {
         for file in ["ca.pem", "ca-key.pem"] {
             std::fs::copy(a.dir.path().join(file), b_dir.path().join(file)).unwrap();
         }
+        let port = a.hub.mqtt_addr().port();
         let mut b_config = HubConfig::new(b_dir.path());
-        b_config.host = "hub-b.local".into();
+        b_config.host = "127.0.0.2".into();
+        b_config.bind = "127.0.0.2".parse().unwrap();
+        b_config.mqtt_port = port;
         let b = HubSim::start(b_config).await.unwrap();
         assert_eq!(b.ca_pem(), a.hub.ca_pem());
         a.hub.link_hub(&b).unwrap();
         assert!(a.hub.link_hub(&b).is_err(), "a host name is linked once");
-        assert_eq!(a.hub.linked_hubs(), ["localhost", "hub-b.local"]);
+        assert_eq!(a.hub.linked_hubs(), ["localhost", "127.0.0.2"]);
 
         let admin = format!("http://{}", a.hub.admin_addr().unwrap());
         let client = reqwest::Client::new();
@@ -73,13 +82,37 @@ async fn a_fleet_registers_evenly_over_two_linked_hubs() {
         let registrations = a.hub.dps_registrations();
         let on_b: Vec<_> = registrations
             .iter()
-            .filter(|r| r.assigned_hub == "hub-b.local")
+            .filter(|r| r.assigned_hub == "127.0.0.2")
             .collect();
         assert_eq!((registrations.len(), on_b.len()), (20, 10));
         // Each device exists on its hub with the key it derived (add_device finds it).
         let on_b_id = &on_b[0].registration_id;
         let key = derive_device_key(&group_key, on_b_id).unwrap();
-        assert_eq!(key_of(&b.add_device(on_b_id).unwrap()), key);
+        let on_b_string = b.add_device(on_b_id).unwrap();
+        assert_eq!(key_of(&on_b_string), key);
+        let options = device_options(&on_b_string, port, a.hub.ca_pem().as_bytes(), 10);
+        let (device, mut link) = rumqttc::AsyncClient::new(options, 10);
+        device
+            .publish(
+                format!("devices/{on_b_id}/messages/events/"),
+                rumqttc::QoS::AtLeastOnce,
+                false,
+                "hello",
+            )
+            .await
+            .unwrap();
+        loop {
+            match link
+                .poll()
+                .await
+                .expect("the device reaches its assigned hub")
+            {
+                rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_)) => break,
+                _ => continue,
+            }
+        }
+        assert_eq!(b.stats().messages_accepted, 1);
+        assert_eq!(a.hub.stats().messages_accepted, 0);
         let on_a_id = &registrations
             .iter()
             .find(|r| r.assigned_hub == "localhost")
