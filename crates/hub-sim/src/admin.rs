@@ -11,11 +11,16 @@
 //! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
 //! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
 //! | `POST /devices/{id}` | optional `{"x509Thumbprint": "..."}` | `{"connectionString": ...}` for a SAS device, `{}` for X.509 |
+//! | `GET /dps` | | `{"idScope", "linkedHubs", "registrations"}` of the provisioning service |
+//! | `POST /enrollments/groups/{name}` | optional `{"x509CaPem": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric-key group, `{}` for X.509 |
+//! | `POST /enrollments/individual/{registrationId}` | optional `{"x509Thumbprint": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric key, `{}` for X.509 |
 
 use crate::amqp::server::AmqpServer;
+use crate::dps::service::Dps;
+use crate::dps::{Attestation, EnrollmentId};
 use crate::faults::FaultSettings;
-use crate::shared::Shared;
-use crate::state;
+use crate::hub::Hub;
+use crate::state_dir;
 use crate::stats::Stats;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -33,8 +38,64 @@ use tokio_util::sync::CancellationToken;
 
 /// What the admin endpoint acts on.
 pub(crate) struct Admin {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) dps: Arc<Dps>,
     pub(crate) amqp: Arc<AmqpServer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Enroll {
+    x509_ca_pem: Option<String>,
+    x509_thumbprint: Option<String>,
+    enabled: Option<bool>,
+}
+
+/// Adds (or finds) an enrollment: a group when `group`, else an individual enrollment.
+fn enroll(dps: &Dps, group: bool, name: &str, request: Enroll) -> Response<Full<Bytes>> {
+    let enrollments = &dps.enrollments;
+    let added = match (group, request.x509_ca_pem, request.x509_thumbprint) {
+        (true, None, None) => enrollments
+            .add_symmetric_key_group(name)
+            .map(|key| json!({ "primaryKey": key })),
+        (true, Some(ca_pem), None) => enrollments
+            .add_x509_group(name, &ca_pem)
+            .map(|()| json!({})),
+        (false, None, None) => {
+            let attestation = Attestation::new_symmetric_key();
+            let answer = match &attestation {
+                Attestation::SymmetricKey { primary_key, .. } => {
+                    json!({ "primaryKey": primary_key })
+                }
+                _ => json!({}),
+            };
+            enrollments
+                .add_individual(name, attestation)
+                .map(|()| answer)
+        }
+        (false, None, Some(thumbprint)) => enrollments
+            .add_individual(name, Attestation::X509Thumbprint { thumbprint })
+            .map(|()| json!({})),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "groups take x509CaPem, individual enrollments x509Thumbprint",
+            );
+        }
+    };
+    let id = if group {
+        EnrollmentId::Group(name.to_owned())
+    } else {
+        EnrollmentId::Individual(name.to_owned())
+    };
+    let enabled = match request.enabled {
+        Some(enabled) => enrollments.set_enabled(&id, enabled),
+        None => Ok(()),
+    };
+    match added.and_then(|answer| enabled.map(|()| answer)) {
+        Ok(answer) => reply(StatusCode::OK, answer),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -62,19 +123,19 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
         Ok(body) => body.to_bytes(),
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let shared = &admin.shared;
-    let stats = || Stats::collect(&shared.counters, &shared.partitions);
+    let hub = &admin.hub;
+    let stats = || Stats::collect(&hub.counters, &hub.partitions);
     match (&method, path.as_str()) {
         (&Method::GET, "/metrics") => Response::builder()
             .header("content-type", "text/plain; version=0.0.4")
             .body(Full::new(Bytes::from(stats().to_prometheus())))
             .expect("valid response"),
         (&Method::GET, "/stats") => reply(StatusCode::OK, json!(stats())),
-        (&Method::GET, "/faults") => reply(StatusCode::OK, json!(shared.faults.settings())),
+        (&Method::GET, "/faults") => reply(StatusCode::OK, json!(hub.faults.settings())),
         (&Method::POST, "/faults") => match serde_json::from_slice::<FaultSettings>(&body) {
             Ok(settings) => {
-                shared.faults.update(settings);
-                reply(StatusCode::OK, json!(shared.faults.settings()))
+                hub.faults.update(settings);
+                reply(StatusCode::OK, json!(hub.faults.settings()))
             }
             Err(e) => error(
                 StatusCode::BAD_REQUEST,
@@ -82,7 +143,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             ),
         },
         (&Method::POST, "/faults/drop-devices") => {
-            shared.faults.drop_device_connections();
+            hub.faults.drop_device_connections();
             reply(StatusCode::OK, json!({}))
         }
         (&Method::POST, "/faults/amqp/stop") => {
@@ -93,6 +154,32 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             Ok(()) => reply(StatusCode::OK, json!({})),
             Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         },
+        (&Method::GET, "/dps") => reply(
+            StatusCode::OK,
+            json!({
+                "idScope": admin.dps.id_scope,
+                "linkedHubs": admin.dps.linked_hosts(),
+                "registrations": admin.dps.registrations(),
+            }),
+        ),
+        (&Method::POST, p) if p.starts_with("/enrollments/") => {
+            let request: Enroll = if body.is_empty() {
+                Enroll::default()
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(r) => r,
+                    Err(e) => return error(StatusCode::BAD_REQUEST, e),
+                }
+            };
+            match p["/enrollments/".len()..].split_once('/') {
+                Some(("groups", name)) => enroll(&admin.dps, true, name, request),
+                Some(("individual", name)) => enroll(&admin.dps, false, name, request),
+                _ => error(
+                    StatusCode::NOT_FOUND,
+                    format!("no admin route {method} {path}"),
+                ),
+            }
+        }
         (&Method::POST, p) if p.starts_with("/devices/") => {
             let id = &p["/devices/".len()..];
             let request: AddDevice = if body.is_empty() {
@@ -104,15 +191,15 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
                 }
             };
             match request.x509_thumbprint {
-                Some(thumbprint) => match shared.registry.add_x509(id, &thumbprint) {
+                Some(thumbprint) => match hub.registry.add_x509(id, &thumbprint) {
                     Ok(()) => reply(StatusCode::OK, json!({})),
                     Err(e) => error(StatusCode::BAD_REQUEST, e),
                 },
-                None => match shared.registry.add_sas(id) {
+                None => match hub.registry.add_sas(id) {
                     Ok(key) => reply(
                         StatusCode::OK,
                         json!({
-                            "connectionString": state::device_connection_string(&shared.host, id, &key)
+                            "connectionString": state_dir::device_connection_string(&hub.host, id, &key)
                         }),
                     ),
                     Err(e) => error(StatusCode::BAD_REQUEST, e),

@@ -14,22 +14,29 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Registering devices reach a local Device Provisioning Service on the same listeners
+//! ([`dps`]), which assigns them to this hub or to other hubs of the process linked to it.
+//!
 //! Modules: [`registry`] (devices), [`sas`] (tokens), [`tls`] (the CA and certificates),
-//! [`mqtt`] (the device side), [`routing`] (partitions), [`amqp`] (the consumer side), [`faults`], [`stats`], [`state`]
-//! (the state directory).
+//! [`mqtt`] (the device side), [`dps`] (provisioning), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
+//! consumer side), [`faults`], [`stats`], [`state_dir`] (the files kept across starts).
 
 mod admin;
 pub mod amqp;
+pub mod dps;
 pub mod faults;
+mod hub;
 pub mod mqtt;
+pub mod partitions;
 pub mod registry;
-pub mod routing;
 pub mod sas;
-mod shared;
 mod sim;
-pub mod state;
+pub mod state_dir;
 pub mod stats;
 pub mod tls;
+
+/// The former name of [`partitions`], still imported by tests outside this crate.
+pub use partitions as routing;
 
 pub use faults::FaultSettings;
 pub use sim::{HubConfig, HubError, HubSim};

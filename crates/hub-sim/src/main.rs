@@ -1,11 +1,14 @@
-//! `hub-sim`: the local IoT Hub as a standalone server, and `hub-sim device add` to register
-//! devices in its state directory (also while it runs).
+//! `hub-sim`: the local IoT Hub (with its provisioning service) as a standalone server,
+//! `hub-sim device add` to register devices and `hub-sim enrollment add` to enroll them for
+//! provisioning, in its state directory (also while it runs).
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use hub_sim::dps::EnrollmentId;
+use hub_sim::dps::enrollment::Enrollments;
+use hub_sim::partitions::{DataDir, Retention};
 use hub_sim::registry::Registry;
-use hub_sim::routing::{DataDir, Retention};
-use hub_sim::{HubConfig, HubSim, state};
+use hub_sim::{HubConfig, HubSim, state_dir as state};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +28,29 @@ enum Command {
     /// Manage devices in a state directory.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Manage the provisioning service's enrollments in a state directory.
+    #[command(subcommand)]
+    Enrollment(EnrollmentCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum EnrollmentCommand {
+    /// Enrolls a group; a symmetric-key group's primary key is printed on standard output
+    /// (a member's key is base64(HMAC-SHA256(base64decode(key), registration id))).
+    Add {
+        /// The hub's state directory.
+        #[arg(long, env = "HUB_SIM_STATE_DIR")]
+        state_dir: PathBuf,
+        /// The enrollment group's name.
+        #[arg(long)]
+        group: String,
+        /// An X.509 group: the CA or intermediate certificate (PEM file) members' chains lead to.
+        #[arg(long)]
+        x509_ca: Option<PathBuf>,
+        /// Enroll it disabled (its members are refused).
+        #[arg(long)]
+        disabled: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +88,10 @@ struct RunArgs {
     /// MQTT over TLS port.
     #[arg(long, env = "HUB_SIM_MQTT_PORT", default_value_t = 8883)]
     mqtt_port: u16,
+    /// A port of its own for the provisioning service (MQTT over TLS). Registrations reach
+    /// the MQTT and WebSocket ports in any case: the CONNECT's user name tells them apart.
+    #[arg(long, env = "HUB_SIM_DPS_PORT")]
+    dps_port: Option<u16>,
     /// MQTT over WebSockets (TLS) port.
     #[arg(long, env = "HUB_SIM_WS_PORT", default_value_t = 443)]
     ws_port: u16,
@@ -88,7 +118,7 @@ struct RunArgs {
     data_dir: Option<PathBuf>,
     /// With --data-dir: the size at which a partition's log starts a new segment file
     /// (retention deletes whole segments).
-    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::routing::disk::DEFAULT_SEGMENT_BYTES)]
+    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::partitions::disk::DEFAULT_SEGMENT_BYTES)]
     segment_bytes: u64,
     /// Devices to register at start (listed with their connection strings in devices.txt).
     #[arg(long, env = "HUB_SIM_DEVICES", default_value_t = 0)]
@@ -128,6 +158,29 @@ fn device_add(state_dir: &Path, id: &str, thumbprint: Option<&str>) -> anyhow::R
     Ok(())
 }
 
+fn enrollment_add(
+    state_dir: &Path,
+    group: &str,
+    x509_ca: Option<&Path>,
+    disabled: bool,
+) -> anyhow::Result<()> {
+    state::ensure_dir(state_dir)?;
+    let enrollments = Enrollments::open(&state_dir.join("enrollments.json"))?;
+    match x509_ca {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: the group's CA certificate", path.display()))?;
+            enrollments.add_x509_group(group, &pem)?;
+            eprintln!("enrolled X.509 group {group}");
+        }
+        None => println!("{}", enrollments.add_symmetric_key_group(group)?),
+    }
+    if disabled {
+        enrollments.set_enabled(&EnrollmentId::Group(group.to_owned()), false)?;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -136,13 +189,19 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
-    if let Some(Command::Device(DeviceCommand::Add {
-        state_dir,
-        x509_thumbprint,
-        id,
-    })) = cli.command
-    {
-        return device_add(&state_dir, &id, x509_thumbprint.as_deref());
+    match cli.command {
+        Some(Command::Device(DeviceCommand::Add {
+            state_dir,
+            x509_thumbprint,
+            id,
+        })) => return device_add(&state_dir, &id, x509_thumbprint.as_deref()),
+        Some(Command::Enrollment(EnrollmentCommand::Add {
+            state_dir,
+            group,
+            x509_ca,
+            disabled,
+        })) => return enrollment_add(&state_dir, &group, x509_ca.as_deref(), disabled),
+        None => {}
     }
     let run = cli.run;
     let state_dir = run
@@ -168,6 +227,7 @@ async fn main() -> anyhow::Result<()> {
     });
     config.devices = run.devices;
     config.device_prefix = run.device_prefix;
+    config.dps.port = run.dps_port;
     let hub = HubSim::start(config)
         .await
         .context("hub-sim did not start")?;
@@ -177,6 +237,11 @@ async fn main() -> anyhow::Result<()> {
         hub.ws_addr(),
         hub.amqp_addr(),
         state_dir.display()
+    );
+    println!(
+        "hub-sim: provisioning {} ID scope {}",
+        hub.dps_addr(),
+        hub.id_scope()
     );
     if let Some(tls) = hub.amqp_tls_addr() {
         println!("hub-sim: AMQP/TLS {tls}");

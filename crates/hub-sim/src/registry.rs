@@ -3,6 +3,7 @@
 //! state directory so that `hub-sim device add` and a running hub share it: a running hub
 //! reads the file again when it is asked for a device it does not know.
 
+use crate::state_dir::{self, StateError};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use parking_lot::RwLock;
@@ -42,22 +43,9 @@ pub enum RegistryError {
     /// The id is registered with another kind of authentication.
     #[error("device `{0}` is already registered with another authentication")]
     Conflict(String),
-    /// The registry file could not be read or written.
-    #[error("registry file {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The registry file is not valid JSON of the expected shape.
-    #[error("registry file {path} is corrupt: {source}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: serde_json::Error,
-    },
+    /// The registry file could not be read or written, or is not what the hub wrote.
+    #[error("registry: {0}")]
+    File(#[from] StateError),
 }
 
 /// Checks a device id against IoT Hub's rules.
@@ -108,36 +96,17 @@ impl Registry {
         let Some(path) = &self.file else {
             return Ok(());
         };
-        let text = match std::fs::read(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => {
-                return Err(RegistryError::Io {
-                    path: path.clone(),
-                    source,
-                });
-            }
-        };
-        let devices = serde_json::from_slice(&text).map_err(|source| RegistryError::Corrupt {
-            path: path.clone(),
-            source,
-        })?;
-        *self.devices.write() = devices;
+        if let Some(devices) = state_dir::read_json(path)? {
+            *self.devices.write() = devices;
+        }
         Ok(())
     }
 
     fn save(&self, devices: &BTreeMap<String, DeviceAuth>) -> Result<(), RegistryError> {
-        let Some(path) = &self.file else {
-            return Ok(());
-        };
-        let io = |source| RegistryError::Io {
-            path: path.clone(),
-            source,
-        };
-        let tmp = path.with_extension("json.tmp");
-        let text = serde_json::to_vec_pretty(devices).expect("registry serialises");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        match &self.file {
+            Some(path) => Ok(state_dir::write_json(path, devices)?),
+            None => Ok(()),
+        }
     }
 
     /// Registers a SAS device (or returns the existing one's primary key): the key, base64.
@@ -176,6 +145,19 @@ impl Registry {
                 thumbprint: thumbprint.to_ascii_uppercase(),
             },
         );
+        self.save(&devices)
+    }
+
+    /// Registers `id` with `auth`, replacing what it had (the provisioning service creates
+    /// devices with the credentials they attested with).
+    pub fn put(&self, id: &str, auth: DeviceAuth) -> Result<(), RegistryError> {
+        check_device_id(id)?;
+        self.reload()?;
+        let mut devices = self.devices.write();
+        if devices.get(id) == Some(&auth) {
+            return Ok(());
+        }
+        devices.insert(id.to_owned(), auth);
         self.save(&devices)
     }
 

@@ -1,17 +1,19 @@
-//! The running hub: its settings, starting the listeners on the state every server shares
-//! ([`crate::shared`]), and the library API (devices, partitions, faults, stats, shutdown).
+//! The running hub: its settings, starting the listeners on the hub's data every server serves
+//! ([`crate::hub`]), and the library API (devices, partitions, faults, stats, shutdown).
 
 use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
 use crate::amqp::server::AmqpServer;
 use crate::amqp::shared::AmqpShared;
+use crate::dps::service::Dps;
+use crate::dps::{Attestation, DpsConfig, DpsError, EnrollmentId, Registration};
 use crate::faults::{FaultSettings, Faults};
+use crate::hub::{DeviceSessions, Hub};
 use crate::mqtt::listener::{self, Framing};
+use crate::partitions::disk::DiskError;
+use crate::partitions::{DataDir, Partitions, Retention, now_ms};
 use crate::registry::{Registry, RegistryError};
-use crate::routing::disk::DiskError;
-use crate::routing::{DataDir, Partitions, Retention, now_ms};
-use crate::shared::{DeviceSessions, Shared};
-use crate::state::{self, PolicyKeys, StateError};
+use crate::state_dir::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -35,6 +37,9 @@ pub enum HubError {
     /// The data directory.
     #[error(transparent)]
     Disk(#[from] DiskError),
+    /// The provisioning service.
+    #[error(transparent)]
+    Dps(#[from] DpsError),
     /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -79,6 +84,8 @@ pub struct HubConfig {
     pub devices: usize,
     /// Prefix of those devices' ids.
     pub device_prefix: String,
+    /// The provisioning service ([`crate::dps`]).
+    pub dps: DpsConfig,
 }
 
 impl HubConfig {
@@ -99,18 +106,21 @@ impl HubConfig {
             data_dir: None,
             devices: 0,
             device_prefix: "device-".into(),
+            dps: DpsConfig::default(),
         }
     }
 }
 
 /// A running hub. Dropping it does not stop it: call [`HubSim::shutdown`].
 pub struct HubSim {
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     config: HubConfig,
     keys: PolicyKeys,
     ca: Ca,
     mqtt_addr: SocketAddr,
     ws_addr: SocketAddr,
+    dps: Arc<Dps>,
+    dps_addr: SocketAddr,
     amqp: Arc<AmqpServer>,
     admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
@@ -131,19 +141,23 @@ impl HubSim {
     /// Starts a hub: prepares the state directory, binds every port, writes the client files.
     pub async fn start(config: HubConfig) -> Result<HubSim, HubError> {
         let dir = config.state_dir.clone();
-        state::ensure_dir(&dir)?;
+        state_dir::ensure_dir(&dir)?;
         let ca = Ca::load_or_create(&dir)?;
-        let keys = state::policy_keys(&dir)?;
+        let keys = state_dir::policy_keys(&dir)?;
         let registry = Registry::open(&dir.join("registry.json"))?;
         let mut device_lines = String::new();
         for i in 0..config.devices {
             let id = format!("{}{i}", config.device_prefix);
             let key = registry.add_sas(&id)?;
-            device_lines.push_str(&state::device_connection_string(&config.host, &id, &key));
+            device_lines.push_str(&state_dir::device_connection_string(
+                &config.host,
+                &id,
+                &key,
+            ));
             device_lines.push('\n');
         }
         if config.devices > 0 {
-            state::write(&dir.join("devices.txt"), &device_lines)?;
+            state_dir::write(&dir.join("devices.txt"), &device_lines)?;
         }
         let tls = tokio_rustls::TlsAcceptor::from(ca.server_config(&config.host)?);
         let (mqtt_listener, mqtt_addr) = bind(config.bind, config.mqtt_port).await?;
@@ -157,7 +171,7 @@ impl HubSim {
             }
             None => Partitions::new(config.partitions, config.retention),
         };
-        let shared = Arc::new(Shared {
+        let hub = Arc::new(Hub {
             host: config.host.clone(),
             registry,
             partitions,
@@ -165,13 +179,24 @@ impl HubSim {
             counters: Counters::default(),
             sessions: DeviceSessions::default(),
         });
-        let stop = CancellationToken::new();
-        for (listener, framing) in [
+        let dps = Arc::new(Dps::open(&dir, config.dps.clone(), hub.clone())?);
+        let mut listeners = vec![
             (mqtt_listener, Framing::Mqtt),
             (ws_listener, Framing::WebSocket),
-        ] {
+        ];
+        let dps_addr = match config.dps.port {
+            Some(port) => {
+                let (listener, addr) = bind(config.bind, port).await?;
+                listeners.push((listener, Framing::Mqtt));
+                addr
+            }
+            None => mqtt_addr,
+        };
+        let stop = CancellationToken::new();
+        for (listener, framing) in listeners {
             tokio::spawn(listener::run(
-                shared.clone(),
+                hub.clone(),
+                dps.clone(),
                 listener,
                 tls.clone(),
                 framing,
@@ -184,7 +209,7 @@ impl HubSim {
             .map(|port| (SocketAddr::new(config.bind, port), tls.clone()));
         let amqp = AmqpServer::start(
             AmqpShared {
-                hub: shared.clone(),
+                hub: hub.clone(),
                 hub_name: config.hub_name.clone(),
                 key: keys.service.clone(),
                 owners: Owners::default(),
@@ -204,7 +229,8 @@ impl HubSim {
             Some(port) => {
                 let (listener, addr) = bind(config.bind, port).await?;
                 let admin = Arc::new(Admin {
-                    shared: shared.clone(),
+                    hub: hub.clone(),
+                    dps: dps.clone(),
                     amqp: amqp.clone(),
                 });
                 tokio::spawn(crate::admin::run(admin, listener, stop.clone()));
@@ -212,9 +238,9 @@ impl HubSim {
             }
             None => None,
         };
-        state::write(
+        state_dir::write(
             &dir.join("eventhub-connection-string"),
-            &state::eventhub_connection_string(
+            &state_dir::eventhub_connection_string(
                 &config.host,
                 amqp.addr().port(),
                 &keys.service,
@@ -222,9 +248,9 @@ impl HubSim {
             ),
         )?;
         if let Some(port) = amqp.tls_addr().map(|a| a.port()) {
-            state::write(
+            state_dir::write(
                 &dir.join("eventhub-tls-connection-string"),
-                &state::eventhub_tls_connection_string(
+                &state_dir::eventhub_tls_connection_string(
                     &config.host,
                     port,
                     &keys.service,
@@ -232,18 +258,20 @@ impl HubSim {
                 ),
             )?;
         }
-        state::write(
+        state_dir::write(
             &dir.join("service-connection-string"),
-            &state::service_connection_string(&config.host, &keys.iothubowner),
+            &state_dir::service_connection_string(&config.host, &keys.iothubowner),
         )?;
-        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
+        tracing::info!(mqtt = %mqtt_addr, websocket = %ws_addr, dps = %dps_addr, id_scope = %dps.id_scope, amqp = %amqp.addr(), hub = %config.hub_name, "hub-sim listening");
         Ok(HubSim {
-            shared,
+            hub,
             config,
             keys,
             ca,
             mqtt_addr,
             ws_addr,
+            dps,
+            dps_addr,
             amqp,
             admin_addr,
             stop,
@@ -277,7 +305,7 @@ impl HubSim {
 
     /// The built-in endpoint's connection string (`service` policy, emulator form).
     pub fn eventhub_connection_string(&self) -> String {
-        state::eventhub_connection_string(
+        state_dir::eventhub_connection_string(
             &self.config.host,
             self.amqp.addr().port(),
             &self.keys.service,
@@ -294,7 +322,7 @@ impl HubSim {
     /// form: no `UseDevelopmentEmulator`), if a TLS port was asked for.
     pub fn eventhub_tls_connection_string(&self) -> Option<String> {
         let port = self.amqp.tls_addr()?.port();
-        Some(state::eventhub_tls_connection_string(
+        Some(state_dir::eventhub_tls_connection_string(
             &self.config.host,
             port,
             &self.keys.service,
@@ -333,50 +361,122 @@ impl HubSim {
 
     /// Registers a SAS device (or finds it) and returns its connection string.
     pub fn add_device(&self, id: &str) -> Result<String, HubError> {
-        let key = self.shared.registry.add_sas(id)?;
-        Ok(state::device_connection_string(&self.config.host, id, &key))
+        let key = self.hub.registry.add_sas(id)?;
+        Ok(state_dir::device_connection_string(
+            &self.config.host,
+            id,
+            &key,
+        ))
     }
 
     /// Registers an X.509 device by its certificate's SHA-256 thumbprint.
     pub fn add_x509_device(&self, id: &str, thumbprint: &str) -> Result<(), HubError> {
-        Ok(self.shared.registry.add_x509(id, thumbprint)?)
+        Ok(self.hub.registry.add_x509(id, thumbprint)?)
+    }
+
+    /// The provisioning service's address (the MQTT address unless `dps.port` was given).
+    pub fn dps_addr(&self) -> SocketAddr {
+        self.dps_addr
+    }
+
+    /// The provisioning service's ID scope (also in the state directory's `dps-id-scope`).
+    pub fn id_scope(&self) -> &str {
+        &self.dps.id_scope
+    }
+
+    /// Enrolls a symmetric-key group (or finds it) and returns its primary key, from which
+    /// each member's key is derived ([`crate::dps::enrollment::derive_device_key`]).
+    pub fn add_symmetric_key_group(&self, name: &str) -> Result<String, HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_symmetric_key_group(name)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enrolls an X.509 group whose members present chains leading to `ca_pem` (a root or
+    /// intermediate CA certificate).
+    pub fn add_x509_group(&self, name: &str, ca_pem: &str) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_x509_group(name, ca_pem)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enrolls one device by registration id.
+    pub fn add_individual_enrollment(
+        &self,
+        registration_id: &str,
+        attestation: Attestation,
+    ) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .add_individual(registration_id, attestation)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Enables or disables an enrollment.
+    pub fn set_enrollment_enabled(&self, id: &EnrollmentId, enabled: bool) -> Result<(), HubError> {
+        Ok(self
+            .dps
+            .enrollments
+            .set_enabled(id, enabled)
+            .map_err(DpsError::from)?)
+    }
+
+    /// Links `other` (a hub of this process, with another host name) to this hub's
+    /// provisioning service: registrations are then spread over both by the allocation policy.
+    pub fn link_hub(&self, other: &HubSim) -> Result<(), HubError> {
+        Ok(self.dps.link(other.hub.clone())?)
+    }
+
+    /// The host names of the hubs linked to this hub's provisioning service (its own first).
+    pub fn linked_hubs(&self) -> Vec<String> {
+        self.dps.linked_hosts()
+    }
+
+    /// The devices the provisioning service has assigned.
+    pub fn dps_registrations(&self) -> Vec<Registration> {
+        self.dps.registrations()
     }
 
     /// The partitions of the built-in endpoint (read them, or fill them directly).
     pub fn partitions(&self) -> &Partitions {
-        &self.shared.partitions
+        &self.hub.partitions
     }
 
     /// Counters and partition state now.
     pub fn stats(&self) -> Stats {
-        Stats::collect(&self.shared.counters, &self.shared.partitions)
+        Stats::collect(&self.hub.counters, &self.hub.partitions)
     }
 
     /// Devices connected now.
     pub fn connected_devices(&self) -> usize {
-        self.shared.sessions.count()
+        self.hub.sessions.count()
     }
 
     /// The fault settings now.
     pub fn faults(&self) -> FaultSettings {
-        self.shared.faults.settings()
+        self.hub.faults.settings()
     }
 
     /// Changes the latency and throttle settings.
     pub fn set_faults(&self, settings: FaultSettings) {
-        self.shared.faults.update(settings);
+        self.hub.faults.update(settings);
     }
 
     /// Closes every device connection now.
     pub fn drop_device_connections(&self) {
-        self.shared.faults.drop_device_connections();
+        self.hub.faults.drop_device_connections();
     }
 
     /// Stops every listener and connection, and with a data directory writes what is pending
     /// and closes it (the same directory can then be opened again).
     pub async fn shutdown(self) {
         self.stop.cancel();
-        let shared = self.shared.clone();
-        let _ = tokio::task::spawn_blocking(move || shared.partitions.close()).await;
+        let hub = self.hub.clone();
+        let _ = tokio::task::spawn_blocking(move || hub.partitions.close()).await;
     }
 }

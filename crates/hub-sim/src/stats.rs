@@ -2,7 +2,7 @@
 //! deliveries, and per partition depth and last sequence number, as a [`Stats`] value and as
 //! Prometheus text.
 
-use crate::routing::{PartitionInfo, Partitions};
+use crate::partitions::{PartitionInfo, Partitions};
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -113,6 +113,22 @@ impl Ca {
         })
     }
 
+    /// A CA this one signs, named `common_name` (an intermediate, as device fleets' chains
+    /// have), held in memory only.
+    pub fn intermediate(&self, common_name: &str) -> Result<Ca, TlsError> {
+        let key = KeyPair::generate()?;
+        let mut params = ca_params();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(Ca {
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
     /// Issues a leaf certificate for `names` (server or client use).
     pub fn issue(&self, names: &[String], common_name: &str) -> Result<Issued, TlsError> {
         let key = KeyPair::generate()?;

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{TestHub, run_script};
-use hub_sim::routing::Event;
+use hub_sim::partitions::Event;
 use std::sync::Arc;
 
 fn all_events(hub: &TestHub) -> Vec<Arc<Event>> {
@@ -164,7 +164,10 @@ async fn an_x509_device_is_known_by_its_certificate_thumbprint() {
     assert!(ok, "{outcome}");
     let events = all_events(&hub);
     assert_eq!(events.len(), 3);
-    assert_eq!(events[0].message.auth, hub_sim::routing::AuthMethod::X509);
+    assert_eq!(
+        events[0].message.auth,
+        hub_sim::partitions::AuthMethod::X509
+    );
 
     let unknown = env("stranger", &stranger.cert_pem, &stranger.key_pem);
     let (outcome, ok) = run_script("device", "device.py", &["refused".into()], &unknown).await;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TestHub, run_script};
-use hub_sim::routing::Incoming;
+use hub_sim::partitions::Incoming;
 use serde_json::Value;
 
 fn eventhub_env(hub: &TestHub) -> Vec<(&'static str, String)> {

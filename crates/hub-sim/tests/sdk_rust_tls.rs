@@ -6,7 +6,7 @@
 mod common;
 
 use common::readers::{sdk_consumer_at, sdk_read};
-use hub_sim::routing::Incoming;
+use hub_sim::partitions::Incoming;
 
 #[test]
 fn the_rust_sdk_reads_over_tls_trusting_the_hubs_ca_through_ssl_cert_file() {

@@ -4,7 +4,7 @@
 //! from the consumer group's other receivers, which are detached as stolen), and the events
 //! as AMQP messages with Event Hubs' and IoT Hub's annotations.
 
-use crate::routing::{AuthMethod, Event, StartAt};
+use crate::partitions::{AuthMethod, Event, StartAt};
 use fe2o3_amqp::types::messaging::{
     ApplicationProperties, Data, Message, MessageAnnotations, Properties, Source,
 };
@@ -247,7 +247,7 @@ pub fn to_message(event: &Event) -> Message<Data> {
 fn generation_id(device_id: &str) -> String {
     format!(
         "{:018}",
-        crate::routing::stable_hash(device_id) % 1_000_000_000_000_000_000
+        crate::partitions::stable_hash(device_id) % 1_000_000_000_000_000_000
     )
 }
 

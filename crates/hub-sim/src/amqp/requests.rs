@@ -4,7 +4,7 @@
 //! node, in the same session, with `correlation-id` = the request's `message-id` and the
 //! status in the application properties `status-code` and `status-description`.
 
-use crate::routing::Partitions;
+use crate::partitions::Partitions;
 use crate::sas::{SasToken, normalise_resource, now_secs};
 use fe2o3_amqp::types::messaging::{ApplicationProperties, Body, Message, Properties};
 use fe2o3_amqp::types::primitives::{Array, OrderedMap, SimpleValue, Timestamp, Value};
@@ -259,7 +259,7 @@ pub(crate) fn management(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routing::{Incoming, Retention};
+    use crate::partitions::{Incoming, Retention};
     use crate::sas::make_token;
 
     fn request(props: &[(&str, &str)], body: Value) -> Message<Body<Value>> {

@@ -1,13 +1,13 @@
-//! What the AMQP side shares across its connections and links: the hub's shared state, the
+//! What the AMQP side shares across its connections and links: the hub ([`crate::hub::Hub`]), the
 //! Event Hubs name and key, and the partitions' owners.
 
 use super::consumer::Owners;
-use crate::shared::Shared;
+use crate::hub::Hub;
 use std::sync::Arc;
 
 /// What the AMQP side shares across connections.
 pub(crate) struct AmqpShared {
-    pub(crate) hub: Arc<Shared>,
+    pub(crate) hub: Arc<Hub>,
     pub(crate) hub_name: String,
     pub(crate) key: String,
     pub(crate) owners: Owners,

@@ -3,8 +3,8 @@
 //! `{host}/devices/{deviceId}` signed with the device's key, or no password and a client
 //! certificate whose thumbprint is registered). Pure: no I/O.
 
+use crate::partitions::AuthMethod;
 use crate::registry::{DeviceAuth, Registry};
-use crate::routing::AuthMethod;
 use crate::sas::{SasToken, normalise_resource};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;

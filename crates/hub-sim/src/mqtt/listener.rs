@@ -3,8 +3,8 @@
 //! byte stream to [`super::session::serve`].
 
 use super::session;
-use crate::shared::Shared;
-use crate::tls::thumbprint;
+use crate::dps::service::Dps;
+use crate::hub::Hub;
 use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use async_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use std::sync::Arc;
@@ -29,7 +29,8 @@ pub(crate) enum Framing {
 
 /// Accepts connections on `listener` until `stop` is cancelled.
 pub(crate) async fn run(
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
+    dps: Arc<Dps>,
     listener: TcpListener,
     tls: TlsAcceptor,
     framing: Framing,
@@ -47,13 +48,14 @@ pub(crate) async fn run(
                 }
             },
         };
-        let shared = shared.clone();
+        let hub = hub.clone();
+        let dps = dps.clone();
         let tls = tls.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                _ = handle(shared, tcp, tls, framing) => {}
+                _ = handle(hub, dps, tcp, tls, framing) => {}
             }
         });
     }
@@ -81,25 +83,23 @@ fn upgrade(request: &Request, mut response: Response) -> Result<Response, ErrorR
     Ok(response)
 }
 
-async fn handle(shared: Arc<Shared>, tcp: TcpStream, tls: TlsAcceptor, framing: Framing) {
+async fn handle(hub: Arc<Hub>, dps: Arc<Dps>, tcp: TcpStream, tls: TlsAcceptor, framing: Framing) {
     let _ = tcp.set_nodelay(true);
     let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
         _ => {
-            shared
-                .counters
-                .add("connections_refused", "tls_handshake", 1);
+            hub.counters.add("connections_refused", "tls_handshake", 1);
             return;
         }
     };
-    let cert = stream
+    let chain: Vec<Vec<u8>> = stream
         .get_ref()
         .1
         .peer_certificates()
-        .and_then(|chain| chain.first())
-        .map(|leaf| thumbprint(leaf));
+        .map(|chain| chain.iter().map(|cert| cert.to_vec()).collect())
+        .unwrap_or_default();
     match framing {
-        Framing::Mqtt => session::serve(shared, stream, cert).await,
+        Framing::Mqtt => session::serve(hub, dps, stream, chain).await,
         Framing::WebSocket => {
             let upgraded = tokio::time::timeout(
                 HANDSHAKE_TIMEOUT,
@@ -107,8 +107,8 @@ async fn handle(shared: Arc<Shared>, tcp: TcpStream, tls: TlsAcceptor, framing: 
             )
             .await;
             match upgraded {
-                Ok(Ok(ws)) => session::serve(shared, WsStream::new(ws), cert).await,
-                _ => shared
+                Ok(Ok(ws)) => session::serve(hub, dps, WsStream::new(ws), chain).await,
+                _ => hub
                     .counters
                     .add("connections_refused", "websocket_handshake", 1),
             }

@@ -1,65 +1,32 @@
 //! One device connection after TLS (and WebSocket) setup: CONNECT and its decision, then
 //! publishes, subscriptions and pings until the device leaves or the hub closes the
 //! connection (a rule broken, the token expired, the same device connected again, or the
-//! drop-all fault). Packets are read and written with rumqttc's MQTT 3.1.1 codec.
+//! drop-all fault). A CONNECT whose user name names a registration goes to the provisioning
+//! service ([`crate::dps`]) instead.
 
 use super::connect::authenticate;
+use super::packet::{ReadError, read_packet, write};
 use super::topic::{apply_properties, may_subscribe, telemetry_properties};
-use crate::routing::Incoming;
+use crate::dps::protocol::registration_login;
+use crate::dps::service::Dps;
+use crate::hub::Hub;
+use crate::partitions::Incoming;
 use crate::sas::now_secs;
-use crate::shared::Shared;
+use crate::tls::thumbprint;
 use bytes::BytesMut;
+use rumqttc::mqttbytes::QoS;
 use rumqttc::mqttbytes::v4::{
-    self, ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode,
-    UnsubAck,
+    ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode, UnsubAck,
 };
-use rumqttc::mqttbytes::{Error as CodecError, QoS};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// The largest message payload IoT Hub takes.
 pub const MAX_PAYLOAD: usize = 256 * 1024;
-/// The largest packet read: a full payload plus a topic and property bag.
-const MAX_PACKET: usize = MAX_PAYLOAD + 64 * 1024;
 /// How long a new connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-enum ReadError {
-    Closed,
-    TooLarge,
-    Malformed,
-}
-
-async fn read_packet<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    buf: &mut BytesMut,
-) -> Result<Packet, ReadError> {
-    loop {
-        match v4::read(buf, MAX_PACKET) {
-            Ok(packet) => return Ok(packet),
-            Err(CodecError::InsufficientBytes(_)) => {}
-            Err(CodecError::PayloadSizeLimitExceeded(_)) => return Err(ReadError::TooLarge),
-            Err(_) => return Err(ReadError::Malformed),
-        }
-        // `read_buf` is cancel-safe: a select that drops this future loses no bytes.
-        match reader.read_buf(buf).await {
-            Ok(0) | Err(_) => return Err(ReadError::Closed),
-            Ok(_) => {}
-        }
-    }
-}
-
-async fn write<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    encode: impl FnOnce(&mut BytesMut) -> Result<usize, CodecError>,
-) -> std::io::Result<()> {
-    let mut out = BytesMut::with_capacity(16);
-    encode(&mut out).map_err(std::io::Error::other)?;
-    writer.write_all(&out).await?;
-    writer.flush().await
-}
 
 /// Writes the PUBACKs of the oldest unacknowledged publishes whose events are readable
 /// (durable, with a data directory): every sequence number below `readable`.
@@ -94,9 +61,9 @@ fn close_reason(e: ReadError) -> &'static str {
     }
 }
 
-/// Serves one device connection. `client_cert` is the SHA-256 thumbprint of the TLS client
-/// certificate, if one was presented.
-pub(crate) async fn serve<S>(shared: Arc<Shared>, stream: S, client_cert: Option<String>)
+/// Serves one device (or registration) connection. `client_chain` is the TLS client
+/// certificate chain presented, leaf first (DER), empty if none.
+pub(crate) async fn serve<S>(hub: Arc<Hub>, dps: Arc<Dps>, stream: S, client_chain: Vec<Vec<u8>>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -106,13 +73,21 @@ where
         match tokio::time::timeout(CONNECT_TIMEOUT, read_packet(&mut reader, &mut buf)).await {
             Ok(Ok(Packet::Connect(connect))) => connect,
             _ => {
-                shared.counters.add("connections_refused", "no_connect", 1);
+                hub.counters.add("connections_refused", "no_connect", 1);
                 return;
             }
         };
+    let registration = connect
+        .login
+        .as_ref()
+        .and_then(|login| registration_login(&login.username));
+    if registration.is_some() {
+        return crate::dps::session::serve(&dps, reader, writer, buf, connect, client_chain).await;
+    }
+    let client_cert = client_chain.first().map(|leaf| thumbprint(leaf));
     let decision = authenticate(
-        &shared.registry,
-        &shared.host,
+        &hub.registry,
+        &hub.host,
         &connect.client_id,
         connect.login.as_ref(),
         client_cert.as_deref(),
@@ -121,25 +96,23 @@ where
     let auth = match decision {
         Ok(auth) => auth,
         Err(refusal) => {
-            shared
-                .counters
-                .add("connections_refused", refusal.reason, 1);
+            hub.counters.add("connections_refused", refusal.reason, 1);
             tracing::info!(client = %connect.client_id, reason = refusal.reason, "connection refused");
             let _ = write(&mut writer, |b| ConnAck::new(refusal.code, false).write(b)).await;
             return;
         }
     };
-    let (conn_id, kicked) = shared.sessions.register(&auth.device_id);
+    let (conn_id, kicked) = hub.sessions.register(&auth.device_id);
     if write(&mut writer, |b| {
         ConnAck::new(ConnectReturnCode::Success, false).write(b)
     })
     .await
     .is_err()
     {
-        shared.sessions.unregister(&auth.device_id, conn_id);
+        hub.sessions.unregister(&auth.device_id, conn_id);
         return;
     }
-    shared.counters.add("connections_accepted", "", 1);
+    hub.counters.add("connections_accepted", "", 1);
     tracing::debug!(device = %auth.device_id, "device connected");
 
     let device: Arc<str> = auth.device_id.as_str().into();
@@ -154,13 +127,13 @@ where
         0 => None,
         secs => Some(Duration::from_millis(u64::from(secs) * 1500)),
     };
-    let mut drops = shared.faults.device_drops();
+    let mut drops = hub.faults.device_drops();
     // A QoS 1 publish is acknowledged once its event is readable (durable, with a data
     // directory); the device's later publishes are read meanwhile, so one write to disk
     // covers many of them.
-    let partition = shared
+    let partition = hub
         .partitions
-        .get(shared.partitions.partition_of(&device))
+        .get(hub.partitions.partition_of(&device))
         .expect("partition_of names a partition");
     let mut readable = partition.watch();
     let mut unacked: VecDeque<(u16, i64)> = VecDeque::new();
@@ -188,19 +161,17 @@ where
         let written = match packet {
             Packet::Publish(publish) => {
                 if publish.qos == QoS::ExactlyOnce {
-                    shared.counters.add("messages_refused", "qos2", 1);
+                    hub.counters.add("messages_refused", "qos2", 1);
                     break "qos2";
                 }
                 if publish.payload.len() > MAX_PAYLOAD {
-                    shared
-                        .counters
-                        .add("messages_refused", "payload_too_large", 1);
+                    hub.counters.add("messages_refused", "payload_too_large", 1);
                     break "payload_too_large";
                 }
                 let pairs = match telemetry_properties(&publish.topic, &device) {
                     Ok(pairs) => pairs,
                     Err(_) => {
-                        shared.counters.add("messages_refused", "topic", 1);
+                        hub.counters.add("messages_refused", "topic", 1);
                         break "topic";
                     }
                 };
@@ -208,11 +179,11 @@ where
                 message.device_id = device.clone();
                 message.auth = auth.method;
                 apply_properties(&mut message, pairs);
-                if shared.faults.admit().await {
-                    shared.counters.add("messages_throttled", "", 1);
+                if hub.faults.admit().await {
+                    hub.counters.add("messages_throttled", "", 1);
                 }
-                let (_, event) = shared.partitions.route(message);
-                shared.counters.add("messages_accepted", "", 1);
+                let (_, event) = hub.partitions.route(message);
+                hub.counters.add("messages_accepted", "", 1);
                 if publish.qos == QoS::AtLeastOnce {
                     unacked.push_back((publish.pkid, event.sequence_number));
                     let next = *readable.borrow_and_update();
@@ -250,9 +221,9 @@ where
             break "";
         }
     };
-    shared.sessions.unregister(&device, conn_id);
+    hub.sessions.unregister(&device, conn_id);
     if !reason.is_empty() {
-        shared.counters.add("connections_refused", reason, 1);
+        hub.counters.add("connections_refused", reason, 1);
         tracing::info!(device = %device, reason, "connection closed by the hub");
     }
     let _ = writer.shutdown().await;

@@ -1,7 +1,7 @@
 //! IoT Hub's MQTT topics for a device: the telemetry topic with its property bag, and the
 //! topic filters a device may subscribe to.
 
-use crate::routing::Incoming;
+use crate::partitions::Incoming;
 use percent_encoding::percent_decode_str;
 
 /// Why a publish topic is refused.

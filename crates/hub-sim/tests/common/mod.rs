@@ -4,6 +4,7 @@
 
 pub mod device;
 pub mod readers;
+pub mod registration;
 
 use hub_sim::{HubConfig, HubSim};
 use std::path::PathBuf;

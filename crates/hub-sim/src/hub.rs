@@ -1,10 +1,11 @@
-//! What every server of the hub shares (the device registry, the partitions, the faults, the
-//! counters, the live device connections): the MQTT listener and sessions, the AMQP server
-//! and the admin endpoint take it from here, and the running hub ([`crate::sim`]) builds it.
+//! One hub's data, which every server of it serves: its host name, device registry, the
+//! partitions of its built-in endpoint, faults, counters and live device connections. The MQTT
+//! listener and sessions, the AMQP server and the admin endpoint take it from here, and the
+//! running hub ([`crate::sim`]) builds it.
 
 use crate::faults::Faults;
+use crate::partitions::Partitions;
 use crate::registry::Registry;
-use crate::routing::Partitions;
 use crate::stats::Counters;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -47,9 +48,9 @@ impl DeviceSessions {
     }
 }
 
-/// What every server of the hub shares.
+/// One hub's data: what its servers serve.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Hub {
     pub(crate) host: String,
     pub(crate) registry: Registry,
     pub(crate) partitions: Partitions,

@@ -1,8 +1,10 @@
 //! The state directory: what the hub keeps across starts (its CA, its policy keys, the
-//! device registry) and the files it writes for clients at every start (`ca.pem`,
-//! `eventhub-connection-string`, `service-connection-string`, `devices.txt`).
+//! device registry, the provisioning service's ID scope, enrollments and registrations) and
+//! the files it writes for clients at every start (`ca.pem`, `eventhub-connection-string`,
+//! `service-connection-string`, `devices.txt`, `dps-id-scope`).
 
 use crate::registry::new_key;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -17,7 +19,7 @@ pub enum StateError {
         /// The cause.
         source: std::io::Error,
     },
-    /// `keys.json` is not what the hub wrote.
+    /// A JSON file is not what the hub wrote.
     #[error("{path} is corrupt: {source}")]
     Corrupt {
         /// The file.
@@ -51,29 +53,58 @@ pub fn ensure_dir(dir: &Path) -> Result<(), StateError> {
 /// Loads the policy keys from `keys.json`, creating them at first start.
 pub fn policy_keys(dir: &Path) -> Result<PolicyKeys, StateError> {
     let path = dir.join("keys.json");
-    match std::fs::read(&path) {
-        Ok(text) => serde_json::from_slice(&text).map_err(|source| StateError::Corrupt {
-            path: path.clone(),
-            source,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let keys = PolicyKeys {
-                service: new_key(),
-                iothubowner: new_key(),
-            };
-            write(
-                &path,
-                &serde_json::to_string_pretty(&keys).expect("keys serialise"),
-            )?;
-            Ok(keys)
-        }
-        Err(e) => Err(io(&path)(e)),
+    if let Some(keys) = read_json(&path)? {
+        return Ok(keys);
     }
+    let keys = PolicyKeys {
+        service: new_key(),
+        iothubowner: new_key(),
+    };
+    write_json(&path, &keys)?;
+    Ok(keys)
 }
 
 /// Writes `text` to `path`.
 pub fn write(path: &Path, text: &str) -> Result<(), StateError> {
     std::fs::write(path, text).map_err(io(path))
+}
+
+/// Reads a JSON file another process may be replacing; `None` when it does not exist yet.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
+    match std::fs::read(path) {
+        Ok(text) => serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|source| StateError::Corrupt {
+                path: path.to_owned(),
+                source,
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+/// Replaces a JSON file at once (written beside it, then renamed), so that a reader in
+/// another process sees the old or the new file, never half of one.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StateError> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_vec_pretty(value).expect("state serialises");
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// The provisioning service's ID scope, kept in `dps-id-scope` (created at first start in
+/// the service's form: `0ne` and eight upper-case hex digits).
+pub fn id_scope(dir: &Path) -> Result<String, StateError> {
+    let path = dir.join("dps-id-scope");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(text.trim().to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let scope = format!("0ne{:08X}", rand::random::<u32>());
+            write(&path, &scope)?;
+            Ok(scope)
+        }
+        Err(e) => Err(io(&path)(e)),
+    }
 }
 
 /// The built-in endpoint's connection string, in the form of Microsoft's emulator.

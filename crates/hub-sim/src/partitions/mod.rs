@@ -1,4 +1,4 @@
-//! Routing to the built-in endpoint: the partitions of the Event Hubs-compatible stream.
+//! The partitions of the built-in endpoint's Event Hubs-compatible stream, and routing to them.
 //!
 //! Every accepted device message lands in one partition chosen by a stable hash of the device
 //! id (FNV-1a, so one device is always in one partition, in its publish order) and gets that
