@@ -15,13 +15,14 @@
 //! are held in [`Secret`] and [`SecretBytes`], whose `Debug` output is redacted.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
+use crate::provision::{Assignment, DPS_PORT, DpsConfig, DpsKey, GLOBAL_ENDPOINT};
 use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
@@ -34,6 +35,10 @@ pub use settings::{DurationSetting, Secret};
 /// The connection string's variable, read with its `_FILE` form by
 /// [`settings::secret_from_env`] (a secret is never a flag).
 pub const CONNECTION_STRING: &str = "IOTHUB_DEVICE_CONNECTION_STRING";
+/// The variable of the DPS enrollment group's key (a secret).
+pub const DPS_GROUP_KEY: &str = "DPS_GROUP_KEY";
+/// The variable of the drone's own DPS key (a secret).
+pub const DPS_DEVICE_KEY: &str = "DPS_DEVICE_KEY";
 
 /// A setting that stops the agent at start, with what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +184,23 @@ pub struct Settings {
     /// Status file, rewritten as JSON after every interval.
     #[arg(long, env = "STATUS_FILE")]
     pub status_file: Option<PathBuf>,
+    /// Onboard through the Device Provisioning Service with this ID scope (instead of
+    /// IOTHUB_DEVICE_CONNECTION_STRING), with DPS_GROUP_KEY or DPS_DEVICE_KEY.
+    #[arg(long, env = "DPS_ID_SCOPE")]
+    pub dps_id_scope: Option<String>,
+    /// The drone's DPS registration id [default: `drone-` and the first 16 characters of /etc/machine-id].
+    #[arg(long, env = "DPS_REGISTRATION_ID")]
+    pub dps_registration_id: Option<String>,
+    /// The DPS endpoint, `host` or `host:port` [default: global.azure-devices-provisioning.net:8883].
+    #[arg(long, env = "DPS_ENDPOINT")]
+    pub dps_endpoint: Option<String>,
+    /// The enrollment group's primary key, from which the drone derives its own
+    /// (environment, `_FILE` or config file only: never on the command line).
+    #[arg(skip)]
+    pub dps_group_key: Option<Secret>,
+    /// The drone's own DPS key (environment, `_FILE` or config file only).
+    #[arg(skip)]
+    pub dps_device_key: Option<Secret>,
 }
 
 impl fmt::Debug for Settings {
@@ -227,6 +249,11 @@ settings::layered!(Settings {
     reconnect_cap,
     mqtt_keep_alive,
     status_file,
+    dps_id_scope,
+    dps_registration_id,
+    dps_endpoint,
+    dps_group_key,
+    dps_device_key,
 });
 
 /// The agent's environment variables, whose prefixes mark a variable as the agent's:
@@ -236,6 +263,8 @@ pub fn env_names(command: &clap::Command) -> EnvNames {
     use clap::Args as _;
     EnvNames::settings(&Settings::augment_args(clap::Command::new("settings")))
         .secret(CONNECTION_STRING)
+        .secret(DPS_GROUP_KEY)
+        .secret(DPS_DEVICE_KEY)
         .program(command)
 }
 
@@ -437,6 +466,102 @@ impl Settings {
         }
     }
 
+    /// The onboarding through DPS, when `DPS_ID_SCOPE` is set; the DPS settings without it
+    /// are refused, as is a connection string or broker beside it.
+    pub fn dps(&self) -> Result<Option<DpsConfig>, ConfigError> {
+        let Some(id_scope) = &self.dps_id_scope else {
+            let without_scope = [
+                ("DPS_REGISTRATION_ID", self.dps_registration_id.is_some()),
+                ("DPS_ENDPOINT", self.dps_endpoint.is_some()),
+                (DPS_GROUP_KEY, self.dps_group_key.is_some()),
+                (DPS_DEVICE_KEY, self.dps_device_key.is_some()),
+            ];
+            return match without_scope.iter().find(|(_, set)| *set) {
+                Some((setting, _)) => Err(invalid(
+                    setting,
+                    "it is a setting of onboarding through DPS: set DPS_ID_SCOPE too, or remove it",
+                )),
+                None => Ok(None),
+            };
+        };
+        if self.connection_string.is_some() || self.mqtt_url.is_some() {
+            return Err(invalid(
+                "DPS_ID_SCOPE",
+                "DPS assigns the hub and the device id: remove IOTHUB_DEVICE_CONNECTION_STRING and MQTT_URL, or DPS_ID_SCOPE",
+            ));
+        }
+        if self.x509_cert_file.is_some() || self.x509_key_file.is_some() {
+            return Err(invalid(
+                "X509_CERT_FILE",
+                "onboarding through DPS takes a symmetric key here: DPS_GROUP_KEY or DPS_DEVICE_KEY",
+            ));
+        }
+        let key = match (&self.dps_group_key, &self.dps_device_key) {
+            (Some(group), None) => DpsKey::Group(group.clone()),
+            (None, Some(device)) => DpsKey::Device(device.clone()),
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    DPS_DEVICE_KEY,
+                    "set DPS_GROUP_KEY (the enrollment group's key) or DPS_DEVICE_KEY (the drone's own), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ConfigError::Missing {
+                    setting: DPS_GROUP_KEY,
+                    hint: "the enrollment group's primary key (or DPS_DEVICE_KEY, the drone's own), in the environment or in the file DPS_GROUP_KEY_FILE names",
+                });
+            }
+        };
+        let registration_id = match &self.dps_registration_id {
+            Some(id) => id.clone(),
+            None => registration_id_of_machine(Path::new(MACHINE_ID))
+                .map_err(|problem| invalid("DPS_REGISTRATION_ID", problem))?,
+        };
+        check_registration_id(&registration_id)
+            .map_err(|problem| invalid("DPS_REGISTRATION_ID", problem))?;
+        let endpoint = self.dps_endpoint.as_deref().unwrap_or(GLOBAL_ENDPOINT);
+        let (host, port) = match endpoint.rsplit_once(':') {
+            Some((host, port)) => (
+                host,
+                port.parse().map_err(|_| {
+                    invalid(
+                        "DPS_ENDPOINT",
+                        format!("`{port}` is not a port: write `host` or `host:port`"),
+                    )
+                })?,
+            ),
+            None => (endpoint, DPS_PORT),
+        };
+        if host.is_empty() || host.contains('/') {
+            return Err(invalid(
+                "DPS_ENDPOINT",
+                "write `host` or `host:port`, e.g. global.azure-devices-provisioning.net",
+            ));
+        }
+        Ok(Some(DpsConfig {
+            id_scope: id_scope.clone(),
+            registration_id,
+            key,
+            host: host.to_owned(),
+            port,
+            ca_file: self.iothub_ca_file.clone(),
+        }))
+    }
+
+    /// The settings with the connection string of `assignment` and `key`, as a
+    /// provisioned drone runs.
+    pub fn provisioned(self, assignment: &Assignment, key: &str) -> Settings {
+        Settings {
+            connection_string: Some(assignment.connection_string(key)),
+            dps_id_scope: None,
+            dps_registration_id: None,
+            dps_endpoint: None,
+            dps_group_key: None,
+            dps_device_key: None,
+            ..self
+        }
+    }
+
     /// The device id and the transport: IoT Hub if a connection string is set, plain
     /// MQTT if `MQTT_URL` is.
     fn transport(&self) -> Result<(String, TransportConfig), ConfigError> {
@@ -583,3 +708,44 @@ fn parse_mqtt_url(url: &str) -> Result<(String, u16), ConfigError> {
 
 #[cfg(test)]
 mod tests;
+
+/// Where the machine's id is (systemd's).
+const MACHINE_ID: &str = "/etc/machine-id";
+
+/// `drone-` and 16 hex digits of HMAC-SHA256 keyed with the machine id over the agent's
+/// name: stable for the board, and not the machine id itself, which machine-id(5) asks
+/// applications not to expose.
+fn registration_id_of_machine(path: &Path) -> Result<String, String> {
+    use hmac::{Hmac, Mac};
+    let id = std::fs::read_to_string(path).map_err(|err| {
+        format!(
+            "no registration id given and {} cannot be read ({err}): set DPS_REGISTRATION_ID",
+            path.display()
+        )
+    })?;
+    let id = id.trim();
+    if id.is_empty() {
+        return Err(format!(
+            "no registration id given and {} is empty: set DPS_REGISTRATION_ID",
+            path.display()
+        ));
+    }
+    let mut mac =
+        Hmac::<sha2::Sha256>::new_from_slice(id.as_bytes()).expect("HMAC takes any key length");
+    mac.update(b"edge-agent DPS registration id");
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("drone-{hex}"))
+}
+
+/// DPS's rules for a registration id: 1 to 128 characters, lower-case letters, digits and
+/// `-` `.` `_` `:`.
+fn check_registration_id(id: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._:".contains(c);
+    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
+        return Err(format!(
+            "`{id}` is not a registration id: 1 to 128 lower-case letters, digits and - . _ :"
+        ));
+    }
+    Ok(())
+}

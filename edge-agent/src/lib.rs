@@ -30,6 +30,7 @@ pub mod agent;
 pub mod buffer;
 pub mod clock;
 pub mod config;
+pub mod provision;
 pub mod source;
 pub mod status;
 pub mod transport;

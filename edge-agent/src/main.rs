@@ -1,6 +1,7 @@
 //! The `edge-agent` binary: `run` (the default) runs the agent until SIGTERM or SIGINT;
-//! `sas-token` prints a SAS token; `check` validates the configuration and the
-//! connection and prints a report.
+//! `sas-token` prints a SAS token; `provision` registers with DPS and `derive-key` derives
+//! a drone's DPS key; `check` validates the configuration and the connection and prints a
+//! report.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +12,10 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
 use edge_agent::clock::{Clock, kernel_synchronised};
-use edge_agent::config::{CONNECTION_STRING, DurationSetting, Secret, Settings};
+use edge_agent::config::{
+    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, Secret, Settings,
+};
+use edge_agent::provision;
 use edge_agent::source::FixTime;
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
@@ -50,6 +54,17 @@ enum Command {
         #[arg(long)]
         expiry: Option<u64>,
     },
+    /// Register with the Device Provisioning Service now (DPS_ID_SCOPE and a key), keep
+    /// the assignment beside the buffer and print it.
+    Provision,
+    /// Print the DPS key of the drone with this registration id, derived from its
+    /// enrollment group's key read from standard input (what `az iot dps enrollment-group
+    /// compute-device-key` prints).
+    DeriveKey {
+        /// The drone's registration id.
+        #[arg(long)]
+        registration_id: String,
+    },
     /// Check the configuration, the buffer, the source and the connection, and print a
     /// report (exit status 1 if anything failed).
     Check {
@@ -69,12 +84,22 @@ fn main() -> ExitCode {
     .init_logs();
     let outcome = match cli.command {
         Some(Command::SasToken { ttl, expiry }) => print_sas_token(ttl, expiry),
-        Some(Command::Check { timeout }) => {
-            config(&cli).and_then(|config| runtime()?.block_on(check(config, timeout)))
+        Some(Command::DeriveKey { registration_id }) => print_derived_key(&registration_id),
+        Some(Command::Provision) => {
+            layered(&cli).and_then(|(settings, _)| runtime()?.block_on(provision_now(settings)))
         }
-        Some(Command::Run) | None => {
-            config(&cli).and_then(|config| runtime()?.block_on(run(config)))
-        }
+        Some(Command::Check { timeout }) => runtime().and_then(|rt| {
+            rt.block_on(async {
+                let config = config(&cli).await?;
+                check(config, timeout).await
+            })
+        }),
+        Some(Command::Run) | None => runtime().and_then(|rt| {
+            rt.block_on(async {
+                let config = config(&cli).await?;
+                run(config).await
+            })
+        }),
     };
     match outcome {
         Ok(code) => code,
@@ -93,18 +118,92 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("start the async runtime")
 }
 
-/// The settings from flags, environment and config file, checked, and the environment's
-/// variables with the agent's prefixes too.
-fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
+/// The settings from flags, environment and config file, as given, and the agent's
+/// environment variable names.
+fn layered(cli: &Cli) -> anyhow::Result<(Settings, settings::EnvNames)> {
     // Secrets come from the environment or the file, never from the command line.
     let secrets = Settings {
         connection_string: connection_string()?,
+        dps_group_key: settings::secret_from_env(DPS_GROUP_KEY)?,
+        dps_device_key: settings::secret_from_env(DPS_DEVICE_KEY)?,
         ..Settings::default()
     };
     let names = edge_agent::config::env_names(&Cli::command());
-    settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?
+    let settings = settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?;
+    Ok((settings, names))
+}
+
+/// The settings checked, with the environment's variables with the agent's prefixes too;
+/// a drone onboarded through DPS first gets its assignment (kept, or registered now).
+async fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
+    const FIX: &str = "configuration error (fix the setting named and start again)";
+    let (settings, names) = layered(cli)?;
+    let settings = match settings.dps().context(FIX)? {
+        Some(dps) => {
+            let dir = buffer_dir(&settings)?;
+            let assignment =
+                provision::assignment(&dps, &dir, registration_backoff(&settings)).await?;
+            let key = dps.device_key()?;
+            settings.provisioned(&assignment, &key)
+        }
+        None => settings,
+    };
+    settings
         .resolve_in(&names, &settings::env_var_names())
-        .context("configuration error (fix the setting named and start again)")
+        .context(FIX)
+}
+
+/// Where a DPS assignment is kept: the buffer's directory.
+fn buffer_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
+    settings.buffer_dir.clone().context(
+        "configuration error: BUFFER_DIR is required (the buffer and the DPS assignment are kept there)",
+    )
+}
+
+/// Registrations are tried again on the reconnect schedule.
+fn registration_backoff(settings: &Settings) -> netkit::backoff::BackoffConfig {
+    netkit::backoff::BackoffConfig {
+        base: settings
+            .reconnect_base
+            .map_or(Duration::from_secs(1), DurationSetting::get),
+        cap: settings
+            .reconnect_cap
+            .map_or(Duration::from_secs(60), DurationSetting::get),
+    }
+}
+
+/// `edge-agent provision`: registers now (also when an assignment is kept) and prints it.
+async fn provision_now(settings: Settings) -> anyhow::Result<ExitCode> {
+    let Some(dps) = settings
+        .dps()
+        .context("configuration error (fix the setting named and start again)")?
+    else {
+        bail!("set DPS_ID_SCOPE and DPS_GROUP_KEY (or DPS_DEVICE_KEY) to register with DPS");
+    };
+    let dir = buffer_dir(&settings)?;
+    let key = dps.device_key()?;
+    let assignment = provision::register(&dps, &key)
+        .await
+        .context("DPS registration failed")?;
+    provision::save(&dir, &assignment)?;
+    println!("{}", serde_json::to_string_pretty(&assignment)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `edge-agent derive-key`: the drone's key from the group key on standard input.
+fn print_derived_key(registration_id: &str) -> anyhow::Result<ExitCode> {
+    let mut group_key = String::new();
+    std::io::stdin()
+        .read_line(&mut group_key)
+        .context("read the group key from standard input")?;
+    if group_key.trim().is_empty() {
+        bail!("give the enrollment group's key on standard input");
+    }
+    println!(
+        "{}",
+        provision::derive_device_key(&group_key, registration_id)?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The device connection string from the environment or its file, if set.

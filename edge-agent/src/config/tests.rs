@@ -343,6 +343,7 @@ fn the_prefixes_come_from_the_settings() {
             "BUFFER_",
             "CLOCK_MAX_",
             "DEVICE_",
+            "DPS_",
             "EDGE_AGENT_",
             "GPSD_",
             "IOTHUB_",
@@ -421,4 +422,99 @@ fn a_missing_source_names_the_variable_meant_for_it() {
         .unwrap_err()
         .to_string();
     assert!(!message.contains("did you mean"), "{message}");
+}
+
+fn dps_settings() -> Settings {
+    Settings {
+        mqtt_url: None,
+        device_id: None,
+        dps_id_scope: Some("0ne00000001".into()),
+        dps_registration_id: Some("drone-7".into()),
+        dps_group_key: Some(Secret::new("AAEC")),
+        ..base()
+    }
+}
+
+#[test]
+fn dps_settings_resolve_and_wrong_ones_name_what_to_fix() {
+    let dps = dps_settings().dps().unwrap().unwrap();
+    assert_eq!(
+        (dps.id_scope.as_str(), dps.registration_id.as_str()),
+        ("0ne00000001", "drone-7")
+    );
+    assert_eq!(
+        (dps.host.as_str(), dps.port),
+        ("global.azure-devices-provisioning.net", 8883)
+    );
+    let local = Settings {
+        dps_endpoint: Some("127.0.0.1:28883".into()),
+        ..dps_settings()
+    };
+    let local = local.dps().unwrap().unwrap();
+    assert_eq!((local.host.as_str(), local.port), ("127.0.0.1", 28883));
+    assert!(base().dps().unwrap().is_none());
+
+    let cases: Vec<(Settings, &str)> = vec![
+        (
+            Settings {
+                dps_id_scope: None,
+                ..dps_settings()
+            },
+            "DPS_ID_SCOPE",
+        ),
+        (
+            Settings {
+                connection_string: Some(Secret::new("HostName=h;DeviceId=d;SharedAccessKey=AAEC")),
+                ..dps_settings()
+            },
+            "DPS_ID_SCOPE",
+        ),
+        (
+            Settings {
+                dps_device_key: Some(Secret::new("AAEC")),
+                ..dps_settings()
+            },
+            "DPS_DEVICE_KEY",
+        ),
+        (
+            Settings {
+                dps_group_key: None,
+                ..dps_settings()
+            },
+            "DPS_GROUP_KEY",
+        ),
+        (
+            Settings {
+                dps_registration_id: Some("Drone 7".into()),
+                ..dps_settings()
+            },
+            "DPS_REGISTRATION_ID",
+        ),
+        (
+            Settings {
+                dps_endpoint: Some("https://dps.example".into()),
+                ..dps_settings()
+            },
+            "DPS_ENDPOINT",
+        ),
+    ];
+    for (settings, setting) in cases {
+        let message = settings.dps().unwrap_err().to_string();
+        assert!(message.contains(setting), "{message} should name {setting}");
+    }
+}
+
+#[test]
+fn the_registration_id_of_a_board_is_stable_and_not_its_machine_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("machine-id");
+    std::fs::write(&path, "4c4c4544004a3510804e\n").unwrap();
+    let id = registration_id_of_machine(&path).unwrap();
+    assert_eq!(id, registration_id_of_machine(&path).unwrap());
+    assert!(check_registration_id(&id).is_ok(), "{id}");
+    assert!(!id.contains("4c4c4544"), "{id}");
+    std::fs::write(&path, "another board\n").unwrap();
+    assert_ne!(registration_id_of_machine(&path).unwrap(), id);
+    let missing = registration_id_of_machine(&dir.path().join("none")).unwrap_err();
+    assert!(missing.contains("DPS_REGISTRATION_ID"), "{missing}");
 }

@@ -1,0 +1,255 @@
+//! Zero-touch onboarding through the Device Provisioning Service (DPS): which hub and device
+//! id this drone has, found once by registering and kept beside the buffer.
+//!
+//! A fleet's image carries the ID scope and either the enrollment group's key (each drone
+//! derives its own: [`derive_device_key`]) or the drone's own key. At the first start the
+//! agent registers ([`register`]) and keeps the assignment in `assignment.json` (hub and
+//! device id, no key: the key is derived again at every start) with owner-only permissions;
+//! later starts reuse it without registering.
+
+mod register;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use settings::Secret;
+use sha2::Sha256;
+
+pub use register::{RegisterError, register};
+
+/// The public DPS endpoint.
+pub const GLOBAL_ENDPOINT: &str = "global.azure-devices-provisioning.net";
+/// DPS's MQTT port.
+pub const DPS_PORT: u16 = 8883;
+/// The assignment's file in the state directory.
+pub const ASSIGNMENT_FILE: &str = "assignment.json";
+
+/// The key of a drone: given, or derived from its enrollment group's.
+#[derive(Debug, Clone)]
+pub enum DpsKey {
+    /// The enrollment group's primary key (`DPS_GROUP_KEY`).
+    Group(Secret),
+    /// The drone's own key (`DPS_DEVICE_KEY`): an individual enrollment's, or one derived
+    /// by `edge-agent derive-key`.
+    Device(Secret),
+}
+
+/// How to register.
+#[derive(Debug, Clone)]
+pub struct DpsConfig {
+    /// The DPS instance's ID scope (`DPS_ID_SCOPE`).
+    pub id_scope: String,
+    /// This drone's registration id (`DPS_REGISTRATION_ID`).
+    pub registration_id: String,
+    /// Its key.
+    pub key: DpsKey,
+    /// The DPS host.
+    pub host: String,
+    /// Its MQTT port.
+    pub port: u16,
+    /// The CA to trust instead of the system's roots (`IOTHUB_CA_FILE`).
+    pub ca_file: Option<PathBuf>,
+}
+
+impl DpsConfig {
+    /// The drone's key (base64), derived from the group's when that is what was given.
+    pub fn device_key(&self) -> Result<String, KeyError> {
+        match &self.key {
+            DpsKey::Group(group) => derive_device_key(group.expose(), &self.registration_id),
+            DpsKey::Device(key) => Ok(key.expose().trim().to_owned()),
+        }
+    }
+}
+
+/// A key that is not base64.
+#[derive(Debug, thiserror::Error)]
+#[error("the key is not base64: {0}")]
+pub struct KeyError(#[from] base64::DecodeError);
+
+/// A drone's key from its enrollment group's: base64(HMAC-SHA256(group key, registration
+/// id)), as DPS derives it for symmetric-key groups.
+pub fn derive_device_key(group_key: &str, registration_id: &str) -> Result<String, KeyError> {
+    let key = BASE64.decode(group_key.trim())?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
+    mac.update(registration_id.as_bytes());
+    Ok(BASE64.encode(mac.finalize().into_bytes()))
+}
+
+/// The hub and device id DPS assigned this drone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assignment {
+    /// The ID scope it was assigned under.
+    pub id_scope: String,
+    /// The registration id it registered with.
+    pub registration_id: String,
+    /// The hub's host name.
+    pub assigned_hub: String,
+    /// The device id on that hub.
+    pub device_id: String,
+}
+
+impl Assignment {
+    /// The device connection string of the assignment with `key`.
+    pub fn connection_string(&self, key: &str) -> Secret {
+        Secret::new(format!(
+            "HostName={};DeviceId={};SharedAccessKey={key}",
+            self.assigned_hub, self.device_id
+        ))
+    }
+}
+
+/// Why the assignment could not be read or kept.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file could not be read, written or protected.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Not what the agent writes.
+    #[error("{path} is not an assignment the agent wrote ({source}): remove it to register again")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+}
+
+/// The assignment kept in `dir` for `config`'s ID scope and registration id, if any.
+pub fn load(dir: &Path, config: &DpsConfig) -> Result<Option<Assignment>, StateError> {
+    let path = dir.join(ASSIGNMENT_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(StateError::Io { path, source }),
+    };
+    let assignment: Assignment =
+        serde_json::from_slice(&text).map_err(|source| StateError::Corrupt { path, source })?;
+    let same = assignment.id_scope == config.id_scope
+        && assignment.registration_id == config.registration_id;
+    Ok(same.then_some(assignment))
+}
+
+/// Keeps `assignment` in `dir`, readable by the owner only, replacing any earlier one
+/// whole (written to a temporary file, synced, renamed).
+pub fn save(dir: &Path, assignment: &Assignment) -> Result<(), StateError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join(ASSIGNMENT_FILE);
+    let io = |source| StateError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let temporary = dir.join(format!("{ASSIGNMENT_FILE}.new"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(io)?;
+    let text = serde_json::to_vec_pretty(assignment).expect("an assignment serializes");
+    file.write_all(&text).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&temporary, &path).map_err(io)
+}
+
+/// The assignment: the one kept in `dir`, or a new registration, tried again with
+/// `backoff` (and DPS's `retry-after`) until one is assigned; every refusal is logged with
+/// what DPS said.
+pub async fn assignment(
+    config: &DpsConfig,
+    dir: &Path,
+    backoff: netkit::backoff::BackoffConfig,
+) -> anyhow::Result<Assignment> {
+    if let Some(kept) = load(dir, config)? {
+        tracing::info!(
+            hub = kept.assigned_hub,
+            device_id = kept.device_id,
+            "using the kept DPS assignment"
+        );
+        return Ok(kept);
+    }
+    let key = config.device_key()?;
+    let mut backoff = netkit::backoff::Backoff::new(backoff);
+    loop {
+        match register(config, &key).await {
+            Ok(assignment) => {
+                save(dir, &assignment)?;
+                tracing::info!(
+                    hub = assignment.assigned_hub,
+                    device_id = assignment.device_id,
+                    "registered with DPS"
+                );
+                return Ok(assignment);
+            }
+            Err(err) => {
+                let delay = err.retry_after().unwrap_or_else(|| backoff.next_delay());
+                tracing::error!(error = %err, retry_in = ?delay, "DPS registration failed");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// How long to wait for each answer of DPS.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir_scope: &str) -> DpsConfig {
+        DpsConfig {
+            id_scope: dir_scope.into(),
+            registration_id: "drone-7".into(),
+            key: DpsKey::Device(Secret::new("AAEC")),
+            host: "localhost".into(),
+            port: DPS_PORT,
+            ca_file: None,
+        }
+    }
+
+    #[test]
+    fn the_assignment_is_kept_owner_only_and_only_for_its_scope() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load(dir.path(), &config("0ne1")).unwrap(), None);
+        let assignment = Assignment {
+            id_scope: "0ne1".into(),
+            registration_id: "drone-7".into(),
+            assigned_hub: "hub-a.azure-devices.net".into(),
+            device_id: "drone-7".into(),
+        };
+        save(dir.path(), &assignment).unwrap();
+        let mode = std::fs::metadata(dir.path().join(ASSIGNMENT_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            load(dir.path(), &config("0ne1")).unwrap(),
+            Some(assignment.clone())
+        );
+        assert_eq!(load(dir.path(), &config("0ne2")).unwrap(), None);
+        assert!(
+            !String::from_utf8(std::fs::read(dir.path().join(ASSIGNMENT_FILE)).unwrap())
+                .unwrap()
+                .contains("AAEC"),
+            "no key on disk"
+        );
+        std::fs::write(dir.path().join(ASSIGNMENT_FILE), "{").unwrap();
+        let err = load(dir.path(), &config("0ne1")).unwrap_err();
+        assert!(err.to_string().contains("remove it"), "{err}");
+    }
+}

@@ -1,0 +1,183 @@
+//! The agent onboarding itself through the local hub's Device Provisioning Service: the
+//! first start registers with a key derived from the group's and publishes to the assigned
+//! hub; a restart reuses the kept assignment without registering (the group is disabled by
+//! then, so a registration would be refused); a disabled group is reported with DPS's error
+//! code and tried again on the backoff schedule. `derive-key` is held to Python's HMAC.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use hub_sim::dps::enrollment::EnrollmentId;
+use hub_sim::{HubConfig, HubSim};
+
+async fn bounded<T>(test: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(180), test)
+        .await
+        .expect("the test did not finish in time")
+}
+
+async fn hub(dir: &Path) -> HubSim {
+    let mut config = HubConfig::new(dir.join("hub"));
+    config.dps.retry_after = Duration::from_millis(100);
+    HubSim::start(config).await.unwrap()
+}
+
+/// The agent binary onboarding through `hub`'s DPS as `registration_id`.
+fn agent(
+    hub: &HubSim,
+    dir: &Path,
+    registration_id: &str,
+    group_key: &str,
+) -> tokio::process::Child {
+    let ca = dir.join("hub-ca.pem");
+    std::fs::write(&ca, hub.ca_pem()).unwrap();
+    let log = std::fs::File::create(dir.join(format!("{registration_id}.log"))).unwrap();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .env_clear()
+        .env("DPS_ID_SCOPE", hub.id_scope())
+        .env("DPS_REGISTRATION_ID", registration_id)
+        .env("DPS_GROUP_KEY", group_key)
+        .env(
+            "DPS_ENDPOINT",
+            format!("localhost:{}", hub.dps_addr().port()),
+        )
+        .env("IOTHUB_CA_FILE", &ca)
+        .env("IOTHUB_PORT", hub.mqtt_addr().port().to_string())
+        .env("POSITION_SOURCE", "sim")
+        .env("REPORT_INTERVAL", "200ms")
+        .env("RECONNECT_BASE", "500ms")
+        .env("RECONNECT_CAP", "500ms")
+        .env("BUFFER_DIR", dir.join(registration_id))
+        .env("BUFFER_FSYNC", "false")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `hub` accepted more than `count` messages.
+async fn accepted_more_than(hub: &HubSim, count: u64) -> u64 {
+    loop {
+        let accepted = hub.stats().messages_accepted;
+        if accepted > count {
+            return accepted;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn stop(mut agent: tokio::process::Child) {
+    let pid = agent.id().unwrap() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = agent.wait().await.unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_start_registers_and_a_restart_reuses_the_assignment() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+
+        let first = agent(&hub, dir.path(), "drone-dps-1", &group_key);
+        let accepted = accepted_more_than(&hub, 2).await;
+        stop(first).await;
+        let registrations = hub.dps_registrations();
+        assert_eq!(registrations.len(), 1);
+        assert_eq!(registrations[0].registration_id, "drone-dps-1");
+        let kept = dir.path().join("drone-dps-1/assignment.json");
+        let assignment: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+        assert_eq!(assignment["deviceId"], "drone-dps-1");
+        assert_eq!(assignment["assignedHub"], "localhost");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let text = std::fs::read_to_string(&kept).unwrap();
+        assert!(!text.contains(&group_key), "no key on disk");
+
+        // A registration now would be refused: the restart publishes on the kept one.
+        hub.set_enrollment_enabled(&EnrollmentId::Group("fleet".into()), false)
+            .unwrap();
+        let second = agent(&hub, dir.path(), "drone-dps-1", &group_key);
+        accepted_more_than(&hub, accepted + 2).await;
+        stop(second).await;
+        assert_eq!(hub.dps_registrations().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_group_is_reported_and_tried_again_on_the_backoff_schedule() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        hub.set_enrollment_enabled(&EnrollmentId::Group("fleet".into()), false)
+            .unwrap();
+        let log = dir.path().join("drone-dps-2.log");
+        let refusals = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("DPS registration failed") && l.contains("401002"))
+                .count()
+        };
+        let refused = agent(&hub, dir.path(), "drone-dps-2", &group_key);
+        while refusals() < 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Each wait is drawn in [0, 500 ms] (full jitter, RECONNECT_CAP): about 8 tries in
+        // 2 s, and 20 with a vanishing chance; a retry without a wait would make hundreds.
+        let counted = refusals();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let tries = refusals() - counted;
+        assert!(tries <= 20, "{tries} refusals in 2 s");
+        assert_eq!(hub.stats().messages_accepted, 0);
+        assert!(hub.dps_registrations().is_empty());
+
+        // Enabled again: the agent registers and publishes without a restart.
+        hub.set_enrollment_enabled(&EnrollmentId::Group("fleet".into()), true)
+            .unwrap();
+        accepted_more_than(&hub, 0).await;
+        stop(refused).await;
+    })
+    .await;
+}
+
+#[test]
+fn derive_key_equals_pythons_hmac_of_the_group_key() {
+    let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args(["derive-key", "--registration-id", "drone-0042"])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    writeln!(child.stdin.take().unwrap(), "{group_key}").unwrap();
+    let ours = child.wait_with_output().unwrap();
+    assert!(ours.status.success());
+    // The same derivation in Python's standard library, as Microsoft's samples write it.
+    let python = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import base64,hashlib,hmac,sys; k=base64.b64decode(sys.argv[1]); \
+             print(base64.b64encode(hmac.new(k, sys.argv[2].encode(), hashlib.sha256).digest()).decode())",
+            group_key,
+            "drone-0042",
+        ])
+        .output()
+        .unwrap();
+    assert!(python.status.success());
+    assert_eq!(
+        String::from_utf8(ours.stdout).unwrap(),
+        String::from_utf8(python.stdout).unwrap()
+    );
+}
