@@ -86,6 +86,7 @@ async fn a_symmetric_key_group_member_registers_sends_and_the_eventhub_sdk_reads
         assert!(ok, "{outcome}");
         assert_assigned(&outcome, "drone-dps-1");
         assert_eq!(outcome["sent"], 3);
+        assert_eq!(hub.hub.stats().registrations_assigned, 1);
 
         // The device key the SDK side derived is the one the service created the device with.
         let registrations = hub.hub.dps_registrations();
@@ -206,7 +207,14 @@ async fn a_wrong_derived_key_a_disabled_group_and_an_unknown_chain_are_refused()
         assert_eq!(outcome["refused"], "CredentialError", "{outcome}");
 
         assert!(hub.hub.dps_registrations().is_empty());
-        assert_eq!(hub.hub.stats().connections_accepted, 0);
+        let stats = hub.hub.stats();
+        assert_eq!(stats.connections_accepted, 0);
+        assert_eq!(stats.registrations_assigned, 0);
+        assert_eq!(stats.registrations_refused.get("no_enrollment"), Some(&2));
+        assert_eq!(
+            stats.registrations_refused.get("enrollment_disabled"),
+            Some(&1)
+        );
     })
     .await;
 }
