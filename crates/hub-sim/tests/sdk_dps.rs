@@ -123,6 +123,28 @@ async fn a_symmetric_key_group_member_registers_sends_and_the_eventhub_sdk_reads
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_over_websockets_reaches_the_service_on_the_hubs_websocket_port() {
+    bounded(async {
+        let hub = hub().await;
+        let group_key = hub.hub.add_symmetric_key_group("fleet").unwrap();
+        let ws_port = hub.hub.ws_addr().port().to_string();
+        let mut env = provisioning_env(&hub, "drone-ws-1");
+        env.retain(|(name, _)| !name.ends_with("_PORT"));
+        env.extend([
+            ("HUB_SIM_DPS_PORT", ws_port.clone()),
+            ("HUB_SIM_HUB_PORT", ws_port),
+            ("HUB_SIM_WEBSOCKETS", "1".to_owned()),
+            ("HUB_SIM_GROUP_KEY", group_key),
+        ]);
+        let (outcome, ok) = provision(&["send", "1"], &env).await;
+        assert!(ok, "{outcome}");
+        assert_assigned(&outcome, "drone-ws-1");
+        assert_eq!(all_events(&hub).len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_x509_group_member_presenting_its_chain_registers_and_sends() {
     bounded(async {
         let hub = hub().await;
