@@ -285,14 +285,15 @@ impl Dps {
         operation_id: &str,
         now: SystemTime,
     ) -> Answer {
+        // Taken before the operations, as a register request takes them (one lock order).
+        let registration = self.registrations.lock().get(registration_id).cloned();
         let mut operations = self.operations.lock();
-        let Some(operation) = operations
-            .get_mut(operation_id)
-            .filter(|op| op.registration_id == registration_id)
-        else {
-            return Answer::failure(Failure::NotFound, now);
-        };
-        let Some(registration) = self.registrations.lock().get(registration_id).cloned() else {
+        let (Some(operation), Some(registration)) = (
+            operations
+                .get_mut(operation_id)
+                .filter(|op| op.registration_id == registration_id),
+            registration,
+        ) else {
             return Answer::failure(Failure::NotFound, now);
         };
         if operation.polls_left > 0 {
