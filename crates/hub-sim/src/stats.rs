@@ -1,5 +1,5 @@
-//! Observability: device messages and connections accepted and refused by reason, AMQP
-//! deliveries, and per partition depth and last sequence number, as a [`Stats`] value and as
+//! Observability: device messages and connections accepted and refused by reason,
+//! provisioning registrations assigned and refused by reason, AMQP deliveries, and per partition depth and last sequence number, as a [`Stats`] value and as
 //! Prometheus text.
 
 use crate::partitions::{PartitionInfo, Partitions};
@@ -35,6 +35,10 @@ pub struct Stats {
     pub connections_accepted: u64,
     /// Device connections refused or closed by the hub, by reason.
     pub connections_refused: BTreeMap<String, u64>,
+    /// Registrations the provisioning service assigned.
+    pub registrations_assigned: u64,
+    /// Registrations (or their connections) the provisioning service refused, by reason.
+    pub registrations_refused: BTreeMap<String, u64>,
     /// Events delivered over AMQP.
     pub events_delivered: u64,
     /// AMQP requests refused (CBS, management, links), by reason.
@@ -68,6 +72,8 @@ impl Stats {
                 "messages_throttled" => stats.messages_throttled = value,
                 "connections_accepted" => stats.connections_accepted = value,
                 "connections_refused" => by_reason(&mut stats.connections_refused),
+                "registrations_assigned" => stats.registrations_assigned = value,
+                "registrations_refused" => by_reason(&mut stats.registrations_refused),
                 "events_delivered" => stats.events_delivered = value,
                 "amqp_refused" => by_reason(&mut stats.amqp_refused),
                 _ => {}
@@ -127,6 +133,16 @@ impl Stats {
             "connections_refused_total",
             "Device connections refused or closed by the hub, by reason.",
             reasons(&self.connections_refused),
+        );
+        counter(
+            "registrations_assigned_total",
+            "Registrations the provisioning service assigned.",
+            vec![(String::new(), self.registrations_assigned)],
+        );
+        counter(
+            "registrations_refused_total",
+            "Registrations the provisioning service refused, by reason.",
+            reasons(&self.registrations_refused),
         );
         counter(
             "events_delivered_total",

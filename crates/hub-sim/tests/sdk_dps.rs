@@ -86,6 +86,7 @@ async fn a_symmetric_key_group_member_registers_sends_and_the_eventhub_sdk_reads
         assert!(ok, "{outcome}");
         assert_assigned(&outcome, "drone-dps-1");
         assert_eq!(outcome["sent"], 3);
+        assert_eq!(hub.hub.stats().registrations_assigned, 1);
 
         // The device key the SDK side derived is the one the service created the device with.
         let registrations = hub.hub.dps_registrations();
@@ -117,6 +118,28 @@ async fn a_symmetric_key_group_member_registers_sends_and_the_eventhub_sdk_reads
         let mut bodies: Vec<&str> = events.iter().map(|e| e["body"].as_str().unwrap()).collect();
         bodies.sort();
         assert_eq!(bodies, [r#"{"seq": 0}"#, r#"{"seq": 1}"#, r#"{"seq": 2}"#]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_over_websockets_reaches_the_service_on_the_hubs_websocket_port() {
+    bounded(async {
+        let hub = hub().await;
+        let group_key = hub.hub.add_symmetric_key_group("fleet").unwrap();
+        let ws_port = hub.hub.ws_addr().port().to_string();
+        let mut env = provisioning_env(&hub, "drone-ws-1");
+        env.retain(|(name, _)| !name.ends_with("_PORT"));
+        env.extend([
+            ("HUB_SIM_DPS_PORT", ws_port.clone()),
+            ("HUB_SIM_HUB_PORT", ws_port),
+            ("HUB_SIM_WEBSOCKETS", "1".to_owned()),
+            ("HUB_SIM_GROUP_KEY", group_key),
+        ]);
+        let (outcome, ok) = provision(&["send", "1"], &env).await;
+        assert!(ok, "{outcome}");
+        assert_assigned(&outcome, "drone-ws-1");
+        assert_eq!(all_events(&hub).len(), 1);
     })
     .await;
 }
@@ -206,7 +229,14 @@ async fn a_wrong_derived_key_a_disabled_group_and_an_unknown_chain_are_refused()
         assert_eq!(outcome["refused"], "CredentialError", "{outcome}");
 
         assert!(hub.hub.dps_registrations().is_empty());
-        assert_eq!(hub.hub.stats().connections_accepted, 0);
+        let stats = hub.hub.stats();
+        assert_eq!(stats.connections_accepted, 0);
+        assert_eq!(stats.registrations_assigned, 0);
+        assert_eq!(stats.registrations_refused.get("no_enrollment"), Some(&2));
+        assert_eq!(
+            stats.registrations_refused.get("enrollment_disabled"),
+            Some(&1)
+        );
     })
     .await;
 }

@@ -9,7 +9,7 @@
 //! ([`attestation`]), against the enrollments ([`enrollment`]); registers; and polls its
 //! operation until it is `assigned` to a linked hub ([`allocation`]), where the service has
 //! created the device with the credentials it attested with. [`protocol`] holds the topics
-//! and error codes, [`session`] the connection, [`service`] the decisions and what is kept.
+//! and error codes, `session` the connection, `service` the decisions and what is kept.
 //!
 //! One hub process plays one DPS, whose ID scope, enrollments and registrations live in its
 //! state directory (`dps-id-scope`, `enrollments.json`, `dps-registrations.json`). Its own

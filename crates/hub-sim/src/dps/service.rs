@@ -174,13 +174,29 @@ impl Dps {
         now: SystemTime,
     ) -> Answer {
         match self.assign(registration_id, credential, body, now) {
-            Ok(operation_id) => Answer {
-                status: 202,
-                retry_after: Some(self.config.retry_after.as_secs()),
-                body: json!({ "operationId": operation_id, "status": "assigning" }),
-            },
-            Err(failure) => Answer::failure(failure, now),
+            Ok(operation_id) => {
+                self.count("registrations_assigned", "");
+                Answer {
+                    status: 202,
+                    retry_after: Some(self.config.retry_after.as_secs()),
+                    body: json!({ "operationId": operation_id, "status": "assigning" }),
+                }
+            }
+            Err((failure, reason)) => {
+                tracing::info!(
+                    registration = registration_id,
+                    reason,
+                    "registration refused"
+                );
+                self.count("registrations_refused", reason);
+                Answer::failure(failure, now)
+            }
         }
+    }
+
+    /// Adds one to a counter of the hub that plays this service (the first linked).
+    pub(crate) fn count(&self, name: &'static str, reason: &'static str) {
+        self.hubs.read()[0].counters.add(name, reason, 1);
     }
 
     fn assign(
@@ -189,13 +205,14 @@ impl Dps {
         credential: Credential<'_>,
         body: &[u8],
         now: SystemTime,
-    ) -> Result<String, Failure> {
+    ) -> Result<String, (Failure, &'static str)> {
         let request: RegisterBody =
-            serde_json::from_slice(body).map_err(|_| Failure::BadRequest)?;
+            serde_json::from_slice(body).map_err(|_| (Failure::BadRequest, "malformed_request"))?;
         if request.registration_id != registration_id {
-            return Err(Failure::Unauthorized);
+            return Err((Failure::Unauthorized, "registration_id_not_connections"));
         }
-        check_name(registration_id).map_err(|_| Failure::BadRequest)?;
+        check_name(registration_id)
+            .map_err(|_| (Failure::BadRequest, "invalid_registration_id"))?;
         let secs = now
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -206,14 +223,7 @@ impl Dps {
             credential,
             secs,
         )
-        .map_err(|e| {
-            tracing::info!(
-                registration = registration_id,
-                reason = e.reason(),
-                "registration refused"
-            );
-            Failure::Unauthorized
-        })?;
+        .map_err(|e| (Failure::Unauthorized, e.reason()))?;
         let hubs = self.hubs.read();
         let mut registrations = self.registrations.lock();
         let previous = registrations.get(registration_id);
@@ -237,7 +247,7 @@ impl Dps {
             .put(registration_id, attested.device_auth)
             .map_err(|e| {
                 tracing::warn!(error = %e, "device not created on the assigned hub");
-                Failure::Internal
+                (Failure::Internal, "device_not_created")
             })?;
         let stamp = timestamp(now);
         let registration = Registration {
@@ -254,7 +264,7 @@ impl Dps {
         registrations.insert(registration_id.to_owned(), registration);
         state_dir::write_json(&self.file, &*registrations).map_err(|e| {
             tracing::warn!(error = %e, "registrations not kept");
-            Failure::Internal
+            (Failure::Internal, "registrations_not_kept")
         })?;
         let operation_id = format!("4.{:016x}.{}", rand::random::<u64>(), uuid());
         self.operations.lock().insert(
@@ -275,14 +285,15 @@ impl Dps {
         operation_id: &str,
         now: SystemTime,
     ) -> Answer {
+        // Taken before the operations, as a register request takes them (one lock order).
+        let registration = self.registrations.lock().get(registration_id).cloned();
         let mut operations = self.operations.lock();
-        let Some(operation) = operations
-            .get_mut(operation_id)
-            .filter(|op| op.registration_id == registration_id)
-        else {
-            return Answer::failure(Failure::NotFound, now);
-        };
-        let Some(registration) = self.registrations.lock().get(registration_id).cloned() else {
+        let (Some(operation), Some(registration)) = (
+            operations
+                .get_mut(operation_id)
+                .filter(|op| op.registration_id == registration_id),
+            registration,
+        ) else {
             return Answer::failure(Failure::NotFound, now);
         };
         if operation.polls_left > 0 {
@@ -453,6 +464,22 @@ mod tests {
         assert_eq!(f.register("drone-1").body["errorCode"], 401002);
         assert!(own.registry.is_empty());
         assert!(f.dps.registrations().is_empty());
+        let stats = crate::stats::Stats::collect(&own.counters, &own.partitions);
+        let refused: Vec<(&str, u64)> = stats
+            .registrations_refused
+            .iter()
+            .map(|(reason, n)| (reason.as_str(), *n))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                ("enrollment_disabled", 1),
+                ("malformed_request", 1),
+                ("no_enrollment", 1),
+                ("registration_id_not_connections", 1),
+            ]
+        );
+        assert_eq!(stats.registrations_assigned, 0);
     }
 
     #[test]

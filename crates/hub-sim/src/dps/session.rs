@@ -82,6 +82,7 @@ pub(crate) async fn serve<R, W>(
             reason,
             "registration connection refused"
         );
+        dps.count("registrations_refused", reason);
         let _ = write(&mut writer, |b| ConnAck::new(code, false).write(b)).await;
         return;
     }

@@ -9,7 +9,8 @@ Usage: provision.py MODE with settings in the environment:
   HUB_SIM_DPS_PORT, HUB_SIM_HUB_PORT, HUB_SIM_CA (path of ca.pem), HUB_SIM_ID_SCOPE,
   HUB_SIM_REGISTRATION_ID, and either HUB_SIM_GROUP_KEY (a symmetric-key group's primary key:
   the device key is derived here as Microsoft's documentation derives it; HUB_SIM_DEVICE_KEY
-  overrides it) or HUB_SIM_CERT (the device's chain, leaf first) and HUB_SIM_KEY (X.509).
+  overrides it) or HUB_SIM_CERT (the device's chain, leaf first) and HUB_SIM_KEY (X.509);
+  HUB_SIM_WEBSOCKETS=1 for MQTT over WebSockets.
 MODE send N: registers with payload {"model": "drone-x"}, then sends N messages {"seq": i}.
 MODE refused: registers and expects the service to refuse; prints the error.
 Prints one JSON line with the outcome.
@@ -37,6 +38,7 @@ mqtt.Client.connect = _connect_to_test_port
 from azure.iot.device import IoTHubDeviceClient, Message, ProvisioningDeviceClient, X509  # noqa: E402
 
 CA = open(os.environ["HUB_SIM_CA"]).read()
+WEBSOCKETS = os.environ.get("HUB_SIM_WEBSOCKETS") == "1"
 REGISTRATION_ID = os.environ["HUB_SIM_REGISTRATION_ID"]
 
 
@@ -58,6 +60,7 @@ def provisioning_client():
         registration_id=REGISTRATION_ID,
         id_scope=os.environ["HUB_SIM_ID_SCOPE"],
         server_verification_cert=CA,
+        websockets=WEBSOCKETS,
     )
     if "HUB_SIM_CERT" in os.environ:
         return ProvisioningDeviceClient.create_from_x509_certificate(x509=x509(), **common)
@@ -70,6 +73,7 @@ def hub_client(result):
         hostname=state.assigned_hub,
         device_id=state.device_id,
         server_verification_cert=CA,
+        websockets=WEBSOCKETS,
         connection_retry=False,
     )
     if "HUB_SIM_CERT" in os.environ:
