@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use hub_sim::routing::AuthMethod;
+use hub_sim::partitions::AuthMethod;
 use hub_sim::{HubConfig, HubSim};
 
 const DEVICE: &str = "drone-0007";

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hub_sim::routing::AuthMethod;
+use hub_sim::partitions::AuthMethod;
 use hub_sim::{HubConfig, HubSim};
 
 const DRONES: usize = 20;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cloud_writer::DropReason;
 use cosmos_sim::CosmosSim;
 use hub_sim::HubSim;
-use hub_sim::routing::Event;
+use hub_sim::partitions::Event;
 
 use super::{KEY, free_port};
 

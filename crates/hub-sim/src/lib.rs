@@ -35,9 +35,6 @@ pub mod state_dir;
 pub mod stats;
 pub mod tls;
 
-/// The former name of [`partitions`], still imported by tests outside this crate.
-pub use partitions as routing;
-
 pub use faults::FaultSettings;
 pub use sim::{HubConfig, HubError, HubSim};
 pub use stats::Stats;
