@@ -181,3 +181,62 @@ fn derive_key_equals_pythons_hmac_of_the_group_key() {
         String::from_utf8(python.stdout).unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
+    use edge_agent::provision::{DpsConfig, DpsKey, register};
+    use hub_sim::dps::Allocation;
+    use settings::Secret;
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = HubConfig::new(dir.path().join("a"));
+        config.dps.retry_after = Duration::from_millis(50);
+        config.dps.allocation = Allocation::EvenlyDistributed;
+        let a = HubSim::start(config).await.unwrap();
+        // Hub B shares A's CA and port, at 127.0.0.2.
+        let b_dir = dir.path().join("b");
+        std::fs::create_dir_all(&b_dir).unwrap();
+        for file in ["ca.pem", "ca-key.pem"] {
+            std::fs::copy(dir.path().join("a").join(file), b_dir.join(file)).unwrap();
+        }
+        let mut b_config = HubConfig::new(&b_dir);
+        b_config.host = "127.0.0.2".into();
+        b_config.bind = "127.0.0.2".parse().unwrap();
+        b_config.mqtt_port = a.mqtt_addr().port();
+        let b = HubSim::start(b_config).await.unwrap();
+        a.link_hub(&b).unwrap();
+        let group_key = a.add_symmetric_key_group("fleet").unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, a.ca_pem()).unwrap();
+
+        let drone = |i: usize| DpsConfig {
+            id_scope: a.id_scope().to_owned(),
+            registration_id: format!("drone-{i:03}"),
+            key: DpsKey::Group(Secret::new(group_key.clone())),
+            host: "localhost".into(),
+            port: a.dps_addr().port(),
+            ca_file: Some(ca.clone()),
+        };
+        let mut on_b = 0;
+        for batch in (0..200).collect::<Vec<_>>().chunks(25) {
+            let registrations = batch.iter().map(|&i| {
+                let config = drone(i);
+                async move {
+                    let key = config.device_key().unwrap();
+                    register(&config, &key).await.unwrap()
+                }
+            });
+            for assignment in futures::future::join_all(registrations).await {
+                if assignment.assigned_hub == "127.0.0.2" {
+                    on_b += 1;
+                } else {
+                    assert_eq!(assignment.assigned_hub, "localhost");
+                }
+            }
+        }
+        assert!((90..=110).contains(&on_b), "{on_b} of 200 on hub B");
+        assert_eq!(a.dps_registrations().len(), 200);
+        b.shutdown().await;
+    })
+    .await;
+}
