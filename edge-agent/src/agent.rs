@@ -33,7 +33,9 @@ use crate::source::{Fix, FixTime, Source};
 use crate::source::{SimConfig, SourceConfig};
 use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
 use crate::transport::TransportConfig;
-use crate::transport::{Connection, Dialer, LinkEvent, Publisher, TransportError, event_topic};
+use crate::transport::{
+    Connection, ConnectionEnd, Dialer, LinkEvent, Publisher, TransportError, event_topic,
+};
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -109,6 +111,8 @@ pub enum AgentError {
 pub struct AgentReport {
     /// The status at the end.
     pub status: AgentStatus,
+    /// Why it stopped.
+    pub ended: ConnectionEnd,
 }
 
 /// An agent ready to run: configuration checked, buffer opened.
@@ -155,7 +159,8 @@ impl Agent {
 
     /// Runs until `shutdown` is cancelled; then syncs the buffer and returns the report.
     /// Failures while running (disk, network, source) are logged, counted and retried;
-    /// they do not end the agent.
+    /// they do not end the agent, except the hub refusing the credentials as often in a row
+    /// as the transport is told to bear ([`ConnectionEnd::CredentialsRefused`]).
     pub async fn run(self, shutdown: CancellationToken) -> Result<AgentReport, AgentError> {
         let (events_tx, mut events) = mpsc::channel(64);
         let dialer = Dialer::new(
@@ -176,11 +181,17 @@ impl Agent {
 
         let mut agent = self;
         let mut link: Option<Link> = None;
+        let mut connection_task = connection_task;
+        let mut ended = ConnectionEnd::Stopped;
         loop {
             let backlog = link.as_ref().is_some_and(|l| l.backlog_slot(&agent));
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
+                end = &mut connection_task => {
+                    ended = end.unwrap_or(ConnectionEnd::Stopped);
+                    break;
+                }
                 Some(event) = events.recv() => agent.on_event(&mut link, event),
                 _ = reports.tick() => agent.report(&source, link.as_mut()),
                 _ = drain.tick(), if backlog => {
@@ -193,7 +204,9 @@ impl Agent {
         }
         connection_stop.cancel();
         // The connection task ends at its next await; waiting keeps its final status.
-        let _ = connection_task.await;
+        if !connection_task.is_finished() {
+            let _ = connection_task.await;
+        }
         agent.lose_unbuffered();
         if let Err(err) = agent.buffer.sync() {
             tracing::error!(%err, "buffer sync at shutdown failed");
@@ -202,6 +215,7 @@ impl Agent {
         agent.write_status_file();
         Ok(AgentReport {
             status: agent.status.handle().status(),
+            ended,
         })
     }
 

@@ -17,6 +17,7 @@ use edge_agent::config::{
 };
 use edge_agent::provision;
 use edge_agent::source::FixTime;
+use edge_agent::transport::ConnectionEnd;
 use edge_agent::transport::Dialer;
 use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
@@ -94,12 +95,7 @@ fn main() -> ExitCode {
                 check(config, timeout).await
             })
         }),
-        Some(Command::Run) | None => runtime().and_then(|rt| {
-            rt.block_on(async {
-                let config = config(&cli).await?;
-                run(config).await
-            })
-        }),
+        Some(Command::Run) | None => runtime().and_then(|rt| rt.block_on(run(&cli))),
     };
     match outcome {
         Ok(code) => code,
@@ -138,6 +134,7 @@ fn layered(cli: &Cli) -> anyhow::Result<(Settings, settings::EnvNames)> {
 async fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
     const FIX: &str = "configuration error (fix the setting named and start again)";
     let (settings, names) = layered(cli)?;
+    let onboarded = settings.dps_id_scope.is_some();
     let settings = match settings.dps().context(FIX)? {
         Some(dps) => {
             let dir = buffer_dir(&settings)?;
@@ -148,10 +145,19 @@ async fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
         }
         None => settings,
     };
-    settings
+    let mut config = settings
         .resolve_in(&names, &settings::env_var_names())
-        .context(FIX)
+        .context(FIX)?;
+    if onboarded {
+        config.transport.refusals_before_giving_up = Some(REFUSALS_BEFORE_REGISTERING_AGAIN);
+    }
+    Ok(config)
 }
+
+/// Refusals of the credentials in a row after which a drone onboarded through DPS registers
+/// again: IoT Hub refuses a device it deleted or disabled on every attempt, so three tell it
+/// from a refusal in passing.
+const REFUSALS_BEFORE_REGISTERING_AGAIN: u32 = 3;
 
 /// Where a DPS assignment is kept: the buffer's directory.
 fn buffer_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
@@ -235,13 +241,31 @@ fn print_sas_token(ttl: Option<DurationSetting>, expiry: Option<u64>) -> anyhow:
     Ok(ExitCode::SUCCESS)
 }
 
-async fn run(config: AgentConfig) -> anyhow::Result<ExitCode> {
-    let agent = Agent::new(config).context("the agent cannot start")?;
+/// Runs the agent until SIGTERM or SIGINT. A drone onboarded through DPS whose hub refuses
+/// its credentials (deleted, disabled, moved) forgets its assignment and registers again;
+/// its buffer keeps every position meanwhile.
+async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    let report = agent.run(shutdown).await?;
-    tracing::info!(status = ?report.status, "stopped");
-    Ok(ExitCode::SUCCESS)
+    loop {
+        let config = tokio::select! {
+            config = config(cli) => config?,
+            () = shutdown.cancelled() => return Ok(ExitCode::SUCCESS),
+        };
+        let buffer_dir = config.buffer.dir.clone();
+        let agent = Agent::new(config).context("the agent cannot start")?;
+        let report = agent.run(shutdown.clone()).await?;
+        tracing::info!(status = ?report.status, "stopped");
+        match report.ended {
+            ConnectionEnd::Stopped => return Ok(ExitCode::SUCCESS),
+            ConnectionEnd::CredentialsRefused => {
+                provision::forget(&buffer_dir)?;
+                tracing::warn!(
+                    "the assigned hub refuses the credentials: registering with DPS again"
+                );
+            }
+        }
+    }
 }
 
 /// Cancels `shutdown` on SIGTERM (systemd stop) or SIGINT (Ctrl-C).

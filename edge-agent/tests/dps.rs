@@ -150,6 +150,56 @@ async fn a_disabled_group_is_reported_and_tried_again_on_the_backoff_schedule() 
     .await;
 }
 
+/// The sequence numbers of the positions `device` sent to `hub`, in the order received.
+fn received_seqs(hub: &HubSim, device: &str) -> Vec<u64> {
+    let partitions = hub.partitions();
+    let partition = partitions
+        .get(partitions.partition_of(device))
+        .expect("the device's partition");
+    let mut events = Vec::new();
+    partition.read(0, 100_000, &mut events);
+    events
+        .iter()
+        .filter(|e| &*e.message.device_id == device)
+        .map(|e| telemetry::wire::decode(&e.message.body).unwrap().seq)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_deleted_from_its_hub_registers_again_and_loses_no_position() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        let agent = agent(&hub, dir.path(), "drone-dps-3", &group_key);
+        let before = accepted_more_than(&hub, 3).await;
+        assert!(hub.remove_device("drone-dps-3").unwrap());
+        // Refused three times, the agent forgets its assignment, registers again (DPS
+        // creates the device anew) and publishes what it kept meanwhile.
+        accepted_more_than(&hub, before + 10).await;
+        stop(agent).await;
+        let log = std::fs::read_to_string(dir.path().join("drone-dps-3.log")).unwrap();
+        assert!(log.contains("registering with DPS again"), "{log}");
+        let mut seqs = received_seqs(&hub, "drone-dps-3");
+        let newest_first_after_gap = seqs.clone();
+        seqs.sort_unstable();
+        seqs.dedup();
+        let newest = *seqs.last().unwrap();
+        assert_eq!(
+            seqs,
+            (1..=newest).collect::<Vec<_>>(),
+            "every position arrived"
+        );
+        // The backlog of the outage went out after the live positions of the new link:
+        // some position arrived after a newer one.
+        assert!(
+            newest_first_after_gap.windows(2).any(|w| w[1] < w[0]),
+            "{newest_first_after_gap:?}"
+        );
+    })
+    .await;
+}
+
 #[test]
 fn derive_key_equals_pythons_hmac_of_the_group_key() {
     let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";

@@ -161,6 +161,17 @@ impl Registry {
         self.save(&devices)
     }
 
+    /// Deletes `id`; whether it was registered.
+    pub fn remove(&self, id: &str) -> Result<bool, RegistryError> {
+        self.reload()?;
+        let mut devices = self.devices.write();
+        if devices.remove(id).is_none() {
+            return Ok(false);
+        }
+        self.save(&devices)?;
+        Ok(true)
+    }
+
     /// How `id` authenticates, reading the file again when it is not known yet.
     pub fn get(&self, id: &str) -> Option<DeviceAuth> {
         if let Some(auth) = self.devices.read().get(id) {

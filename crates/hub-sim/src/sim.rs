@@ -369,6 +369,16 @@ impl HubSim {
         ))
     }
 
+    /// Deletes device `id` from the registry and closes the device connections (the others
+    /// reconnect), as deleting a device in IoT Hub ends its connection; whether it existed.
+    pub fn remove_device(&self, id: &str) -> Result<bool, HubError> {
+        let removed = self.hub.registry.remove(id)?;
+        if removed {
+            self.hub.faults.drop_device_connections();
+        }
+        Ok(removed)
+    }
+
     /// Registers an X.509 device by its certificate's SHA-256 thumbprint.
     pub fn add_x509_device(&self, id: &str, thumbprint: &str) -> Result<(), HubError> {
         Ok(self.hub.registry.add_x509(id, thumbprint)?)

@@ -164,6 +164,17 @@ pub fn save(dir: &Path, assignment: &Assignment) -> Result<(), StateError> {
     std::fs::rename(&temporary, &path).map_err(io)
 }
 
+/// Forgets the assignment kept in `dir` (its hub refuses the credentials): the next start
+/// registers again.
+pub fn forget(dir: &Path) -> Result<(), StateError> {
+    let path = dir.join(ASSIGNMENT_FILE);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StateError::Io { path, source }),
+    }
+}
+
 /// The assignment: the one kept in `dir`, or a new registration, tried again with
 /// `backoff` (and DPS's `retry-after`) until one is assigned; every refusal is logged with
 /// what DPS said.

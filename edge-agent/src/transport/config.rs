@@ -25,6 +25,9 @@ pub struct TransportConfig {
     /// The CA (PEM) to trust for TLS instead of the system's roots: a gateway's, a local
     /// hub's.
     pub ca_file: Option<PathBuf>,
+    /// Give the credentials up after the hub refused them this many times in a row
+    /// (a device onboarded through DPS registers again); `None`: keep trying.
+    pub refusals_before_giving_up: Option<u32>,
 }
 
 impl TransportConfig {
@@ -40,6 +43,7 @@ impl TransportConfig {
             connect_timeout: Duration::from_secs(10),
             backoff: BackoffConfig::default(),
             max_inflight: 10,
+            refusals_before_giving_up: None,
             ca_file: None,
         }
     }

@@ -25,7 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, Outgoing, QoS, Transport};
+use rumqttc::{
+    AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, Incoming, MqttOptions,
+    Outgoing, QoS, Transport,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
@@ -157,7 +160,19 @@ pub(crate) struct Connection {
 struct LinkEnd {
     connected: bool,
     planned: bool,
+    /// The hub refused the credentials at CONNECT (not authorized, bad user name or password).
+    credentials_refused: bool,
     reason: String,
+}
+
+/// Why a connection stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionEnd {
+    /// Shut down, or the agent stopped listening.
+    Stopped,
+    /// The hub refused the credentials `TransportConfig::refusals_before_giving_up` times
+    /// in a row: they are no longer this device's (deleted, disabled, moved).
+    CredentialsRefused,
 }
 
 impl Dialer {
@@ -258,20 +273,22 @@ impl Connection {
         }
     }
 
-    /// Connects, reconnects and reports until `shutdown`, or until the agent stops
-    /// listening.
-    pub(crate) async fn run(self, shutdown: CancellationToken) {
-        tokio::select! {
-            () = shutdown.cancelled() => {}
-            () = self.run_links() => {}
-        }
+    /// Connects, reconnects and reports until `shutdown`, until the agent stops listening,
+    /// or until the hub refused the credentials too often in a row.
+    pub(crate) async fn run(self, shutdown: CancellationToken) -> ConnectionEnd {
+        let end = tokio::select! {
+            () = shutdown.cancelled() => ConnectionEnd::Stopped,
+            end = self.run_links() => end,
+        };
         self.status
             .update(|s| s.connection = ConnectionState::Stopped);
+        end
     }
 
-    async fn run_links(&self) {
+    async fn run_links(&self) -> ConnectionEnd {
         let mut backoff = Backoff::new(self.dialer.config.backoff);
         let mut delay = Duration::ZERO;
+        let mut refusals = 0;
         for link in 1.. {
             if !delay.is_zero() {
                 self.status
@@ -284,11 +301,30 @@ impl Connection {
             });
             let (client, mut eventloop, renew_after) = self.dialer.dial();
             let Some(end) = self.drive(link, &client, &mut eventloop, renew_after).await else {
-                return;
+                return ConnectionEnd::Stopped;
             };
             drop(eventloop);
             if end.connected && self.events.send(LinkEvent::Down { link }).await.is_err() {
-                return;
+                return ConnectionEnd::Stopped;
+            }
+            refusals = if end.credentials_refused {
+                refusals + 1
+            } else {
+                0
+            };
+            if self
+                .dialer
+                .config
+                .refusals_before_giving_up
+                .is_some_and(|limit| refusals >= limit)
+            {
+                tracing::error!(
+                    link,
+                    refusals,
+                    reason = %end.reason,
+                    "the hub refuses this device's credentials: giving them up"
+                );
+                return ConnectionEnd::CredentialsRefused;
             }
             delay = if end.planned {
                 tracing::info!(link, "reconnecting with fresh credentials");
@@ -305,6 +341,7 @@ impl Connection {
                 delay
             };
         }
+        ConnectionEnd::Stopped
     }
 
     /// Polls one link until it fails; `None` if the agent stopped listening.
@@ -327,9 +364,17 @@ impl Connection {
             let event = match eventloop.poll().await {
                 Ok(event) => event,
                 Err(err) => {
+                    let credentials_refused = matches!(
+                        err,
+                        ConnectionError::ConnectionRefused(
+                            ConnectReturnCode::NotAuthorized
+                                | ConnectReturnCode::BadUserNamePassword
+                        )
+                    );
                     return Some(LinkEnd {
                         connected,
                         planned,
+                        credentials_refused,
                         reason: err.to_string(),
                     });
                 }
