@@ -29,8 +29,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinSet, LocalSet};
 use tokio_util::sync::CancellationToken;
 
+use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
+use super::event::EventParts;
+use super::failure::SessionHealth;
 use super::store::{CosmosCheckpointStore, Scope};
-use super::{EventParts, PartitionCheckpoints, PartitionQueue};
 use crate::metrics::{DropReason, Metrics, OwnershipChange};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
@@ -59,60 +61,6 @@ enum ReadEnd {
     Cancelled,
     /// The stream failed or closed after `events` events: the partition is lost.
     Lost { why: String, events: u64 },
-}
-
-/// How many readings of one partition in a row may end before delivering any event
-/// (and not because another replica took the partition) before the session is taken as
-/// broken.
-const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
-
-/// Whether the AMQP session the partition readers share is broken, so that the source
-/// rebuilds its connection.
-///
-/// The SDK's receivers share one session. When the hub drops that session, the SDK's
-/// recovery attaches again under link names the session already holds ("Link name is not
-/// unique") and from then on every attach fails ("Illegal session state"), while the
-/// processor keeps the partition's ownership and hands it out again every interval: a
-/// partition owned and never read. A partition whose readings end twice in a row before
-/// any event (other than by a takeover, `amqp:link:stolen`) marks the session broken.
-#[derive(Debug, Clone, Default)]
-pub(super) struct SessionHealth {
-    broken: CancellationToken,
-    cause: Arc<Mutex<Option<String>>>,
-    /// Readings in a row of each partition that ended before any event.
-    unread: Arc<Mutex<HashMap<String, u32>>>,
-}
-
-impl SessionHealth {
-    /// A reading of `partition` ended after `events` events because of `why`.
-    fn reading_ended(&self, partition: &str, events: u64, why: &str) {
-        let mut unread = self.unread.lock().unwrap_or_else(|e| e.into_inner());
-        if events > 0 {
-            unread.remove(partition);
-            return;
-        }
-        if why.to_ascii_lowercase().contains("stolen") {
-            return;
-        }
-        let count = unread.entry(partition.to_owned()).or_default();
-        *count += 1;
-        if *count >= UNREAD_LOSSES_BEFORE_REBUILD {
-            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
-                "partition {partition} lost {count} times in a row before any event: {why}"
-            ));
-            self.broken.cancel();
-        }
-    }
-
-    /// Resolves with the cause once the session is taken as broken.
-    pub(super) async fn broken(&self) -> String {
-        self.broken.cancelled().await;
-        self.cause
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default()
-    }
 }
 
 impl Shared {
@@ -409,27 +357,7 @@ mod tests {
 
     use super::*;
     use crate::source::Message;
-    use crate::source::eventhubs::test_events::amqp_message;
-
-    #[tokio::test]
-    async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
-        let health = SessionHealth::default();
-        let broken = |health: &SessionHealth| health.broken.is_cancelled();
-        // Takeovers by another replica and readings that delivered do not count.
-        health.reading_ended("1", 0, "amqp:link:stolen: a higher owner level");
-        health.reading_ended("1", 0, "Link detached: amqp:link:stolen");
-        health.reading_ended("2", 0, "Illegal session state");
-        health.reading_ended("2", 5, "Illegal session state");
-        health.reading_ended("2", 0, "Illegal session state");
-        assert!(!broken(&health));
-        health.reading_ended("3", 0, "Session has dropped");
-        health.reading_ended("3", 0, "Illegal session state");
-        assert!(broken(&health));
-        assert_eq!(
-            health.broken().await,
-            "partition 3 lost 2 times in a row before any event: Illegal session state"
-        );
-    }
+    use crate::source::eventhubs::event::test_events::amqp_message;
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
         store

@@ -28,19 +28,16 @@ use azure_messaging_eventhubs::models::StartPositions;
 use azure_messaging_eventhubs::{
     ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy, StartLocation, StartPosition,
 };
-use cosmos::CosmosClient;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::failure::{Failure, Reporter, SessionEnd, cause_of};
+use super::EventHubsSource;
+use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::lag::{self, PollError};
-use super::partitions::{SessionHealth, Shared, spawn_readers};
+use super::partitions::{Shared, spawn_readers};
 use super::store::{CosmosCheckpointStore, Scope};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
-use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
-use crate::source::{RECONNECT_BACKOFF, Source, SourceControl, SourceError};
+use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
 use netkit::backoff::Backoff;
 
 /// Longest wait for a client to close its connection.
@@ -49,58 +46,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A duration as the SDK takes it (saturating: the settings are far below its range).
 fn sdk_duration(duration: Duration) -> azure_core::time::Duration {
     azure_core::time::Duration::try_from(duration).unwrap_or(azure_core::time::Duration::MAX)
-}
-
-/// Where the checkpoint container lives.
-#[derive(Debug, Clone)]
-pub struct CheckpointContainer {
-    /// The Cosmos DB account.
-    pub client: CosmosClient,
-    /// Database.
-    pub database: String,
-    /// Create the container when missing.
-    pub create_if_missing: bool,
-}
-
-/// The Event Hubs source.
-#[derive(Debug)]
-pub struct EventHubsSource {
-    connection: EventHubsConnection,
-    settings: EventHubsSettings,
-    checkpoints: CheckpointContainer,
-    metrics: Arc<Metrics>,
-}
-
-impl EventHubsSource {
-    /// A source reading the hub of `connection` with `settings`, keeping checkpoints in
-    /// `checkpoints`.
-    pub fn new(
-        connection: EventHubsConnection,
-        settings: EventHubsSettings,
-        checkpoints: CheckpointContainer,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        EventHubsSource {
-            connection,
-            settings,
-            checkpoints,
-            metrics,
-        }
-    }
-}
-
-impl Source for EventHubsSource {
-    fn kind(&self) -> &'static str {
-        "eventhubs"
-    }
-
-    fn run(
-        self: Box<Self>,
-        tx: QueueSender,
-        control: SourceControl,
-    ) -> BoxFuture<'static, Result<(), SourceError>> {
-        run(*self, tx, control).boxed()
-    }
 }
 
 /// The SDK's start position of a partition without checkpoint. Exclusive, because the
@@ -205,7 +150,7 @@ fn close_client(client: ConsumerClient) {
     });
 }
 
-async fn run(
+pub(super) async fn run(
     source: EventHubsSource,
     tx: QueueSender,
     control: SourceControl,

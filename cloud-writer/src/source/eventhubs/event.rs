@@ -1,0 +1,203 @@
+//! How a received event becomes a message: the fields of the SDK's event the writer uses.
+
+use std::time::SystemTime;
+
+use azure_core_amqp::AmqpMessage;
+use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
+use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+/// The system property carrying the device identity IoT Hub authenticated.
+pub const DEVICE_ID_PROPERTY: &str = "iothub-connection-device-id";
+/// The application property a device may set with its own send time.
+pub const CREATION_TIME_PROPERTY: &str = "iothub-creation-time-utc";
+
+/// The fields of one received event the writer uses, as the SDK presents them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventParts {
+    /// The partition it came from.
+    pub partition_id: String,
+    /// Its sequence number in the partition.
+    pub sequence_number: Option<i64>,
+    /// Its offset in the partition.
+    pub offset: Option<String>,
+    /// When the hub enqueued it.
+    pub enqueued_time: Option<SystemTime>,
+    /// The [`DEVICE_ID_PROPERTY`] system property (message annotation), when a string.
+    pub device_id: Option<String>,
+    /// The [`CREATION_TIME_PROPERTY`] application property, when a string.
+    pub creation_time_utc: Option<String>,
+    /// The body (a single binary section, as the SDK's `EventData` takes it).
+    pub body: Option<Bytes>,
+}
+
+/// Why an event cannot become a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// No `iothub-connection-device-id`: not a device-to-cloud message of IoT Hub.
+    #[error(
+        "event {sequence_number:?} of partition {partition_id} has no {DEVICE_ID_PROPERTY} system property"
+    )]
+    NoIdentity {
+        /// The partition.
+        partition_id: String,
+        /// The event's sequence number.
+        sequence_number: Option<i64>,
+    },
+    /// No sequence number: the event's position cannot be checkpointed.
+    #[error("event of partition {0} has no sequence number")]
+    NoSequenceNumber(String),
+}
+
+/// The text of a string-valued AMQP value (string or symbol).
+fn text_of_value(value: &AmqpValue) -> Option<String> {
+    match value {
+        AmqpValue::String(text) => Some(text.clone()),
+        AmqpValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
+/// The text of a string-valued AMQP application property (string or symbol).
+fn text_of_simple_value(value: &AmqpSimpleValue) -> Option<String> {
+    match value {
+        AmqpSimpleValue::String(text) => Some(text.clone()),
+        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
+/// The text of the message annotation `name`, when a string or symbol.
+fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
+    message
+        .message_annotations
+        .as_ref()?
+        .0
+        .iter()
+        .find_map(|(key, value)| match key {
+            AmqpAnnotationKey::Symbol(symbol) if symbol.0 == name => Some(value),
+            _ => None,
+        })
+        .and_then(text_of_value)
+}
+
+/// The text of the application property `name`, when a string or symbol.
+fn application_property_text(message: &AmqpMessage, name: &str) -> Option<String> {
+    message
+        .application_properties
+        .as_ref()?
+        .0
+        .iter()
+        .find_map(|(key, value)| (key == name).then_some(value))
+        .and_then(text_of_simple_value)
+}
+
+impl EventParts {
+    /// The parts of an event the SDK received from partition `partition_id`.
+    pub fn of_received(partition_id: &str, event: &ReceivedEventData) -> Self {
+        let message = event.raw_amqp_message();
+        let body = match &message.body {
+            AmqpMessageBody::Binary(sections) if sections.len() == 1 => {
+                Some(Bytes::copy_from_slice(&sections[0]))
+            }
+            _ => None,
+        };
+        EventParts {
+            partition_id: partition_id.to_owned(),
+            sequence_number: event.sequence_number(),
+            offset: event.offset().clone(),
+            enqueued_time: event.enqueued_time(),
+            device_id: annotation_text(message, DEVICE_ID_PROPERTY),
+            creation_time_utc: application_property_text(message, CREATION_TIME_PROPERTY),
+            body,
+        }
+    }
+
+    /// The device identity, if the hub set it.
+    pub fn identity(&self) -> Option<&str> {
+        self.device_id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    /// The enqueued time as UTC.
+    pub fn enqueued_utc(&self) -> Option<DateTime<Utc>> {
+        self.enqueued_time.map(DateTime::<Utc>::from)
+    }
+
+    /// The device's own send time, if it set `iothub-creation-time-utc`.
+    pub fn creation_time(&self) -> Option<DateTime<Utc>> {
+        self.creation_time_utc
+            .as_deref()
+            .and_then(|t| telemetry::time::parse_rfc3339(t).ok())
+    }
+}
+
+/// Received events shaped as the SDK presents them, for tests.
+#[cfg(test)]
+pub(crate) mod test_events {
+    use std::time::{Duration, SystemTime};
+
+    use azure_core_amqp::message::{AmqpAnnotations, AmqpApplicationProperties, AmqpMessageBody};
+    use azure_core_amqp::{AmqpMessage, AmqpSymbol, AmqpTimestamp};
+    use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue};
+
+    use bytes::Bytes;
+
+    use super::{CREATION_TIME_PROPERTY, DEVICE_ID_PROPERTY, EventParts};
+
+    /// An event shaped as IoT Hub delivers it on the built-in endpoint.
+    pub(crate) fn event(partition: &str, seq: i64, device: Option<&str>) -> EventParts {
+        EventParts {
+            partition_id: partition.into(),
+            sequence_number: Some(seq),
+            offset: Some(format!("{}", seq * 512)),
+            enqueued_time: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_338_903_100)),
+            device_id: device.map(str::to_owned),
+            creation_time_utc: Some("2026-11-22T09:15:02.100Z".into()),
+            body: Some(Bytes::from_static(b"{}")),
+        }
+    }
+
+    /// A message as IoT Hub's built-in endpoint delivers it over AMQP: the Event Hubs
+    /// annotations (`x-opt-*`), IoT Hub's system properties as message annotations, the
+    /// device's `iothub-creation-time-utc` as an application property, a binary body.
+    pub(crate) fn amqp_message(seq: i64, device: Option<&str>, enqueued_ms: u64) -> AmqpMessage {
+        let mut annotations = AmqpAnnotations::new();
+        let symbol = |name: &str| AmqpSymbol(name.into());
+        annotations.insert(symbol("x-opt-sequence-number"), AmqpValue::Long(seq));
+        annotations.insert(
+            symbol("x-opt-offset"),
+            AmqpValue::String(format!("{}", seq * 320)),
+        );
+        let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(enqueued_ms);
+        annotations.insert(
+            symbol("x-opt-enqueued-time"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        annotations.insert(
+            symbol("iothub-enqueuedtime"),
+            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
+        );
+        if let Some(device) = device {
+            annotations.insert(symbol(DEVICE_ID_PROPERTY), AmqpValue::String(device.into()));
+            annotations.insert(
+                symbol("iothub-connection-auth-method"),
+                AmqpValue::String("{\"scope\":\"device\",\"type\":\"sas\"}".into()),
+            );
+        }
+        annotations.insert(
+            symbol("iothub-message-source"),
+            AmqpValue::String("Telemetry".into()),
+        );
+        let mut properties = AmqpApplicationProperties::new();
+        properties.insert(
+            CREATION_TIME_PROPERTY.into(),
+            AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
+        );
+        AmqpMessage::builder()
+            .with_message_annotations(annotations)
+            .with_application_properties(properties)
+            .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
+            .build()
+    }
+}
