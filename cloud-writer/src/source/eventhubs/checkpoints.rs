@@ -2,11 +2,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use super::event::{EventError, EventParts};
 use crate::metrics::Metrics;
-use crate::source::{Ack, AckQueue, AckSink, Message};
+use crate::source::{Ack, AckQueue, AckSink};
 
 /// A position in a partition, as checkpoints record it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,44 +67,17 @@ impl PartitionQueue {
         &self.partition.id
     }
 
-    /// Turns an event into a message whose [`Ack`] advances this queue's checkpoint.
-    /// An event without identity is entered too (and its outcome is final at once: it
-    /// is dropped and counted by the caller), so that it does not hold the checkpoint back.
-    pub fn message_of(&self, event: EventParts) -> Result<Message, (EventError, Ack)> {
-        let Some(sequence_number) = event.sequence_number else {
-            return Err((
-                EventError::NoSequenceNumber(event.partition_id),
-                Ack::none(),
-            ));
-        };
-        let enqueued_time = event.enqueued_utc();
+    /// Enters the next event of this reading; its [`Ack`] advances the checkpoint once
+    /// final.
+    pub fn enter(&self, position: EventPosition) -> Ack {
         let index = self
             .partition
             .state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .queue
-            .push(EventPosition {
-                sequence_number,
-                offset: event.offset,
-            });
-        let ack = Ack::new(self.partition.clone(), index);
-        let Some(identity) = event.device_id.filter(|id| !id.is_empty()) else {
-            return Err((
-                EventError::NoIdentity {
-                    partition_id: event.partition_id,
-                    sequence_number: Some(sequence_number),
-                },
-                ack,
-            ));
-        };
-        Ok(Message {
-            identity,
-            payload: event.body.unwrap_or_default(),
-            enqueued_time,
-            received_at: Instant::now(),
-            ack,
-        })
+            .push(position);
+        Ack::new(self.partition.clone(), index)
     }
 
     /// The position to checkpoint: the last event of this reading whose outcome and
@@ -182,93 +153,33 @@ impl PartitionCheckpoints {
 
 #[cfg(test)]
 mod tests {
-    use azure_messaging_eventhubs::models::ReceivedEventData;
-
     use super::*;
-    use crate::source::eventhubs::event::test_events::{amqp_message, event};
 
-    #[test]
-    fn identity_and_times_come_from_the_hub() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let queue = tracker.open("0");
-        let message = queue.message_of(event("0", 7, Some("drone-9"))).unwrap();
-        assert_eq!(message.identity, "drone-9");
-        assert_eq!(
-            message.enqueued_time,
-            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
-        );
-        assert_eq!(
-            event("0", 7, None).creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
-        let (err, ack) = queue.message_of(event("0", 8, None)).unwrap_err();
-        assert!(matches!(err, EventError::NoIdentity { .. }));
-        ack.finish();
-    }
-
-    #[test]
-    fn received_events_become_messages_with_the_hub_identity_and_times() {
-        let queue = PartitionCheckpoints::new(Arc::new(Metrics::new())).open("3");
-        let received =
-            ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
-        let parts = EventParts::of_received("3", &received);
-        assert_eq!(parts.sequence_number, Some(41));
-        assert_eq!(parts.offset.as_deref(), Some("13120"));
-        assert_eq!(parts.identity(), Some("drone-7"));
-        assert_eq!(
-            parts.creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
-        let message = queue.message_of(parts).unwrap();
-        assert_eq!(message.identity, "drone-7");
-        assert_eq!(
-            message.enqueued_time,
-            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
-        );
-        assert_eq!(&message.payload[..], b"{\"v\":1}");
-        message.ack.finish();
-        assert_eq!(
-            queue.checkpoint(),
-            Some(EventPosition {
-                sequence_number: 41,
-                offset: Some("13120".into())
-            })
-        );
-
-        // A message without the device identity (not a device-to-cloud message) is not
-        // turned into a message, but once counted it lets the checkpoint move past it.
-        let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
-        let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
-        let (err, ack) = queue
-            .message_of(EventParts::of_received("3", &anonymous))
-            .unwrap_err();
-        assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
-        let next = queue
-            .message_of(EventParts::of_received("3", &next))
-            .unwrap();
-        next.ack.finish();
-        assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
-        ack.finish();
-        assert_eq!(queue.checkpoint().unwrap().sequence_number, 43);
+    /// Enters event `seq` of `queue`, at offset `seq * 512`.
+    fn enter(queue: &PartitionQueue, seq: i64) -> Ack {
+        queue.enter(EventPosition {
+            sequence_number: seq,
+            offset: Some(format!("{}", seq * 512)),
+        })
     }
 
     #[test]
     fn checkpoint_advances_only_over_final_outcomes_in_order() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let (one, two) = (tracker.open("1"), tracker.open("2"));
-        let m1 = one.message_of(event("1", 100, Some("a"))).unwrap();
-        let m2 = one.message_of(event("1", 101, Some("b"))).unwrap();
-        let m3 = one.message_of(event("1", 102, Some("c"))).unwrap();
-        let other = two.message_of(event("2", 5, Some("a"))).unwrap();
+        let m1 = enter(&one, 100);
+        let m2 = enter(&one, 101);
+        let m3 = enter(&one, 102);
+        let other = enter(&two, 5);
         assert_eq!(one.checkpoint(), None);
-        m3.ack.finish();
+        m3.finish();
         assert_eq!(one.checkpoint(), None, "102 is final but 100 is not");
-        m1.ack.finish();
+        m1.finish();
         assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
         // An abandoned outcome (shutdown) never checkpoints.
-        drop(m2.ack);
+        drop(m2);
         assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
-        other.ack.finish();
+        other.finish();
         assert_eq!(
             two.checkpoint(),
             Some(EventPosition {
@@ -285,9 +196,9 @@ mod tests {
     fn released_reading_forgets_pending_events() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let queue = tracker.open("3");
-        let m = queue.message_of(event("3", 1, Some("a"))).unwrap();
+        let m = enter(&queue, 1);
         tracker.release(&queue);
-        m.ack.finish();
+        m.finish();
         assert_eq!(queue.checkpoint(), None);
         assert!(tracker.queues().is_empty());
     }
@@ -300,20 +211,20 @@ mod tests {
     fn a_new_reading_of_a_partition_has_its_own_queue() {
         let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
         let first = tracker.open("0");
-        let pending = first.message_of(event("0", 10, Some("a"))).unwrap();
+        let pending = enter(&first, 10);
         let second = tracker.open("0");
-        let again = second.message_of(event("0", 10, Some("a"))).unwrap();
-        let next = second.message_of(event("0", 11, Some("b"))).unwrap();
+        let again = enter(&second, 10);
+        let next = enter(&second, 11);
         tracker.release(&first);
-        next.ack.finish();
+        next.finish();
         assert_eq!(
             second.checkpoint(),
             None,
             "10 is not final in the new reading"
         );
-        pending.ack.finish();
+        pending.finish();
         assert_eq!(second.checkpoint(), None);
-        again.ack.finish();
+        again.finish();
         assert_eq!(second.checkpoint().unwrap().sequence_number, 11);
         let listed: Vec<String> = tracker.queues().iter().map(|q| q.id().to_owned()).collect();
         assert_eq!(listed, ["0"]);

@@ -1,12 +1,15 @@
 //! How a received event becomes a message: the fields of the SDK's event the writer uses.
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use azure_core_amqp::AmqpMessage;
 use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
 use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+
+use super::checkpoints::{EventPosition, PartitionQueue};
+use crate::source::{Ack, Message};
 
 /// The system property carrying the device identity IoT Hub authenticated.
 pub const DEVICE_ID_PROPERTY: &str = "iothub-connection-device-id";
@@ -114,6 +117,36 @@ impl EventParts {
         }
     }
 
+    /// The message of this event, whose [`Ack`] advances `queue`'s checkpoint. An event
+    /// without identity is entered too (and its outcome is final at once: it is dropped
+    /// and counted by the caller), so that it does not hold the checkpoint back.
+    pub fn into_message(self, queue: &PartitionQueue) -> Result<Message, (EventError, Ack)> {
+        let Some(sequence_number) = self.sequence_number else {
+            return Err((EventError::NoSequenceNumber(self.partition_id), Ack::none()));
+        };
+        let enqueued_time = self.enqueued_utc();
+        let ack = queue.enter(EventPosition {
+            sequence_number,
+            offset: self.offset,
+        });
+        let Some(identity) = self.device_id.filter(|id| !id.is_empty()) else {
+            return Err((
+                EventError::NoIdentity {
+                    partition_id: self.partition_id,
+                    sequence_number: Some(sequence_number),
+                },
+                ack,
+            ));
+        };
+        Ok(Message {
+            identity,
+            payload: self.body.unwrap_or_default(),
+            enqueued_time,
+            received_at: Instant::now(),
+            ack,
+        })
+    }
+
     /// The device identity, if the hub set it.
     pub fn identity(&self) -> Option<&str> {
         self.device_id.as_deref().filter(|id| !id.is_empty())
@@ -199,5 +232,80 @@ pub(crate) mod test_events {
             .with_application_properties(properties)
             .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
             .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::test_events::{amqp_message, event};
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::source::eventhubs::checkpoints::PartitionCheckpoints;
+
+    #[test]
+    fn identity_and_times_come_from_the_hub() {
+        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
+        let queue = tracker.open("0");
+        let message = event("0", 7, Some("drone-9")).into_message(&queue).unwrap();
+        assert_eq!(message.identity, "drone-9");
+        assert_eq!(
+            message.enqueued_time,
+            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
+        );
+        assert_eq!(
+            event("0", 7, None).creation_time(),
+            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
+        );
+        let (err, ack) = event("0", 8, None).into_message(&queue).unwrap_err();
+        assert!(matches!(err, EventError::NoIdentity { .. }));
+        ack.finish();
+    }
+
+    #[test]
+    fn received_events_become_messages_with_the_hub_identity_and_times() {
+        let queue = PartitionCheckpoints::new(Arc::new(Metrics::new())).open("3");
+        let received =
+            ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
+        let parts = EventParts::of_received("3", &received);
+        assert_eq!(parts.sequence_number, Some(41));
+        assert_eq!(parts.offset.as_deref(), Some("13120"));
+        assert_eq!(parts.identity(), Some("drone-7"));
+        assert_eq!(
+            parts.creation_time(),
+            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
+        );
+        let message = parts.into_message(&queue).unwrap();
+        assert_eq!(message.identity, "drone-7");
+        assert_eq!(
+            message.enqueued_time,
+            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
+        );
+        assert_eq!(&message.payload[..], b"{\"v\":1}");
+        message.ack.finish();
+        assert_eq!(
+            queue.checkpoint(),
+            Some(EventPosition {
+                sequence_number: 41,
+                offset: Some("13120".into())
+            })
+        );
+
+        // A message without the device identity (not a device-to-cloud message) is not
+        // turned into a message, but once counted it lets the checkpoint move past it.
+        let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
+        let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
+        let (err, ack) = EventParts::of_received("3", &anonymous)
+            .into_message(&queue)
+            .unwrap_err();
+        assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
+        let next = EventParts::of_received("3", &next)
+            .into_message(&queue)
+            .unwrap();
+        next.ack.finish();
+        assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
+        ack.finish();
+        assert_eq!(queue.checkpoint().unwrap().sequence_number, 43);
     }
 }

@@ -182,8 +182,7 @@ impl Shared {
         tx: &QueueSender,
         reading: &CancellationToken,
     ) -> bool {
-        let parts = EventParts::of_received(queue.id(), event);
-        match queue.message_of(parts) {
+        match EventParts::of_received(queue.id(), event).into_message(queue) {
             Ok(message) => {
                 self.metrics.received();
                 tokio::select! {
