@@ -4,7 +4,7 @@ use std::time::{Instant, SystemTime};
 
 use azure_core_amqp::AmqpMessage;
 use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
-use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
+use azure_messaging_eventhubs::models::{AmqpValue, ReceivedEventData};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
@@ -13,8 +13,6 @@ use crate::source::{Ack, Message};
 
 /// The system property carrying the device identity IoT Hub authenticated.
 pub const DEVICE_ID_PROPERTY: &str = "iothub-connection-device-id";
-/// The application property a device may set with its own send time.
-pub const CREATION_TIME_PROPERTY: &str = "iothub-creation-time-utc";
 
 /// The fields of one received event the writer uses, as the SDK presents them.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,8 +27,6 @@ pub struct EventParts {
     pub enqueued_time: Option<SystemTime>,
     /// The [`DEVICE_ID_PROPERTY`] system property (message annotation), when a string.
     pub device_id: Option<String>,
-    /// The [`CREATION_TIME_PROPERTY`] application property, when a string.
-    pub creation_time_utc: Option<String>,
     /// The body (a single binary section, as the SDK's `EventData` takes it).
     pub body: Option<Bytes>,
 }
@@ -62,15 +58,6 @@ fn text_of_value(value: &AmqpValue) -> Option<String> {
     }
 }
 
-/// The text of a string-valued AMQP application property (string or symbol).
-fn text_of_simple_value(value: &AmqpSimpleValue) -> Option<String> {
-    match value {
-        AmqpSimpleValue::String(text) => Some(text.clone()),
-        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
-        _ => None,
-    }
-}
-
 /// The text of the message annotation `name`, when a string or symbol.
 fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
     message
@@ -83,17 +70,6 @@ fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
             _ => None,
         })
         .and_then(text_of_value)
-}
-
-/// The text of the application property `name`, when a string or symbol.
-fn application_property_text(message: &AmqpMessage, name: &str) -> Option<String> {
-    message
-        .application_properties
-        .as_ref()?
-        .0
-        .iter()
-        .find_map(|(key, value)| (key == name).then_some(value))
-        .and_then(text_of_simple_value)
 }
 
 impl EventParts {
@@ -112,7 +88,6 @@ impl EventParts {
             offset: event.offset().clone(),
             enqueued_time: event.enqueued_time(),
             device_id: annotation_text(message, DEVICE_ID_PROPERTY),
-            creation_time_utc: application_property_text(message, CREATION_TIME_PROPERTY),
             body,
         }
     }
@@ -156,13 +131,6 @@ impl EventParts {
     pub fn enqueued_utc(&self) -> Option<DateTime<Utc>> {
         self.enqueued_time.map(DateTime::<Utc>::from)
     }
-
-    /// The device's own send time, if it set `iothub-creation-time-utc`.
-    pub fn creation_time(&self) -> Option<DateTime<Utc>> {
-        self.creation_time_utc
-            .as_deref()
-            .and_then(|t| telemetry::time::parse_rfc3339(t).ok())
-    }
 }
 
 /// Received events shaped as the SDK presents them, for tests.
@@ -176,7 +144,7 @@ pub(crate) mod test_events {
 
     use bytes::Bytes;
 
-    use super::{CREATION_TIME_PROPERTY, DEVICE_ID_PROPERTY, EventParts};
+    use super::{DEVICE_ID_PROPERTY, EventParts};
 
     /// An event shaped as IoT Hub delivers it on the built-in endpoint.
     pub(crate) fn event(partition: &str, seq: i64, device: Option<&str>) -> EventParts {
@@ -186,7 +154,6 @@ pub(crate) mod test_events {
             offset: Some(format!("{}", seq * 512)),
             enqueued_time: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_338_903_100)),
             device_id: device.map(str::to_owned),
-            creation_time_utc: Some("2026-11-22T09:15:02.100Z".into()),
             body: Some(Bytes::from_static(b"{}")),
         }
     }
@@ -224,7 +191,7 @@ pub(crate) mod test_events {
         );
         let mut properties = AmqpApplicationProperties::new();
         properties.insert(
-            CREATION_TIME_PROPERTY.into(),
+            "iothub-creation-time-utc".into(),
             AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
         );
         AmqpMessage::builder()
@@ -254,10 +221,6 @@ mod tests {
             message.enqueued_time,
             Some("2026-11-22T09:15:03.100Z".parse().unwrap())
         );
-        assert_eq!(
-            event("0", 7, None).creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
         let (err, ack) = event("0", 8, None).into_message(&queue).unwrap_err();
         assert!(matches!(err, EventError::NoIdentity { .. }));
         ack.finish();
@@ -272,12 +235,9 @@ mod tests {
         assert_eq!(parts.sequence_number, Some(41));
         assert_eq!(parts.offset.as_deref(), Some("13120"));
         assert_eq!(parts.identity(), Some("drone-7"));
-        assert_eq!(
-            parts.creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
         let message = parts.into_message(&queue).unwrap();
         assert_eq!(message.identity, "drone-7");
+        // The hub's enqueued time, not the device's `iothub-creation-time-utc` (09:15:02.100).
         assert_eq!(
             message.enqueued_time,
             Some("2026-11-22T09:15:03.100Z".parse().unwrap())
