@@ -213,8 +213,7 @@ mod tests {
 
     #[test]
     fn identity_and_times_come_from_the_hub() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let queue = tracker.open("0");
+        let (queue, _) = PartitionCheckpoints::unwritten(Arc::new(Metrics::new())).open("0");
         let message = event("0", 7, Some("drone-9")).into_message(&queue).unwrap();
         assert_eq!(message.identity, "drone-9");
         assert_eq!(
@@ -228,7 +227,7 @@ mod tests {
 
     #[test]
     fn received_events_become_messages_with_the_hub_identity_and_times() {
-        let queue = PartitionCheckpoints::new(Arc::new(Metrics::new())).open("3");
+        let (queue, _) = PartitionCheckpoints::unwritten(Arc::new(Metrics::new())).open("3");
         let received =
             ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
         let parts = EventParts::of_received("3", &received);

@@ -31,11 +31,13 @@ use azure_messaging_eventhubs::{
 use tokio_util::sync::CancellationToken;
 
 use super::EventHubsSource;
+use super::checkpoints::PartitionCheckpoints;
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::lag::{self, PollError};
-use super::partitions::{Shared, spawn_readers};
+use super::partitions::{self, Readers};
 use super::store::{CosmosCheckpointStore, Scope};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
+use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
 use netkit::backoff::Backoff;
@@ -88,7 +90,10 @@ struct Context {
     owner: String,
     /// `namespace/event hub`, for logs.
     hub: String,
-    shared: Arc<Shared>,
+    store: CosmosCheckpointStore,
+    scope: Scope,
+    checkpoints: Arc<PartitionCheckpoints>,
+    metrics: Arc<Metrics>,
     tx: QueueSender,
 }
 
@@ -127,7 +132,7 @@ impl Context {
                 per_partition: Default::default(),
                 default: start_position(self.settings.start_position),
             })
-            .build(consumer, Arc::new(self.shared.store.clone()))
+            .build(consumer, Arc::new(self.store.clone()))
             .await
     }
 }
@@ -181,11 +186,10 @@ pub(super) async fn run(
         &connection.entity_path,
         &settings.consumer_group,
     );
-    let shared = Arc::new(Shared::new(
-        store,
-        scope,
+    let checkpoints = Arc::new(PartitionCheckpoints::new(
+        store.clone(),
+        scope.clone(),
         metrics.clone(),
-        settings.checkpoint_interval,
     ));
     let interval = settings.balancing.interval;
     let ctx = Context {
@@ -193,7 +197,10 @@ pub(super) async fn run(
         settings,
         owner,
         hub,
-        shared,
+        store,
+        scope,
+        checkpoints,
+        metrics: metrics.clone(),
         tx,
     };
     let mut backoff = Backoff::new(RECONNECT_BACKOFF);
@@ -232,26 +239,22 @@ pub(super) async fn run(
     tracing::info!("Event Hubs source: no longer taking events");
     metrics.set_source_connected(false);
     // The last sender of the pipeline's input goes: the pipeline drains.
-    let Context {
-        shared, owner, tx, ..
-    } = ctx;
-    drop(tx);
+    drop(ctx.tx);
     control.drained.cancelled().await;
     // Every taken event's outcome is final (or abandoned): checkpoint what was written,
     // then give the partitions up.
-    for queue in shared.tracker.queues() {
-        shared.flush(&queue).await;
-    }
+    ctx.checkpoints.flush_current().await;
     if ran {
-        give_up(&shared, &owner).await;
+        give_up(&ctx.store, &ctx.scope, &ctx.owner).await;
+        partitions::released(&ctx.checkpoints, &metrics);
     }
     result
 }
 
 /// Gives this replica's partitions up in the checkpoint store, so that the other
 /// replicas take them at their next balancing.
-async fn give_up(shared: &Shared, owner: &str) {
-    match shared.store.relinquish(&shared.scope, owner).await {
+async fn give_up(store: &CosmosCheckpointStore, scope: &Scope, owner: &str) {
+    match store.relinquish(scope, owner).await {
         Ok(partitions) => {
             tracing::info!(
                 ?partitions,
@@ -262,7 +265,6 @@ async fn give_up(shared: &Shared, owner: &str) {
             tracing::warn!(error = %err, "partitions not given up: the other replicas take them once the ownerships expire (EVENTHUBS_OWNERSHIP_EXPIRY)");
         }
     }
-    shared.released();
 }
 
 /// One session: a consumer connection, its processor, the readers of the partitions it
@@ -303,13 +305,16 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     };
     let reading = stop.child_token();
     let health = SessionHealth::default();
-    let (clients, readers_done) = match spawn_readers(
-        ctx.shared.clone(),
-        ctx.tx.clone(),
-        reading.clone(),
-        stop.clone(),
-        health.clone(),
-    ) {
+    let readers = Readers {
+        checkpoints: ctx.checkpoints.clone(),
+        metrics: ctx.metrics.clone(),
+        checkpoint_interval: ctx.settings.checkpoint_interval,
+        tx: ctx.tx.clone(),
+        reading: reading.clone(),
+        stop: stop.clone(),
+        health: health.clone(),
+    };
+    let (clients, readers_done) = match readers.spawn() {
         Ok(readers) => readers,
         Err(err) => {
             close_client(monitor);
@@ -328,7 +333,8 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     let monitor_task = tokio::spawn(monitor_hub(
         monitor,
         partitions,
-        ctx.shared.clone(),
+        ctx.checkpoints.clone(),
+        ctx.metrics.clone(),
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
@@ -391,11 +397,11 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
 async fn monitor_hub(
     hub: ConsumerClient,
     partitions: Vec<String>,
-    shared: Arc<Shared>,
+    checkpoints: Arc<PartitionCheckpoints>,
+    metrics: Arc<Metrics>,
     interval: Duration,
     reading: CancellationToken,
 ) {
-    let metrics = &shared.metrics;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut answered = None;
@@ -405,7 +411,10 @@ async fn monitor_hub(
         }
         let Some(polled) = until(
             &reading,
-            tokio::time::timeout(interval, lag::poll(&hub, &partitions, &shared)),
+            tokio::time::timeout(
+                interval,
+                lag::poll(&hub, &partitions, &checkpoints, &metrics),
+            ),
         )
         .await
         else {
