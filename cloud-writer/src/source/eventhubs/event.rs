@@ -122,11 +122,6 @@ impl EventParts {
         })
     }
 
-    /// The device identity, if the hub set it.
-    pub fn identity(&self) -> Option<&str> {
-        self.device_id.as_deref().filter(|id| !id.is_empty())
-    }
-
     /// The enqueued time as UTC.
     pub fn enqueued_utc(&self) -> Option<DateTime<Utc>> {
         self.enqueued_time.map(DateTime::<Utc>::from)
@@ -233,7 +228,7 @@ mod tests {
         let parts = EventParts::of_received("3", &received);
         assert_eq!(parts.sequence_number, Some(41));
         assert_eq!(parts.offset.as_deref(), Some("13120"));
-        assert_eq!(parts.identity(), Some("drone-7"));
+        assert_eq!(parts.device_id.as_deref(), Some("drone-7"));
         let message = parts.into_message(&queue).unwrap();
         assert_eq!(message.identity, "drone-7");
         // The hub's enqueued time, not the device's `iothub-creation-time-utc` (09:15:02.100).

@@ -19,12 +19,12 @@
 //! the source that runs the SDK's `EventProcessor` is [`EventHubsSource`], its
 //! partition readers are in [`partitions`], the lag of every partition in [`lag`].
 
-pub mod checkpoints;
-pub mod event;
+mod checkpoints;
+mod event;
 mod failure;
-pub mod lag;
-pub mod partitions;
-pub mod processor;
+mod lag;
+mod partitions;
+mod processor;
 pub mod store;
 
 use std::sync::Arc;
