@@ -1,4 +1,8 @@
-//! How a received event becomes a message: the fields of the SDK's event the writer uses.
+//! How a received event becomes a [`Message`]. Its identity is the
+//! `iothub-connection-device-id` system property (the identity the hub authenticated),
+//! never the payload; its enqueued time is the hub's (`x-opt-enqueued-time`). The fields
+//! are read from the raw AMQP message, not through the SDK's `system_properties()` and
+//! `event_data()`, which copy every annotation and property into maps per event.
 
 use std::time::{Instant, SystemTime};
 

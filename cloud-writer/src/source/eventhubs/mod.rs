@@ -1,23 +1,8 @@
-//! The Event Hubs adapter for IoT Hub's built-in endpoint: how a received event becomes a
-//! [`Message`], and which position of each partition may be checkpointed.
-//!
-//! - Identity: the `iothub-connection-device-id` system property (the identity the hub
-//!   authenticated), never the payload.
-//! - Times: the event's enqueued time (`x-opt-enqueued-time`) is the message's enqueued
-//!   time; the device's `iothub-creation-time-utc` application property is informational
-//!   (the payload's `ts` is the device time the pipeline uses).
-//! - Checkpoints: [`checkpoints::PartitionCheckpoints`] keeps each partition's events in order (one
-//!   [`checkpoints::PartitionQueue`] per reading of the partition) and releases a checkpoint only up to
-//!   the last event whose outcome is final and all of whose predecessors are final, so a
-//!   restart resumes after written events only.
-//!
-//! The adapter works on [`event::EventParts`], the fields of the SDK's [`ReceivedEventData`] it
-//! uses, taken by [`event::EventParts::of_received`]: `enqueued_time()`, `sequence_number()`,
-//! `offset()`, and from the raw AMQP message the device identity annotation, the creation
-//! time application property and the body (not through the SDK's `system_properties()`
-//! and `event_data()`, which copy every annotation and property into maps per event); the checkpoint store is [`store::CosmosCheckpointStore`];
-//! the source that runs the SDK's `EventProcessor` is [`EventHubsSource`], its
-//! partition readers are in [`partitions`], the lag of every partition in [`lag`].
+//! The Event Hubs source: reads IoT Hub's built-in endpoint with the SDK's
+//! `EventProcessor`, which shares the partitions between writer replicas through a
+//! checkpoint store in Cosmos DB ([`store`]), and checkpoints each partition only up to the
+//! last event whose outcome is final and all of whose predecessors are final, so that a
+//! restart resumes after written events only.
 
 mod checkpoints;
 mod event;

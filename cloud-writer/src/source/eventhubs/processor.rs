@@ -1,6 +1,6 @@
-//! The Event Hubs source: runs the SDK's `EventProcessor` on IoT Hub's built-in endpoint
-//! (a connection string), with the checkpoint store in Cosmos DB, so that several writer
-//! replicas share the partitions: balanced by the processor every
+//! How the Event Hubs source runs the SDK's `EventProcessor` on IoT Hub's built-in
+//! endpoint (a connection string), with the checkpoint store in Cosmos DB, so that several
+//! writer replicas share the partitions: balanced by the processor every
 //! `EVENTHUBS_LOAD_BALANCING_INTERVAL`, a dead replica's ownerships taken over after
 //! `EVENTHUBS_OWNERSHIP_EXPIRY`, each partition read by this replica's
 //! [`partitions`](super::partitions) readers from its checkpoint on.
@@ -13,8 +13,9 @@
 //! the same owner id, so the ownerships that did not expire meanwhile are still this
 //! replica's. A receiver that fails alone is opened again by the processor at its next
 //! balancing; a partition whose readings end twice in a row before any event ends the
-//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses the connection string (key, policy or entity) before
-//! any session ran stops the source, with a message naming the setting.
+//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses
+//! the connection string (key, policy or entity) before any session ran stops the source,
+//! with a message naming the setting.
 //!
 //! On stop the readers stop taking events and the processor stops renewing; once the
 //! pipeline has drained, every partition is checkpointed a last time and given up in the
