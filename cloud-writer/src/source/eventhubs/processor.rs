@@ -3,10 +3,10 @@
 //! writer replicas share the partitions: balanced by the processor every
 //! `EVENTHUBS_LOAD_BALANCING_INTERVAL`, a dead replica's ownerships taken over after
 //! `EVENTHUBS_OWNERSHIP_EXPIRY`, each partition read by this replica's
-//! [`partitions`](super::partitions) readers from its checkpoint on.
+//! [`partitions`] readers from its checkpoint on.
 //!
 //! A session is one consumer connection with its processor, its readers and its lag
-//! monitor ([`lag`](super::lag)). When the processor fails (the checkpoint store refusing,
+//! monitor ([`lag`]). When the processor fails (the checkpoint store refusing,
 //! the hub out of reach), the session ends: its readings are checkpointed as far as they
 //! are final and forgotten, `source_connected` turns 0, a line per load-balancing interval
 //! says why, and a new session starts after a backoff, resuming from the checkpoints under
