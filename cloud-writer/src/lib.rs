@@ -48,8 +48,8 @@ pub mod internals {
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{PositionWrite, prepare_batch};
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings};
-    pub use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
     pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
+    pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
     pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
     pub use crate::source::queue::channel;
     pub use crate::source::{Ack, Message, Source, SourceControl, SourceError};

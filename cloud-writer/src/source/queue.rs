@@ -199,6 +199,7 @@ impl QueueReceiver {
     }
 
     /// Takes one message, waiting for it; `None` once every sender is gone.
+    #[cfg(test)]
     pub async fn recv(&mut self) -> Option<Message> {
         let (message, charge) = self.rx.recv().await?;
         self.budget.returned(charge);

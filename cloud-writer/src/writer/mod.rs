@@ -18,7 +18,7 @@ use crate::pipeline::PipelineSettings;
 use crate::pipeline::reject::Rejects;
 use crate::sink::{CosmosSink, Encoder, SinkSettings};
 use crate::source::Source;
-use crate::source::eventhubs::processor::{CheckpointContainer, EventHubsSource};
+use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
 use crate::source::mqtt::{MqttSettings, MqttSource};
 
 mod guard;

@@ -3,12 +3,15 @@
 //! passing failed (a new session after a backoff), the root cause under the SDK's layers,
 //! and one log line per interval at most.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use azure_core::http::StatusCode;
 use azure_core_amqp::AmqpError;
 use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
 use azure_messaging_eventhubs::EventHubsError;
+use tokio_util::sync::CancellationToken;
 
 /// Whether the hub refused the client itself: a management or claims-based-security
 /// answer 401, 403 or 404, or a link refused as unauthorized or not found. The connection
@@ -108,6 +111,60 @@ impl Reporter {
     }
 }
 
+/// How many readings of one partition in a row may end before delivering any event
+/// (and not because another replica took the partition) before the session is taken as
+/// broken.
+const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
+
+/// Whether the AMQP session the partition readers share is broken, so that the source
+/// rebuilds its connection.
+///
+/// The SDK's receivers share one session. When the hub drops that session, the SDK's
+/// recovery attaches again under link names the session already holds ("Link name is not
+/// unique") and from then on every attach fails ("Illegal session state"), while the
+/// processor keeps the partition's ownership and hands it out again every interval: a
+/// partition owned and never read. A partition whose readings end twice in a row before
+/// any event (other than by a takeover, `amqp:link:stolen`) marks the session broken.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SessionHealth {
+    broken: CancellationToken,
+    cause: Arc<Mutex<Option<String>>>,
+    /// Readings in a row of each partition that ended before any event.
+    unread: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+impl SessionHealth {
+    /// A reading of `partition` ended after `events` events because of `why`.
+    pub(super) fn reading_ended(&self, partition: &str, events: u64, why: &str) {
+        let mut unread = self.unread.lock().unwrap_or_else(|e| e.into_inner());
+        if events > 0 {
+            unread.remove(partition);
+            return;
+        }
+        if why.to_ascii_lowercase().contains("stolen") {
+            return;
+        }
+        let count = unread.entry(partition.to_owned()).or_default();
+        *count += 1;
+        if *count >= UNREAD_LOSSES_BEFORE_REBUILD {
+            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                "partition {partition} lost {count} times in a row before any event: {why}"
+            ));
+            self.broken.cancel();
+        }
+    }
+
+    /// Resolves with the cause once the session is taken as broken.
+    pub(super) async fn broken(&self) -> String {
+        self.broken.cancelled().await;
+        self.cause
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +195,25 @@ mod tests {
             std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
         )));
         assert!(!hub_refused(&unreachable));
+    }
+
+    #[tokio::test]
+    async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
+        let health = SessionHealth::default();
+        let broken = |health: &SessionHealth| health.broken.is_cancelled();
+        // Takeovers by another replica and readings that delivered do not count.
+        health.reading_ended("1", 0, "amqp:link:stolen: a higher owner level");
+        health.reading_ended("1", 0, "Link detached: amqp:link:stolen");
+        health.reading_ended("2", 0, "Illegal session state");
+        health.reading_ended("2", 5, "Illegal session state");
+        health.reading_ended("2", 0, "Illegal session state");
+        assert!(!broken(&health));
+        health.reading_ended("3", 0, "Session has dropped");
+        health.reading_ended("3", 0, "Illegal session state");
+        assert!(broken(&health));
+        assert_eq!(
+            health.broken().await,
+            "partition 3 lost 2 times in a row before any event: Illegal session state"
+        );
     }
 }

@@ -5,12 +5,11 @@
 //! (partition)` and sums over partitions. Polled every load-balancing interval; a poll the
 //! hub does not answer also tells the source that the hub is out of reach.
 
-use std::collections::HashMap;
-
+use azure_messaging_eventhubs::ConsumerClient;
 use azure_messaging_eventhubs::models::EventHubPartitionProperties;
-use azure_messaging_eventhubs::{CheckpointStore, ConsumerClient};
 
-use super::partitions::Shared;
+use super::checkpoints::PartitionCheckpoints;
+use crate::metrics::Metrics;
 
 /// Events of a partition after the checkpoint: the last enqueued sequence number minus the
 /// checkpoint's (which names the last event already final), counting only events the hub
@@ -45,7 +44,8 @@ pub enum PollError {
 pub(super) async fn poll(
     hub: &ConsumerClient,
     partitions: &[String],
-    shared: &Shared,
+    checkpoints: &PartitionCheckpoints,
+    metrics: &Metrics,
 ) -> Result<(), PollError> {
     let mut last = Vec::with_capacity(partitions.len());
     for partition in partitions {
@@ -58,20 +58,13 @@ pub(super) async fn poll(
                 })?;
         last.push(properties);
     }
-    let scope = &shared.scope;
-    let checkpoints: HashMap<String, Option<i64>> = shared
-        .store
-        .list_checkpoints(&scope.namespace, &scope.event_hub, &scope.consumer_group)
+    let stored = checkpoints
+        .stored()
         .await
-        .map_err(|e| PollError::Store(e.to_string()))?
-        .into_iter()
-        .map(|c| (c.partition_id, c.sequence_number))
-        .collect();
+        .map_err(|e| PollError::Store(e.to_string()))?;
     for (partition, properties) in partitions.iter().zip(&last) {
-        let checkpoint = checkpoints.get(partition).copied().flatten();
-        shared
-            .metrics
-            .set_lag_events(partition, lag_events(properties, checkpoint));
+        let checkpoint = stored.get(partition).copied().flatten();
+        metrics.set_lag_events(partition, lag_events(properties, checkpoint));
     }
     Ok(())
 }

@@ -1,545 +1,76 @@
-//! The Event Hubs adapter for IoT Hub's built-in endpoint: how a received event becomes a
-//! [`Message`], and which position of each partition may be checkpointed.
-//!
-//! - Identity: the `iothub-connection-device-id` system property (the identity the hub
-//!   authenticated), never the payload.
-//! - Times: the event's enqueued time (`x-opt-enqueued-time`) is the message's enqueued
-//!   time; the device's `iothub-creation-time-utc` application property is informational
-//!   (the payload's `ts` is the device time the pipeline uses).
-//! - Checkpoints: [`PartitionCheckpoints`] keeps each partition's events in order (one
-//!   [`PartitionQueue`] per reading of the partition) and releases a checkpoint only up to
-//!   the last event whose outcome is final and all of whose predecessors are final, so a
-//!   restart resumes after written events only.
-//!
-//! The adapter works on [`EventParts`], the fields of the SDK's [`ReceivedEventData`] it
-//! uses, taken by [`EventParts::of_received`]: `enqueued_time()`, `sequence_number()`,
-//! `offset()`, and from the raw AMQP message the device identity annotation, the creation
-//! time application property and the body (not through the SDK's `system_properties()`
-//! and `event_data()`, which copy every annotation and property into maps per event); the checkpoint store is [`store::CosmosCheckpointStore`];
-//! the source that runs the SDK's `EventProcessor` is [`processor::EventHubsSource`], its
-//! partition readers are in [`partitions`], the lag of every partition in [`lag`].
+//! The Event Hubs source: reads IoT Hub's built-in endpoint with the SDK's
+//! `EventProcessor`, which shares the partitions between writer replicas through a
+//! checkpoint store in Cosmos DB ([`store`]), and checkpoints each partition only up to the
+//! last event whose outcome is final and all of whose predecessors are final, so that a
+//! restart resumes after written events only.
 
+mod checkpoints;
+mod event;
 mod failure;
-pub mod lag;
-pub mod partitions;
-pub mod processor;
+mod lag;
+mod partitions;
+mod processor;
 pub mod store;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::sync::Arc;
 
-use azure_core_amqp::AmqpMessage;
-use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
-use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
-use bytes::Bytes;
-use chrono::{DateTime, Utc};
+use cosmos::CosmosClient;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
-use super::{Ack, AckQueue, AckSink, Message};
+use crate::config::{EventHubsConnection, EventHubsSettings};
 use crate::metrics::Metrics;
+use crate::source::queue::QueueSender;
+use crate::source::{Source, SourceControl, SourceError};
 
-/// The system property carrying the device identity IoT Hub authenticated.
-pub const DEVICE_ID_PROPERTY: &str = "iothub-connection-device-id";
-/// The application property a device may set with its own send time.
-pub const CREATION_TIME_PROPERTY: &str = "iothub-creation-time-utc";
-
-/// The fields of one received event the writer uses, as the SDK presents them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventParts {
-    /// The partition it came from.
-    pub partition_id: String,
-    /// Its sequence number in the partition.
-    pub sequence_number: Option<i64>,
-    /// Its offset in the partition.
-    pub offset: Option<String>,
-    /// When the hub enqueued it.
-    pub enqueued_time: Option<SystemTime>,
-    /// The [`DEVICE_ID_PROPERTY`] system property (message annotation), when a string.
-    pub device_id: Option<String>,
-    /// The [`CREATION_TIME_PROPERTY`] application property, when a string.
-    pub creation_time_utc: Option<String>,
-    /// The body (a single binary section, as the SDK's `EventData` takes it).
-    pub body: Option<Bytes>,
-}
-
-/// Why an event cannot become a message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EventError {
-    /// No `iothub-connection-device-id`: not a device-to-cloud message of IoT Hub.
-    #[error(
-        "event {sequence_number:?} of partition {partition_id} has no {DEVICE_ID_PROPERTY} system property"
-    )]
-    NoIdentity {
-        /// The partition.
-        partition_id: String,
-        /// The event's sequence number.
-        sequence_number: Option<i64>,
-    },
-    /// No sequence number: the event's position cannot be checkpointed.
-    #[error("event of partition {0} has no sequence number")]
-    NoSequenceNumber(String),
-}
-
-/// A position in a partition, as checkpoints record it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventPosition {
-    /// Sequence number.
-    pub sequence_number: i64,
-    /// Offset.
-    pub offset: Option<String>,
-}
-
-/// The text of a string-valued AMQP value (string or symbol).
-fn text_of_value(value: &AmqpValue) -> Option<String> {
-    match value {
-        AmqpValue::String(text) => Some(text.clone()),
-        AmqpValue::Symbol(symbol) => Some(symbol.0.clone()),
-        _ => None,
-    }
-}
-
-/// The text of a string-valued AMQP application property (string or symbol).
-fn text_of_simple_value(value: &AmqpSimpleValue) -> Option<String> {
-    match value {
-        AmqpSimpleValue::String(text) => Some(text.clone()),
-        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
-        _ => None,
-    }
-}
-
-/// The text of the message annotation `name`, when a string or symbol.
-fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
-    message
-        .message_annotations
-        .as_ref()?
-        .0
-        .iter()
-        .find_map(|(key, value)| match key {
-            AmqpAnnotationKey::Symbol(symbol) if symbol.0 == name => Some(value),
-            _ => None,
-        })
-        .and_then(text_of_value)
-}
-
-/// The text of the application property `name`, when a string or symbol.
-fn application_property_text(message: &AmqpMessage, name: &str) -> Option<String> {
-    message
-        .application_properties
-        .as_ref()?
-        .0
-        .iter()
-        .find_map(|(key, value)| (key == name).then_some(value))
-        .and_then(text_of_simple_value)
-}
-
-impl EventParts {
-    /// The parts of an event the SDK received from partition `partition_id`.
-    pub fn of_received(partition_id: &str, event: &ReceivedEventData) -> Self {
-        let message = event.raw_amqp_message();
-        let body = match &message.body {
-            AmqpMessageBody::Binary(sections) if sections.len() == 1 => {
-                Some(Bytes::copy_from_slice(&sections[0]))
-            }
-            _ => None,
-        };
-        EventParts {
-            partition_id: partition_id.to_owned(),
-            sequence_number: event.sequence_number(),
-            offset: event.offset().clone(),
-            enqueued_time: event.enqueued_time(),
-            device_id: annotation_text(message, DEVICE_ID_PROPERTY),
-            creation_time_utc: application_property_text(message, CREATION_TIME_PROPERTY),
-            body,
-        }
-    }
-
-    /// The device identity, if the hub set it.
-    #[cfg(test)]
-    pub fn identity(&self) -> Option<&str> {
-        self.device_id.as_deref().filter(|id| !id.is_empty())
-    }
-
-    /// The enqueued time as UTC.
-    pub fn enqueued_utc(&self) -> Option<DateTime<Utc>> {
-        self.enqueued_time.map(DateTime::<Utc>::from)
-    }
-
-    /// The device's own send time, if it set `iothub-creation-time-utc`.
-    #[cfg(test)]
-    pub fn creation_time(&self) -> Option<DateTime<Utc>> {
-        self.creation_time_utc
-            .as_deref()
-            .and_then(|t| telemetry::time::parse_rfc3339(t).ok())
-    }
-}
-
-/// The in-order checkpoint positions of every partition this replica reads: one
-/// [`PartitionQueue`] per reading of a partition, the current one of each partition
-/// listed here.
+/// Where the checkpoint container lives.
 #[derive(Debug, Clone)]
-pub struct PartitionCheckpoints {
-    inner: Arc<Inner>,
+pub struct CheckpointContainer {
+    /// The Cosmos DB account.
+    pub client: CosmosClient,
+    /// Database.
+    pub database: String,
+    /// Create the container when missing.
+    pub create_if_missing: bool,
 }
 
+/// The Event Hubs source.
 #[derive(Debug)]
-struct Inner {
-    partitions: Mutex<HashMap<String, PartitionQueue>>,
+pub struct EventHubsSource {
+    connection: EventHubsConnection,
+    settings: EventHubsSettings,
+    checkpoints: CheckpointContainer,
     metrics: Arc<Metrics>,
 }
 
-/// The events of one reading of a partition, in the order read, and its releasable
-/// checkpoint. Each reading (a receiver, from the partition's checkpoint on) has its own
-/// queue: events of an earlier reading never let a later one's checkpoint skip ahead.
-#[derive(Debug, Clone)]
-pub struct PartitionQueue {
-    partition: Arc<Partition>,
-}
-
-#[derive(Debug)]
-struct Partition {
-    id: String,
-    state: Mutex<PartitionState>,
-    metrics: Arc<Metrics>,
-}
-
-#[derive(Debug, Default)]
-struct PartitionState {
-    queue: AckQueue<EventPosition>,
-    /// The newest position whose event and predecessors are all final.
-    checkpoint: Option<EventPosition>,
-}
-
-impl AckSink for Partition {
-    fn done(&self, index: u64) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(last) = state.queue.complete(index).pop() {
-            state.checkpoint = Some(last);
-        }
-        self.metrics.set_ack_lag(&self.id, state.queue.len());
-    }
-}
-
-impl PartitionQueue {
-    /// The partition.
-    pub fn id(&self) -> &str {
-        &self.partition.id
-    }
-
-    /// Turns an event into a message whose [`Ack`] advances this queue's checkpoint.
-    /// An event without identity is entered too (and its outcome is final at once: it
-    /// is dropped and counted by the caller), so that it does not hold the checkpoint back.
-    pub fn message_of(&self, event: EventParts) -> Result<Message, (EventError, Ack)> {
-        let Some(sequence_number) = event.sequence_number else {
-            return Err((
-                EventError::NoSequenceNumber(event.partition_id),
-                Ack::none(),
-            ));
-        };
-        let enqueued_time = event.enqueued_utc();
-        let index = self
-            .partition
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .queue
-            .push(EventPosition {
-                sequence_number,
-                offset: event.offset,
-            });
-        let ack = Ack::new(self.partition.clone(), index);
-        let Some(identity) = event.device_id.filter(|id| !id.is_empty()) else {
-            return Err((
-                EventError::NoIdentity {
-                    partition_id: event.partition_id,
-                    sequence_number: Some(sequence_number),
-                },
-                ack,
-            ));
-        };
-        Ok(Message {
-            identity,
-            payload: event.body.unwrap_or_default(),
-            enqueued_time,
-            received_at: Instant::now(),
-            ack,
-        })
-    }
-
-    /// The position to checkpoint: the last event of this reading whose outcome and
-    /// whose predecessors' outcomes are all final.
-    pub fn checkpoint(&self) -> Option<EventPosition> {
-        self.partition
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .checkpoint
-            .clone()
-    }
-}
-
-impl PartitionCheckpoints {
-    /// Checkpoint tracking reporting lag to `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        PartitionCheckpoints {
-            inner: Arc::new(Inner {
-                partitions: Mutex::new(HashMap::new()),
-                metrics,
-            }),
+impl EventHubsSource {
+    /// A source reading the hub of `connection` with `settings`, keeping checkpoints in
+    /// `checkpoints`.
+    pub fn new(
+        connection: EventHubsConnection,
+        settings: EventHubsSettings,
+        checkpoints: CheckpointContainer,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        EventHubsSource {
+            connection,
+            settings,
+            checkpoints,
+            metrics,
         }
     }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PartitionQueue>> {
-        self.inner
-            .partitions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Starts a reading of `partition_id`: a new queue, now the partition's current one.
-    pub fn open(&self, partition_id: &str) -> PartitionQueue {
-        let queue = PartitionQueue {
-            partition: Arc::new(Partition {
-                id: partition_id.to_owned(),
-                state: Mutex::default(),
-                metrics: self.inner.metrics.clone(),
-            }),
-        };
-        self.lock().insert(partition_id.to_owned(), queue.clone());
-        queue
-    }
-
-    /// The current reading of every partition, for the last checkpoints at shutdown.
-    pub fn queues(&self) -> Vec<PartitionQueue> {
-        self.lock().values().cloned().collect()
-    }
-
-    /// Ends a reading (its partition lost): its pending events are forgotten (another
-    /// reading goes on from the last checkpoint), and the partition is no longer listed
-    /// unless a newer reading of it is current.
-    pub fn release(&self, queue: &PartitionQueue) {
-        {
-            let mut partitions = self.lock();
-            if partitions
-                .get(queue.id())
-                .is_some_and(|current| Arc::ptr_eq(&current.partition, &queue.partition))
-            {
-                partitions.remove(queue.id());
-            }
-        }
-        let mut state = queue
-            .partition
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        state.queue.reset();
-        state.checkpoint = None;
-    }
 }
 
-/// Received events shaped as the SDK presents them, for tests.
-#[cfg(test)]
-pub(crate) mod test_events {
-    use std::time::{Duration, SystemTime};
-
-    use azure_core_amqp::message::{AmqpAnnotations, AmqpApplicationProperties, AmqpMessageBody};
-    use azure_core_amqp::{AmqpMessage, AmqpSymbol, AmqpTimestamp};
-    use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue};
-
-    use super::{CREATION_TIME_PROPERTY, DEVICE_ID_PROPERTY};
-
-    /// A message as IoT Hub's built-in endpoint delivers it over AMQP: the Event Hubs
-    /// annotations (`x-opt-*`), IoT Hub's system properties as message annotations, the
-    /// device's `iothub-creation-time-utc` as an application property, a binary body.
-    pub(crate) fn amqp_message(seq: i64, device: Option<&str>, enqueued_ms: u64) -> AmqpMessage {
-        let mut annotations = AmqpAnnotations::new();
-        let symbol = |name: &str| AmqpSymbol(name.into());
-        annotations.insert(symbol("x-opt-sequence-number"), AmqpValue::Long(seq));
-        annotations.insert(
-            symbol("x-opt-offset"),
-            AmqpValue::String(format!("{}", seq * 320)),
-        );
-        let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(enqueued_ms);
-        annotations.insert(
-            symbol("x-opt-enqueued-time"),
-            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
-        );
-        annotations.insert(
-            symbol("iothub-enqueuedtime"),
-            AmqpValue::TimeStamp(AmqpTimestamp(Some(enqueued))),
-        );
-        if let Some(device) = device {
-            annotations.insert(symbol(DEVICE_ID_PROPERTY), AmqpValue::String(device.into()));
-            annotations.insert(
-                symbol("iothub-connection-auth-method"),
-                AmqpValue::String("{\"scope\":\"device\",\"type\":\"sas\"}".into()),
-            );
-        }
-        annotations.insert(
-            symbol("iothub-message-source"),
-            AmqpValue::String("Telemetry".into()),
-        );
-        let mut properties = AmqpApplicationProperties::new();
-        properties.insert(
-            CREATION_TIME_PROPERTY.into(),
-            AmqpSimpleValue::String("2026-11-22T09:15:02.100Z".into()),
-        );
-        AmqpMessage::builder()
-            .with_message_annotations(annotations)
-            .with_application_properties(properties)
-            .with_body(AmqpMessageBody::Binary(vec![b"{\"v\":1}".to_vec()]))
-            .build()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::test_events::amqp_message;
-    use super::*;
-
-    /// An event shaped as IoT Hub delivers it on the built-in endpoint.
-    fn event(partition: &str, seq: i64, device: Option<&str>) -> EventParts {
-        EventParts {
-            partition_id: partition.into(),
-            sequence_number: Some(seq),
-            offset: Some(format!("{}", seq * 512)),
-            enqueued_time: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_338_903_100)),
-            device_id: device.map(str::to_owned),
-            creation_time_utc: Some("2026-11-22T09:15:02.100Z".into()),
-            body: Some(Bytes::from_static(b"{}")),
-        }
+impl Source for EventHubsSource {
+    fn kind(&self) -> &'static str {
+        "eventhubs"
     }
 
-    #[test]
-    fn identity_and_times_come_from_the_hub() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let queue = tracker.open("0");
-        let message = queue.message_of(event("0", 7, Some("drone-9"))).unwrap();
-        assert_eq!(message.identity, "drone-9");
-        assert_eq!(
-            message.enqueued_time,
-            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
-        );
-        assert_eq!(
-            event("0", 7, None).creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
-        let (err, ack) = queue.message_of(event("0", 8, None)).unwrap_err();
-        assert!(matches!(err, EventError::NoIdentity { .. }));
-        ack.finish();
-    }
-
-    #[test]
-    fn received_events_become_messages_with_the_hub_identity_and_times() {
-        let queue = PartitionCheckpoints::new(Arc::new(Metrics::new())).open("3");
-        let received =
-            ReceivedEventData::from(amqp_message(41, Some("drone-7"), 1_795_338_903_100));
-        let parts = EventParts::of_received("3", &received);
-        assert_eq!(parts.sequence_number, Some(41));
-        assert_eq!(parts.offset.as_deref(), Some("13120"));
-        assert_eq!(parts.identity(), Some("drone-7"));
-        assert_eq!(
-            parts.creation_time(),
-            Some("2026-11-22T09:15:02.100Z".parse().unwrap())
-        );
-        let message = queue.message_of(parts).unwrap();
-        assert_eq!(message.identity, "drone-7");
-        assert_eq!(
-            message.enqueued_time,
-            Some("2026-11-22T09:15:03.100Z".parse().unwrap())
-        );
-        assert_eq!(&message.payload[..], b"{\"v\":1}");
-        message.ack.finish();
-        assert_eq!(
-            queue.checkpoint(),
-            Some(EventPosition {
-                sequence_number: 41,
-                offset: Some("13120".into())
-            })
-        );
-
-        // A message without the device identity (not a device-to-cloud message) is not
-        // turned into a message, but once counted it lets the checkpoint move past it.
-        let anonymous = ReceivedEventData::from(amqp_message(42, None, 1_795_338_904_000));
-        let next = ReceivedEventData::from(amqp_message(43, Some("drone-8"), 1_795_338_904_100));
-        let (err, ack) = queue
-            .message_of(EventParts::of_received("3", &anonymous))
-            .unwrap_err();
-        assert!(matches!(err, EventError::NoIdentity { .. }), "{err}");
-        let next = queue
-            .message_of(EventParts::of_received("3", &next))
-            .unwrap();
-        next.ack.finish();
-        assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
-        ack.finish();
-        assert_eq!(queue.checkpoint().unwrap().sequence_number, 43);
-    }
-
-    #[test]
-    fn checkpoint_advances_only_over_final_outcomes_in_order() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let (one, two) = (tracker.open("1"), tracker.open("2"));
-        let m1 = one.message_of(event("1", 100, Some("a"))).unwrap();
-        let m2 = one.message_of(event("1", 101, Some("b"))).unwrap();
-        let m3 = one.message_of(event("1", 102, Some("c"))).unwrap();
-        let other = two.message_of(event("2", 5, Some("a"))).unwrap();
-        assert_eq!(one.checkpoint(), None);
-        m3.ack.finish();
-        assert_eq!(one.checkpoint(), None, "102 is final but 100 is not");
-        m1.ack.finish();
-        assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
-        // An abandoned outcome (shutdown) never checkpoints.
-        drop(m2.ack);
-        assert_eq!(one.checkpoint().unwrap().sequence_number, 100);
-        other.ack.finish();
-        assert_eq!(
-            two.checkpoint(),
-            Some(EventPosition {
-                sequence_number: 5,
-                offset: Some("2560".into())
-            })
-        );
-        let mut listed: Vec<String> = tracker.queues().iter().map(|q| q.id().to_owned()).collect();
-        listed.sort();
-        assert_eq!(listed, ["1", "2"]);
-    }
-
-    #[test]
-    fn released_reading_forgets_pending_events() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let queue = tracker.open("3");
-        let m = queue.message_of(event("3", 1, Some("a"))).unwrap();
-        tracker.release(&queue);
-        m.ack.finish();
-        assert_eq!(queue.checkpoint(), None);
-        assert!(tracker.queues().is_empty());
-    }
-
-    /// A partition opened again (its receiver failed and the processor opened a new one)
-    /// while the earlier reading still ends: the earlier reading's events, pending in the
-    /// pipeline, never let the new reading's checkpoint pass them, and the earlier
-    /// reading's release leaves the new one listed.
-    #[test]
-    fn a_new_reading_of_a_partition_has_its_own_queue() {
-        let tracker = PartitionCheckpoints::new(Arc::new(Metrics::new()));
-        let first = tracker.open("0");
-        let pending = first.message_of(event("0", 10, Some("a"))).unwrap();
-        let second = tracker.open("0");
-        let again = second.message_of(event("0", 10, Some("a"))).unwrap();
-        let next = second.message_of(event("0", 11, Some("b"))).unwrap();
-        tracker.release(&first);
-        next.ack.finish();
-        assert_eq!(
-            second.checkpoint(),
-            None,
-            "10 is not final in the new reading"
-        );
-        pending.ack.finish();
-        assert_eq!(second.checkpoint(), None);
-        again.ack.finish();
-        assert_eq!(second.checkpoint().unwrap().sequence_number, 11);
-        let listed: Vec<String> = tracker.queues().iter().map(|q| q.id().to_owned()).collect();
-        assert_eq!(listed, ["0"]);
+    fn run(
+        self: Box<Self>,
+        tx: QueueSender,
+        control: SourceControl,
+    ) -> BoxFuture<'static, Result<(), SourceError>> {
+        processor::run(*self, tx, control).boxed()
     }
 }

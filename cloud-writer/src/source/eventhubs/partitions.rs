@@ -16,40 +16,40 @@
 //! opened with, so after a hub restart it delivers again from where the reading began:
 //! events at or below the last sequence number taken are skipped here.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use azure_messaging_eventhubs::EventHubsError;
 use azure_messaging_eventhubs::models::ReceivedEventData;
 use azure_messaging_eventhubs::processor::PartitionClient;
-use azure_messaging_eventhubs::{CheckpointStore, EventHubsError};
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinSet, LocalSet};
 use tokio_util::sync::CancellationToken;
 
-use super::store::{CosmosCheckpointStore, Scope};
-use super::{EventParts, PartitionCheckpoints, PartitionQueue};
+use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
+use super::event::EventParts;
+use super::failure::SessionHealth;
 use crate::metrics::{DropReason, Metrics, OwnershipChange};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
 
-/// What the partition readers of a source share, across its processor's rebuilds.
-pub(super) struct Shared {
-    pub(super) store: CosmosCheckpointStore,
-    pub(super) scope: Scope,
-    pub(super) tracker: PartitionCheckpoints,
-    /// The sequence number last written as each partition's checkpoint.
-    written: Mutex<HashMap<String, i64>>,
-    /// Readings running per partition (a partition opened again may briefly have two).
-    readings: Mutex<HashMap<String, usize>>,
-    /// The highest sequence number this process has taken from each partition, in any
-    /// reading: an event at or below it is read again.
-    taken: Mutex<HashMap<String, Arc<AtomicI64>>>,
+/// The partition readers of one session and what they share.
+#[derive(Clone)]
+pub(super) struct Readers {
+    /// The partitions' checkpoints, kept across sessions.
+    pub(super) checkpoints: Arc<PartitionCheckpoints>,
     pub(super) metrics: Arc<Metrics>,
     /// How often a partition's checkpoint is written (`EVENTHUBS_CHECKPOINT_INTERVAL`).
-    checkpoint_interval: Duration,
+    pub(super) checkpoint_interval: Duration,
+    /// The pipeline's input.
+    pub(super) tx: QueueSender,
+    /// Ends the readings: cancelled when the source stops or the session ends.
+    pub(super) reading: CancellationToken,
+    /// Cancelled when the source stops, which ends a reading without forgetting it.
+    pub(super) stop: CancellationToken,
+    /// Learns how readings end.
+    pub(super) health: SessionHealth,
 }
 
 /// How a reading ended.
@@ -61,187 +61,47 @@ enum ReadEnd {
     Lost { why: String, events: u64 },
 }
 
-/// How many readings of one partition in a row may end before delivering any event
-/// (and not because another replica took the partition) before the session is taken as
-/// broken.
-const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
-
-/// Whether the AMQP session the partition readers share is broken, so that the source
-/// rebuilds its connection.
-///
-/// The SDK's receivers share one session. When the hub drops that session, the SDK's
-/// recovery attaches again under link names the session already holds ("Link name is not
-/// unique") and from then on every attach fails ("Illegal session state"), while the
-/// processor keeps the partition's ownership and hands it out again every interval: a
-/// partition owned and never read. A partition whose readings end twice in a row before
-/// any event (other than by a takeover, `amqp:link:stolen`) marks the session broken.
-#[derive(Debug, Clone, Default)]
-pub(super) struct SessionHealth {
-    broken: CancellationToken,
-    cause: Arc<Mutex<Option<String>>>,
-    /// Readings in a row of each partition that ended before any event.
-    unread: Arc<Mutex<HashMap<String, u32>>>,
-}
-
-impl SessionHealth {
-    /// A reading of `partition` ended after `events` events because of `why`.
-    fn reading_ended(&self, partition: &str, events: u64, why: &str) {
-        let mut unread = self.unread.lock().unwrap_or_else(|e| e.into_inner());
-        if events > 0 {
-            unread.remove(partition);
-            return;
-        }
-        if why.to_ascii_lowercase().contains("stolen") {
-            return;
-        }
-        let count = unread.entry(partition.to_owned()).or_default();
-        *count += 1;
-        if *count >= UNREAD_LOSSES_BEFORE_REBUILD {
-            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
-                "partition {partition} lost {count} times in a row before any event: {why}"
-            ));
-            self.broken.cancel();
-        }
-    }
-
-    /// Resolves with the cause once the session is taken as broken.
-    pub(super) async fn broken(&self) -> String {
-        self.broken.cancelled().await;
-        self.cause
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default()
+/// The source stopped and gave its partitions up: every partition still read is
+/// released.
+pub(super) fn released(checkpoints: &PartitionCheckpoints, metrics: &Metrics) {
+    for partition in checkpoints.stop_reading() {
+        metrics.set_partition_owned(&partition, false);
+        metrics.ownership_change(&partition, OwnershipChange::Released);
     }
 }
 
-impl Shared {
-    /// State shared by the readers of the partitions of `scope`.
-    pub(super) fn new(
-        store: CosmosCheckpointStore,
-        scope: Scope,
-        metrics: Arc<Metrics>,
-        checkpoint_interval: Duration,
-    ) -> Self {
-        Shared {
-            store,
-            scope,
-            tracker: PartitionCheckpoints::new(metrics.clone()),
-            written: Mutex::default(),
-            readings: Mutex::default(),
-            taken: Mutex::default(),
-            metrics,
-            checkpoint_interval,
-        }
-    }
-
-    /// Writes a reading's checkpoint if its final position moved past the last one written.
-    pub(super) async fn flush(&self, queue: &PartitionQueue) {
-        let Some(position) = queue.checkpoint() else {
-            return;
-        };
-        let partition = queue.id();
-        let already = self
-            .written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(partition)
-            .copied();
-        if already.is_some_and(|seq| seq >= position.sequence_number) {
-            return;
-        }
-        let checkpoint = self.scope.checkpoint(
-            partition,
-            Some(position.sequence_number),
-            position.offset.clone(),
-        );
-        match CheckpointStore::update_checkpoint(&self.store, checkpoint).await {
-            Ok(()) => {
-                tracing::debug!(%partition, sequence_number = position.sequence_number, "checkpoint written");
-                self.written
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(partition.to_owned(), position.sequence_number);
-            }
-            Err(err) => {
-                tracing::warn!(%partition, error = %err, "checkpoint not written; trying again at the next interval");
-            }
-        }
-    }
-
-    /// The highest sequence number this process has taken from `partition`, shared by its
-    /// readings.
-    fn taken(&self, partition: &str) -> Arc<AtomicI64> {
-        self.taken
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(partition.to_owned())
-            .or_insert_with(|| Arc::new(AtomicI64::new(i64::MIN)))
-            .clone()
-    }
-
-    /// A reading of `partition` starts: claimed, if no other reading of it runs.
-    fn claimed(&self, partition: &str) {
-        let mut readings = self.readings.lock().unwrap_or_else(|e| e.into_inner());
-        let count = readings.entry(partition.to_owned()).or_default();
-        *count += 1;
-        if *count == 1 {
+impl Readers {
+    /// Starts a reading of `partition`: claimed, if no other reading of it runs.
+    fn open(&self, partition: &str) -> PartitionQueue {
+        let (queue, first) = self.checkpoints.open(partition);
+        if first {
             self.metrics.set_partition_owned(partition, true);
             self.metrics
                 .ownership_change(partition, OwnershipChange::Claimed);
         }
+        queue
     }
 
     /// A reading ended without the source stopping: it is forgotten, and the partition
     /// is lost once no other reading of it runs.
     fn lost(&self, queue: &PartitionQueue) {
-        let partition = queue.id();
-        self.tracker.release(queue);
-        let mut readings = self.readings.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(count) = readings.get_mut(partition) else {
-            return;
-        };
-        *count -= 1;
-        if *count == 0 {
-            readings.remove(partition);
-            self.written
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(partition);
-            self.metrics.set_ack_lag(partition, 0);
+        if self.checkpoints.close(queue) {
+            let partition = queue.id();
             self.metrics.set_partition_owned(partition, false);
             self.metrics
                 .ownership_change(partition, OwnershipChange::Lost);
         }
     }
 
-    /// The source stopped and gave its partitions up: every partition still read is
-    /// released.
-    pub(super) fn released(&self) {
-        let mut readings = self.readings.lock().unwrap_or_else(|e| e.into_inner());
-        for (partition, _) in readings.drain() {
-            self.metrics.set_partition_owned(&partition, false);
-            self.metrics
-                .ownership_change(&partition, OwnershipChange::Released);
-        }
-    }
-
     /// Sends one event on as a message; false when the pipeline no longer takes any.
-    async fn forward(
-        &self,
-        queue: &PartitionQueue,
-        event: &ReceivedEventData,
-        tx: &QueueSender,
-        reading: &CancellationToken,
-    ) -> bool {
-        let parts = EventParts::of_received(queue.id(), event);
-        match queue.message_of(parts) {
+    async fn forward(&self, queue: &PartitionQueue, event: &ReceivedEventData) -> bool {
+        match EventParts::of_received(queue.id(), event).into_message(queue) {
             Ok(message) => {
                 self.metrics.received();
                 tokio::select! {
-                    sent = tx.send(message) => sent.is_ok(),
+                    sent = self.tx.send(message) => sent.is_ok(),
                     // Not sent: its acknowledgement is abandoned, the event comes again.
-                    () = reading.cancelled() => false,
+                    () = self.reading.cancelled() => false,
                 }
             }
             Err((err, ack)) => {
@@ -256,7 +116,7 @@ impl Shared {
     }
 
     /// Reads a partition's events into `queue` until the stream ends (the partition is
-    /// lost) or `reading` is cancelled, checkpointing every interval. Events at or below
+    /// lost) or the reading is cancelled, checkpointing every interval. Events at or below
     /// the last sequence number this reading took (a receiver that attached again from
     /// where it was opened) are skipped; events an earlier reading took (the partition
     /// came back, or the source rebuilt its session) are taken again and counted as read
@@ -265,21 +125,18 @@ impl Shared {
         &self,
         queue: &PartitionQueue,
         events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
-        tx: &QueueSender,
-        reading: &CancellationToken,
     ) -> ReadEnd {
         futures::pin_mut!(events);
         let mut ticker = tokio::time::interval(self.checkpoint_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_taken: Option<i64> = None;
-        let taken = self.taken(queue.id());
         let mut skipped = 0u64;
         let mut events_read = 0u64;
         loop {
             tokio::select! {
                 biased;
-                () = reading.cancelled() => return ReadEnd::Cancelled,
-                _ = ticker.tick() => self.flush(queue).await,
+                () = self.reading.cancelled() => return ReadEnd::Cancelled,
+                _ = ticker.tick() => self.checkpoints.flush(queue).await,
                 event = events.next() => match event {
                     Some(Ok(event)) => {
                         events_read += 1;
@@ -297,13 +154,11 @@ impl Shared {
                             tracing::info!(partition = %queue.id(), skipped, "caught up with the events already taken");
                             skipped = 0;
                         }
-                        if let Some(seq) = seq {
-                            if taken.fetch_max(seq, Ordering::Relaxed) >= seq {
-                                self.metrics.read_again(queue.id());
-                            }
+                        if seq.is_some_and(|seq| queue.take(seq)) {
+                            self.metrics.read_again(queue.id());
                         }
                         last_taken = seq.or(last_taken);
-                        if !self.forward(queue, &event, tx, reading).await {
+                        if !self.forward(queue, &event).await {
                             return ReadEnd::Cancelled;
                         }
                     }
@@ -313,89 +168,73 @@ impl Shared {
             }
         }
     }
-}
 
-/// Starts the thread that reads the partitions sent to the returned channel, each in a
-/// task of its own, until the channel closes and every task has ended (then the
-/// returned receiver resolves). `reading` ends the readings (cancelled when the source
-/// stops or rebuilds its processor); `stop` tells the two apart; `health` learns how
-/// readings end.
-pub(super) fn spawn_readers(
-    shared: Arc<Shared>,
-    tx: QueueSender,
-    reading: CancellationToken,
-    stop: CancellationToken,
-    health: SessionHealth,
-) -> Result<
-    (
-        mpsc::UnboundedSender<Arc<PartitionClient>>,
-        oneshot::Receiver<()>,
-    ),
-    SourceError,
-> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
-    let (clients_tx, mut clients) = mpsc::unbounded_channel::<Arc<PartitionClient>>();
-    let (done_tx, done) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("eventhubs-partitions".into())
-        .spawn(move || {
-            LocalSet::new().block_on(&runtime, async move {
-                let mut tasks = JoinSet::new();
-                loop {
-                    tokio::select! {
-                        client = clients.recv() => match client {
-                            Some(client) => {
-                                tasks.spawn_local(read_partition(client, shared.clone(), tx.clone(), reading.clone(), stop.clone(), health.clone()));
-                            }
-                            None => break,
-                        },
-                        Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+    /// Starts the thread that reads the partitions sent to the returned channel, each in
+    /// a task of its own, until the channel closes and every task has ended (then the
+    /// returned receiver resolves).
+    pub(super) fn spawn(
+        self,
+    ) -> Result<
+        (
+            mpsc::UnboundedSender<Arc<PartitionClient>>,
+            oneshot::Receiver<()>,
+        ),
+        SourceError,
+    > {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
+        let (clients_tx, mut clients) = mpsc::unbounded_channel::<Arc<PartitionClient>>();
+        let (done_tx, done) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("eventhubs-partitions".into())
+            .spawn(move || {
+                LocalSet::new().block_on(&runtime, async move {
+                    let mut tasks = JoinSet::new();
+                    loop {
+                        tokio::select! {
+                            client = clients.recv() => match client {
+                                Some(client) => {
+                                    tasks.spawn_local(self.clone().read_partition(client));
+                                }
+                                None => break,
+                            },
+                            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                        }
                     }
-                }
-                drop(tx);
-                while tasks.join_next().await.is_some() {}
-            });
-            let _ = done_tx.send(());
-        })
-        .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
-    Ok((clients_tx, done))
-}
-
-/// Reads one partition until it is lost, the processor is rebuilt or the source stops.
-async fn read_partition(
-    client: Arc<PartitionClient>,
-    shared: Arc<Shared>,
-    tx: QueueSender,
-    reading: CancellationToken,
-    stop: CancellationToken,
-    health: SessionHealth,
-) {
-    let partition = client.get_partition_id().to_owned();
-    tracing::info!(%partition, "reading partition");
-    let queue = shared.tracker.open(&partition);
-    shared.claimed(&partition);
-    let end = shared
-        .read(&queue, client.stream_events(), &tx, &reading)
-        .await;
-    if !stop.is_cancelled() {
-        let why = match end {
-            ReadEnd::Lost { why, events } => {
-                health.reading_ended(&partition, events, &why);
-                why
-            }
-            ReadEnd::Cancelled => "the processor is rebuilt".into(),
-        };
-        tracing::info!(%partition, %why, "partition lost");
-        shared.flush(&queue).await;
-        shared.lost(&queue);
+                    drop(self);
+                    while tasks.join_next().await.is_some() {}
+                });
+                let _ = done_tx.send(());
+            })
+            .map_err(|e| SourceError::Failed(format!("cannot start the partition readers: {e}")))?;
+        Ok((clients_tx, done))
     }
-    // Closing removes it from the processor, which may hand it out again later.
-    if let Ok(client) = Arc::try_unwrap(client) {
-        if let Err(err) = client.close().await {
-            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+
+    /// Reads one partition until it is lost, the processor is rebuilt or the source stops.
+    async fn read_partition(self, client: Arc<PartitionClient>) {
+        let partition = client.get_partition_id().to_owned();
+        tracing::info!(%partition, "reading partition");
+        let queue = self.open(&partition);
+        let end = self.read(&queue, client.stream_events()).await;
+        if !self.stop.is_cancelled() {
+            let why = match end {
+                ReadEnd::Lost { why, events } => {
+                    self.health.reading_ended(&partition, events, &why);
+                    why
+                }
+                ReadEnd::Cancelled => "the processor is rebuilt".into(),
+            };
+            tracing::info!(%partition, %why, "partition lost");
+            self.checkpoints.flush(&queue).await;
+            self.lost(&queue);
+        }
+        // Closing removes it from the processor, which may hand it out again later.
+        if let Ok(client) = Arc::try_unwrap(client) {
+            if let Err(err) = client.close().await {
+                tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+            }
         }
     }
 }
@@ -404,32 +243,14 @@ async fn read_partition(
 mod tests {
     use std::time::Instant;
 
+    use azure_messaging_eventhubs::CheckpointStore;
     use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
     use cosmos_sim::CosmosSim;
 
     use super::*;
     use crate::source::Message;
-    use crate::source::eventhubs::test_events::amqp_message;
-
-    #[tokio::test]
-    async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
-        let health = SessionHealth::default();
-        let broken = |health: &SessionHealth| health.broken.is_cancelled();
-        // Takeovers by another replica and readings that delivered do not count.
-        health.reading_ended("1", 0, "amqp:link:stolen: a higher owner level");
-        health.reading_ended("1", 0, "Link detached: amqp:link:stolen");
-        health.reading_ended("2", 0, "Illegal session state");
-        health.reading_ended("2", 5, "Illegal session state");
-        health.reading_ended("2", 0, "Illegal session state");
-        assert!(!broken(&health));
-        health.reading_ended("3", 0, "Session has dropped");
-        health.reading_ended("3", 0, "Illegal session state");
-        assert!(broken(&health));
-        assert_eq!(
-            health.broken().await,
-            "partition 3 lost 2 times in a row before any event: Illegal session state"
-        );
-    }
+    use crate::source::eventhubs::event::test_events::amqp_message;
+    use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
         store
@@ -474,12 +295,20 @@ mod tests {
             .await
             .unwrap();
         let metrics = Arc::new(Metrics::new());
-        let shared = Shared::new(
-            store.clone(),
-            Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
-            metrics.clone(),
-            Duration::from_millis(20),
-        );
+        let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
+        let readers = Readers {
+            checkpoints: Arc::new(PartitionCheckpoints::new(
+                store.clone(),
+                Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
+                metrics.clone(),
+            )),
+            metrics: metrics.clone(),
+            checkpoint_interval: Duration::from_millis(20),
+            tx,
+            reading: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            health: SessionHealth::default(),
+        };
         // Events 10..=13 of partition 4 (11 without a device identity), then 10 and 12
         // again (a receiver attached again from its first position), then the partition
         // stays open until `lose` fires.
@@ -501,10 +330,7 @@ mod tests {
             })
             .filter_map(|()| async { None }),
         );
-        let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
-        let reading = CancellationToken::new();
-        let queue = shared.tracker.open("4");
-        shared.claimed("4");
+        let queue = readers.open("4");
         let pipeline = async {
             let mut messages: Vec<Message> = Vec::new();
             for _ in 0..3 {
@@ -517,7 +343,7 @@ mod tests {
             let a = messages.pop().unwrap();
             // 13 final before 10: nothing to checkpoint yet.
             c.ack.finish();
-            shared.flush(&queue).await;
+            readers.checkpoints.flush(&queue).await;
             assert_eq!(checkpoint_of(&store, "4").await, None);
             // 10 final, 11 dropped and counted, 12 pending: checkpoint 11.
             a.ack.finish();
@@ -527,14 +353,14 @@ mod tests {
             assert_eq!(metrics.counts().dropped(DropReason::Unroutable), 1);
             let _ = lose.send(());
         };
-        let (end, ()) = tokio::join!(shared.read(&queue, stream, &tx, &reading), pipeline);
+        let (end, ()) = tokio::join!(readers.read(&queue, stream), pipeline);
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         // Nothing delivered again reached the pipeline.
         assert!(rx.is_empty());
         assert_eq!(metrics.counts().received, 3);
-        shared.lost(&queue);
-        // Lost: forgotten, with its checkpoint kept.
-        assert!(shared.tracker.queues().is_empty());
+        readers.lost(&queue);
+        // Lost: no longer read, with its checkpoint kept.
+        assert!(readers.checkpoints.stop_reading().is_empty());
         assert_eq!(checkpoint_of(&store, "4").await, Some(13));
         let text = metrics.render();
         for needle in [
@@ -548,13 +374,12 @@ mod tests {
 
         // The partition comes back from 12: 12 and 13 are taken again and counted as read
         // again, 14 is new.
-        let queue = shared.tracker.open("4");
-        shared.claimed("4");
+        let queue = readers.open("4");
         let again =
             futures::stream::iter([(12, "b"), (13, "c"), (14, "d")].map(|(seq, device)| {
                 Ok(amqp_message(seq, Some(device), 1_795_338_903_000).into())
             }));
-        let end = shared.read(&queue, again, &tx, &reading).await;
+        let end = readers.read(&queue, again).await;
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         let counts = metrics.counts();
         assert_eq!((counts.received, counts.read_again), (6, 2));

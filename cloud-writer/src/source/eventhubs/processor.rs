@@ -1,20 +1,21 @@
-//! The Event Hubs source: runs the SDK's `EventProcessor` on IoT Hub's built-in endpoint
-//! (a connection string), with the checkpoint store in Cosmos DB, so that several writer
-//! replicas share the partitions: balanced by the processor every
+//! How the Event Hubs source runs the SDK's `EventProcessor` on IoT Hub's built-in
+//! endpoint (a connection string), with the checkpoint store in Cosmos DB, so that several
+//! writer replicas share the partitions: balanced by the processor every
 //! `EVENTHUBS_LOAD_BALANCING_INTERVAL`, a dead replica's ownerships taken over after
 //! `EVENTHUBS_OWNERSHIP_EXPIRY`, each partition read by this replica's
-//! [`partitions`](super::partitions) readers from its checkpoint on.
+//! [`partitions`] readers from its checkpoint on.
 //!
 //! A session is one consumer connection with its processor, its readers and its lag
-//! monitor ([`lag`](super::lag)). When the processor fails (the checkpoint store refusing,
+//! monitor ([`lag`]). When the processor fails (the checkpoint store refusing,
 //! the hub out of reach), the session ends: its readings are checkpointed as far as they
 //! are final and forgotten, `source_connected` turns 0, a line per load-balancing interval
 //! says why, and a new session starts after a backoff, resuming from the checkpoints under
 //! the same owner id, so the ownerships that did not expire meanwhile are still this
 //! replica's. A receiver that fails alone is opened again by the processor at its next
 //! balancing; a partition whose readings end twice in a row before any event ends the
-//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses the connection string (key, policy or entity) before
-//! any session ran stops the source, with a message naming the setting.
+//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses
+//! the connection string (key, policy or entity) before any session ran stops the source,
+//! with a message naming the setting.
 //!
 //! On stop the readers stop taking events and the processor stops renewing; once the
 //! pipeline has drained, every partition is checkpointed a last time and given up in the
@@ -28,19 +29,18 @@ use azure_messaging_eventhubs::models::StartPositions;
 use azure_messaging_eventhubs::{
     ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy, StartLocation, StartPosition,
 };
-use cosmos::CosmosClient;
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::failure::{Failure, Reporter, SessionEnd, cause_of};
+use super::EventHubsSource;
+use super::checkpoints::PartitionCheckpoints;
+use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::lag::{self, PollError};
-use super::partitions::{SessionHealth, Shared, spawn_readers};
+use super::partitions::{self, Readers};
 use super::store::{CosmosCheckpointStore, Scope};
 use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
 use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
-use crate::source::{RECONNECT_BACKOFF, Source, SourceControl, SourceError};
+use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
 use netkit::backoff::Backoff;
 
 /// Longest wait for a client to close its connection.
@@ -49,58 +49,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A duration as the SDK takes it (saturating: the settings are far below its range).
 fn sdk_duration(duration: Duration) -> azure_core::time::Duration {
     azure_core::time::Duration::try_from(duration).unwrap_or(azure_core::time::Duration::MAX)
-}
-
-/// Where the checkpoint container lives.
-#[derive(Debug, Clone)]
-pub struct CheckpointContainer {
-    /// The Cosmos DB account.
-    pub client: CosmosClient,
-    /// Database.
-    pub database: String,
-    /// Create the container when missing.
-    pub create_if_missing: bool,
-}
-
-/// The Event Hubs source.
-#[derive(Debug)]
-pub struct EventHubsSource {
-    connection: EventHubsConnection,
-    settings: EventHubsSettings,
-    checkpoints: CheckpointContainer,
-    metrics: Arc<Metrics>,
-}
-
-impl EventHubsSource {
-    /// A source reading the hub of `connection` with `settings`, keeping checkpoints in
-    /// `checkpoints`.
-    pub fn new(
-        connection: EventHubsConnection,
-        settings: EventHubsSettings,
-        checkpoints: CheckpointContainer,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        EventHubsSource {
-            connection,
-            settings,
-            checkpoints,
-            metrics,
-        }
-    }
-}
-
-impl Source for EventHubsSource {
-    fn kind(&self) -> &'static str {
-        "eventhubs"
-    }
-
-    fn run(
-        self: Box<Self>,
-        tx: QueueSender,
-        control: SourceControl,
-    ) -> BoxFuture<'static, Result<(), SourceError>> {
-        run(*self, tx, control).boxed()
-    }
 }
 
 /// The SDK's start position of a partition without checkpoint. Exclusive, because the
@@ -143,7 +91,10 @@ struct Context {
     owner: String,
     /// `namespace/event hub`, for logs.
     hub: String,
-    shared: Arc<Shared>,
+    store: CosmosCheckpointStore,
+    scope: Scope,
+    checkpoints: Arc<PartitionCheckpoints>,
+    metrics: Arc<Metrics>,
     tx: QueueSender,
 }
 
@@ -182,7 +133,7 @@ impl Context {
                 per_partition: Default::default(),
                 default: start_position(self.settings.start_position),
             })
-            .build(consumer, Arc::new(self.shared.store.clone()))
+            .build(consumer, Arc::new(self.store.clone()))
             .await
     }
 }
@@ -205,7 +156,7 @@ fn close_client(client: ConsumerClient) {
     });
 }
 
-async fn run(
+pub(super) async fn run(
     source: EventHubsSource,
     tx: QueueSender,
     control: SourceControl,
@@ -236,11 +187,10 @@ async fn run(
         &connection.entity_path,
         &settings.consumer_group,
     );
-    let shared = Arc::new(Shared::new(
-        store,
-        scope,
+    let checkpoints = Arc::new(PartitionCheckpoints::new(
+        store.clone(),
+        scope.clone(),
         metrics.clone(),
-        settings.checkpoint_interval,
     ));
     let interval = settings.balancing.interval;
     let ctx = Context {
@@ -248,7 +198,10 @@ async fn run(
         settings,
         owner,
         hub,
-        shared,
+        store,
+        scope,
+        checkpoints,
+        metrics: metrics.clone(),
         tx,
     };
     let mut backoff = Backoff::new(RECONNECT_BACKOFF);
@@ -287,26 +240,22 @@ async fn run(
     tracing::info!("Event Hubs source: no longer taking events");
     metrics.set_source_connected(false);
     // The last sender of the pipeline's input goes: the pipeline drains.
-    let Context {
-        shared, owner, tx, ..
-    } = ctx;
-    drop(tx);
+    drop(ctx.tx);
     control.drained.cancelled().await;
     // Every taken event's outcome is final (or abandoned): checkpoint what was written,
     // then give the partitions up.
-    for queue in shared.tracker.queues() {
-        shared.flush(&queue).await;
-    }
+    ctx.checkpoints.flush_current().await;
     if ran {
-        give_up(&shared, &owner).await;
+        give_up(&ctx.store, &ctx.scope, &ctx.owner).await;
+        partitions::released(&ctx.checkpoints, &metrics);
     }
     result
 }
 
 /// Gives this replica's partitions up in the checkpoint store, so that the other
 /// replicas take them at their next balancing.
-async fn give_up(shared: &Shared, owner: &str) {
-    match shared.store.relinquish(&shared.scope, owner).await {
+async fn give_up(store: &CosmosCheckpointStore, scope: &Scope, owner: &str) {
+    match store.relinquish(scope, owner).await {
         Ok(partitions) => {
             tracing::info!(
                 ?partitions,
@@ -317,7 +266,6 @@ async fn give_up(shared: &Shared, owner: &str) {
             tracing::warn!(error = %err, "partitions not given up: the other replicas take them once the ownerships expire (EVENTHUBS_OWNERSHIP_EXPIRY)");
         }
     }
-    shared.released();
 }
 
 /// One session: a consumer connection, its processor, the readers of the partitions it
@@ -358,13 +306,16 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     };
     let reading = stop.child_token();
     let health = SessionHealth::default();
-    let (clients, readers_done) = match spawn_readers(
-        ctx.shared.clone(),
-        ctx.tx.clone(),
-        reading.clone(),
-        stop.clone(),
-        health.clone(),
-    ) {
+    let readers = Readers {
+        checkpoints: ctx.checkpoints.clone(),
+        metrics: ctx.metrics.clone(),
+        checkpoint_interval: ctx.settings.checkpoint_interval,
+        tx: ctx.tx.clone(),
+        reading: reading.clone(),
+        stop: stop.clone(),
+        health: health.clone(),
+    };
+    let (clients, readers_done) = match readers.spawn() {
         Ok(readers) => readers,
         Err(err) => {
             close_client(monitor);
@@ -383,7 +334,8 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     let monitor_task = tokio::spawn(monitor_hub(
         monitor,
         partitions,
-        ctx.shared.clone(),
+        ctx.checkpoints.clone(),
+        ctx.metrics.clone(),
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
@@ -446,11 +398,11 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
 async fn monitor_hub(
     hub: ConsumerClient,
     partitions: Vec<String>,
-    shared: Arc<Shared>,
+    checkpoints: Arc<PartitionCheckpoints>,
+    metrics: Arc<Metrics>,
     interval: Duration,
     reading: CancellationToken,
 ) {
-    let metrics = &shared.metrics;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut answered = None;
@@ -460,7 +412,10 @@ async fn monitor_hub(
         }
         let Some(polled) = until(
             &reading,
-            tokio::time::timeout(interval, lag::poll(&hub, &partitions, &shared)),
+            tokio::time::timeout(
+                interval,
+                lag::poll(&hub, &partitions, &checkpoints, &metrics),
+            ),
         )
         .await
         else {
