@@ -16,13 +16,14 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use chrono::{DateTime, Utc};
 use cosmos::{ReadCost, ReadFailure};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::{Access, Role, guarded};
 use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, Polygon};
 use crate::metrics::Metrics;
@@ -118,8 +119,10 @@ impl ApiError {
 /// The answer of a read: a JSON body and what it cost.
 type Answered = Result<(Value, ReadCost), ApiError>;
 
-/// The API's router, reading through `reads`, recording into `metrics`.
-pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Router {
+/// The API's router, reading through `reads`, recording into `metrics`, letting callers in
+/// by `access`. Each route declares the role it needs where it is routed; `/healthz` and
+/// `/metrics` are open, as they carry no positions (counts, RU and latencies only).
+pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: &Access) -> Router {
     let page = MAP_PAGE.replace(
         "__REFRESH_MS__",
         &options.map_refresh.as_millis().to_string(),
@@ -130,15 +133,19 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Route
         options,
         page,
     });
+    let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
     Router::new()
-        .route("/", get(map_page))
+        .route("/", read(get(map_page)))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
-        .route("/api/drones", get(all))
-        .route("/api/drones/near", get(near))
-        .route("/api/drones/within", get(within_bbox).post(within_polygon))
-        .route("/api/drones/:id", get(one))
-        .route("/api/drones/:id/track", get(track))
+        .route("/api/drones", read(get(all)))
+        .route("/api/drones/near", read(get(near)))
+        .route(
+            "/api/drones/within",
+            read(get(within_bbox).post(within_polygon)),
+        )
+        .route("/api/drones/:id", read(get(one)))
+        .route("/api/drones/:id/track", read(get(track)))
         .fallback(|| async {
             error_response(ApiError::NotFound(
                 "no such route; see GET /api/drones/near, /api/drones/within, /api/drones/{id}, /api/drones/{id}/track".into(),

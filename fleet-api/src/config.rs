@@ -7,6 +7,7 @@
 //! lower case. The account key (`COSMOS_KEY`) comes from the environment or the file only.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use clap::Args;
 use serde::Deserialize;
 use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
+
+use crate::access::{AccessConfig, ApiKeys};
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
@@ -75,6 +78,13 @@ settings::with_cosmos_account! {
         /// Log format: text or json [default: text]
         #[arg(long, env = "LOG_FORMAT")]
         pub log_format: Option<LogFormat>,
+        /// File of API keys: lines of 'name role sha256hex' (fleet-api hash-key prints one)
+        #[arg(long, env = "API_KEYS_FILE")]
+        pub api_keys_file: Option<PathBuf>,
+        /// Let requests without a credential read positions, tracks and the map
+        /// [default: false]
+        #[arg(long, env = "API_ALLOW_ANONYMOUS")]
+        pub api_allow_anonymous: Option<bool>,
     }
 }
 
@@ -91,6 +101,8 @@ settings::layered!(Settings {
     near_max_radius_m,
     map_refresh,
     log_format,
+    api_keys_file,
+    api_allow_anonymous,
 });
 
 /// The Cosmos DB side.
@@ -147,6 +159,8 @@ pub struct ApiConfig {
     pub options: ApiOptions,
     /// Log format.
     pub log_format: LogFormat,
+    /// Who may see the fleet.
+    pub access: AccessConfig,
 }
 
 impl Settings {
@@ -183,6 +197,7 @@ impl Settings {
                 message: "must be a number of metres above 0 and at most 20000000".into(),
             });
         }
+        let access = access(self.api_keys_file.as_deref(), self.api_allow_anonymous)?;
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -211,8 +226,32 @@ impl Settings {
                 map_refresh,
             },
             log_format: self.log_format.unwrap_or_default(),
+            access,
         })
     }
+}
+
+/// The access rules: the key file read and checked, and at least one way in.
+fn access(
+    keys_file: Option<&std::path::Path>,
+    anonymous: Option<bool>,
+) -> Result<AccessConfig, ConfigError> {
+    let keys = match keys_file {
+        Some(path) => ApiKeys::load(path).map_err(|e| ConfigError::Invalid {
+            name: "API_KEYS_FILE",
+            message: e.to_string(),
+        })?,
+        None => ApiKeys::default(),
+    };
+    let anonymous = anonymous.unwrap_or(false);
+    if keys.is_empty() && !anonymous {
+        return Err(ConfigError::Missing {
+            name: "API_KEYS_FILE or API_ALLOW_ANONYMOUS",
+            hint: "nobody could read the fleet; set API_KEYS_FILE (keys for scripts), \
+                   or API_ALLOW_ANONYMOUS=true to let anyone read",
+        });
+    }
+    Ok(AccessConfig { keys, anonymous })
 }
 
 #[cfg(test)]
@@ -224,6 +263,7 @@ mod tests {
         Settings {
             cosmos_endpoint: Some(Url::parse("http://127.0.0.1:8081").unwrap()),
             cosmos_key: Some(Secret::new("a2V5")),
+            api_allow_anonymous: Some(true),
             ..Settings::default()
         }
     }
@@ -292,6 +332,40 @@ mod tests {
         let config = remote(Some(true)).resolve().unwrap();
         assert!(config.cosmos.accept_invalid_certs);
         assert!(config.cosmos.insecure.is_some());
+    }
+
+    #[test]
+    fn a_configuration_that_lets_nobody_in_is_refused() {
+        let closed = |anonymous| Settings {
+            api_allow_anonymous: anonymous,
+            ..base()
+        };
+        for anonymous in [None, Some(false)] {
+            let err = closed(anonymous).resolve().unwrap_err().to_string();
+            assert!(
+                err.contains("API_KEYS_FILE") && err.contains("API_ALLOW_ANONYMOUS=true"),
+                "{err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys");
+        std::fs::write(&file, format!("ci Fleet.Read {}\n", "ab".repeat(32))).unwrap();
+        let config = Settings {
+            api_keys_file: Some(file.clone()),
+            ..closed(None)
+        }
+        .resolve()
+        .unwrap();
+        assert!(!config.access.anonymous && !config.access.keys.is_empty());
+        std::fs::write(&file, "ci Fleet.Read nothex\n").unwrap();
+        let err = Settings {
+            api_keys_file: Some(file),
+            ..closed(None)
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
     }
 
     #[test]
