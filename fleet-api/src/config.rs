@@ -16,7 +16,7 @@ use serde::Deserialize;
 use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
-use crate::access::{AccessConfig, ApiKeys};
+use crate::access::{AccessConfig, ApiKeys, OidcSettings};
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
@@ -85,6 +85,13 @@ settings::with_cosmos_account! {
         /// [default: false]
         #[arg(long, env = "API_ALLOW_ANONYMOUS")]
         pub api_allow_anonymous: Option<bool>,
+        /// OIDC issuer whose bearer tokens are accepted, as tokens name it in `iss`
+        /// (Entra ID: https://login.microsoftonline.com/TENANT/v2.0)
+        #[arg(long, env = "API_OIDC_ISSUER")]
+        pub api_oidc_issuer: Option<String>,
+        /// Audience bearer tokens must name in `aud` (the API's application id or id URI)
+        #[arg(long, env = "API_OIDC_AUDIENCE")]
+        pub api_oidc_audience: Option<String>,
     }
 }
 
@@ -103,6 +110,8 @@ settings::layered!(Settings {
     log_format,
     api_keys_file,
     api_allow_anonymous,
+    api_oidc_issuer,
+    api_oidc_audience,
 });
 
 /// The Cosmos DB side.
@@ -197,7 +206,12 @@ impl Settings {
                 message: "must be a number of metres above 0 and at most 20000000".into(),
             });
         }
-        let access = access(self.api_keys_file.as_deref(), self.api_allow_anonymous)?;
+        let oidc = oidc(self.api_oidc_issuer, self.api_oidc_audience)?;
+        let access = access(
+            self.api_keys_file.as_deref(),
+            oidc,
+            self.api_allow_anonymous,
+        )?;
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -231,9 +245,51 @@ impl Settings {
     }
 }
 
+/// The issuer and audience of bearer tokens: both or neither, the issuer over https unless
+/// it is on this host.
+fn oidc(
+    issuer: Option<String>,
+    audience: Option<String>,
+) -> Result<Option<OidcSettings>, ConfigError> {
+    let (issuer, audience) = match (issuer, audience) {
+        (None, None) => return Ok(None),
+        (Some(issuer), Some(audience)) => (issuer, audience),
+        (Some(_), None) => {
+            return Err(ConfigError::Missing {
+                name: "API_OIDC_AUDIENCE",
+                hint: "the audience tokens must name (the API's application id or id URI)",
+            });
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Missing {
+                name: "API_OIDC_ISSUER",
+                hint: "the issuer of the tokens API_OIDC_AUDIENCE is for",
+            });
+        }
+    };
+    let url = Url::parse(&issuer).map_err(|e| ConfigError::Invalid {
+        name: "API_OIDC_ISSUER",
+        message: format!("'{issuer}' is not a URL ({e})"),
+    })?;
+    if url.scheme() != "https" && !(url.scheme() == "http" && settings::is_loopback(&url)) {
+        return Err(ConfigError::Invalid {
+            name: "API_OIDC_ISSUER",
+            message: format!("'{issuer}' must be https:// (http:// only on this host)"),
+        });
+    }
+    if audience.trim().is_empty() {
+        return Err(ConfigError::Invalid {
+            name: "API_OIDC_AUDIENCE",
+            message: "is empty".into(),
+        });
+    }
+    Ok(Some(OidcSettings { issuer, audience }))
+}
+
 /// The access rules: the key file read and checked, and at least one way in.
 fn access(
     keys_file: Option<&std::path::Path>,
+    oidc: Option<OidcSettings>,
     anonymous: Option<bool>,
 ) -> Result<AccessConfig, ConfigError> {
     let keys = match keys_file {
@@ -244,14 +300,19 @@ fn access(
         None => ApiKeys::default(),
     };
     let anonymous = anonymous.unwrap_or(false);
-    if keys.is_empty() && !anonymous {
+    if keys.is_empty() && oidc.is_none() && !anonymous {
         return Err(ConfigError::Missing {
-            name: "API_KEYS_FILE or API_ALLOW_ANONYMOUS",
-            hint: "nobody could read the fleet; set API_KEYS_FILE (keys for scripts), \
-                   or API_ALLOW_ANONYMOUS=true to let anyone read",
+            name: "API_OIDC_ISSUER, API_KEYS_FILE or API_ALLOW_ANONYMOUS",
+            hint: "nobody could read the fleet; set API_OIDC_ISSUER and API_OIDC_AUDIENCE \
+                   (bearer tokens), API_KEYS_FILE (keys for scripts), or \
+                   API_ALLOW_ANONYMOUS=true to let anyone read",
         });
     }
-    Ok(AccessConfig { keys, anonymous })
+    Ok(AccessConfig {
+        keys,
+        oidc,
+        anonymous,
+    })
 }
 
 #[cfg(test)]
@@ -366,6 +427,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    }
+
+    #[test]
+    fn tokens_need_an_issuer_over_https_and_an_audience() {
+        let oidc = |issuer: &str, audience: Option<&str>| Settings {
+            api_oidc_issuer: Some(issuer.into()),
+            api_oidc_audience: audience.map(str::to_string),
+            ..base()
+        };
+        let entra = "https://login.microsoftonline.com/t/v2.0";
+        let config = oidc(entra, Some("api://fleet")).resolve().unwrap();
+        let settings = config.access.oidc.unwrap();
+        assert_eq!(settings.issuer, entra);
+        let err = oidc(entra, None).resolve().unwrap_err().to_string();
+        assert!(err.contains("API_OIDC_AUDIENCE"), "{err}");
+        let err = oidc("http://idp.example/t", Some("a"))
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("API_OIDC_ISSUER") && err.contains("https"),
+            "{err}"
+        );
+        assert!(oidc("http://127.0.0.1:9000/t", Some("a")).resolve().is_ok());
     }
 
     #[test]

@@ -105,7 +105,10 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
             stop.cancel();
         }
     });
-    let router = fleet_api::router(container, config.options, Access::new(config.access));
+    let access = Access::start(config.access)
+        .await
+        .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;
+    let router = fleet_api::router(container, config.options, access);
     fleet_api::api::serve(listener, router, stop).await?;
     Ok(())
 }

@@ -118,10 +118,13 @@ async fn keys_are_checked_and_health_and_metrics_stay_open() {
         seed_latest(&c, &scatter(5, 7)).await;
         let keys =
             ApiKeys::parse(&format!("reader Fleet.Read {}\n", sha256sum(READER_KEY))).unwrap();
-        let access = Access::new(AccessConfig {
+        let access = Access::start(AccessConfig {
             keys,
+            oidc: None,
             anonymous: false,
-        });
+        })
+        .await
+        .unwrap();
         let (base, _stop) = serve_with(c, ApiOptions::default(), access).await;
         let drones = format!("{base}/api/drones");
 

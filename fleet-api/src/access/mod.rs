@@ -1,6 +1,6 @@
-//! Who may see the fleet: the credential a request carries (an API key in `X-API-Key`), the
-//! role it grants, and the guard with which each route declares the role it needs
-//! ([`guarded`]).
+//! Who may see the fleet: the credential a request carries (an API key in `X-API-Key`, or an
+//! OIDC bearer token in `Authorization`), the roles it grants, and the guard with which each
+//! route declares the role it needs ([`guarded`]).
 //!
 //! `Fleet.Read` reads positions, tracks and the map; `Fleet.Admin` may also change things
 //! (a route that writes declares `Role::Admin`). A request without a credential is
@@ -9,19 +9,21 @@
 //! JSON body; a bad credential is refused even where anonymous access is allowed.
 
 mod keys;
+mod oidc;
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use serde_json::json;
 
 pub use keys::{ApiKeys, KeyError, KeyHolder, MIN_KEY_CHARS, key_line};
+pub use oidc::{CLOCK_SKEW, Oidc, OidcError, OidcSettings, REFRESH_EVERY, Verified};
 
 /// The header that carries an API key.
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -66,6 +68,8 @@ impl FromStr for Role {
 pub enum Identity {
     /// An API key, by its name in the key file.
     Key(String),
+    /// A bearer token, by its subject (`sub`).
+    Token(String),
     /// No credential, where anonymous access is allowed.
     Anonymous,
 }
@@ -74,6 +78,7 @@ impl fmt::Display for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Identity::Key(name) => write!(f, "key:{name}"),
+            Identity::Token(subject) => write!(f, "token:{subject}"),
             Identity::Anonymous => f.write_str("anonymous"),
         }
     }
@@ -110,11 +115,19 @@ impl IntoResponse for Refusal {
             Refusal::Unauthenticated(m) => (StatusCode::UNAUTHORIZED, "unauthorized", m),
             Refusal::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m),
         };
-        (
+        let mut response = (
             status,
             axum::Json(json!({"error": code, "message": message})),
         )
-            .into_response()
+            .into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: the scheme the caller may retry with.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 
@@ -123,6 +136,8 @@ impl IntoResponse for Refusal {
 pub struct AccessConfig {
     /// The accepted API keys (none: keys are refused).
     pub keys: ApiKeys,
+    /// The issuer whose bearer tokens are accepted (none: tokens are refused).
+    pub oidc: Option<OidcSettings>,
     /// Whether a request without a credential may read.
     pub anonymous: bool,
 }
@@ -130,48 +145,84 @@ pub struct AccessConfig {
 /// The running access rules, shared by every route's guard.
 #[derive(Debug, Clone)]
 pub struct Access {
-    config: Arc<AccessConfig>,
+    keys: Arc<ApiKeys>,
+    oidc: Option<Arc<Oidc>>,
+    anonymous: bool,
 }
 
 impl Access {
     /// Lets every caller read without a credential, and takes none (the demo's rule).
     pub fn anonymous() -> Access {
-        Access::new(AccessConfig {
-            anonymous: true,
-            ..AccessConfig::default()
-        })
-    }
-
-    /// The rules of `config`.
-    pub fn new(config: AccessConfig) -> Access {
         Access {
-            config: Arc::new(config),
+            keys: Arc::default(),
+            oidc: None,
+            anonymous: true,
         }
     }
 
-    /// Who sent `headers`, and with what roles.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    /// The rules of `config`; with an issuer, after reading its discovery document and
+    /// signing keys.
+    pub async fn start(config: AccessConfig) -> Result<Access, OidcError> {
+        let oidc = match config.oidc {
+            Some(settings) => Some(Arc::new(Oidc::discover(settings).await?)),
+            None => None,
+        };
+        Ok(Access {
+            keys: Arc::new(config.keys),
+            oidc,
+            anonymous: config.anonymous,
+        })
+    }
+
+    /// Who sent `headers`, and with what roles. One credential a request: an API key or a
+    /// bearer token.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Refusal> {
         let unauthenticated = |m: &str| Refusal::Unauthenticated(m.to_string());
-        match headers.get(API_KEY_HEADER) {
-            Some(_) if self.config.keys.is_empty() => {
+        match (
+            headers.get(API_KEY_HEADER),
+            headers.get(header::AUTHORIZATION),
+        ) {
+            (Some(_), Some(_)) => Err(unauthenticated(
+                "two credentials: send either X-API-Key or Authorization",
+            )),
+            (Some(_), None) if self.keys.is_empty() => {
                 Err(unauthenticated("this API takes no API keys"))
             }
-            Some(value) => {
+            (Some(value), None) => {
                 let holder = value
                     .to_str()
                     .ok()
-                    .and_then(|key| self.config.keys.find(key))
+                    .and_then(|key| self.keys.find(key))
                     .ok_or_else(|| unauthenticated("the API key is not one of the keys"))?;
                 Ok(Caller {
                     identity: Identity::Key(holder.name.clone()),
                     roles: vec![holder.role],
                 })
             }
-            None if self.config.anonymous => Ok(Caller {
+            (None, Some(value)) => {
+                let Some(oidc) = &self.oidc else {
+                    return Err(unauthenticated("this API takes no bearer tokens"));
+                };
+                let token = value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.split_once(' '))
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, token)| token.trim())
+                    .ok_or_else(|| unauthenticated("Authorization is not 'Bearer TOKEN'"))?;
+                let verified = oidc.verify(token).await.map_err(Refusal::Unauthenticated)?;
+                Ok(Caller {
+                    identity: Identity::Token(verified.subject),
+                    roles: verified.roles,
+                })
+            }
+            (None, None) if self.anonymous => Ok(Caller {
                 identity: Identity::Anonymous,
                 roles: vec![Role::Read],
             }),
-            None => Err(unauthenticated("no credential: send the X-API-Key header")),
+            (None, None) => Err(unauthenticated(
+                "no credential: send X-API-Key or Authorization: Bearer",
+            )),
         }
     }
 }
@@ -193,7 +244,7 @@ async fn check(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match access.authenticate(request.headers()) {
+    let caller = match access.authenticate(request.headers()).await {
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
@@ -217,12 +268,15 @@ mod tests {
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
     const ABD: &str = "a52d159f262b2c6ddb724a61840befc36eb30c88877a4030b65cbe86298449c9";
 
-    fn access(anonymous: bool) -> Access {
-        Access::new(AccessConfig {
+    async fn access(anonymous: bool) -> Access {
+        Access::start(AccessConfig {
             keys: ApiKeys::parse(&format!("reader Fleet.Read {ABC}\nops Fleet.Admin {ABD}"))
                 .unwrap(),
+            oidc: None,
             anonymous,
         })
+        .await
+        .unwrap()
     }
 
     /// A router with a read route and a writing route, as the API declares them.
@@ -239,9 +293,18 @@ mod tests {
     }
 
     async fn status(app: &Router, method: &str, uri: &str, key: Option<&str>) -> u16 {
+        with_headers(app, method, uri, key.map(|k| (API_KEY_HEADER, k))).await
+    }
+
+    async fn with_headers(
+        app: &Router,
+        method: &str,
+        uri: &str,
+        headers: impl IntoIterator<Item = (&str, &str)>,
+    ) -> u16 {
         let mut request = Request::builder().method(method).uri(uri);
-        if let Some(key) = key {
-            request = request.header(API_KEY_HEADER, key);
+        for (name, value) in headers {
+            request = request.header(name, value);
         }
         let response = app
             .clone()
@@ -253,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_route_needs_its_role() {
-        let app = app(&access(false));
+        let app = app(&access(false).await);
         assert_eq!(status(&app, "GET", "/read", None).await, 401);
         assert_eq!(status(&app, "GET", "/read", Some("abx")).await, 401);
         assert_eq!(status(&app, "GET", "/read", Some("abc")).await, 200);
@@ -264,10 +327,19 @@ mod tests {
 
     #[tokio::test]
     async fn anonymous_callers_read_only_where_allowed_and_bad_keys_stay_refused() {
-        let app = app(&access(true));
+        let app = app(&access(true).await);
         assert_eq!(status(&app, "GET", "/read", None).await, 200);
         assert_eq!(status(&app, "POST", "/write", None).await, 403);
         assert_eq!(status(&app, "GET", "/read", Some("abx")).await, 401);
+    }
+
+    #[tokio::test]
+    async fn bearer_tokens_without_an_issuer_and_two_credentials_are_refused() {
+        let app = app(&access(true).await);
+        let bearer = ("authorization", "Bearer e30.e30.e30");
+        assert_eq!(with_headers(&app, "GET", "/read", [bearer]).await, 401);
+        let both = [(API_KEY_HEADER, "abc"), bearer];
+        assert_eq!(with_headers(&app, "GET", "/read", both).await, 401);
     }
 
     #[test]
