@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use clap::Args;
 use serde::Deserialize;
 use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
@@ -92,6 +93,10 @@ settings::with_cosmos_account! {
         /// Audience bearer tokens must name in `aud` (the API's application id or id URI)
         #[arg(long, env = "API_OIDC_AUDIENCE")]
         pub api_oidc_audience: Option<String>,
+        /// Other origins whose pages may call the API, comma-separated
+        /// (https://ops.example.com,http://localhost:3000) [default: none]
+        #[arg(long, env = "API_CORS_ORIGINS")]
+        pub api_cors_origins: Option<String>,
     }
 }
 
@@ -112,6 +117,7 @@ settings::layered!(Settings {
     api_allow_anonymous,
     api_oidc_issuer,
     api_oidc_audience,
+    api_cors_origins,
 });
 
 /// The Cosmos DB side.
@@ -143,16 +149,20 @@ pub struct ApiOptions {
     pub max_radius_m: f64,
     /// How often the map refreshes.
     pub map_refresh: Duration,
+    /// Other origins whose pages may call the API (CORS); none: only the API's own.
+    pub cors_origins: Vec<HeaderValue>,
 }
 
 impl Default for ApiOptions {
-    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s.
+    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s, no other
+    /// origin.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
             page_size: 1000,
             max_radius_m: 50_000.0,
             map_refresh: Duration::from_secs(2),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -238,11 +248,37 @@ impl Settings {
                 page_size,
                 max_radius_m,
                 map_refresh,
+                cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,
         })
     }
+}
+
+/// The origins of `API_CORS_ORIGINS`, each `scheme://host[:port]` as a browser sends it in
+/// `Origin`.
+fn cors_origins(list: Option<&str>) -> Result<Vec<HeaderValue>, ConfigError> {
+    let items = list.unwrap_or_default().split(',').map(str::trim);
+    items
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let origin = Url::parse(item)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .map(|u| u.origin().ascii_serialization())
+                .filter(|origin| origin == item.trim_end_matches('/'));
+            origin
+                .and_then(|o| HeaderValue::from_str(&o).ok())
+                .ok_or_else(|| ConfigError::Invalid {
+                    name: "API_CORS_ORIGINS",
+                    message: format!(
+                        "'{item}' is not an origin: scheme://host[:port] with http or https, \
+                         no path (a wildcard is not accepted)"
+                    ),
+                })
+        })
+        .collect()
 }
 
 /// The issuer and audience of bearer tokens: both or neither, the issuer over https unless
@@ -427,6 +463,32 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    }
+
+    #[test]
+    fn cors_origins_are_origins() {
+        let origins = |list: &str| {
+            Settings {
+                api_cors_origins: Some(list.into()),
+                ..base()
+            }
+            .resolve()
+            .map(|c| c.options.cors_origins)
+        };
+        assert_eq!(
+            origins("https://ops.example.com, http://localhost:3000/").unwrap(),
+            ["https://ops.example.com", "http://localhost:3000"]
+        );
+        assert!(origins("").unwrap().is_empty());
+        for bad in [
+            "*",
+            "https://ops.example.com/map",
+            "ftp://x.example",
+            "ops.example",
+        ] {
+            let err = origins(bad).unwrap_err().to_string();
+            assert!(err.contains("API_CORS_ORIGINS"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! - [`access`]: who may see the fleet: credentials, roles, and each route's guard;
 //! - [`geo`]: the areas a request names, checked;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
-//! - [`api`]: the routes, the cost headers, the embedded map page;
+//! - [`api`]: the routes, the cost headers;
+//! - [`map`]: the embedded map page, its script and styles, and its content security policy;
+//! - [`browser`]: CORS and the security headers of every answer;
 //! - [`metrics`]: Prometheus metrics per route.
 //!
 //! Running the API in-process (the demo does):
@@ -22,8 +24,10 @@
 
 pub mod access;
 pub mod api;
+pub mod browser;
 pub mod config;
 pub mod geo;
+pub mod map;
 pub mod metrics;
 pub mod reads;
 
