@@ -125,6 +125,7 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: 
     let map = map::routes(options.map_refresh, |route| {
         guarded(access, Role::Read, route)
     });
+    let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
         reads,
         metrics,
@@ -157,6 +158,7 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: 
     };
     router
         .layer(axum::middleware::from_fn(browser::security_headers))
+        .layer(audit)
         .with_state(shared)
 }
 

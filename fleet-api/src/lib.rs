@@ -9,6 +9,7 @@
 //! - [`api`]: the routes, the cost headers;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
 //! - [`browser`]: CORS and the security headers of every answer;
+//! - [`audit`]: one log line per request with who asked, and the count per route and role;
 //! - [`metrics`]: Prometheus metrics per route.
 //!
 //! Running the API in-process (the demo does):
@@ -24,6 +25,7 @@
 
 pub mod access;
 pub mod api;
+pub mod audit;
 pub mod browser;
 pub mod config;
 pub mod geo;

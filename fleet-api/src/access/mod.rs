@@ -98,6 +98,14 @@ impl Caller {
     pub fn may(&self, role: Role) -> bool {
         self.roles.contains(&role) || self.roles.contains(&Role::Admin)
     }
+
+    /// The name of the most the caller may do: `Fleet.Admin`, `Fleet.Read`, or `none`.
+    pub fn role_name(&self) -> &'static str {
+        [Role::Admin, Role::Read]
+            .into_iter()
+            .find(|r| self.may(*r))
+            .map_or("none", Role::name)
+    }
 }
 
 /// Why a request is refused.
@@ -228,7 +236,8 @@ impl Access {
 }
 
 /// `route`, answered only to callers that hold `role`: the one place a route declares its
-/// role. The caller let in is put in the request's extensions.
+/// role. The caller let in is put in the request's extensions, and the caller known (let in
+/// or refused for its role) in the answer's, for the audit.
 pub fn guarded<S>(access: &Access, role: Role, route: MethodRouter<S>) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -248,12 +257,14 @@ async fn check(
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
-    if !caller.may(role) {
-        return Refusal::Forbidden(format!("{} does not hold {role}", caller.identity))
-            .into_response();
-    }
-    request.extensions_mut().insert(caller);
-    next.run(request).await
+    let mut response = if caller.may(role) {
+        request.extensions_mut().insert(caller.clone());
+        next.run(request).await
+    } else {
+        Refusal::Forbidden(format!("{} does not hold {role}", caller.identity)).into_response()
+    };
+    response.extensions_mut().insert(caller);
+    response
 }
 
 #[cfg(test)]
@@ -321,6 +332,18 @@ mod tests {
         assert_eq!(status(&app, "GET", "/read", Some("abx")).await, 401);
         assert_eq!(status(&app, "GET", "/read", Some("abc")).await, 200);
         assert_eq!(status(&app, "POST", "/write", Some("abc")).await, 403);
+        let request = Request::post("/write").header(API_KEY_HEADER, "abc");
+        let refused = app
+            .clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let known = refused.extensions().get::<Caller>().map(|c| &c.identity);
+        assert_eq!(
+            known,
+            Some(&Identity::Key("reader".into())),
+            "for the audit"
+        );
         assert_eq!(status(&app, "POST", "/write", Some("abd")).await, 200);
         assert_eq!(status(&app, "GET", "/read", Some("abd")).await, 200);
     }
@@ -340,6 +363,20 @@ mod tests {
         assert_eq!(with_headers(&app, "GET", "/read", [bearer]).await, 401);
         let both = [(API_KEY_HEADER, "abc"), bearer];
         assert_eq!(with_headers(&app, "GET", "/read", both).await, 401);
+    }
+
+    #[test]
+    fn the_role_named_is_the_most_a_caller_may_do() {
+        let caller = |roles: Vec<Role>| Caller {
+            identity: Identity::Anonymous,
+            roles,
+        };
+        assert_eq!(
+            caller(vec![Role::Read, Role::Admin]).role_name(),
+            "Fleet.Admin"
+        );
+        assert_eq!(caller(vec![Role::Read]).role_name(), "Fleet.Read");
+        assert_eq!(caller(vec![]).role_name(), "none");
     }
 
     #[test]
