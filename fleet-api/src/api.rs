@@ -121,17 +121,15 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 /// by `access`. Each route declares the role it needs where it is routed; `/healthz` and
 /// `/metrics` are open, as they carry no positions (counts, RU and latencies only).
 pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: &Access) -> Router {
+    let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
     let cors = browser::cors(&options.cors_origins);
-    let map = map::routes(options.map_refresh, |route| {
-        guarded(access, Role::Read, route)
-    });
+    let map = map::routes(options.map_refresh, read);
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
         reads,
         metrics,
         options,
     });
-    let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
     let router = Router::new()
         .merge(map)
         .route("/healthz", get(|| async { "ok\n" }))
@@ -156,6 +154,7 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: 
         Some(cors) => router.layer(cors),
         None => router,
     };
+    // The audit outermost: it sees every answer, refusals and CORS preflights included.
     router
         .layer(axum::middleware::from_fn(browser::security_headers))
         .layer(audit)
