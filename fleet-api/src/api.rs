@@ -1,5 +1,5 @@
 //! The HTTP API: routes, request checks, GeoJSON answers, the cost headers and metrics of
-//! every answer, and the embedded map page.
+//! every answer; the map's routes and the browser's rules are layered in here.
 //!
 //! Every answer of a read carries `x-query-request-charge` (RU) and `x-query-calls` (Cosmos
 //! HTTP calls, retries included), with `x-query-throttled` (calls answered 429) and
@@ -16,15 +16,18 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{MethodRouter, get};
 use chrono::{DateTime, Utc};
 use cosmos::{ReadCost, ReadFailure};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::{Access, Role, guarded};
+use crate::browser;
 use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, Polygon};
+use crate::map;
 use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads, TrackPoint};
 use geojson::feature::Id;
@@ -39,16 +42,12 @@ const MAX_DEVICE_ID_CHARS: usize = 128;
 /// The track's default span.
 const DEFAULT_TRACK_SPAN: Duration = Duration::from_secs(3600);
 
-/// The map page, with `__REFRESH_MS__` standing for the refresh interval.
-const MAP_PAGE: &str = include_str!("map.html");
-
 /// What every request handler shares.
 #[derive(Debug)]
 struct ApiState {
     reads: Reads,
     metrics: Arc<Metrics>,
     options: ApiOptions,
-    page: String,
 }
 
 /// Why a request got no answer.
@@ -118,27 +117,31 @@ impl ApiError {
 /// The answer of a read: a JSON body and what it cost.
 type Answered = Result<(Value, ReadCost), ApiError>;
 
-/// The API's router, reading through `reads`, recording into `metrics`.
-pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Router {
-    let page = MAP_PAGE.replace(
-        "__REFRESH_MS__",
-        &options.map_refresh.as_millis().to_string(),
-    );
+/// The API's router, reading through `reads`, recording into `metrics`, letting callers in
+/// by `access`. Each route declares the role it needs where it is routed; `/healthz` and
+/// `/metrics` are open, as they carry no positions (counts, RU and latencies only).
+pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: &Access) -> Router {
+    let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
+    let cors = browser::cors(&options.cors_origins);
+    let map = map::routes(options.map_refresh, read);
+    let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
         reads,
         metrics,
         options,
-        page,
     });
-    Router::new()
-        .route("/", get(map_page))
+    let router = Router::new()
+        .merge(map)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
-        .route("/api/drones", get(all))
-        .route("/api/drones/near", get(near))
-        .route("/api/drones/within", get(within_bbox).post(within_polygon))
-        .route("/api/drones/:id", get(one))
-        .route("/api/drones/:id/track", get(track))
+        .route("/api/drones", read(get(all)))
+        .route("/api/drones/near", read(get(near)))
+        .route(
+            "/api/drones/within",
+            read(get(within_bbox).post(within_polygon)),
+        )
+        .route("/api/drones/:id", read(get(one)))
+        .route("/api/drones/:id/track", read(get(track)))
         .fallback(|| async {
             error_response(ApiError::NotFound(
                 "no such route; see GET /api/drones/near, /api/drones/within, /api/drones/{id}, /api/drones/{id}/track".into(),
@@ -146,7 +149,15 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>) -> Route
             ))
         })
         // Bodies are read with their own bound (answered as JSON); this layer's is lifted.
-        .layer(DefaultBodyLimit::disable())
+        .layer(DefaultBodyLimit::disable());
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    // The audit outermost: it sees every answer, refusals and CORS preflights included.
+    router
+        .layer(axum::middleware::from_fn(browser::security_headers))
+        .layer(audit)
         .with_state(shared)
 }
 
@@ -159,14 +170,6 @@ pub async fn serve(
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
-}
-
-async fn map_page(State(s): State<Arc<ApiState>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        s.page.clone(),
-    )
-        .into_response()
 }
 
 async fn metrics_text(State(s): State<Arc<ApiState>>) -> Response {

@@ -7,13 +7,17 @@
 //! lower case. The account key (`COSMOS_KEY`) comes from the environment or the file only.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use clap::Args;
 use serde::Deserialize;
 use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
+
+use crate::access::{AccessConfig, ApiKeys, OidcSettings};
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
@@ -75,6 +79,24 @@ settings::with_cosmos_account! {
         /// Log format: text or json [default: text]
         #[arg(long, env = "LOG_FORMAT")]
         pub log_format: Option<LogFormat>,
+        /// File of API keys: lines of 'name role sha256hex' (fleet-api hash-key prints one)
+        #[arg(long, env = "API_KEYS_FILE")]
+        pub api_keys_file: Option<PathBuf>,
+        /// Let requests without a credential read positions, tracks and the map
+        /// [default: false]
+        #[arg(long, env = "API_ALLOW_ANONYMOUS")]
+        pub api_allow_anonymous: Option<bool>,
+        /// OIDC issuer whose bearer tokens are accepted, as tokens name it in `iss`
+        /// (Entra ID: https://login.microsoftonline.com/TENANT/v2.0)
+        #[arg(long, env = "API_OIDC_ISSUER")]
+        pub api_oidc_issuer: Option<String>,
+        /// Audience bearer tokens must name in `aud` (the API's application id or id URI)
+        #[arg(long, env = "API_OIDC_AUDIENCE")]
+        pub api_oidc_audience: Option<String>,
+        /// Other origins whose pages may call the API, comma-separated
+        /// (https://ops.example.com,http://localhost:3000) [default: none]
+        #[arg(long, env = "API_CORS_ORIGINS")]
+        pub api_cors_origins: Option<String>,
     }
 }
 
@@ -91,6 +113,11 @@ settings::layered!(Settings {
     near_max_radius_m,
     map_refresh,
     log_format,
+    api_keys_file,
+    api_allow_anonymous,
+    api_oidc_issuer,
+    api_oidc_audience,
+    api_cors_origins,
 });
 
 /// The Cosmos DB side.
@@ -122,16 +149,20 @@ pub struct ApiOptions {
     pub max_radius_m: f64,
     /// How often the map refreshes.
     pub map_refresh: Duration,
+    /// Other origins whose pages may call the API (CORS); none: only the API's own.
+    pub cors_origins: Vec<HeaderValue>,
 }
 
 impl Default for ApiOptions {
-    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s.
+    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s, no other
+    /// origin.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
             page_size: 1000,
             max_radius_m: 50_000.0,
             map_refresh: Duration::from_secs(2),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -147,6 +178,8 @@ pub struct ApiConfig {
     pub options: ApiOptions,
     /// Log format.
     pub log_format: LogFormat,
+    /// Who may see the fleet.
+    pub access: AccessConfig,
 }
 
 impl Settings {
@@ -183,6 +216,12 @@ impl Settings {
                 message: "must be a number of metres above 0 and at most 20000000".into(),
             });
         }
+        let oidc = oidc(self.api_oidc_issuer, self.api_oidc_audience)?;
+        let access = access(
+            self.api_keys_file.as_deref(),
+            oidc,
+            self.api_allow_anonymous,
+        )?;
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -209,10 +248,107 @@ impl Settings {
                 page_size,
                 max_radius_m,
                 map_refresh,
+                cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
             },
             log_format: self.log_format.unwrap_or_default(),
+            access,
         })
     }
+}
+
+/// The origins of `API_CORS_ORIGINS`, each `scheme://host[:port]` as a browser sends it in
+/// `Origin`.
+fn cors_origins(list: Option<&str>) -> Result<Vec<HeaderValue>, ConfigError> {
+    let items = list.unwrap_or_default().split(',').map(str::trim);
+    items
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let origin = Url::parse(item)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .map(|u| u.origin().ascii_serialization())
+                .filter(|origin| origin == item.trim_end_matches('/'));
+            origin
+                .and_then(|o| HeaderValue::from_str(&o).ok())
+                .ok_or_else(|| ConfigError::Invalid {
+                    name: "API_CORS_ORIGINS",
+                    message: format!(
+                        "'{item}' is not an origin: scheme://host[:port] with http or https, \
+                         no path (a wildcard is not accepted)"
+                    ),
+                })
+        })
+        .collect()
+}
+
+/// The issuer and audience of bearer tokens: both or neither, the issuer over https unless
+/// it is on this host.
+fn oidc(
+    issuer: Option<String>,
+    audience: Option<String>,
+) -> Result<Option<OidcSettings>, ConfigError> {
+    let (issuer, audience) = match (issuer, audience) {
+        (None, None) => return Ok(None),
+        (Some(issuer), Some(audience)) => (issuer, audience),
+        (Some(_), None) => {
+            return Err(ConfigError::Missing {
+                name: "API_OIDC_AUDIENCE",
+                hint: "the audience tokens must name (the API's application id or id URI)",
+            });
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::Missing {
+                name: "API_OIDC_ISSUER",
+                hint: "the issuer of the tokens API_OIDC_AUDIENCE is for",
+            });
+        }
+    };
+    let url = Url::parse(&issuer).map_err(|e| ConfigError::Invalid {
+        name: "API_OIDC_ISSUER",
+        message: format!("'{issuer}' is not a URL ({e})"),
+    })?;
+    if url.scheme() != "https" && !(url.scheme() == "http" && settings::is_loopback(&url)) {
+        return Err(ConfigError::Invalid {
+            name: "API_OIDC_ISSUER",
+            message: format!("'{issuer}' must be https:// (http:// only on this host)"),
+        });
+    }
+    if audience.trim().is_empty() {
+        return Err(ConfigError::Invalid {
+            name: "API_OIDC_AUDIENCE",
+            message: "is empty".into(),
+        });
+    }
+    Ok(Some(OidcSettings { issuer, audience }))
+}
+
+/// The access rules: the key file read and checked, and at least one way in.
+fn access(
+    keys_file: Option<&std::path::Path>,
+    oidc: Option<OidcSettings>,
+    anonymous: Option<bool>,
+) -> Result<AccessConfig, ConfigError> {
+    let keys = match keys_file {
+        Some(path) => ApiKeys::load(path).map_err(|e| ConfigError::Invalid {
+            name: "API_KEYS_FILE",
+            message: e.to_string(),
+        })?,
+        None => ApiKeys::default(),
+    };
+    let anonymous = anonymous.unwrap_or(false);
+    if keys.is_empty() && oidc.is_none() && !anonymous {
+        return Err(ConfigError::Missing {
+            name: "API_OIDC_ISSUER, API_KEYS_FILE or API_ALLOW_ANONYMOUS",
+            hint: "nobody could read the fleet; set API_OIDC_ISSUER and API_OIDC_AUDIENCE \
+                   (bearer tokens), API_KEYS_FILE (keys for scripts), or \
+                   API_ALLOW_ANONYMOUS=true to let anyone read",
+        });
+    }
+    Ok(AccessConfig {
+        keys,
+        oidc,
+        anonymous,
+    })
 }
 
 #[cfg(test)]
@@ -224,6 +360,7 @@ mod tests {
         Settings {
             cosmos_endpoint: Some(Url::parse("http://127.0.0.1:8081").unwrap()),
             cosmos_key: Some(Secret::new("a2V5")),
+            api_allow_anonymous: Some(true),
             ..Settings::default()
         }
     }
@@ -292,6 +429,90 @@ mod tests {
         let config = remote(Some(true)).resolve().unwrap();
         assert!(config.cosmos.accept_invalid_certs);
         assert!(config.cosmos.insecure.is_some());
+    }
+
+    #[test]
+    fn a_configuration_that_lets_nobody_in_is_refused() {
+        let closed = |anonymous| Settings {
+            api_allow_anonymous: anonymous,
+            ..base()
+        };
+        for anonymous in [None, Some(false)] {
+            let err = closed(anonymous).resolve().unwrap_err().to_string();
+            assert!(
+                err.contains("API_KEYS_FILE") && err.contains("API_ALLOW_ANONYMOUS=true"),
+                "{err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys");
+        std::fs::write(&file, format!("ci Fleet.Read {}\n", "ab".repeat(32))).unwrap();
+        let config = Settings {
+            api_keys_file: Some(file.clone()),
+            ..closed(None)
+        }
+        .resolve()
+        .unwrap();
+        assert!(!config.access.anonymous && !config.access.keys.is_empty());
+        std::fs::write(&file, "ci Fleet.Read nothex\n").unwrap();
+        let err = Settings {
+            api_keys_file: Some(file),
+            ..closed(None)
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    }
+
+    #[test]
+    fn cors_origins_are_origins() {
+        let origins = |list: &str| {
+            Settings {
+                api_cors_origins: Some(list.into()),
+                ..base()
+            }
+            .resolve()
+            .map(|c| c.options.cors_origins)
+        };
+        assert_eq!(
+            origins("https://ops.example.com, http://localhost:3000/").unwrap(),
+            ["https://ops.example.com", "http://localhost:3000"]
+        );
+        assert!(origins("").unwrap().is_empty());
+        for bad in [
+            "*",
+            "https://ops.example.com/map",
+            "ftp://x.example",
+            "ops.example",
+        ] {
+            let err = origins(bad).unwrap_err().to_string();
+            assert!(err.contains("API_CORS_ORIGINS"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn tokens_need_an_issuer_over_https_and_an_audience() {
+        let oidc = |issuer: &str, audience: Option<&str>| Settings {
+            api_oidc_issuer: Some(issuer.into()),
+            api_oidc_audience: audience.map(str::to_string),
+            ..base()
+        };
+        let entra = "https://login.microsoftonline.com/t/v2.0";
+        let config = oidc(entra, Some("api://fleet")).resolve().unwrap();
+        let settings = config.access.oidc.unwrap();
+        assert_eq!(settings.issuer, entra);
+        let err = oidc(entra, None).resolve().unwrap_err().to_string();
+        assert!(err.contains("API_OIDC_AUDIENCE"), "{err}");
+        let err = oidc("http://idp.example/t", Some("a"))
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("API_OIDC_ISSUER") && err.contains("https"),
+            "{err}"
+        );
+        assert!(oidc("http://127.0.0.1:9000/t", Some("a")).resolve().is_ok());
     }
 
     #[test]

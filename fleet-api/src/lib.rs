@@ -3,24 +3,33 @@
 //! all from the Cosmos DB container the cloud writer fills.
 //!
 //! - [`config`]: settings (flags, environment, TOML), resolved like the writer's;
+//! - [`access`]: who may see the fleet: credentials, roles, and each route's guard;
 //! - [`geo`]: the areas a request names, checked;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
-//! - [`api`]: the routes, the cost headers, the embedded map page;
+//! - [`api`]: the routes, the cost headers;
+//! - [`map`]: the embedded map page, its script and styles, and its content security policy;
+//! - [`browser`]: CORS and the security headers of every answer;
+//! - [`audit`]: one log line per request with who asked, and the count per route and role;
 //! - [`metrics`]: Prometheus metrics per route.
 //!
 //! Running the API in-process (the demo does):
 //! ```no_run
 //! # async fn demo(container: cosmos::ContainerClient) -> std::io::Result<()> {
-//! let router = fleet_api::router(container, fleet_api::ApiOptions::default());
+//! let access = fleet_api::access::Access::anonymous();
+//! let router = fleet_api::router(container, fleet_api::ApiOptions::default(), access);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let stop = tokio_util::sync::CancellationToken::new();
 //! fleet_api::api::serve(listener, router, stop).await
 //! # }
 //! ```
 
+pub mod access;
 pub mod api;
+pub mod audit;
+pub mod browser;
 pub mod config;
 pub mod geo;
+pub mod map;
 pub mod metrics;
 pub mod reads;
 
@@ -28,8 +37,12 @@ use std::sync::Arc;
 
 pub use config::{ApiConfig, ApiOptions, Settings};
 
-/// The API's router over `container`, with its own metrics.
-pub fn router(container: cosmos::ContainerClient, options: ApiOptions) -> axum::Router {
+/// The API's router over `container`, letting callers in by `access`, with its own metrics.
+pub fn router(
+    container: cosmos::ContainerClient,
+    options: ApiOptions,
+    access: access::Access,
+) -> axum::Router {
     let query = cosmos::QueryOptions {
         max_parallelism: options.max_parallelism,
         max_item_count: Some(options.page_size),
@@ -38,5 +51,6 @@ pub fn router(container: cosmos::ContainerClient, options: ApiOptions) -> axum::
         reads::Reads::new(container, query),
         options,
         Arc::new(metrics::Metrics::default()),
+        &access,
     )
 }

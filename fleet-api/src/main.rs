@@ -1,24 +1,54 @@
 //! `fleet-api`: serves the read API and the live map of the fleet from Cosmos DB.
 
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
+use fleet_api::access::{Access, Role, key_line};
 use fleet_api::config::{ApiConfig, Settings};
 use tokio::signal::unix::SignalKind;
 use tokio_util::sync::CancellationToken;
 
 /// Answers "which drones are within 1 km of here" and shows the fleet on a map.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML file of settings (keys: the environment variable names in lower case).
     #[arg(long, env = "FLEET_API_CONFIG")]
     config: Option<PathBuf>,
     #[command(flatten)]
     settings: Settings,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Reads an API key on standard input and prints its line for API_KEYS_FILE
+    /// (`printf %s "$KEY" | fleet-api hash-key ci Fleet.Read >> keys`).
+    HashKey {
+        /// The key's name, one word (what the audit log shows).
+        name: String,
+        /// Fleet.Read or Fleet.Admin.
+        role: Role,
+    },
+}
+
+/// The key file's line for the key on standard input (one trailing line break dropped).
+fn hash_key(name: &str, role: Role) -> anyhow::Result<()> {
+    let mut key = String::new();
+    std::io::stdin()
+        .read_to_string(&mut key)
+        .context("cannot read the key from standard input")?;
+    let key = key
+        .strip_suffix('\n')
+        .map(|k| k.strip_suffix('\r').unwrap_or(k))
+        .unwrap_or(&key);
+    println!("{}", key_line(name, role, key)?);
+    Ok(())
 }
 
 fn resolve(cli: &Cli) -> anyhow::Result<ApiConfig> {
@@ -29,6 +59,9 @@ fn resolve(cli: &Cli) -> anyhow::Result<ApiConfig> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::HashKey { name, role }) = &cli.command {
+        return settings::exit_code("fleet-api hash-key", hash_key(name, *role));
+    }
     let config = match settings::configured("fleet-api", resolve(&cli)) {
         Ok(config) => config,
         Err(code) => return code,
@@ -72,7 +105,10 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
             stop.cancel();
         }
     });
-    let router = fleet_api::router(container, config.options);
+    let access = Access::start(config.access)
+        .await
+        .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;
+    let router = fleet_api::router(container, config.options, access);
     fleet_api::api::serve(listener, router, stop).await?;
     Ok(())
 }

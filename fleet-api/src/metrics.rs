@@ -1,5 +1,6 @@
 //! The API's Prometheus metrics, per route: requests by status, RU per operation, Cosmos
-//! calls per operation, latency, and 429s the reads met. Served as text at `/metrics`.
+//! calls per operation, latency, and 429s the reads met; and every request (refusals
+//! included) by routed path, the caller's role and status. Served as text at `/metrics`.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -11,6 +12,7 @@ use cosmos::ReadCost;
 
 type RouteLabel = [(&'static str, &'static str); 1];
 type RouteStatus = [(&'static str, String); 2];
+type RouteRoleStatus = [(&'static str, String); 3];
 
 /// Buckets of RU per operation: a point read is about 1 RU, a fan-out tens to hundreds.
 const RU_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
@@ -38,6 +40,7 @@ pub struct Metrics {
     calls: Family<RouteLabel, Histogram, Buckets>,
     latency: Family<RouteLabel, Histogram, Buckets>,
     throttled: Family<RouteLabel, Counter>,
+    by_role: Family<RouteRoleStatus, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -55,6 +58,7 @@ impl Default for Metrics {
             calls: Family::new_with_constructor(Buckets(&CALL_BUCKETS)),
             latency: Family::new_with_constructor(Buckets(&LATENCY_BUCKETS)),
             throttled: Family::default(),
+            by_role: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -82,6 +86,11 @@ impl Default for Metrics {
             "Cosmos DB calls answered 429 (and retried after their retry-after), by route",
             metrics.throttled.clone(),
         );
+        r.register(
+            "fleet_api_requests_by_role",
+            "Every request, refusals included, by routed path, the caller's role and HTTP status",
+            metrics.by_role.clone(),
+        );
         metrics
     }
 }
@@ -105,6 +114,18 @@ impl Metrics {
                 .get_or_create(&label)
                 .inc_by(u64::from(cost.throttled));
         }
+    }
+
+    /// Records one request of the routed path `route` by a caller holding `role` (the
+    /// audit's count; `route` is a path template, so the label's values are bounded).
+    pub fn record_access(&self, route: &str, role: &'static str, status: u16) {
+        self.by_role
+            .get_or_create(&[
+                ("route", route.to_string()),
+                ("role", role.to_string()),
+                ("status", status.to_string()),
+            ])
+            .inc();
     }
 
     /// The Prometheus text exposition.
@@ -155,5 +176,21 @@ mod tests {
             text.contains("fleet_api_request_duration_seconds_count{route=\"near\"} 2"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn counts_requests_by_route_role_and_status() {
+        let m = Metrics::default();
+        m.record_access("/api/drones", "Fleet.Read", 200);
+        m.record_access("/api/drones", "Fleet.Read", 200);
+        m.record_access("/api/drones", "none", 401);
+        let text = m.render();
+        let line = |role: &str, status: u16, n: u32| {
+            format!(
+                "fleet_api_requests_by_role_total{{route=\"/api/drones\",role=\"{role}\",status=\"{status}\"}} {n}"
+            )
+        };
+        assert!(text.contains(&line("Fleet.Read", 200, 2)), "{text}");
+        assert!(text.contains(&line("none", 401, 1)), "{text}");
     }
 }

@@ -38,6 +38,7 @@ fn start_binary(sim: &CosmosSim) -> Running {
         .env("COSMOS_KEY", sim.key())
         .env("API_ADDR", "127.0.0.1:0")
         .env("MAP_REFRESH", "500ms")
+        .env("API_ALLOW_ANONYMOUS", "true")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -85,9 +85,11 @@ impl ServedApi {
         let bound = listener
             .local_addr()
             .map_err(|source| ApiError::Bind { addr, source })?;
+        // The demo's map and report read without credentials (API_ALLOW_ANONYMOUS=true).
         let router = fleet_api::router(
             client.container(database, container),
             fleet_api::ApiOptions::default(),
+            fleet_api::access::Access::anonymous(),
         );
         let stop = CancellationToken::new();
         tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));

@@ -120,7 +120,7 @@ pub fn insecure_transport(
 }
 
 /// Whether `url` names this host (`localhost`, `127.0.0.0/8`, `::1`).
-fn is_loopback(url: &Url) -> bool {
+pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),

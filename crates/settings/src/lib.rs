@@ -33,7 +33,7 @@ mod logs;
 mod names;
 mod secret;
 
-pub use cosmos::{cosmos_account, cosmos_key_from_env, insecure_transport};
+pub use cosmos::{cosmos_account, cosmos_key_from_env, insecure_transport, is_loopback};
 pub use duration::{DurationError, DurationSetting};
 pub use error::ConfigError;
 pub use exit::{configured, exit_code};

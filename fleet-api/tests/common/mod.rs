@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use cosmos::{ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, Credential, MasterKey};
 use fleet_api::ApiOptions;
+use fleet_api::access::Access;
 use serde_json::Value;
 use telemetry::{DocumentLayout, Position};
 use tokio_util::sync::CancellationToken;
@@ -128,12 +129,23 @@ pub async fn seed_history(
     times
 }
 
-/// The API over `container`, served on a free port of 127.0.0.1; its base URL.
+/// The API over `container`, open to anonymous readers, served on a free port of
+/// 127.0.0.1; its base URL.
 pub async fn serve(container: ContainerClient, options: ApiOptions) -> (String, CancellationToken) {
+    serve_with(container, options, Access::anonymous()).await
+}
+
+/// The API over `container`, letting callers in by `access`, served on a free port of
+/// 127.0.0.1; its base URL.
+pub async fn serve_with(
+    container: ContainerClient,
+    options: ApiOptions,
+    access: Access,
+) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    let router = fleet_api::router(container, options);
+    let router = fleet_api::router(container, options, access);
     tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
     (base, stop)
 }
