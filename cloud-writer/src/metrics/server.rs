@@ -3,7 +3,7 @@
 //! Hardened for a port anyone on the network can reach: a request's headers must arrive
 //! within a timeout, connections beyond a cap wait in the listen backlog instead of
 //! growing the process, and accept errors (out of file descriptors) back off
-//! ([`ACCEPT_BACKOFF`], `netkit::backoff`) instead of spinning. `/healthz` fails when work is pending and no outcome was reached for a
+//! ([`ACCEPT_BACKOFF`], `retry_backoff`) instead of spinning. `/healthz` fails when work is pending and no outcome was reached for a
 //! while ([`Metrics::is_live`]).
 
 use std::net::SocketAddr;
@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use netkit::backoff::{Backoff, BackoffConfig};
+use retry_backoff::{Backoff, BackoffConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

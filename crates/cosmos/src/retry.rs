@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use cosmos_wire::status::Disposition;
-use netkit::backoff::{BackoffConfig, Jitter};
+use retry_backoff::{BackoffConfig, Jitter};
 
 /// Retry budget and backoff of point operations and of each bulk operation.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@
 //! the hold once, and one log line per [`LOG_INTERVAL`] says what fixes it.
 //!
 //! # Probes
-//! The supervisor probes with backoff ([`PROBE_BACKOFF`], `netkit::backoff`), whatever the
+//! The supervisor probes with backoff ([`PROBE_BACKOFF`], `retry_backoff`), whatever the
 //! writes in flight are doing: a probe does not queue behind them in the bulk writer (the
 //! 10-minute outage run saw no probe answer in 590 s when probes were parked writes sent
 //! behind 20,000 others), and the log line is written on its own interval, not on a
@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use netkit::backoff::{Backoff, BackoffConfig};
+use retry_backoff::{Backoff, BackoffConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::metrics::HoldReason;
