@@ -6,10 +6,10 @@
 mod common;
 
 use cosmos_sim::CosmosSim;
-use cosmos_sim::query::geo::haversine_m;
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
+use telemetry::geo::haversine_m;
 // Not the endpoint's own distance: the check must not share the code it checks.
 use test_harness::geo::independent_haversine_m;
 

@@ -268,7 +268,7 @@ async fn documents_over_the_size_limit_are_refused_alone() {
     }
     // Back to the service's limit: the same document is taken.
     sim.set_faults(cosmos_sim::FaultSettings {
-        max_document_bytes: Some(cosmos_sim::faults::MAX_DOCUMENT_BYTES),
+        max_document_bytes: Some(cosmos_sim::MAX_DOCUMENT_BYTES),
         ..Default::default()
     });
     let ops: Vec<Op<'_>> = vec![(

@@ -6,8 +6,7 @@
 mod common;
 
 use common::{Op, Rest, batch_body, bulk_headers, start};
-use cosmos_sim::CosmosSim;
-use cosmos_sim::stats::{PartitionStats, Stats};
+use cosmos_sim::{CosmosSim, PartitionStats, Stats};
 use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
