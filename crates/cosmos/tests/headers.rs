@@ -291,7 +291,10 @@ async fn errors_carry_status_substatus_activity_and_charge() {
         .await
         .unwrap_err();
     assert!(err.is_precondition_failed());
-    assert_eq!(err.activity_id(), Some("a1b2"));
-    assert_eq!(err.request_charge(), 1.24);
+    let CosmosError::Service(answer) = &err else {
+        panic!("a service error, not {err}");
+    };
+    assert_eq!(answer.activity_id.as_deref(), Some("a1b2"));
+    assert_eq!(answer.request_charge, 1.24);
     assert!(err.to_string().contains("precondition is not met"), "{err}");
 }
