@@ -27,7 +27,7 @@ use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
-use netkit::backoff::BackoffConfig;
+use retry_backoff::BackoffConfig;
 
 use settings::EnvNames;
 pub use settings::{DurationSetting, Secret};

@@ -167,8 +167,8 @@ fn buffer_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
 }
 
 /// Registrations are tried again on the reconnect schedule.
-fn registration_backoff(settings: &Settings) -> netkit::backoff::BackoffConfig {
-    netkit::backoff::BackoffConfig {
+fn registration_backoff(settings: &Settings) -> retry_backoff::BackoffConfig {
+    retry_backoff::BackoffConfig {
         base: settings
             .reconnect_base
             .map_or(Duration::from_secs(1), DurationSetting::get),

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{Running, sim_config};
 use edge_agent::ConnectionState;
-use netkit::backoff::BackoffConfig;
+use retry_backoff::BackoffConfig;
 use test_harness::Mosquitto;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};

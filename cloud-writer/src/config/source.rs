@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use netkit::connection_string;
+use azure_text::connection_string;
 use settings::{ConfigError, Secret};
 use url::Url;
 

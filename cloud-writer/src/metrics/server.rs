@@ -18,7 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use hyper_util::service::TowerToHyperService;
-use netkit::backoff::{Backoff, BackoffConfig};
+use retry_backoff::{Backoff, BackoffConfig};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

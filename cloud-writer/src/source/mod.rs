@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use netkit::backoff::BackoffConfig;
+use retry_backoff::BackoffConfig;
 use tokio_util::sync::CancellationToken;
 
 /// The sources' reconnect backoff: full jitter over a window that doubles from 100 ms to

@@ -16,25 +16,24 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`store`] (databases, containers, ranges, documents), [`docs`] (document
-//! operations and batches), [`raw`] (the write path over raw JSON bytes), [`patch`], [`query`]
-//! (SQL), [`ru`] (the RU model and budgets),
-//! [`faults`], [`stats`], the HTTP server and its admin endpoints (see the README).
+//! The crate's surface is the running endpoint ([`CosmosSim`], built by [`CosmosSimBuilder`]),
+//! its faults ([`FaultSettings`]), what it has served ([`Stats`]) and its errors ([`SimError`]);
+//! the REST API it serves is described in the README.
 
-pub mod docs;
+mod document_ops;
+mod endpoint_state;
 mod error;
-pub mod faults;
-pub mod patch;
-pub mod query;
-pub mod raw;
-pub mod ru;
+mod faults;
+mod query;
+mod raw;
+mod ru;
 mod server;
-mod shared;
 mod sim;
-pub mod stats;
-pub mod store;
+mod stats;
+mod store;
+mod value_patch;
 
 pub use error::SimError;
-pub use faults::FaultSettings;
+pub use faults::{FaultSettings, MAX_DOCUMENT_BYTES};
 pub use sim::{CosmosSim, CosmosSimBuilder};
 pub use stats::{ContainerStats, PartitionStats, Stats};

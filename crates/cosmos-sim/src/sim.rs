@@ -1,9 +1,9 @@
 //! The endpoint as a library: configure with [`CosmosSim::builder`], start it on a port, drive
 //! its faults and read its statistics while it runs, shut it down.
 
+use crate::endpoint_state::{EndpointState, check_ru_per_sec};
 use crate::error::SimError;
 use crate::faults::{FaultSettings, Faults};
-use crate::shared::Shared;
 use crate::stats::{Counters, Stats};
 use crate::store::{CreateError, Store};
 use cosmos_wire::auth::{EMULATOR_KEY, MasterKey};
@@ -11,7 +11,6 @@ use cosmos_wire::resources::PartitionKeyRange;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -43,12 +42,6 @@ impl CosmosSimBuilder {
     /// Address to listen on (default `127.0.0.1:0`, a free port).
     pub fn addr(mut self, addr: SocketAddr) -> Self {
         self.addr = addr;
-        self
-    }
-
-    /// Port on 127.0.0.1.
-    pub fn port(mut self, port: u16) -> Self {
-        self.addr.set_port(port);
         self
     }
 
@@ -86,12 +79,7 @@ impl CosmosSimBuilder {
                 self.partitions
             )));
         }
-        if self.ru_per_sec.is_nan() || self.ru_per_sec < 1.0 {
-            return Err(SimError::Invalid(format!(
-                "RU/s must be at least 1, not {}",
-                self.ru_per_sec
-            )));
-        }
+        check_ru_per_sec(self.ru_per_sec)?;
         let listener = TcpListener::bind(self.addr)
             .await
             .map_err(|source| SimError::Bind {
@@ -102,20 +90,20 @@ impl CosmosSimBuilder {
             addr: self.addr,
             source,
         })?;
-        let shared = Arc::new(Shared {
+        let state = Arc::new(EndpointState {
             store: Store::default(),
             key: parking_lot::RwLock::new(key),
             partitions: self.partitions,
-            default_ru: AtomicU64::new(self.ru_per_sec.to_bits()),
+            default_ru: self.ru_per_sec,
             faults: Faults::new(self.latency),
             counters: Counters::default(),
             addr,
         });
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(crate::server::serve(listener, shared.clone(), stopped));
+        let task = tokio::spawn(crate::server::serve(listener, state.clone(), stopped));
         tracing::info!(%addr, partitions = self.partitions, ru_per_sec = self.ru_per_sec, "cosmos-sim listening");
         Ok(CosmosSim {
-            shared,
+            state,
             stop,
             task: Some(task),
             key: self.key,
@@ -126,7 +114,7 @@ impl CosmosSimBuilder {
 /// A running endpoint. Dropping it stops the server.
 #[derive(Debug)]
 pub struct CosmosSim {
-    shared: Arc<Shared>,
+    state: Arc<EndpointState>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     key: String,
@@ -141,12 +129,12 @@ impl CosmosSim {
 
     /// The endpoint URL, e.g. `http://127.0.0.1:8081/`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}/", self.shared.addr)
+        format!("http://{}/", self.state.addr)
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        self.state.addr
     }
 
     /// The account key the endpoint started with (base64); [`CosmosSim::rotate_key`] does
@@ -158,13 +146,13 @@ impl CosmosSim {
     /// Replaces the account key at run time, as a key rotation does: from now on only
     /// requests signed with `key` (base64) are served, others are answered 401.
     pub fn rotate_key(&self, key: &str) -> Result<(), SimError> {
-        self.shared.rotate_key(key)
+        self.state.rotate_key(key)
     }
 
     /// Deletes a container and its documents at run time (as the REST `DELETE` does);
     /// requests naming it are answered 404 until it is created again.
     pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {
-        self.shared
+        self.state
             .store
             .delete_container(db, coll)
             .map(|_| tracing::info!(db, coll, "container deleted"))
@@ -182,7 +170,7 @@ impl CosmosSim {
     /// How many requests have begun waiting an added latency ([`Self::set_latency`]) since
     /// start: a test that stalls the writer knows the stall has reached a write.
     pub fn delayed_requests(&self) -> u64 {
-        self.shared.faults.delayed()
+        self.state.faults.delayed()
     }
 
     /// Sets the share of requests answered 503 (0 to 1).
@@ -204,12 +192,7 @@ impl CosmosSim {
 
     /// Applies fault settings (only the given fields change).
     pub fn set_faults(&self, settings: FaultSettings) {
-        self.shared.faults.update(settings);
-    }
-
-    /// The current fault settings.
-    pub fn faults(&self) -> FaultSettings {
-        self.shared.faults.settings()
+        self.state.faults.update(settings);
     }
 
     /// Splits a live range of a container in two; its id then answers 410/1002 and
@@ -220,37 +203,30 @@ impl CosmosSim {
         coll: &str,
         range_id: &str,
     ) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
-        self.shared.split_range(db, coll, range_id)
+        self.state.split_range(db, coll, range_id)
     }
 
     /// Changes a container's provisioned RU/s (split evenly across its live ranges).
     pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
-        self.shared.set_ru_per_sec(db, coll, ru)
-    }
-
-    /// Changes the RU/s that containers created from now on get.
-    pub fn set_default_ru_per_sec(&self, ru: f64) {
-        self.shared
-            .default_ru
-            .store(ru.to_bits(), Ordering::Relaxed);
+        self.state.set_ru_per_sec(db, coll, ru)
     }
 
     /// Creates a database and a container with a hash v2 key on `pk_path` (also possible
     /// over REST; this is a shortcut for tests and benches).
     pub fn create_container(&self, db: &str, coll: &str, pk_path: &str) -> Result<(), SimError> {
-        match self.shared.store.create_database(db) {
+        match self.state.store.create_database(db) {
             Ok(_) | Err(CreateError::Conflict) => {}
             Err(e) => return Err(SimError::Create(format!("database {db}: {e:?}"))),
         }
         let definition =
             json!({"id": coll, "partitionKey": {"paths": [pk_path], "kind": "Hash", "version": 2}});
-        self.shared
+        self.state
             .store
             .create_container(
                 db,
                 &definition,
-                self.shared.partitions,
-                self.shared.default_ru(),
+                self.state.partitions,
+                self.state.default_ru,
             )
             .map(|_| ())
             .map_err(|e| SimError::Create(format!("container {db}/{coll}: {e:?}")))
@@ -258,7 +234,7 @@ impl CosmosSim {
 
     /// A snapshot of requests, operations, throttling and the partition heat map.
     pub fn stats(&self) -> Stats {
-        self.shared.stats()
+        self.state.stats()
     }
 
     /// Stops accepting connections, closes the open ones, and waits for the server task.

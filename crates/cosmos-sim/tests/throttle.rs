@@ -6,15 +6,17 @@
 mod common;
 
 use common::{Op, Rest, batch_body, bulk_headers, start};
-use cosmos_sim::CosmosSim;
-use cosmos_sim::stats::{PartitionStats, Stats};
+use cosmos_sim::{CosmosSim, PartitionStats, Stats};
 use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// The longest any test of this file may take.
+const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `workers` concurrent writers that each pick keys with `key(worker, n)` (`None`: the
 /// document has no key property) and upsert until stopped. Throttled answers are checked
@@ -60,29 +62,35 @@ impl Load {
     }
 
     /// Waits until `ready` holds for the endpoint's statistics (polled).
-    async fn until(&self, sim: &CosmosSim, ready: impl Fn(&Stats) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !ready(&sim.stats()) {
-            assert!(Instant::now() < deadline, "the load never got there");
+    async fn until(&self, sim: &CosmosSim, ready: impl Fn(&Stats) -> bool) -> Stats {
+        loop {
+            let stats = sim.stats();
+            if ready(&stats) {
+                return stats;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
-    /// The RU/s the container served over `window` of this load (taken from the endpoint's
-    /// own counters, over the time measured between them), and the operations throttled.
-    async fn measure(&self, sim: &CosmosSim, window: Duration) -> (f64, u64) {
-        let (before, from) = (sim.stats(), Instant::now());
-        tokio::time::sleep(window).await;
-        let (after, to) = (sim.stats(), Instant::now());
-        let served = |stats: &Stats| -> f64 {
-            let parts = &stats.container("db", "c").unwrap().partitions;
-            parts.iter().map(|p| p.ru_total).sum()
-        };
-        let rate = (served(&after) - served(&before)) / (to - from).as_secs_f64();
-        (
-            rate,
-            after.throttled_operations - before.throttled_operations,
-        )
+    /// The RU the container served in each of the `seconds` whole seconds after the second
+    /// `after`, from the endpoint's heat map: waits until a later second has begun, so that
+    /// none of them is still being served.
+    async fn served_per_second(&self, sim: &CosmosSim, after: u64, seconds: u64) -> Vec<f64> {
+        let last = after + seconds;
+        let stats = self
+            .until(sim, |stats| latest_second(stats).is_some_and(|s| s > last))
+            .await;
+        let parts = &stats.container("db", "c").unwrap().partitions;
+        (after + 1..=last)
+            .map(|second| {
+                parts
+                    .iter()
+                    .flat_map(|p| &p.ru_per_second)
+                    .filter(|(s, _)| *s == second)
+                    .map(|(_, ru)| ru)
+                    .sum()
+            })
+            .collect()
     }
 
     async fn stop(self) {
@@ -99,18 +107,22 @@ impl Load {
 async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> PartitionStats {
     let (sim, rest) = start(4, 1_000.0).await;
     let rest = Arc::new(rest);
-    // Spend the hot partition's initial full bucket first, then measure the steady rate.
+    // Spend the hot partition's initial full bucket first, then measure the steady rate over
+    // the whole seconds after the one where it first throttled.
     let load = Load::start(rest.clone(), 8, key);
-    load.until(&sim, |stats| stats.throttled_operations > 0)
+    let before = load
+        .until(&sim, |stats| stats.throttled_operations > 0)
         .await;
-    let before = sim.stats();
-    let (rate, throttled) = load.measure(&sim, Duration::from_secs(2)).await;
+    let warm = latest_second(&before).expect("the partition served before it throttled");
+    let served = load.served_per_second(&sim, warm, 2).await;
     load.stop().await;
+    let rate = served.iter().sum::<f64>() / served.len() as f64;
+    let throttled = sim.stats().throttled_operations - before.throttled_operations;
     let share = 1_000.0 / 4.0;
     assert!(throttled > 0, "the hot partition must throttle");
     assert!(
         rate > share * 0.85 && rate < share * 1.1,
-        "hot partition served {rate} RU/s, share {share}"
+        "hot partition served {served:?} RU in its whole seconds, share {share}"
     );
     let stats = sim.stats();
     let parts = &stats.container("db", "c").unwrap().partitions;
@@ -133,18 +145,36 @@ async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> Partition
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_key_is_throttled_at_its_partition_share_while_others_idle() {
-    let hot = one_hot_partition(|_, _| Some("hot-drone".into())).await;
-    assert!(contains(&hot, epk_u128_of_str("hot-drone")));
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let hot = one_hot_partition(|_, _| Some("hot-drone".into())).await;
+        assert!(contains(&hot, epk_u128_of_str("hot-drone")));
+    })
+    .await
+    .expect("the test finished within its time limit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_without_the_key_share_the_undefined_partition_and_its_budget() {
-    let hot = one_hot_partition(|_, _| None).await;
-    assert!(
-        contains(&hot, epk_u128_of_undefined()),
-        "the undefined key's range took them: {hot:?}"
-    );
-    assert!(hot.documents > 10, "{hot:?}");
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let hot = one_hot_partition(|_, _| None).await;
+        assert!(
+            contains(&hot, epk_u128_of_undefined()),
+            "the undefined key's range took them: {hot:?}"
+        );
+        assert!(hot.documents > 10, "{hot:?}");
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+/// The latest second of the heat map of the test container (`None` before its first charge).
+fn latest_second(stats: &Stats) -> Option<u64> {
+    let parts = &stats.container("db", "c").unwrap().partitions;
+    parts
+        .iter()
+        .filter_map(|p| p.ru_per_second.last())
+        .map(|(second, _)| *second)
+        .max()
 }
 
 fn contains(p: &PartitionStats, epk: u128) -> bool {
@@ -154,63 +184,75 @@ fn contains(p: &PartitionStats, epk: u128) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uniform_keys_reach_the_provisioned_throughput() {
-    // Low enough that 16 writers exceed it on a busy debug build, so the measure is the
-    // endpoint's budget and not the client's speed.
-    let provisioned = 400.0;
-    let (sim, rest) = start(4, provisioned).await;
-    let rest = Arc::new(rest);
-    let key = |w: usize, n: usize| Some(format!("drone-{}", (w * 7919 + n * 104_729) % 1000));
-    // Spend the initial full buckets: load until every partition has throttled.
-    let load = Load::start(rest.clone(), 16, key);
-    let all_throttled = |stats: &Stats| {
-        let container = stats.container("db", "c").unwrap();
-        container.partitions.iter().all(|p| p.throttled > 0)
-    };
-    load.until(&sim, all_throttled).await;
-    let (rate, throttled) = load.measure(&sim, Duration::from_secs(3)).await;
-    load.stop().await;
-    assert!(
-        throttled > 0,
-        "the load must exceed the budget to measure it"
-    );
-    assert!(
-        rate >= 0.95 * provisioned,
-        "served {rate} RU/s of {provisioned}"
-    );
-    assert!(
-        rate <= 1.05 * provisioned,
-        "served {rate} RU/s, more than the {provisioned} provisioned"
-    );
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        // Low enough that 16 writers exceed it on a busy debug build, so the measure is the
+        // endpoint's budget and not the client's speed.
+        let provisioned = 400.0;
+        let (sim, rest) = start(4, provisioned).await;
+        let rest = Arc::new(rest);
+        let key = |w: usize, n: usize| Some(format!("drone-{}", (w * 7919 + n * 104_729) % 1000));
+        // Spend the initial full buckets: load until every partition has throttled, then measure
+        // over the whole seconds after that.
+        let load = Load::start(rest.clone(), 16, key);
+        let all_throttled = |stats: &Stats| {
+            let container = stats.container("db", "c").unwrap();
+            container.partitions.iter().all(|p| p.throttled > 0)
+        };
+        let before = load.until(&sim, all_throttled).await;
+        let warm = latest_second(&before).expect("the partitions served before they throttled");
+        let served = load.served_per_second(&sim, warm, 3).await;
+        load.stop().await;
+        let rate = served.iter().sum::<f64>() / served.len() as f64;
+        let throttled = sim.stats().throttled_operations - before.throttled_operations;
+        assert!(
+            throttled > 0,
+            "the load must exceed the budget to measure it"
+        );
+        assert!(
+            rate >= 0.95 * provisioned,
+            "served {served:?} RU in its whole seconds, {provisioned} RU/s provisioned"
+        );
+        assert!(
+            rate <= 1.05 * provisioned,
+            "served {served:?} RU in its whole seconds, more than the {provisioned} RU/s provisioned"
+        );
+    })
+    .await
+    .expect("the test finished within its time limit");
 }
 
 #[tokio::test]
 async fn bulk_batch_over_budget_answers_207_with_per_operation_429() {
-    let (_sim, rest) = start(1, 100.0).await;
-    let docs: Vec<(String, String)> = (0..50)
-        .map(|i| {
-            let d = format!("drone-{i}");
-            (
-                partition_key_json(&d),
-                json!({"id": d, "deviceId": d}).to_string(),
-            )
-        })
-        .collect();
-    let ops: Vec<Op<'_>> = docs
-        .iter()
-        .map(|(pk, doc)| (OperationType::Create, pk.as_str(), None, Some(doc.as_str())))
-        .collect();
-    let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
-    assert_eq!(r.status, 207);
-    let results = parse_results(r.body.to_string().as_bytes()).unwrap();
-    let ok = results.iter().take_while(|o| o.status_code == 201).count();
-    // 100 RU of budget, about 5.2 RU per small insert.
-    assert!((15..=20).contains(&ok), "{ok} succeeded");
-    for o in &results[ok..] {
-        assert_eq!((o.status_code, o.sub_status_code), (429, 3200));
-        assert!(o.retry_after_milliseconds.unwrap() > 0);
-        assert_eq!(o.request_charge, 0.0);
-    }
-    let charged: f64 = results.iter().map(|o| o.request_charge).sum();
-    assert!((r.charge() - charged).abs() < 0.05);
-    assert!(charged <= 100.0 + 6.0);
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (_sim, rest) = start(1, 100.0).await;
+        let docs: Vec<(String, String)> = (0..50)
+            .map(|i| {
+                let d = format!("drone-{i}");
+                (
+                    partition_key_json(&d),
+                    json!({"id": d, "deviceId": d}).to_string(),
+                )
+            })
+            .collect();
+        let ops: Vec<Op<'_>> = docs
+            .iter()
+            .map(|(pk, doc)| (OperationType::Create, pk.as_str(), None, Some(doc.as_str())))
+            .collect();
+        let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
+        assert_eq!(r.status, 207);
+        let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+        let ok = results.iter().take_while(|o| o.status_code == 201).count();
+        // 100 RU of budget, about 5.2 RU per small insert.
+        assert!((15..=20).contains(&ok), "{ok} succeeded");
+        for o in &results[ok..] {
+            assert_eq!((o.status_code, o.sub_status_code), (429, 3200));
+            assert!(o.retry_after_milliseconds.unwrap() > 0);
+            assert_eq!(o.request_charge, 0.0);
+        }
+        let charged: f64 = results.iter().map(|o| o.request_charge).sum();
+        assert!((r.charge() - charged).abs() < 0.05);
+        assert!(charged <= 100.0 + 6.0);
+    })
+    .await
+    .expect("the test finished within its time limit");
 }

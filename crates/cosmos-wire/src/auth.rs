@@ -3,10 +3,10 @@
 //!
 //! Both sides use the same code: the client to sign, the local endpoint to check.
 
+use azure_text::uri::encode_component;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use netkit::uri::encode_component;
 use percent_encoding::percent_decode_str;
 use sha2::Sha256;
 use std::fmt;

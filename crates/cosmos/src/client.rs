@@ -146,11 +146,6 @@ impl CosmosClient {
         cache.signed.clear();
     }
 
-    /// The settings this client was built with.
-    pub fn config(&self) -> &CosmosConfig {
-        &self.inner.config
-    }
-
     /// Creates the database unless it exists. Returns whether it was created.
     pub async fn create_database_if_missing(&self, database: &str) -> Result<bool, CosmosError> {
         let body = serde_json::to_vec(&serde_json::json!({ "id": database }))

@@ -33,7 +33,7 @@ pub struct ContainerSetup {
 
 impl ContainerSetup {
     /// The container body this setup creates.
-    pub fn properties(&self, id: &str) -> ContainerProperties {
+    pub(crate) fn properties(&self, id: &str) -> ContainerProperties {
         let mut policy = json!({
             "indexingMode": "consistent",
             "automatic": true,
@@ -89,6 +89,16 @@ impl ReadResponse {
     }
 }
 
+impl From<RawResponse> for ReadResponse {
+    fn from(r: RawResponse) -> Self {
+        Self {
+            etag: r.etag,
+            request_charge: r.request_charge,
+            body: r.body,
+        }
+    }
+}
+
 impl From<RawResponse> for WriteResponse {
     fn from(r: RawResponse) -> Self {
         Self {
@@ -139,21 +149,11 @@ impl ContainerClient {
         &self.client
     }
 
-    /// The database name.
-    pub fn database(&self) -> &str {
-        &self.database
-    }
-
-    /// The container name.
-    pub fn name(&self) -> &str {
-        &self.container
-    }
-
     pub(crate) fn docs_path(&self) -> String {
         format!("{}/docs", self.coll_path)
     }
 
-    fn doc_path(&self, id: &str) -> String {
+    pub(crate) fn doc_path(&self, id: &str) -> String {
         format!("{}/docs/{}", self.coll_path, path_segment(id))
     }
 
@@ -189,7 +189,7 @@ impl ContainerClient {
     }
 
     /// All partition key ranges of the container, following continuation pages.
-    pub async fn partition_key_ranges(&self) -> Result<Vec<PartitionKeyRange>, CosmosError> {
+    pub(crate) async fn partition_key_ranges(&self) -> Result<Vec<PartitionKeyRange>, CosmosError> {
         let mut ranges = Vec::new();
         let mut continuation: Option<String> = None;
         loop {
@@ -220,7 +220,7 @@ impl ContainerClient {
 
     /// Fetches the range map again (after a split), unless another caller already replaced
     /// the map `stale` since it was read.
-    pub async fn refresh_range_map(
+    pub(crate) async fn refresh_range_map(
         &self,
         stale: Option<&Arc<RangeMap>>,
     ) -> Result<Arc<RangeMap>, CosmosError> {
@@ -236,7 +236,7 @@ impl ContainerClient {
         Ok(map)
     }
 
-    fn document_request(
+    pub(crate) fn document_request(
         &self,
         method: Method,
         path: String,
@@ -352,12 +352,7 @@ impl ContainerClient {
         if response.status == 404 {
             return Ok(None);
         }
-        let response = response.into_result()?;
-        Ok(Some(ReadResponse {
-            etag: response.etag,
-            request_charge: response.request_charge,
-            body: response.body,
-        }))
+        Ok(Some(response.into_result()?.into()))
     }
 }
 

@@ -38,7 +38,7 @@ impl fmt::Debug for Credential {
 impl Credential {
     /// The `Authorization` header value for a request on `resource_type`/`resource_link`
     /// (see `cosmos_wire::auth::resource_for_path`) sent with the `x-ms-date` value `date`.
-    pub async fn authorization(
+    pub(crate) async fn authorization(
         &self,
         verb: &str,
         resource_type: &str,

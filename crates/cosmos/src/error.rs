@@ -74,22 +74,6 @@ impl CosmosError {
         }
     }
 
-    /// RU charged for the failed request (0 when no answer came).
-    pub fn request_charge(&self) -> f64 {
-        match self {
-            Self::Service(e) => e.request_charge,
-            _ => 0.0,
-        }
-    }
-
-    /// The service's activity id, when it answered.
-    pub fn activity_id(&self) -> Option<&str> {
-        match self {
-            Self::Service(e) => e.activity_id.as_deref(),
-            _ => None,
-        }
-    }
-
     /// Whether the resource does not exist (404).
     pub fn is_not_found(&self) -> bool {
         self.status() == Some(404)
@@ -106,7 +90,7 @@ impl CosmosError {
     }
 
     /// What a retry policy should do with this error.
-    pub fn disposition(&self) -> Disposition {
+    pub(crate) fn disposition(&self) -> Disposition {
         match self {
             Self::Service(e) => disposition(e.status, e.substatus),
             Self::Timeout(_) => Disposition::Transient,

@@ -31,7 +31,7 @@ use serde_json::Value;
 use crate::container::decode;
 use crate::query::{QueryResponse, QueryScope};
 use crate::ranges::RangeMap;
-use crate::request::{RawResponse, RequestSpec, path_segment};
+use crate::request::{RawResponse, RequestSpec};
 use crate::{ContainerClient, CosmosError, PartitionKey, ReadResponse};
 
 /// How a query runs.
@@ -188,22 +188,15 @@ impl ContainerClient {
         id: &str,
     ) -> Result<(Option<ReadResponse>, ReadCost), ReadFailure> {
         let mut cost = ReadCost::default();
-        let path = format!("{}/{}", self.docs_path(), path_segment(id));
-        let spec = RequestSpec::new(Method::GET, path)
-            .header(headers::PARTITION_KEY, &partition_key.into().to_json());
+        let spec =
+            self.document_request(Method::GET, self.doc_path(id), partition_key.into(), None);
         let result = match spec {
             Ok(spec) => self.send_counted(&spec, &mut cost).await,
             Err(e) => Err(e),
         };
         let answer = match result {
             Ok(r) if r.status == 404 => Ok(None),
-            Ok(r) => r.into_result().map(|r| {
-                Some(ReadResponse {
-                    etag: r.etag,
-                    request_charge: r.request_charge,
-                    body: r.body,
-                })
-            }),
+            Ok(r) => r.into_result().map(|r| Some(r.into())),
             Err(e) => Err(e),
         };
         cost.peak_parallelism = 1;

@@ -1,31 +1,31 @@
 //! A Cosmos DB (NoSQL API) REST client on reqwest (rustls) and tokio, built for write-heavy
 //! ingestion:
-//! - [`client`]: the account client, master-key or Entra ID auth ([`credential`]), the shared
-//!   connection pool, the retry loop every request goes through ([`retry`]); `request` is
-//!   the shape of one request and its response;
-//! - [`container`]: container setup (hash v2 partition key, spatial index, TTL), its definition
-//!   and partition key ranges ([`ranges`]), and point operations with ETag preconditions;
-//! - [`partition_key`]: partition key values, a string or the undefined key;
-//! - [`bulk`]: the partition-aware bulk writer with per-range AIMD concurrency, retries of
-//!   every transient per-operation failure, and one final outcome per operation;
-//! - [`query`]: where a query runs and its plain answer;
-//! - [`fanout`]: running queries on one partition or fanned out over every range with a
-//!   bounded degree of parallelism, and reads that report their RU, calls and 429s.
+//! - the account client ([`CosmosClient`]), authorized by the master key or Entra ID tokens
+//!   ([`Credential`]), one connection pool, and one retry loop every request goes through
+//!   ([`RetryPolicy`]);
+//! - a container ([`ContainerClient`]): its setup (hash v2 partition key, spatial index,
+//!   TTL), its partition key ranges ([`RangeMap`]), point operations with ETag preconditions on
+//!   any [`PartitionKey`] (a string or the undefined key);
+//! - the partition-aware bulk writer ([`BulkWriter`]): per-range AIMD concurrency, retries of
+//!   every transient per-operation failure, and one final [`Outcome`] per operation;
+//! - queries on one partition or fanned out over every range with a bounded degree of
+//!   parallelism ([`QueryScope`], [`QueryOptions`]), and reads that report their RU, calls and
+//!   429s ([`ReadCost`]).
 //!
 //! The wire format itself (signatures, EPK hashing, batch bodies, resource bodies) lives in
 //! `cosmos-wire`, shared with the local endpoint.
 
-pub mod bulk;
-pub mod client;
-pub mod container;
-pub mod credential;
+mod bulk;
+mod client;
+mod container;
+mod credential;
 mod error;
-pub mod fanout;
-pub mod partition_key;
-pub mod query;
-pub mod ranges;
+mod fanout;
+mod partition_key;
+mod query;
+mod ranges;
 mod request;
-pub mod retry;
+mod retry;
 
 pub use bulk::{
     BulkClosed, BulkConfig, BulkOperation, BulkOutcomes, BulkStats, BulkWriter, FinalError,

@@ -24,7 +24,7 @@ pub enum PartitionKey {
 impl PartitionKey {
     /// The key as the JSON array headers and batch operations carry: `["drone-42"]`, or
     /// `[{}]` for the undefined key.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         match self {
             Self::String(value) => partition_key_json(value),
             Self::Undefined => UNDEFINED_PARTITION_KEY_JSON.to_string(),
@@ -32,18 +32,10 @@ impl PartitionKey {
     }
 
     /// The effective partition key as a number, which locates the key's range.
-    pub fn epk(&self) -> u128 {
+    pub(crate) fn epk(&self) -> u128 {
         match self {
             Self::String(value) => epk_u128_of_str(value),
             Self::Undefined => epk_u128_of_undefined(),
-        }
-    }
-
-    /// The string value; `None` for the undefined key.
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::String(value) => Some(value),
-            Self::Undefined => None,
         }
     }
 }
@@ -93,7 +85,6 @@ mod tests {
         let undefined = PartitionKey::Undefined;
         assert_eq!(undefined.to_json(), "[{}]");
         assert_eq!(Some(undefined.epk()), boundary_to_u128(&epk_of_undefined()));
-        assert_eq!(undefined.as_str(), None);
         assert_eq!(undefined.to_string(), "undefined");
         // No string spells it.
         for s in ["", "{}", "[{}]", "undefined", "null"] {
@@ -112,7 +103,6 @@ mod tests {
             let key = PartitionKey::from(value.as_str());
             prop_assert_eq!(key.to_json(), partition_key_json(&value));
             prop_assert_eq!(Some(key.epk()), boundary_to_u128(&epk_of_str(&value)));
-            prop_assert_eq!(key.as_str(), Some(value.as_str()));
             let json: Vec<String> = serde_json::from_str(&key.to_json()).unwrap();
             prop_assert_eq!(json, vec![value]);
         }

@@ -79,7 +79,7 @@ impl RangeMap {
     }
 
     /// Index (into [`Self::ranges`]) of the range that holds an EPK given as a number.
-    pub fn index_of_epk(&self, epk: u128) -> usize {
+    pub(crate) fn index_of_epk(&self, epk: u128) -> usize {
         // The first range starts at 0, so the partition point is at least 1.
         self.starts.partition_point(|start| *start <= epk) - 1
     }

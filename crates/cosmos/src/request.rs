@@ -139,5 +139,5 @@ impl RawResponse {
 
 /// Percent-encodes one name (database, container, document id) for a URL path.
 pub(crate) fn path_segment(name: &str) -> String {
-    netkit::uri::encode_component(name)
+    azure_text::uri::encode_component(name)
 }

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use cosmos_wire::status::Disposition;
-use netkit::backoff::{BackoffConfig, Jitter};
+use retry_backoff::{BackoffConfig, Jitter};
 
 /// Retry budget and backoff of point operations and of each bulk operation.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,12 @@ impl RetryPolicy {
     /// Whether an operation may try again after a failure of kind `disposition`, having
     /// failed `failures` times other than by throttling (this failure included), its first
     /// attempt `elapsed` ago.
-    pub fn allows_retry(&self, disposition: Disposition, failures: u32, elapsed: Duration) -> bool {
+    pub(crate) fn allows_retry(
+        &self,
+        disposition: Disposition,
+        failures: u32,
+        elapsed: Duration,
+    ) -> bool {
         is_retryable(disposition)
             && elapsed < self.max_retry_time
             && (disposition == Disposition::Throttled || failures < self.max_attempts)
@@ -53,7 +58,7 @@ impl RetryPolicy {
     /// server's retry-after when it gave one (at most `max_backoff`), else exponential backoff
     /// with equal jitter: a random point in the upper half of the window, so that clients do
     /// not retry in lock-step and an operation never comes back at once.
-    pub fn delay(&self, failures: u32, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn delay(&self, failures: u32, retry_after: Option<Duration>) -> Duration {
         let schedule = BackoffConfig {
             base: self.base_backoff,
             cap: self.max_backoff,
@@ -68,7 +73,7 @@ impl RetryPolicy {
 }
 
 /// Whether a failure of this kind is retried at all (budget permitting).
-pub fn is_retryable(disposition: Disposition) -> bool {
+fn is_retryable(disposition: Disposition) -> bool {
     matches!(
         disposition,
         Disposition::Throttled | Disposition::RangeGone | Disposition::Transient

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use cosmos::{
@@ -16,6 +17,9 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+/// The longest any test of this file may take.
+const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One request as the listener saw it.
 #[derive(Debug)]
@@ -102,54 +106,58 @@ fn key() -> MasterKey {
 
 #[tokio::test]
 async fn point_write_is_signed_over_the_decoded_document_link() {
-    let (endpoint, mut seen) = listener(|_| {
-        (
-            201,
-            "{}".into(),
-            vec![
-                ("etag", "\"e1\"".into()),
-                ("x-ms-request-charge", "5.71".into()),
-            ],
-        )
-    })
-    .await;
-    let container =
-        client(&endpoint, Credential::MasterKey(key())).container("tele metry", "positions");
-    let written = container
-        .replace(
-            "drone-ä",
-            "drone:7/ä",
-            b"{\"id\":\"drone:7/\\u00e4\"}",
-            Some("\"e0\""),
-        )
-        .await
-        .unwrap();
-    assert_eq!(written.etag.as_deref(), Some("\"e1\""));
-    assert_eq!(written.request_charge, 5.71);
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (endpoint, mut seen) = listener(|_| {
+            (
+                201,
+                "{}".into(),
+                vec![
+                    ("etag", "\"e1\"".into()),
+                    ("x-ms-request-charge", "5.71".into()),
+                ],
+            )
+        })
+        .await;
+        let container =
+            client(&endpoint, Credential::MasterKey(key())).container("tele metry", "positions");
+        let written = container
+            .replace(
+                "drone-ä",
+                "drone:7/ä",
+                b"{\"id\":\"drone:7/\\u00e4\"}",
+                Some("\"e0\""),
+            )
+            .await
+            .unwrap();
+        assert_eq!(written.etag.as_deref(), Some("\"e1\""));
+        assert_eq!(written.request_charge, 5.71);
 
-    let r = seen.recv().await.unwrap();
-    assert_eq!(r.method, "PUT");
-    assert_eq!(
-        r.path,
-        "/dbs/tele%20metry/colls/positions/docs/drone%3A7%2F%C3%A4"
-    );
-    let date = &r.headers["x-ms-date"];
-    assert!(date.ends_with(" GMT") && httpdate_parses(date), "{date}");
-    assert_eq!(r.headers["x-ms-version"], "2020-07-15");
-    assert_eq!(
-        r.headers["x-ms-documentdb-partitionkey"],
-        r#"["drone-\u00e4"]"#
-    );
-    assert_eq!(r.headers["if-match"], "\"e0\"");
-    assert_eq!(r.headers["content-type"], "application/json");
-    // The signature covers the verb, type `docs` and the decoded link of the document.
-    let expected = key().authorization(
-        "PUT",
-        "docs",
-        "dbs/tele metry/colls/positions/docs/drone:7/ä",
-        date,
-    );
-    assert_eq!(r.headers["authorization"], expected);
+        let r = seen.recv().await.unwrap();
+        assert_eq!(r.method, "PUT");
+        assert_eq!(
+            r.path,
+            "/dbs/tele%20metry/colls/positions/docs/drone%3A7%2F%C3%A4"
+        );
+        let date = &r.headers["x-ms-date"];
+        assert!(date.ends_with(" GMT") && httpdate_parses(date), "{date}");
+        assert_eq!(r.headers["x-ms-version"], "2020-07-15");
+        assert_eq!(
+            r.headers["x-ms-documentdb-partitionkey"],
+            r#"["drone-\u00e4"]"#
+        );
+        assert_eq!(r.headers["if-match"], "\"e0\"");
+        assert_eq!(r.headers["content-type"], "application/json");
+        // The signature covers the verb, type `docs` and the decoded link of the document.
+        let expected = key().authorization(
+            "PUT",
+            "docs",
+            "dbs/tele metry/colls/positions/docs/drone:7/ä",
+            date,
+        );
+        assert_eq!(r.headers["authorization"], expected);
+    })
+    .await
+    .expect("the test finished within its time limit");
 }
 
 fn httpdate_parses(date: &str) -> bool {
@@ -160,85 +168,89 @@ fn httpdate_parses(date: &str) -> bool {
 
 #[tokio::test]
 async fn bulk_batch_targets_a_range_without_a_partition_key_header() {
-    let (endpoint, mut seen) = listener(|r| {
-        if r.path.ends_with("/pkranges") {
-            let body = r#"{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"FF"}],"_count":1}"#;
-            return (200, body.into(), vec![]);
-        }
-        let ops: Vec<serde_json::Value> = serde_json::from_slice(&r.body).unwrap();
-        let results: Vec<_> = ops
-            .iter()
-            .map(|_| serde_json::json!({"statusCode": 200, "requestCharge": 1.5, "eTag": "\"x\""}))
-            .collect();
-        (200, serde_json::to_string(&results).unwrap(), vec![("x-ms-request-charge", "3".into())])
-    })
-    .await;
-    let container = client(&endpoint, Credential::MasterKey(key())).container("db", "c");
-    let (writer, mut outcomes) = container.bulk_writer::<u8>(BulkConfig::default());
-    for (i, kind) in [OperationType::Upsert, OperationType::Patch]
-        .into_iter()
-        .enumerate()
-    {
-        let body = match kind {
-            OperationType::Patch => {
-                r#"{"operations":[{"op":"set","path":"/a","value":1}],"condition":"from c where c.a < 1"}"#
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (endpoint, mut seen) = listener(|r| {
+            if r.path.ends_with("/pkranges") {
+                let body = r#"{"PartitionKeyRanges":[{"id":"0","minInclusive":"","maxExclusive":"FF"}],"_count":1}"#;
+                return (200, body.into(), vec![]);
             }
-            _ => r#"{"id":"a","pk":"p"}"#,
-        };
-        writer
-            .submit(BulkOperation {
-                kind,
-                partition_key: "p".into(),
-                id: Some("a".into()),
-                body: Bytes::from_static(body.as_bytes()),
-                if_match: (i == 1).then(|| "\"e\"".to_string()),
-                context: i as u8,
-            })
-            .await
-            .unwrap();
-    }
-    writer.close().await;
-    let mut n = 0;
-    while let Some(o) = outcomes.next().await {
-        assert!(o.is_success(), "{o:?}");
-        assert_eq!(
-            (o.range_id.as_str(), o.request_charge, o.etag.as_deref()),
-            ("0", 1.5, Some("\"x\""))
-        );
-        n += 1;
-    }
-    assert_eq!(n, 2);
+            let ops: Vec<serde_json::Value> = serde_json::from_slice(&r.body).unwrap();
+            let results: Vec<_> = ops
+                .iter()
+                .map(|_| serde_json::json!({"statusCode": 200, "requestCharge": 1.5, "eTag": "\"x\""}))
+                .collect();
+            (200, serde_json::to_string(&results).unwrap(), vec![("x-ms-request-charge", "3".into())])
+        })
+        .await;
+        let container = client(&endpoint, Credential::MasterKey(key())).container("db", "c");
+        let (writer, mut outcomes) = container.bulk_writer::<u8>(BulkConfig::default());
+        for (i, kind) in [OperationType::Upsert, OperationType::Patch]
+            .into_iter()
+            .enumerate()
+        {
+            let body = match kind {
+                OperationType::Patch => {
+                    r#"{"operations":[{"op":"set","path":"/a","value":1}],"condition":"from c where c.a < 1"}"#
+                }
+                _ => r#"{"id":"a","pk":"p"}"#,
+            };
+            writer
+                .submit(BulkOperation {
+                    kind,
+                    partition_key: "p".into(),
+                    id: Some("a".into()),
+                    body: Bytes::from_static(body.as_bytes()),
+                    if_match: (i == 1).then(|| "\"e\"".to_string()),
+                    context: i as u8,
+                })
+                .await
+                .unwrap();
+        }
+        writer.close().await;
+        let mut n = 0;
+        while let Some(o) = outcomes.next().await {
+            assert!(o.is_success(), "{o:?}");
+            assert_eq!(
+                (o.range_id.as_str(), o.request_charge, o.etag.as_deref()),
+                ("0", 1.5, Some("\"x\""))
+            );
+            n += 1;
+        }
+        assert_eq!(n, 2);
 
-    let ranges = seen.recv().await.unwrap();
-    assert_eq!(
-        (ranges.method.as_str(), ranges.path.as_str()),
-        ("GET", "/dbs/db/colls/c/pkranges")
-    );
-    let batch = seen.recv().await.unwrap();
-    assert_eq!(
-        (batch.method.as_str(), batch.path.as_str()),
-        ("POST", "/dbs/db/colls/c/docs")
-    );
-    assert_eq!(batch.headers["x-ms-cosmos-is-batch-request"], "True");
-    assert_eq!(batch.headers["x-ms-cosmos-batch-atomic"], "False");
-    assert_eq!(batch.headers["x-ms-cosmos-batch-continue-on-error"], "True");
-    assert_eq!(batch.headers["x-ms-documentdb-partitionkeyrangeid"], "0");
-    assert!(!batch.headers.contains_key("x-ms-documentdb-partitionkey"));
-    assert_eq!(batch.headers["prefer"], "return=minimal");
-    let date = &batch.headers["x-ms-date"];
-    assert_eq!(
-        batch.headers["authorization"],
-        key().authorization("POST", "docs", "dbs/db/colls/c", date)
-    );
-    let ops: serde_json::Value = serde_json::from_slice(&batch.body).unwrap();
-    assert_eq!(
-        ops,
-        serde_json::json!([
-            {"operationType": "Upsert", "partitionKey": "[\"p\"]", "id": "a", "resourceBody": {"id": "a", "pk": "p"}},
-            {"operationType": "Patch", "partitionKey": "[\"p\"]", "id": "a", "ifMatch": "\"e\"",
-             "resourceBody": {"operations": [{"op": "set", "path": "/a", "value": 1}], "condition": "from c where c.a < 1"}}
-        ])
-    );
+        let ranges = seen.recv().await.unwrap();
+        assert_eq!(
+            (ranges.method.as_str(), ranges.path.as_str()),
+            ("GET", "/dbs/db/colls/c/pkranges")
+        );
+        let batch = seen.recv().await.unwrap();
+        assert_eq!(
+            (batch.method.as_str(), batch.path.as_str()),
+            ("POST", "/dbs/db/colls/c/docs")
+        );
+        assert_eq!(batch.headers["x-ms-cosmos-is-batch-request"], "True");
+        assert_eq!(batch.headers["x-ms-cosmos-batch-atomic"], "False");
+        assert_eq!(batch.headers["x-ms-cosmos-batch-continue-on-error"], "True");
+        assert_eq!(batch.headers["x-ms-documentdb-partitionkeyrangeid"], "0");
+        assert!(!batch.headers.contains_key("x-ms-documentdb-partitionkey"));
+        assert_eq!(batch.headers["prefer"], "return=minimal");
+        let date = &batch.headers["x-ms-date"];
+        assert_eq!(
+            batch.headers["authorization"],
+            key().authorization("POST", "docs", "dbs/db/colls/c", date)
+        );
+        let ops: serde_json::Value = serde_json::from_slice(&batch.body).unwrap();
+        assert_eq!(
+            ops,
+            serde_json::json!([
+                {"operationType": "Upsert", "partitionKey": "[\"p\"]", "id": "a", "resourceBody": {"id": "a", "pk": "p"}},
+                {"operationType": "Patch", "partitionKey": "[\"p\"]", "id": "a", "ifMatch": "\"e\"",
+                 "resourceBody": {"operations": [{"op": "set", "path": "/a", "value": 1}], "condition": "from c where c.a < 1"}}
+            ])
+        );
+    })
+    .await
+    .expect("the test finished within its time limit");
 }
 
 struct StaticToken(&'static str);
@@ -251,47 +263,58 @@ impl TokenCredential for StaticToken {
 
 #[tokio::test]
 async fn entra_id_token_goes_in_the_authorization_header_and_never_in_debug() {
-    let (endpoint, mut seen) = listener(|_| {
-        (
-            200,
-            r#"{"id":"c","partitionKey":{"paths":["/p"],"kind":"Hash","version":2}}"#.into(),
-            vec![],
-        )
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (endpoint, mut seen) = listener(|_| {
+            (
+                200,
+                r#"{"id":"c","partitionKey":{"paths":["/p"],"kind":"Hash","version":2}}"#.into(),
+                vec![],
+            )
+        })
+        .await;
+        let credential = Credential::Token(Arc::new(StaticToken("eyJ0eXAi.secret-token")));
+        let client = client(&endpoint, credential);
+        assert!(!format!("{client:?}").contains("secret-token"));
+        let props = client.container("db", "c").properties().await.unwrap();
+        assert_eq!(props.partition_key.paths, vec!["/p".to_string()]);
+        let r = seen.recv().await.unwrap();
+        assert_eq!(
+            r.headers["authorization"],
+            aad_authorization("eyJ0eXAi.secret-token")
+        );
     })
-    .await;
-    let credential = Credential::Token(Arc::new(StaticToken("eyJ0eXAi.secret-token")));
-    let client = client(&endpoint, credential);
-    assert!(!format!("{client:?}").contains("secret-token"));
-    let props = client.container("db", "c").properties().await.unwrap();
-    assert_eq!(props.partition_key.paths, vec!["/p".to_string()]);
-    let r = seen.recv().await.unwrap();
-    assert_eq!(
-        r.headers["authorization"],
-        aad_authorization("eyJ0eXAi.secret-token")
-    );
+    .await
+    .expect("the test finished within its time limit");
 }
 
 #[tokio::test]
 async fn errors_carry_status_substatus_activity_and_charge() {
-    let (endpoint, _seen) = listener(|_| {
-        (
-            412,
-            r#"{"code":"PreconditionFailed","message":"Operation cannot be performed because one of the specified precondition is not met."}"#.into(),
-            vec![
-                ("x-ms-substatus", "0".into()),
-                ("x-ms-activity-id", "a1b2".into()),
-                ("x-ms-request-charge", "1.24".into()),
-            ],
-        )
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (endpoint, _seen) = listener(|_| {
+            (
+                412,
+                r#"{"code":"PreconditionFailed","message":"Operation cannot be performed because one of the specified precondition is not met."}"#.into(),
+                vec![
+                    ("x-ms-substatus", "0".into()),
+                    ("x-ms-activity-id", "a1b2".into()),
+                    ("x-ms-request-charge", "1.24".into()),
+                ],
+            )
+        })
+        .await;
+        let container = client(&endpoint, Credential::MasterKey(key())).container("db", "c");
+        let err = container
+            .delete("p", "a", Some("\"old\""))
+            .await
+            .unwrap_err();
+        assert!(err.is_precondition_failed());
+        let CosmosError::Service(answer) = &err else {
+            panic!("a service error, not {err}");
+        };
+        assert_eq!(answer.activity_id.as_deref(), Some("a1b2"));
+        assert_eq!(answer.request_charge, 1.24);
+        assert!(err.to_string().contains("precondition is not met"), "{err}");
     })
-    .await;
-    let container = client(&endpoint, Credential::MasterKey(key())).container("db", "c");
-    let err = container
-        .delete("p", "a", Some("\"old\""))
-        .await
-        .unwrap_err();
-    assert!(err.is_precondition_failed());
-    assert_eq!(err.activity_id(), Some("a1b2"));
-    assert_eq!(err.request_charge(), 1.24);
-    assert!(err.to_string().contains("precondition is not met"), "{err}");
+    .await
+    .expect("the test finished within its time limit");
 }

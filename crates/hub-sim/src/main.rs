@@ -137,7 +137,7 @@ fn host_of(dir: &Path) -> anyhow::Result<String> {
             path.display()
         )
     })?;
-    netkit::connection_string::value_ignore_case(&text, "HostName")
+    azure_text::connection_string::value_ignore_case(&text, "HostName")
         .map(str::to_owned)
         .with_context(|| format!("{} has no HostName", path.display()))
 }

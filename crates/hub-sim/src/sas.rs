@@ -6,10 +6,10 @@
 //! IoT Hub device keys are base64-decoded before use; Event Hubs policy keys are used as their
 //! UTF-8 bytes. This module parses, checks and makes tokens; it owns no keys.
 
+use azure_text::uri::URI_COMPONENT;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use netkit::uri::URI_COMPONENT;
 use percent_encoding::{percent_decode_str, utf8_percent_encode};
 use sha2::Sha256;
 

@@ -181,7 +181,7 @@ pub fn forget(dir: &Path) -> Result<(), StateError> {
 pub async fn assignment(
     config: &DpsConfig,
     dir: &Path,
-    backoff: netkit::backoff::BackoffConfig,
+    backoff: retry_backoff::BackoffConfig,
 ) -> anyhow::Result<Assignment> {
     if let Some(kept) = load(dir, config)? {
         tracing::info!(
@@ -192,7 +192,7 @@ pub async fn assignment(
         return Ok(kept);
     }
     let key = config.device_key()?;
-    let mut backoff = netkit::backoff::Backoff::new(backoff);
+    let mut backoff = retry_backoff::Backoff::new(backoff);
     loop {
         match register(config, &key).await {
             Ok(assignment) => {

@@ -25,7 +25,7 @@ use crate::clock::{Clock, EARLIEST_PLAUSIBLE};
 use crate::status::StatusCell;
 pub use config::SourceConfig;
 pub use mavlink::{MavlinkAddress, MavlinkConfig};
-use netkit::backoff::{Backoff, BackoffConfig};
+use retry_backoff::{Backoff, BackoffConfig};
 pub use sim::{SimConfig, SimRoute};
 
 /// When a fix was taken, and by which clock.

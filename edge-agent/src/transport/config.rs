@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use netkit::backoff::BackoffConfig;
+use retry_backoff::BackoffConfig;
 use settings::SecretBytes;
 
 /// The MQTT connection: where, how to authenticate, how to retry.

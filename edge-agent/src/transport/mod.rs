@@ -2,7 +2,7 @@
 //!
 //! One task per agent owns the connection: it connects, reports what happens as
 //! link events, and reconnects with exponential backoff and full jitter
-//! ([`netkit::backoff`]). Each connection ("link") gets a fresh rumqttc client and event
+//! ([`retry_backoff`]). Each connection ("link") gets a fresh rumqttc client and event
 //! loop, so nothing queued for a dead link is ever sent on the next one: whatever was not
 //! acknowledged is sent again from the disk buffer by the agent.
 //!
@@ -37,7 +37,7 @@ use crate::clock::Clock;
 use crate::status::{ConnectionState, StatusCell};
 pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use inflight::Inflight;
-use netkit::backoff::Backoff;
+use retry_backoff::Backoff;
 pub use tls::TlsError;
 
 /// The `api-version` IoT Hub's MQTT username carries.
@@ -52,7 +52,7 @@ const MAX_OUTGOING_PACKET: usize = 256 * 1024 + 4096;
 pub fn event_topic(device_id: &str, created: DateTime<Utc>) -> String {
     format!(
         "devices/{device_id}/messages/events/$.ct=application%2Fjson&$.ce=utf-8&iothub-creation-time-utc={}",
-        netkit::uri::encode_component(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
+        azure_text::uri::encode_component(&created.to_rfc3339_opts(SecondsFormat::Millis, true))
     )
 }
 

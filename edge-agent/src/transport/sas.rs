@@ -9,11 +9,11 @@
 
 use std::fmt;
 
+use azure_text::connection_string::{self, MalformedPart};
+use azure_text::uri::encode_component;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
-use netkit::connection_string::{self, MalformedPart};
-use netkit::uri::encode_component;
 use sha2::Sha256;
 
 use settings::SecretBytes;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use edge_agent::{Agent, AgentConfig, AgentHandle, AgentReport, AgentStatus, CancellationToken};
-use netkit::backoff::BackoffConfig;
+use retry_backoff::BackoffConfig;
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
 use telemetry::wire::Position;
 use test_harness::Mosquitto;

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use netkit::backoff::{Backoff, BackoffConfig};
+use retry_backoff::{Backoff, BackoffConfig};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 

@@ -41,7 +41,7 @@ use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, Start
 use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
-use netkit::backoff::Backoff;
+use retry_backoff::Backoff;
 
 /// Longest wait for a client to close its connection.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use netkit::backoff::Backoff;
+use retry_backoff::Backoff;
 use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::v5::{Packet, Publish, SubscribeReasonCode};
 use rumqttc::v5::mqttbytes::{self, QoS};

@@ -5,21 +5,16 @@
 //! The scanner expects JSON that was already validated (request bodies go through
 //! `serde_json::value::RawValue` first); on anything it does not expect it answers `None`, and
 //! the caller takes the parsing path instead.
-//!
-//! [`reader`] validates and scans a document, [`batch`] reads a batch body with it, [`patch`]
-//! reads and applies a patch of top-level members, [`write`] writes text.
 
 mod batch;
-mod patch;
 mod reader;
+mod set_patch;
 mod write;
 
 pub use batch::{BatchError, BatchOp, read_batch};
-pub use patch::{SetMember, SetPatch, apply_sets, read_members, read_set_patch};
-pub use reader::{Fields, Invalid, Reader, document};
-pub use write::{
-    ETAG_LEN, EtagText, is_plain, open_object, plain_str, push_charge, push_hex, push_u64,
-};
+pub use reader::{Fields, Invalid, document};
+pub use set_patch::{SetPatch, apply_sets, read_members, read_set_patch};
+pub use write::{EtagText, is_plain, open_object, plain_str, push_charge, push_hex, push_u64};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The reader against `serde_json`, batch bodies, and what is written.
 
+use super::set_patch::SetMember;
 use super::*;
 use cosmos_wire::batch::OperationType;
 use proptest::prelude::*;
@@ -313,7 +314,7 @@ proptest! {
         let body = serde_json::to_vec(&body).unwrap();
         let parsed: cosmos_wire::resources::PatchRequest = serde_json::from_slice(&body).unwrap();
         let mut expected = doc.clone();
-        let outcome = crate::patch::apply(&mut expected, &parsed.operations, &path("/pk"));
+        let outcome = crate::value_patch::apply(&mut expected, &parsed.operations, &path("/pk"));
         let Some(sets) = read_set_patch(&body, &path("/pk")) else { return Ok(()) };
         prop_assert_eq!(sets.condition, condition.as_deref());
         match (apply_sets(&text, &sets.sets), outcome) {

@@ -71,7 +71,7 @@ pub fn push_charge(out: &mut Vec<u8>, charge: f64) {
 }
 
 /// Length of an ETag's text, quotes included.
-pub const ETAG_LEN: usize = 38;
+const ETAG_LEN: usize = 38;
 
 /// The text of ETag number `n` (quoted, as in `_etag` and the `etag` header), e.g.
 /// `"0000002a-0000-0000-0000-000000000000"`.

@@ -11,9 +11,9 @@
 //! | `POST /_admin/key` | `{"key"}` (base64) | `{}`; requests signed with another key get 401 |
 
 use super::reply::Reply;
+use crate::endpoint_state::EndpointState;
 use crate::error::SimError;
 use crate::faults::FaultSettings;
-use crate::shared::Shared;
 use http::Method;
 use serde::Deserialize;
 use serde_json::json;
@@ -40,20 +40,18 @@ struct ThroughputRequest {
 }
 
 /// Serves one admin request.
-pub(super) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) -> Reply {
-    let stats = || shared.stats();
+pub(super) fn handle(state: &EndpointState, method: &Method, path: &str, body: &[u8]) -> Reply {
+    let stats = || state.stats();
     match (method, path.trim_end_matches('/')) {
         (&Method::GET, "/_admin/stats") => Reply::value(200, 0.0, &json!(stats())),
         (&Method::GET, "/_admin/metrics") => {
             Reply::json(200, 0.0, stats().to_prometheus().into_bytes())
         }
-        (&Method::GET, "/_admin/faults") => {
-            Reply::value(200, 0.0, &json!(shared.faults.settings()))
-        }
+        (&Method::GET, "/_admin/faults") => Reply::value(200, 0.0, &json!(state.faults.settings())),
         (&Method::POST, "/_admin/faults") => match serde_json::from_slice::<FaultSettings>(body) {
             Ok(s) => {
-                shared.faults.update(s);
-                Reply::value(200, 0.0, &json!(shared.faults.settings()))
+                state.faults.update(s);
+                Reply::value(200, 0.0, &json!(state.faults.settings()))
             }
             Err(e) => Reply::error(
                 400,
@@ -64,7 +62,7 @@ pub(super) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
             ),
         },
         (&Method::POST, "/_admin/split") => match serde_json::from_slice::<SplitRequest>(body) {
-            Ok(r) => match shared.split_range(&r.database, &r.container, &r.range_id) {
+            Ok(r) => match state.split_range(&r.database, &r.container, &r.range_id) {
                 Ok((a, b)) => Reply::value(200, 0.0, &json!([a, b])),
                 Err(e) => sim_error(e),
             },
@@ -76,7 +74,7 @@ pub(super) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
         },
         (&Method::POST, "/_admin/throughput") => {
             match serde_json::from_slice::<ThroughputRequest>(body) {
-                Ok(r) => match shared.set_ru_per_sec(&r.database, &r.container, r.ru_per_sec) {
+                Ok(r) => match state.set_ru_per_sec(&r.database, &r.container, r.ru_per_sec) {
                     Ok(()) => Reply::value(200, 0.0, &json!({"ruPerSec": r.ru_per_sec})),
                     Err(e) => sim_error(e),
                 },
@@ -88,7 +86,7 @@ pub(super) fn handle(shared: &Shared, method: &Method, path: &str, body: &[u8]) 
             }
         }
         (&Method::POST, "/_admin/key") => match serde_json::from_slice::<KeyRequest>(body) {
-            Ok(r) => match shared.rotate_key(&r.key) {
+            Ok(r) => match state.rotate_key(&r.key) {
                 Ok(()) => Reply::value(200, 0.0, &json!({})),
                 Err(e) => sim_error(e),
             },

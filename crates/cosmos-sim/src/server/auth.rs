@@ -2,14 +2,14 @@
 
 use super::headers::header;
 use super::reply::Reply;
-use crate::shared::Shared;
+use crate::endpoint_state::EndpointState;
 use cosmos_wire::auth::{AuthorizationHeader, resource_for_path, string_to_sign};
 use cosmos_wire::headers as h;
 use http::{HeaderMap, Method};
 
 /// Checks the master-key signature exactly as the service does.
 pub(super) fn check(
-    shared: &Shared,
+    state: &EndpointState,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -37,7 +37,7 @@ pub(super) fn check(
         return Err(Reply::error(401, 0, "The request has no x-ms-date header."));
     };
     let (rtype, link) = resource_for_path(path);
-    if shared
+    if state
         .key
         .read()
         .verifies(&auth.signature, method.as_str(), &rtype, &link, date)

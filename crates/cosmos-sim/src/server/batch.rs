@@ -6,10 +6,10 @@
 use super::headers::{header, header_pk, is_minimal, is_true};
 use super::operation::{address, op_kind, range_by_id};
 use super::reply::Reply;
-use crate::docs::{Addressed, Ctx, Outcome, Preconditions};
+use crate::document_ops::{Addressed, Ctx, Outcome, Preconditions};
+use crate::endpoint_state::EndpointState;
 use crate::raw::{self, BatchError, BatchOp, Invalid};
 use crate::ru;
-use crate::shared::Shared;
 use crate::store::{PartitionKey, Range, Ranges};
 use cosmos_wire::batch::{MAX_BODY_BYTES, MAX_OPERATIONS, OperationType};
 use cosmos_wire::headers as h;
@@ -21,7 +21,12 @@ use std::sync::Arc;
 type AddressedOps<'a> = Vec<(OperationType, Result<Addressed<'a>, Outcome>)>;
 
 /// Serves one batch request.
-pub(super) fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {
+pub(super) fn batch(
+    state: &EndpointState,
+    ctx: &Ctx<'_>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Reply {
     let ops = match read_operations(ctx, body) {
         Ok(ops) => ops,
         Err(r) => return r,
@@ -33,7 +38,7 @@ pub(super) fn batch(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &
     let atomic = !header(headers, h::BATCH_ATOMIC).is_some_and(|v| v.eq_ignore_ascii_case("false"));
     let continue_on_error = is_true(headers, h::BATCH_CONTINUE_ON_ERROR);
     let minimal = is_minimal(headers);
-    count_operations(shared, &ops);
+    count_operations(state, &ops);
     let addressed: AddressedOps<'_> = ops
         .into_iter()
         .map(|op| (op.operation_type, address_operation(ctx, op, &header_pk)))
@@ -105,7 +110,7 @@ fn read_operations<'a>(ctx: &Ctx<'_>, body: &'a [u8]) -> Result<Vec<BatchOp<'a>>
 }
 
 /// Counts the batch's operations by kind.
-fn count_operations(shared: &Shared, ops: &[BatchOp<'_>]) {
+fn count_operations(state: &EndpointState, ops: &[BatchOp<'_>]) {
     let mut counts: [u64; 6] = [0; 6];
     for op in ops {
         counts[op.operation_type as usize] += 1;
@@ -120,7 +125,7 @@ fn count_operations(shared: &Shared, ops: &[BatchOp<'_>]) {
     ] {
         let n = counts[kind as usize];
         if n > 0 {
-            shared.counters.operations(op_kind(kind), n);
+            state.counters.operations(op_kind(kind), n);
         }
     }
 }

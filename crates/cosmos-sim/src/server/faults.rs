@@ -2,17 +2,17 @@
 //! added latency, an injected 503, or a hold answered 408.
 
 use super::reply::Reply;
+use crate::endpoint_state::EndpointState;
 use crate::faults::Injected;
-use crate::shared::Shared;
 
 /// Waits the added latency, then draws a fault: the reply that ends the request, or `None` to
 /// serve it.
-pub(super) async fn inject(shared: &Shared) -> Option<Reply> {
-    let latency = shared.faults.delay();
+pub(super) async fn inject(state: &EndpointState) -> Option<Reply> {
+    let latency = state.faults.delay();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    match shared.faults.draw() {
+    match state.faults.draw() {
         Injected::None => None,
         Injected::Unavailable => Some(Reply::error(
             503,

@@ -1,7 +1,7 @@
 //! Reading the request headers the handlers act on: flags, the partition key, preconditions.
 
 use super::reply::Reply;
-use crate::docs::Preconditions;
+use crate::document_ops::Preconditions;
 use crate::store::PartitionKey;
 use cosmos_wire::headers as h;
 use http::HeaderMap;

@@ -3,7 +3,7 @@
 
 use super::reply::Reply;
 use super::{admin, auth, faults, routes};
-use crate::shared::Shared;
+use crate::endpoint_state::EndpointState;
 use bytes::Bytes;
 use cosmos_wire::batch::MAX_BODY_BYTES;
 use http::{Request, Response};
@@ -23,7 +23,7 @@ const MAX_REQUEST_BYTES: usize = MAX_BODY_BYTES + 64 * 1024;
 /// Accepts connections until `stop` turns true, then closes them gracefully.
 pub(crate) async fn serve(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    state: Arc<EndpointState>,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
@@ -38,12 +38,12 @@ pub(crate) async fn serve(
             _ = stop.changed() => return,
         };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
+        let state = state.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(state, req).await) }
             });
             let conn = http1::Builder::new()
                 .keep_alive(true)
@@ -60,20 +60,20 @@ pub(crate) async fn serve(
     }
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(state: Arc<EndpointState>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     if parts.uri.path().starts_with("/_admin") {
         let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => return Reply::error(413, 0, "request body too large").into_response(),
         };
-        return admin::handle(&shared, &parts.method, parts.uri.path(), &body).into_response();
+        return admin::handle(&state, &parts.method, parts.uri.path(), &body).into_response();
     }
-    shared.counters.request();
-    if let Some(reply) = faults::inject(&shared).await {
+    state.counters.request();
+    if let Some(reply) = faults::inject(&state).await {
         return reply.into_response();
     }
-    if let Err(reply) = auth::check(&shared, &parts.method, parts.uri.path(), &parts.headers) {
+    if let Err(reply) = auth::check(&state, &parts.method, parts.uri.path(), &parts.headers) {
         return reply.into_response();
     }
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
@@ -88,14 +88,14 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
         }
     };
     let reply = routes::route(
-        &shared,
+        &state,
         &parts.method,
         parts.uri.path(),
         &parts.headers,
         &body,
     );
     if reply.status == 429 {
-        shared.counters.throttled_request();
+        state.counters.throttled_request();
     }
     reply.into_response()
 }

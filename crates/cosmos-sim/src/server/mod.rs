@@ -1,9 +1,8 @@
-//! The HTTP side of the endpoint, one concern per file: [`listen`] accepts connections and runs
-//! each request through fault injection ([`faults`]), the signature check ([`auth`]) and the
-//! router ([`routes`]); the handlers are [`resources`] (account, databases, containers, range
-//! map), [`point`] (one document), [`batch`] and [`query`]; [`operation`] builds a document
-//! operation from a request's parts; [`reply`] writes responses with the service's headers
-//! (`x-ms-request-charge` on every one); [`admin`] serves `/_admin/`.
+//! The HTTP side of the endpoint: accepting connections and taking each request through the
+//! injected faults, the signature check and the route to its handler (account, databases,
+//! containers, range map, documents, batches, queries, and the `/_admin/` endpoints), and
+//! answering with the service's headers (`x-ms-request-charge` on every reply). It keeps no
+//! state of its own: what a request reads or changes is the endpoint's state.
 
 mod admin;
 mod auth;

@@ -3,7 +3,7 @@
 //! id; the operation counters' names.
 
 use super::reply::Reply;
-use crate::docs::{Addressed, Ctx, DocOp, Outcome, Patch, Preconditions};
+use crate::document_ops::{Addressed, Ctx, DocOp, Outcome, Patch, Preconditions};
 use crate::raw::{self, Fields};
 use crate::store::{Container, PartitionKey, Range};
 use cosmos_wire::batch::OperationType;

@@ -4,9 +4,9 @@
 use super::headers::{header_pk, is_minimal, preconditions};
 use super::operation::{address, op_kind};
 use super::reply::Reply;
-use crate::docs::Ctx;
+use crate::document_ops::Ctx;
+use crate::endpoint_state::EndpointState;
 use crate::raw::{self, Invalid};
-use crate::shared::Shared;
 use bytes::Bytes;
 use cosmos_wire::batch::OperationType;
 use cosmos_wire::headers as h;
@@ -15,7 +15,7 @@ use http::HeaderMap;
 /// Serves one point operation of `kind` on the document `id` (from the path; `None` for a
 /// create or upsert, whose id is in the body).
 pub(super) fn point(
-    shared: &Shared,
+    state: &EndpointState,
     ctx: &Ctx<'_>,
     headers: &HeaderMap,
     body: &Bytes,
@@ -41,7 +41,7 @@ pub(super) fn point(
         Ok(a) => a,
         Err(o) => return Reply::from_outcome(&o),
     };
-    shared.counters.operations(op_kind(kind), 1);
+    state.counters.operations(op_kind(kind), 1);
     let ranges = ctx.container.ranges.read();
     let range = ranges.for_epk(addressed.pk.epk);
     let is_write = addressed.op.is_write();

@@ -5,17 +5,22 @@
 use super::headers::{header, header_pk, is_true};
 use super::operation::range_by_id;
 use super::reply::Reply;
-use crate::docs::{Ctx, Outcome};
+use crate::document_ops::{Ctx, Outcome};
+use crate::endpoint_state::EndpointState;
 use crate::query::{self, parse::parse_query};
 use crate::ru;
-use crate::shared::Shared;
 use cosmos_wire::headers as h;
 use cosmos_wire::resources::QueryRequest;
 use http::HeaderMap;
 use serde_json::{Value, json};
 
 /// Runs the query in `body` on the partition key or range the headers name.
-pub(super) fn run_query(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, body: &[u8]) -> Reply {
+pub(super) fn run_query(
+    state: &EndpointState,
+    ctx: &Ctx<'_>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Reply {
     let req: QueryRequest = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
@@ -61,7 +66,7 @@ pub(super) fn run_query(shared: &Shared, ctx: &Ctx<'_>, headers: &HeaderMap, bod
         Some(_) => usize::MAX,
         None => 100,
     };
-    shared.counters.operations("query", 1);
+    state.counters.operations("query", 1);
     let mut part = range.part.lock();
     let page = match &pk {
         Some(pk) => {

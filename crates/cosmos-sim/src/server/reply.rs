@@ -2,7 +2,7 @@
 //! headers (`x-ms-request-charge` on every response, activity id, session token, substatus,
 //! retry-after).
 
-use crate::docs::Outcome;
+use crate::document_ops::Outcome;
 use crate::ru;
 use bytes::Bytes;
 use cosmos_wire::headers as h;

@@ -3,8 +3,8 @@
 
 use super::headers::header;
 use super::reply::Reply;
+use crate::endpoint_state::EndpointState;
 use crate::ru;
-use crate::shared::Shared;
 use crate::store::{Container, CreateError};
 use cosmos_wire::headers as h;
 use cosmos_wire::resources::PartitionKeyRanges;
@@ -12,8 +12,8 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 
 /// `GET /`: the account, its one location at the address the client used.
-pub(super) fn account(shared: &Shared, headers: &HeaderMap) -> Reply {
-    let host = header(headers, "host").map_or_else(|| shared.addr.to_string(), str::to_string);
+pub(super) fn account(state: &EndpointState, headers: &HeaderMap) -> Reply {
+    let host = header(headers, "host").map_or_else(|| state.addr.to_string(), str::to_string);
     let endpoint = format!("http://{host}/");
     let location = json!([{"name": "local", "databaseAccountEndpoint": endpoint}]);
     let query_engine = json!({
@@ -39,8 +39,8 @@ pub(super) fn account(shared: &Shared, headers: &HeaderMap) -> Reply {
 }
 
 /// `GET /dbs`.
-pub(super) fn list_databases(shared: &Shared) -> Reply {
-    let dbs: Vec<Value> = shared
+pub(super) fn list_databases(state: &EndpointState) -> Reply {
+    let dbs: Vec<Value> = state
         .store
         .databases
         .read()
@@ -51,38 +51,38 @@ pub(super) fn list_databases(shared: &Shared) -> Reply {
 }
 
 /// `POST /dbs`.
-pub(super) fn create_database(shared: &Shared, body: &[u8]) -> Reply {
+pub(super) fn create_database(state: &EndpointState, body: &[u8]) -> Reply {
     let Some(id) = parse_json(body)
         .ok()
         .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string))
     else {
         return Reply::error(400, 0, "The database definition needs a string \"id\".");
     };
-    match shared.store.create_database(&id) {
+    match state.store.create_database(&id) {
         Ok(db) => Reply::value(201, ru::METADATA, &db.body),
         Err(e) => create_error(e, "database"),
     }
 }
 
 /// `GET /dbs/{db}`.
-pub(super) fn read_database(shared: &Shared, db: &str) -> Reply {
-    match shared.store.database(db) {
+pub(super) fn read_database(state: &EndpointState, db: &str) -> Reply {
+    match state.store.database(db) {
         Some(d) => Reply::value(200, ru::METADATA, &d.body),
         None => not_found("database", db),
     }
 }
 
 /// `DELETE /dbs/{db}`.
-pub(super) fn delete_database(shared: &Shared, db: &str) -> Reply {
-    match shared.store.databases.write().remove(db) {
+pub(super) fn delete_database(state: &EndpointState, db: &str) -> Reply {
+    match state.store.databases.write().remove(db) {
         Some(_) => Reply::json(204, ru::METADATA, Vec::new()),
         None => not_found("database", db),
     }
 }
 
 /// `GET /dbs/{db}/colls`.
-pub(super) fn list_containers(shared: &Shared, db: &str) -> Reply {
-    match shared.store.database(db) {
+pub(super) fn list_containers(state: &EndpointState, db: &str) -> Reply {
+    match state.store.database(db) {
         Some(d) => feed(
             "DocumentCollections",
             d.containers
@@ -97,7 +97,7 @@ pub(super) fn list_containers(shared: &Shared, db: &str) -> Reply {
 
 /// `POST /dbs/{db}/colls`, with its throughput from `x-ms-offer-throughput` or the default.
 pub(super) fn create_container(
-    shared: &Shared,
+    state: &EndpointState,
     db: &str,
     headers: &HeaderMap,
     body: &[u8],
@@ -114,11 +114,11 @@ pub(super) fn create_container(
                 "x-ms-offer-throughput must be a number of RU/s, at least 1.",
             );
         }
-        None => shared.default_ru(),
+        None => state.default_ru,
     };
-    match shared
+    match state
         .store
-        .create_container(db, &definition, shared.partitions, ru)
+        .create_container(db, &definition, state.partitions, ru)
     {
         Ok(c) => Reply::value(201, ru::METADATA, &c.body),
         Err(e) => create_error(e, "container"),
@@ -126,16 +126,16 @@ pub(super) fn create_container(
 }
 
 /// `GET /dbs/{db}/colls/{coll}`.
-pub(super) fn read_container(shared: &Shared, db: &str, coll: &str) -> Reply {
-    match shared.store.container(db, coll) {
+pub(super) fn read_container(state: &EndpointState, db: &str, coll: &str) -> Reply {
+    match state.store.container(db, coll) {
         Some(c) => Reply::value(200, ru::METADATA, &c.body),
         None => not_found("container", coll),
     }
 }
 
 /// `DELETE /dbs/{db}/colls/{coll}`.
-pub(super) fn delete_container(shared: &Shared, db: &str, coll: &str) -> Reply {
-    match shared.store.delete_container(db, coll) {
+pub(super) fn delete_container(state: &EndpointState, db: &str, coll: &str) -> Reply {
+    match state.store.delete_container(db, coll) {
         Some(_) => Reply::json(204, ru::METADATA, Vec::new()),
         None => not_found("container", coll),
     }

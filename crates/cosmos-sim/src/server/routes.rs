@@ -6,8 +6,8 @@ use super::point::point;
 use super::query::run_query;
 use super::reply::Reply;
 use super::resources::{self, not_found};
-use crate::docs::Ctx;
-use crate::shared::Shared;
+use crate::document_ops::Ctx;
+use crate::endpoint_state::EndpointState;
 use bytes::Bytes;
 use cosmos_wire::auth::url_decode;
 use cosmos_wire::batch::OperationType;
@@ -16,7 +16,7 @@ use http::{HeaderMap, Method};
 
 /// Serves one signed request.
 pub(super) fn route(
-    shared: &Shared,
+    state: &EndpointState,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -29,35 +29,35 @@ pub(super) fn route(
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     match (method, segs.as_slice()) {
-        (&Method::GET, []) => resources::account(shared, headers),
-        (&Method::GET, ["dbs"]) => resources::list_databases(shared),
-        (&Method::POST, ["dbs"]) => resources::create_database(shared, body),
-        (&Method::GET, ["dbs", db]) => resources::read_database(shared, db),
-        (&Method::DELETE, ["dbs", db]) => resources::delete_database(shared, db),
-        (&Method::GET, ["dbs", db, "colls"]) => resources::list_containers(shared, db),
+        (&Method::GET, []) => resources::account(state, headers),
+        (&Method::GET, ["dbs"]) => resources::list_databases(state),
+        (&Method::POST, ["dbs"]) => resources::create_database(state, body),
+        (&Method::GET, ["dbs", db]) => resources::read_database(state, db),
+        (&Method::DELETE, ["dbs", db]) => resources::delete_database(state, db),
+        (&Method::GET, ["dbs", db, "colls"]) => resources::list_containers(state, db),
         (&Method::POST, ["dbs", db, "colls"]) => {
-            resources::create_container(shared, db, headers, body)
+            resources::create_container(state, db, headers, body)
         }
-        (&Method::GET, ["dbs", db, "colls", coll]) => resources::read_container(shared, db, coll),
+        (&Method::GET, ["dbs", db, "colls", coll]) => resources::read_container(state, db, coll),
         (&Method::DELETE, ["dbs", db, "colls", coll]) => {
-            resources::delete_container(shared, db, coll)
+            resources::delete_container(state, db, coll)
         }
         (_, ["dbs", db, "colls", coll, rest @ ..]) => {
-            let Some(c) = shared.store.container(db, coll) else {
+            let Some(c) = state.store.container(db, coll) else {
                 return not_found("container", coll);
             };
             let ctx =
-                Ctx::new(&shared.store, &c).max_document_bytes(shared.faults.max_document_bytes());
+                Ctx::new(&state.store, &c).max_document_bytes(state.faults.max_document_bytes());
             match (method, rest) {
                 (&Method::GET, ["pkranges"]) => resources::pkranges(&c),
                 (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {
-                    batch(shared, &ctx, headers, body)
+                    batch(state, &ctx, headers, body)
                 }
                 (&Method::POST, ["docs"]) if is_query(headers) => {
-                    run_query(shared, &ctx, headers, body)
+                    run_query(state, &ctx, headers, body)
                 }
                 (&Method::GET, ["docs"]) => {
-                    run_query(shared, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)
+                    run_query(state, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)
                 }
                 (&Method::POST, ["docs"]) => {
                     let kind = if is_true(headers, h::IS_UPSERT) {
@@ -65,24 +65,19 @@ pub(super) fn route(
                     } else {
                         OperationType::Create
                     };
-                    point(shared, &ctx, headers, body, None, kind)
+                    point(state, &ctx, headers, body, None, kind)
                 }
                 (&Method::GET, ["docs", id]) => {
-                    point(shared, &ctx, headers, body, Some(id), OperationType::Read)
+                    point(state, &ctx, headers, body, Some(id), OperationType::Read)
                 }
-                (&Method::PUT, ["docs", id]) => point(
-                    shared,
-                    &ctx,
-                    headers,
-                    body,
-                    Some(id),
-                    OperationType::Replace,
-                ),
+                (&Method::PUT, ["docs", id]) => {
+                    point(state, &ctx, headers, body, Some(id), OperationType::Replace)
+                }
                 (&Method::DELETE, ["docs", id]) => {
-                    point(shared, &ctx, headers, body, Some(id), OperationType::Delete)
+                    point(state, &ctx, headers, body, Some(id), OperationType::Delete)
                 }
                 (&Method::PATCH, ["docs", id]) => {
-                    point(shared, &ctx, headers, body, Some(id), OperationType::Patch)
+                    point(state, &ctx, headers, body, Some(id), OperationType::Patch)
                 }
                 _ => unsupported(method, path),
             }

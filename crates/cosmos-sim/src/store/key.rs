@@ -135,7 +135,7 @@ pub(super) fn pk_epk_of_canonical(canonical: &str) -> u128 {
 }
 
 /// The value at a document's partition key path.
-pub fn key_of_document<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
+fn key_of_document<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(doc, |v, seg| v.get(seg))
 }
 

@@ -4,9 +4,8 @@
 //! Every physical partition sits behind its own mutex, so that requests on different
 //! partitions never wait on each other and a batch takes its partition's lock once.
 //!
-//! [`doc`] is a stored document, [`partition`] a physical partition's state, [`container`] a
-//! container and its ranges, [`key`] a partition key value; this module holds the account:
-//! its databases and creating them and their containers.
+//! This module holds the account itself: its databases, and creating them and their
+//! containers.
 
 mod container;
 mod doc;
@@ -15,8 +14,8 @@ mod partition;
 
 pub use container::{Container, Range, Ranges};
 pub use doc::{Doc, unix_now};
-pub use key::{PartitionKey, key_of_document};
-pub use partition::{Counters, LogicalPartition, Partition};
+pub use key::PartitionKey;
+pub use partition::Partition;
 
 use crate::raw::EtagText;
 use cosmos_wire::resources::PartitionKeyDefinition;

@@ -15,8 +15,9 @@ use super::{BulkConfig, FinalError, Outcome, PendingOp, RangeStats, StatsCell, m
 use crate::request::{RawResponse, RequestSpec};
 use crate::{ContainerClient, CosmosError};
 
-/// What the batch tasks share.
-pub(super) struct Shared<T> {
+/// What the dispatcher and the batch tasks of one writer share: the container written to,
+/// the settings, where final outcomes go, and the accounting.
+pub(super) struct WriterContext<T> {
     pub container: ContainerClient,
     pub docs_path: String,
     pub config: BulkConfig,
@@ -59,9 +60,9 @@ struct Answer<'a> {
     whole_request: bool,
 }
 
-impl<T: Send + 'static> Shared<T> {
+impl<T: Send + 'static> WriterContext<T> {
     /// Sends one batch and settles its operations.
-    pub async fn run(
+    pub async fn send_batch(
         &self,
         range_id: Arc<str>,
         generation: u64,

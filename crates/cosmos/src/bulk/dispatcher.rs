@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::aimd::Aimd;
-use super::batch::{BatchDone, Shared};
+use super::batch::{BatchDone, WriterContext};
 use super::{BulkConfig, FinalError, Msg, Outcome, PendingOp, StatsCell};
 use crate::ranges::RangeMap;
 use crate::{ContainerClient, CosmosError};
@@ -31,7 +31,7 @@ pub(super) fn spawn<T: Send + 'static>(parts: Parts<T>) {
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let docs_path = parts.container.docs_path();
     let dispatcher = Dispatcher {
-        shared: Arc::new(Shared {
+        writer: Arc::new(WriterContext {
             container: parts.container,
             docs_path,
             config: parts.config,
@@ -146,7 +146,7 @@ impl<T> RangeState<T> {
 }
 
 struct Dispatcher<T> {
-    shared: Arc<Shared<T>>,
+    writer: Arc<WriterContext<T>>,
     ops: mpsc::UnboundedReceiver<Msg<T>>,
     permits: Arc<Semaphore>,
     done: watch::Sender<bool>,
@@ -214,7 +214,7 @@ impl<T: Send + 'static> Dispatcher<T> {
     fn on_msg(&mut self, msg: Option<Msg<T>>) {
         match msg {
             Some(Msg::Op(op)) => self.route(op),
-            Some(Msg::Invalid(outcome)) => self.shared.emit(outcome),
+            Some(Msg::Invalid(outcome)) => self.writer.emit(outcome),
             Some(Msg::Close) => {
                 // Refuse new operations; those already sent are still received.
                 self.ops.close();
@@ -232,14 +232,14 @@ impl<T: Send + 'static> Dispatcher<T> {
                 self.refreshing = false;
                 self.refresh_failures += 1;
                 tracing::warn!(%error, failures = self.refresh_failures, "reading partition key ranges failed");
-                if self.refresh_failures >= self.shared.config.retry.max_attempts {
+                if self.refresh_failures >= self.writer.config.retry.max_attempts {
                     self.refresh_failures = 0;
                     let reason = error.to_string();
                     let (status, substatus) = (error.status().unwrap_or(0), error.substatus());
                     for op in std::mem::take(&mut self.parked) {
                         let error = Some(FinalError::Ranges(reason.clone()));
-                        self.shared.stats.update(|s| s.failed += 1);
-                        self.shared
+                        self.writer.stats.update(|s| s.failed += 1);
+                        self.writer
                             .emit(op.into_outcome(status, substatus, None, "", error, true));
                     }
                 } else if !self.parked.is_empty() {
@@ -267,12 +267,12 @@ impl<T: Send + 'static> Dispatcher<T> {
             return;
         }
         self.refreshing = true;
-        let container = self.shared.container.clone();
+        let container = self.writer.container.clone();
         let stale = self.map.clone();
         let events = self.events_tx.clone();
         let delay = match self.refresh_failures {
             0 => std::time::Duration::ZERO,
-            n => self.shared.config.retry.delay(n, None),
+            n => self.writer.config.retry.delay(n, None),
         };
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -295,13 +295,13 @@ impl<T: Send + 'static> Dispatcher<T> {
             0
         };
         if self.map.is_some() {
-            self.shared.stats.update(|s| s.range_refreshes += 1);
+            self.writer.stats.update(|s| s.range_refreshes += 1);
         }
         let mut old = std::mem::take(&mut self.ranges);
         for range in map.ranges() {
             let state = match old.iter().position(|s| *s.id == *range.id) {
                 Some(pos) => old.swap_remove(pos),
-                None => RangeState::new(&range.id, &self.shared.config),
+                None => RangeState::new(&range.id, &self.writer.config),
             };
             self.ranges.push(state);
         }
@@ -321,11 +321,11 @@ impl<T: Send + 'static> Dispatcher<T> {
     fn on_batch(&mut self, done: BatchDone<T>) {
         self.in_flight -= 1;
         let now = Instant::now();
-        let policy = &self.shared.config.retry;
+        let policy = &self.writer.config.retry;
         match self.ranges.iter_mut().find(|s| s.id == done.range_id) {
             Some(state) => {
                 state.in_flight -= 1;
-                state.adapt_batch_cap(&done, self.shared.config.max_operations);
+                state.adapt_batch_cap(&done, self.writer.config.max_operations);
                 if done.throttled {
                     if state.aimd.on_throttle(done.generation) {
                         tracing::debug!(range = %state.id, limit = state.aimd.limit(), "range throttled");
@@ -344,7 +344,7 @@ impl<T: Send + 'static> Dispatcher<T> {
                     state.push_front(op);
                 }
                 let (id, limit) = (state.id.clone(), state.aimd.limit());
-                self.shared.stats.update(|s| {
+                self.writer.stats.update(|s| {
                     s.ranges.entry(id.to_string()).or_default().concurrency = limit;
                 });
             }
@@ -366,7 +366,7 @@ impl<T: Send + 'static> Dispatcher<T> {
             .iter()
             .map(|r| (r.id.to_string(), r.aimd.limit()))
             .collect();
-        self.shared.stats.update(|s| {
+        self.writer.stats.update(|s| {
             for range in s.ranges.values_mut() {
                 range.concurrency = 0;
             }
@@ -378,7 +378,7 @@ impl<T: Send + 'static> Dispatcher<T> {
 
     fn dispatch_ready(&mut self, now: Instant) {
         let closing = self.inputs_closed;
-        let config = &self.shared.config;
+        let config = &self.writer.config;
         for state in &mut self.ranges {
             match state.paused_until {
                 Some(until) if until > now => continue,
@@ -389,11 +389,11 @@ impl<T: Send + 'static> Dispatcher<T> {
                 let batch = state.cut(config);
                 state.in_flight += 1;
                 self.in_flight += 1;
-                let shared = self.shared.clone();
+                let writer = self.writer.clone();
                 let events = self.events_tx.clone();
                 let (id, generation) = (state.id.clone(), state.aimd.generation());
                 tokio::spawn(async move {
-                    let done = shared.run(id, generation, batch).await;
+                    let done = writer.send_batch(id, generation, batch).await;
                     let _ = events.send(Event::Batch(done));
                 });
             }
@@ -403,7 +403,7 @@ impl<T: Send + 'static> Dispatcher<T> {
     /// When the dispatcher must look again without a message: the end of a range's pause,
     /// or the flush time of a range's oldest operation.
     fn next_deadline(&self) -> Option<Instant> {
-        let flush = self.shared.config.flush_interval;
+        let flush = self.writer.config.flush_interval;
         self.ranges
             .iter()
             .filter_map(|state| {

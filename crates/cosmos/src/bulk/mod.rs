@@ -503,11 +503,6 @@ impl<T> BulkOutcomes<T> {
     pub async fn next(&mut self) -> Option<Outcome<T>> {
         self.rx.recv().await
     }
-
-    /// An outcome if one is ready now.
-    pub fn try_next(&mut self) -> Option<Outcome<T>> {
-        self.rx.try_recv().ok()
-    }
 }
 
 impl ContainerClient {

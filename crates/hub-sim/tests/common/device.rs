@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// The value of `key` in a `Key=value;...` connection string, read as the clients read it.
 fn field<'a>(connection_string: &'a str, key: &str) -> &'a str {
-    netkit::connection_string::value_ignore_case(connection_string, key)
+    azure_text::connection_string::value_ignore_case(connection_string, key)
         .unwrap_or_else(|| panic!("{key} in {connection_string}"))
 }
 

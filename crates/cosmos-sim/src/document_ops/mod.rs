@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-mod patching;
+mod conditional_patch;
 
-pub use patching::Patch;
+pub use conditional_patch::Patch;
 
 /// What an operation does.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! A patch operation on the current document: its condition checked, then its operations
 //! applied to the stored text when they all set top-level members ([`raw::apply_sets`]),
-//! otherwise to the parsed document ([`crate::patch`]).
+//! otherwise to the parsed document ([`crate::value_patch`]).
 //!
 //! A condition is parsed once per shape ([`query::shape`]); one that reads a few members
 //! of a document not parsed yet is evaluated on those members alone, parsed from the
@@ -10,7 +10,7 @@ use super::{Ctx, NewDoc, Outcome, precondition_failed};
 use crate::raw;
 use crate::ru;
 use crate::store::Doc;
-use crate::{patch, query};
+use crate::{query, value_patch};
 use cosmos_wire::resources::PatchRequest;
 use std::sync::Arc;
 
@@ -65,7 +65,7 @@ impl Ctx<'_> {
                 .map_err(|e| format!("invalid patch body: {e}"))?,
         };
         let mut value = d.value().clone();
-        patch::apply(&mut value, &req.operations, &self.container.pk_path)
+        value_patch::apply(&mut value, &req.operations, &self.container.pk_path)
             .map_err(|e| e.to_string())?;
         Ok(self.build(NewDoc::Value(value)))
     }

@@ -7,7 +7,7 @@
 //!
 //! Anything else (a nested path, `remove`, `incr`, an escaped name, a member set twice, a body
 //! of another shape, valid or not) reads as `None`, and the caller takes the parsing path
-//! ([`crate::patch`]), which also words the errors.
+//! ([`crate::value_patch`]), which also words the errors.
 
 use super::reader::{Invalid, Reader, SYSTEM_PROPERTIES};
 use super::write::plain_str;

@@ -10,28 +10,23 @@ use crate::store::Store;
 use cosmos_wire::auth::MasterKey;
 use cosmos_wire::resources::PartitionKeyRange;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// State shared by the server tasks and the handle.
+/// What one running endpoint holds: its documents, account key, container defaults, faults
+/// and counters. The server tasks and the [`crate::CosmosSim`] handle share it.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct EndpointState {
     pub store: Store,
-    /// The account key requests must be signed with; replaced by [`Shared::rotate_key`].
+    /// The account key requests must be signed with; replaced by [`EndpointState::rotate_key`].
     pub key: parking_lot::RwLock<MasterKey>,
     pub partitions: usize,
-    /// Default RU/s of new containers (f64 bits).
-    pub default_ru: AtomicU64,
+    /// The RU/s of new containers.
+    pub default_ru: f64,
     pub faults: Faults,
     pub counters: Counters,
     pub addr: SocketAddr,
 }
 
-impl Shared {
-    /// The RU/s a container created now gets.
-    pub fn default_ru(&self) -> f64 {
-        f64::from_bits(self.default_ru.load(Ordering::Relaxed))
-    }
-
+impl EndpointState {
     /// A snapshot of requests, operations, throttling and the heat map.
     pub fn stats(&self) -> Stats {
         Stats::collect(&self.store, &self.counters)
@@ -65,11 +60,7 @@ impl Shared {
 
     /// Changes a container's provisioned RU/s.
     pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
-        if ru.is_nan() || ru < 1.0 {
-            return Err(SimError::Invalid(format!(
-                "RU/s must be at least 1, not {ru}"
-            )));
-        }
+        check_ru_per_sec(ru)?;
         let c = self
             .store
             .container(db, coll)
@@ -77,4 +68,14 @@ impl Shared {
         c.set_ru_per_sec(ru);
         Ok(())
     }
+}
+
+/// Checks a provisioned throughput: at least 1 RU/s (`f64::INFINITY` never throttles).
+pub(crate) fn check_ru_per_sec(ru: f64) -> Result<(), SimError> {
+    if ru.is_nan() || ru < 1.0 {
+        return Err(SimError::Invalid(format!(
+            "RU/s must be at least 1, not {ru}"
+        )));
+    }
+    Ok(())
 }

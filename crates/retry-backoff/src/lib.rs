@@ -15,7 +15,7 @@
 //! `(0, delay)` added to it) or around it (`exponential-backoff`, `backoff`: a factor of
 //! `1 ± jitter`), none draws from `[0, window]`, and none takes a server's retry-after
 //! without wrapping the operation in its own retry loop, which the bulk writer's
-//! per-operation budgets and the agent's link loop do not fit. This module is the window
+//! per-operation budgets and the agent's link loop do not fit. This crate is the window
 //! arithmetic and one random draw.
 
 use std::time::Duration;
