@@ -6,16 +6,16 @@
 //! symmetric-key enrollment group for the fleet, registering with its derived key as the
 //! agent does, [`crate::onboard`], then connecting to the hub it was assigned with the SAS
 //! connection string of its assignment over TLS that trusts the hub's CA; a disk buffer in
-//! a temporary directory; time accelerated), two real cloud writer replicas sharing the hub's 4-partition Event Hubs
-//! endpoint through the checkpoint store, and the local Cosmos endpoint (`cosmos-sim`,
-//! with request units, several partitions and per-request latency), all started here.
-//! With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker (embedded, or
-//! Mosquitto) and one writer subscribes. While it runs the live view ([`crate::view`])
-//! shows the drones registered, the field metrics, every partition's lag and which replica
-//! reads it, and the read
-//! API serves the live map of the fleet ([`crate::api`]); at the end the report
-//! ([`crate::report`]) sums them up, checks every drone's document against its newest
-//! published position and answers a spatial query through the API.
+//! a temporary directory; time accelerated), two real cloud writer replicas sharing the
+//! hub's 4-partition Event Hubs endpoint through the checkpoint store, and the local Cosmos
+//! endpoint (`cosmos-sim`, with request units, several partitions and per-request latency),
+//! all started here. With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker
+//! (embedded, or Mosquitto) and one writer subscribes. While it runs the live view
+//! ([`crate::view`]) shows the drones registered, the field metrics, every partition's lag
+//! and which replica reads it, and the read API serves the live map of the fleet
+//! ([`crate::api`]); at the end the report ([`crate::report`]) sums them up, checks every
+//! drone's document against its newest published position and answers a spatial query
+//! through the API.
 //!
 //! The scenarios put the field lessons side by side:
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
