@@ -6,6 +6,7 @@
 //! - [`demo`]: the demo orchestration (local IoT Hub, writer replicas, drones, the
 //!   scenarios); [`report`]: its final report.
 //! - [`loadgen`]: N drones at a rate against any MQTT broker, bounded in count and time.
+//! - [`onboard`]: a simulated fleet registering through DPS, as the edge agent does.
 //! - [`plan`]: what to provision for a fleet and what it costs a month.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
@@ -15,6 +16,7 @@ pub mod api;
 pub mod broker;
 pub mod demo;
 pub mod loadgen;
+pub mod onboard;
 pub mod plan;
 pub mod prom;
 pub mod report;

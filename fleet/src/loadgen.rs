@@ -4,7 +4,9 @@
 //! Every drone has its own MQTT connection (client id = device id), made by the edge
 //! agent's transport ([`edge_agent::transport::Dialer`]: plain MQTT, or IoT Hub over TLS
 //! with SAS tokens from device connection strings, trusting the system's roots or a given
-//! CA, on port 8883 or a given one, as the agent does), and publishes at QoS 1 to IoT Hub's
+//! CA, on port 8883 or a given one, as the agent does; or, onboarded through DPS, each drone
+//! registering in a symmetric-key enrollment group as the agent does ([`crate::onboard`])
+//! and connecting to the hub it was assigned), and publishes at QoS 1 to IoT Hub's
 //! device-to-cloud topic ([`edge_agent::transport::event_topic`]), so the same run works
 //! against IoT Hub and against any broker the cloud writer reads. Positions come from the
 //! edge agent's simulated routes ([`edge_agent::SimRoute`], seeded by the drone's index).
@@ -28,11 +30,12 @@ use tokio_util::sync::CancellationToken;
 
 use edge_agent::agent::DEFAULT_CLOCK_MAX_SKEW;
 use edge_agent::clock::Clock;
-use edge_agent::config::Settings as AgentSettings;
+use edge_agent::config::{Secret, Settings as AgentSettings};
 use edge_agent::source::SimRoute;
 use edge_agent::transport::{Dialer, event_topic};
 use edge_agent::{SimConfig, TransportConfig};
 
+use crate::onboard::{self, RegistrationTotals, Registrations};
 use crate::writer_metrics::{WriterFigures, WriterScraper};
 
 /// Where the drones publish.
@@ -54,6 +57,22 @@ pub enum Target {
         /// roots: a gateway's or a local hub's (the agent's `IOTHUB_CA_FILE`).
         ca_file: Option<PathBuf>,
         /// The hub's MQTT port when it is not 8883 (the agent's `IOTHUB_PORT`).
+        port: Option<u16>,
+    },
+    /// IoT Hub through DPS: each drone registers as `{id_prefix}{index:05}` in a
+    /// symmetric-key enrollment group with the key derived from the group's, then publishes
+    /// to the hub it was assigned, as the edge agent onboards.
+    Dps {
+        /// The DPS instance's ID scope (the agent's `DPS_ID_SCOPE`).
+        id_scope: String,
+        /// The enrollment group's primary key (the agent's `DPS_GROUP_KEY`).
+        group_key: Secret,
+        /// `host:port` of DPS (the agent's `DPS_ENDPOINT`).
+        endpoint: String,
+        /// The CA (PEM) that signed DPS's and the hub's certificates, trusted instead of
+        /// the system's roots (the agent's `IOTHUB_CA_FILE`).
+        ca_file: Option<PathBuf>,
+        /// The assigned hub's MQTT port when it is not 8883 (the agent's `IOTHUB_PORT`).
         port: Option<u16>,
     },
 }
@@ -124,6 +143,8 @@ pub enum LoadgenError {
 pub struct LoadReport {
     /// Drones (connections) that took part.
     pub drones: usize,
+    /// Through DPS: the drones' registrations.
+    pub registration: Option<RegistrationTotals>,
     /// Messages handed to the MQTT clients.
     pub sent: u64,
     /// Messages the broker acknowledged (PUBACK).
@@ -146,7 +167,8 @@ impl LoadReport {
     /// The report as text lines.
     pub fn lines(&self) -> Vec<String> {
         let ms = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2} ms", s * 1e3));
-        let mut lines = vec![
+        let mut lines: Vec<String> = self.registration.iter().map(|r| r.line()).collect();
+        lines.extend([
             format!(
                 "drones {}   sent {}   acked {}   connection errors {}",
                 self.drones, self.sent, self.acked, self.connection_errors
@@ -158,7 +180,7 @@ impl LoadReport {
                 ms(self.publish_latency_p50),
                 ms(self.publish_latency_p99)
             ),
-        ];
+        ]);
         if let Some(writer) = &self.writer {
             lines.extend(writer.lines());
         }
@@ -199,7 +221,7 @@ pub async fn run(
         None => None,
     };
 
-    let links = links(&config)?;
+    let (links, registration) = links(&config).await?;
     let drones_count = links.len();
     let counters = Arc::new(Counters::default());
     let stop_sending = shutdown.child_token();
@@ -250,6 +272,7 @@ pub async fn run(
     };
     Ok(LoadReport {
         drones: drones_count,
+        registration,
         sent,
         acked,
         connection_errors: counters.connection_errors.load(Ordering::Relaxed),
@@ -271,37 +294,76 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// The device id and transport settings of each drone, made by the edge agent's own
-/// configuration code (the same checks and defaults as a real agent).
-fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, LoadgenError> {
-    let settings: Vec<AgentSettings> = match &config.target {
-        Target::Mqtt { host, port } => (0..config.drones)
-            .map(|index| AgentSettings {
-                mqtt_url: Some(format!("mqtt://{host}:{port}")),
-                device_id: Some(format!("{}{index:05}", config.id_prefix)),
-                ..AgentSettings::default()
-            })
-            .collect(),
+/// configuration code (the same checks and defaults as a real agent); through DPS, of the
+/// drones that registered, with the registrations' totals.
+async fn links(
+    config: &LoadgenConfig,
+) -> Result<(Vec<(String, TransportConfig)>, Option<RegistrationTotals>), LoadgenError> {
+    let (settings, registration): (Vec<AgentSettings>, _) = match &config.target {
+        Target::Mqtt { host, port } => (
+            (0..config.drones)
+                .map(|index| AgentSettings {
+                    mqtt_url: Some(format!("mqtt://{host}:{port}")),
+                    device_id: Some(format!("{}{index:05}", config.id_prefix)),
+                    ..AgentSettings::default()
+                })
+                .collect(),
+            None,
+        ),
         Target::IotHub {
             connection_strings,
             ca_file,
             port,
-        } => connection_strings
-            .iter()
-            .take(config.drones)
-            .map(|cs| AgentSettings {
-                connection_string: Some(edge_agent::config::Secret::new(cs.as_str())),
+        } => (
+            connection_strings
+                .iter()
+                .take(config.drones)
+                .map(|cs| AgentSettings {
+                    connection_string: Some(Secret::new(cs.as_str())),
+                    iothub_ca_file: ca_file.clone(),
+                    iothub_port: *port,
+                    ..AgentSettings::default()
+                })
+                .collect(),
+            None,
+        ),
+        Target::Dps {
+            id_scope,
+            group_key,
+            endpoint,
+            ca_file,
+            port,
+        } => {
+            let group = AgentSettings {
+                dps_id_scope: Some(id_scope.clone()),
+                dps_group_key: Some(group_key.clone()),
+                dps_endpoint: Some(endpoint.clone()),
                 iothub_ca_file: ca_file.clone(),
-                iothub_port: *port,
                 ..AgentSettings::default()
-            })
-            .collect(),
+            };
+            let ids: Vec<String> = (0..config.drones)
+                .map(|index| format!("{}{index:05}", config.id_prefix))
+                .collect();
+            let registrations = Registrations::new(ids.len());
+            let provisioned = onboard::register_fleet(&group, &ids, &registrations).await;
+            let settings = provisioned
+                .into_iter()
+                .flatten()
+                .map(|s| AgentSettings {
+                    iothub_port: *port,
+                    ..s
+                })
+                .collect();
+            (settings, Some(registrations.totals()))
+        }
     };
     if settings.is_empty() {
-        return Err(LoadgenError::Config(
-            "no drones: the connection string file is empty".to_owned(),
-        ));
+        return Err(LoadgenError::Config(match &registration {
+            Some(r) => format!("no drones: none registered ({})", r.line()),
+            None => "no drones: the connection string file is empty".to_owned(),
+        }));
     }
-    settings
+    let links = settings
         .into_iter()
         .enumerate()
         .map(|(index, mut s)| {
@@ -315,7 +377,8 @@ fn links(config: &LoadgenConfig) -> Result<Vec<(String, TransportConfig)>, Loadg
             })?;
             Ok((agent.device_id, agent.transport))
         })
-        .collect()
+        .collect::<Result<_, LoadgenError>>()?;
+    Ok((links, registration))
 }
 
 /// What a drone's connection reports.

@@ -117,6 +117,7 @@ struct DemoArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("iothub").args(["device_connection_strings", "dps_id_scope"])))]
 struct LoadgenArgs {
     /// The broker, `mqtt://host:port`; `embedded` starts an embedded broker for the run.
     #[arg(long, env = "FLEET_URL", default_value = "mqtt://127.0.0.1:1883")]
@@ -125,15 +126,34 @@ struct LoadgenArgs {
     /// (`HostName=...;DeviceId=...;SharedAccessKey=...`), one per line and drone.
     #[arg(long, env = "FLEET_DEVICE_CONNECTION_STRINGS", conflicts_with = "url")]
     device_connection_strings: Option<std::path::PathBuf>,
-    /// With --device-connection-strings: the CA (PEM) that signed the hub's certificate,
-    /// trusted instead of the system's roots (a gateway's, or a local hub's `ca.pem`).
-    #[arg(long, env = "IOTHUB_CA_FILE", requires = "device_connection_strings")]
+    /// Publish to IoT Hub through DPS instead: its ID scope. Each drone registers as
+    /// `{id-prefix}{index:05}` in the symmetric-key enrollment group whose key
+    /// --dps-group-key-file holds, with the key derived from it, and publishes to the hub
+    /// DPS assigned it, as the edge agent onboards.
+    #[arg(
+        long,
+        env = "DPS_ID_SCOPE",
+        conflicts_with = "url",
+        requires = "dps_group_key_file"
+    )]
+    dps_id_scope: Option<String>,
+    /// With --dps-id-scope: the file holding the enrollment group's primary key (a key is
+    /// never given on the command line).
+    #[arg(long, env = "DPS_GROUP_KEY_FILE", requires = "dps_id_scope")]
+    dps_group_key_file: Option<std::path::PathBuf>,
+    /// With --dps-id-scope: DPS as `host:port` [default: global.azure-devices-provisioning.net:8883].
+    #[arg(long, env = "DPS_ENDPOINT", requires = "dps_id_scope")]
+    dps_endpoint: Option<String>,
+    /// With --device-connection-strings or --dps-id-scope: the CA (PEM) that signed the
+    /// hub's (and DPS's) certificate, trusted instead of the system's roots (a gateway's,
+    /// or a local hub's `ca.pem`).
+    #[arg(long, env = "IOTHUB_CA_FILE", requires = "iothub")]
     iothub_ca_file: Option<std::path::PathBuf>,
-    /// With --device-connection-strings: the hub's MQTT port [default: 8883].
-    #[arg(long, env = "IOTHUB_PORT", requires = "device_connection_strings")]
+    /// With --device-connection-strings or --dps-id-scope: the hub's MQTT port [default: 8883].
+    #[arg(long, env = "IOTHUB_PORT", requires = "iothub")]
     iothub_port: Option<u16>,
     /// Number of drones, one MQTT connection each (with connection strings: at most one
-    /// per line).
+    /// per line; through DPS: those that registered).
     #[arg(long, default_value_t = 100)]
     drones: usize,
     /// Messages per second over all drones.
@@ -299,6 +319,31 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
             ca_file: args.iothub_ca_file.clone(),
             port: args.iothub_port,
         }
+    } else if let Some(id_scope) = &args.dps_id_scope {
+        let path = args
+            .dps_group_key_file
+            .as_ref()
+            .context("--dps-group-key-file is required with --dps-id-scope")?;
+        let key = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the group key from {}", path.display()))?;
+        anyhow::ensure!(
+            !key.trim().is_empty(),
+            "{} is empty: it holds the enrollment group's primary key",
+            path.display()
+        );
+        Target::Dps {
+            id_scope: id_scope.clone(),
+            group_key: edge_agent::config::Secret::new(key.trim()),
+            endpoint: args.dps_endpoint.clone().unwrap_or_else(|| {
+                format!(
+                    "{}:{}",
+                    edge_agent::provision::GLOBAL_ENDPOINT,
+                    edge_agent::provision::DPS_PORT
+                )
+            }),
+            ca_file: args.iothub_ca_file.clone(),
+            port: args.iothub_port,
+        }
     } else if args.url == "embedded" {
         let broker = tokio::task::spawn_blocking(|| Broker::start(BrokerKind::Embedded))
             .await?
@@ -323,9 +368,12 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
                 connection_strings.len()
             )
         }
+        Target::Dps {
+            id_scope, endpoint, ..
+        } => format!("IoT Hub through DPS at {endpoint} (ID scope {id_scope})"),
     };
     let drones = match &target {
-        Target::Mqtt { .. } => args.drones,
+        Target::Mqtt { .. } | Target::Dps { .. } => args.drones,
         Target::IotHub {
             connection_strings, ..
         } => args.drones.min(connection_strings.len()),

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use cloud_writer::DropReason;
 use serde::Serialize;
 
+use crate::onboard::Onboarding;
 use crate::view::{ReplicaState, bar};
 
 /// Everything a demo run measured.
@@ -26,6 +27,8 @@ pub struct DemoReport {
     /// Where the drones published and the writers read: the local IoT Hub, or the MQTT
     /// broker (`embedded` or `mosquitto`).
     pub broker: String,
+    /// On the hub: the drones' registrations through its provisioning service.
+    pub registration: Option<Onboarding>,
     /// Physical partitions of the container.
     pub partitions: usize,
     /// Provisioned RU/s of the container.
@@ -330,6 +333,9 @@ impl DemoReport {
             self.write_mode,
             secs(Some(self.cutoff_secs))
         );
+        if let Some(onboarding) = &self.registration {
+            let _ = writeln!(s, "{}", onboarding.line());
+        }
         if let Some(refusal) = &self.guard_refusal {
             let _ = writeln!(s, "writer refused to start (the guard):\n  {refusal}");
             return s;

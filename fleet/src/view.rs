@@ -1,7 +1,8 @@
 //! The demo's live terminal view: a pure function from a [`Snapshot`] of the run to lines
 //! of text, and the small ANSI painter that redraws them in place.
 //!
-//! The view shows the field metrics side by side: messages per second, lateness p50/p99
+//! The view shows the drones registered through DPS (on the hub) and the field metrics
+//! side by side: messages per second, lateness p50/p99
 //! against the staleness cutoff, received versus written, drops by reason, 429s, and the
 //! heat map (RU per partition key range per second, one bar per range, scaled to the
 //! range's provisioned RU/s).
@@ -14,11 +15,15 @@ use std::time::Duration;
 use cloud_writer::DropReason;
 use serde::Serialize;
 
+use crate::onboard::RegistrationTotals;
+
 /// What the view shows at one instant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Snapshot {
     /// The scenario's name.
     pub scenario: String,
+    /// On the hub: the drones' registrations through its provisioning service.
+    pub registration: Option<RegistrationTotals>,
     /// Wall time since the fleet started.
     pub elapsed: Duration,
     /// How much faster than real time the drones fly.
@@ -99,6 +104,9 @@ pub fn render(snap: &Snapshot) -> Vec<String> {
         clock(flight),
         trim_float(snap.speedup)
     ));
+    if let Some(registration) = &snap.registration {
+        lines.push(registration.line());
+    }
     lines.push(format!(
         "messages/s {:>8.0}   published {:>9}   received {:>9}   written {:>9}   behind {:>8}",
         snap.msgs_per_sec,
@@ -180,11 +188,21 @@ pub fn summary_line(snap: &Snapshot) -> String {
     let drops: u64 = snap.drops.values().sum();
     let owners: Vec<String> = snap.replicas.iter().map(replica_text).collect();
     let lag: i64 = snap.partition_lag.values().sum();
-    let hub = if snap.partition_lag.is_empty() {
+    let mut hub = if snap.partition_lag.is_empty() {
         String::new()
     } else {
         format!(" lag={lag} replicas=[{}]", owners.join(" "))
     };
+    if let Some(r) = &snap.registration {
+        let _ = write!(hub, " registered={}/{}", r.registered, r.drones);
+        if !r.failed.is_empty() {
+            let _ = write!(
+                hub,
+                " registration_failures={}",
+                r.failed.values().sum::<u64>()
+            );
+        }
+    }
     format!(
         "t={} msg/s={:.0} received={} written={} dropped={} lateness_p50={} p99={} 429s={} ru/s=[{}]{hub}",
         clock(snap.elapsed),
@@ -282,6 +300,7 @@ mod tests {
     fn snapshot() -> Snapshot {
         Snapshot {
             scenario: "hot-partition".to_owned(),
+            registration: None,
             elapsed: Duration::from_secs(75),
             speedup: 10.0,
             msgs_per_sec: 1999.6,
@@ -354,6 +373,29 @@ mod tests {
         let line = summary_line(&snap);
         assert!(
             line.ends_with(" lag=1238 replicas=[writer-a [0,1,3] writer-b KILLED]"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn shows_the_drones_registered_and_failures_by_reason() {
+        let mut snap = snapshot();
+        assert!(!render(&snap).join("\n").contains("registered"));
+        snap.registration = Some(RegistrationTotals {
+            drones: 1000,
+            registered: 998,
+            failed: BTreeMap::from([("refused 401 (401002)".to_owned(), 2)]),
+            secs: 2.5,
+            concurrency: 50,
+        });
+        let lines = render(&snap);
+        assert_eq!(
+            lines[1],
+            "drones registered through DPS: 998 of 1000 in 2.5 s (50 at once), failures refused 401 (401002) 2"
+        );
+        let line = summary_line(&snap);
+        assert!(
+            line.ends_with(" registered=998/1000 registration_failures=2"),
             "{line}"
         );
     }

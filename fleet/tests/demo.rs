@@ -1,5 +1,5 @@
-//! A short, small demo end to end: real agents, the local IoT Hub (SAS over TLS) and two
-//! real writer replicas on its Event Hubs endpoint (or, with `--hub mqtt`, the embedded
+//! A short, small demo end to end: real agents onboarded through the local IoT Hub's DPS,
+//! the hub (SAS over TLS) and two real writer replicas on its Event Hubs endpoint (or, with `--hub mqtt`, the embedded
 //! broker and one writer), and the local endpoint; the report's figures, every drone's
 //! document and the spatial query are checked, and a killed replica's partitions move.
 
@@ -27,6 +27,30 @@ fn small(scenario: Scenario) -> DemoConfig {
     }
 }
 
+/// Every drone registered through the hub's DPS, by the fleet's tally and by the
+/// service's own count.
+fn assert_every_drone_registered(report: &DemoReport) {
+    let onboarding = report
+        .registration
+        .as_ref()
+        .expect("the drones registered through DPS");
+    assert_eq!(onboarding.totals.drones, report.drones, "{onboarding:?}");
+    assert!(onboarding.totals.all_registered(), "{onboarding:?}");
+    assert!(onboarding.totals.failed.is_empty(), "{onboarding:?}");
+    assert_eq!(
+        onboarding.assigned_by_dps, report.drones as u64,
+        "{onboarding:?}"
+    );
+    assert!(
+        report.render().contains(&format!(
+            "drones registered through DPS: {0} of {0} in",
+            report.drones
+        )),
+        "{}",
+        report.render()
+    );
+}
+
 /// Every drone that published has its newest position in its document.
 fn assert_every_drone_newest(report: &DemoReport) {
     let newest = report.newest.as_ref().expect("the newest check ran");
@@ -50,6 +74,7 @@ async fn default_demo_runs_on_the_hub_with_two_replicas_and_every_drone_ends_new
     }
     assert!(report.partition_move.is_none());
     assert_eq!(report.abandoned, 0);
+    assert_every_drone_registered(&report);
     assert_every_drone_newest(&report);
     check_bulk_report(report);
 }
@@ -66,6 +91,7 @@ async fn mqtt_demo_runs_one_writer_on_the_broker() {
     assert!(report.broker.contains("MQTT"), "{}", report.broker);
     assert_eq!(report.replicas.len(), 1, "{:?}", report.replicas);
     assert!(report.replicas[0].partitions.is_empty());
+    assert!(report.registration.is_none(), "no DPS on the broker");
     assert_every_drone_newest(&report);
     check_bulk_report(report);
 }
@@ -103,6 +129,7 @@ async fn a_killed_replicas_partitions_move_to_the_other_and_nothing_is_lost() {
     // Nothing lost: every drone at its newest position; every position received at least
     // once; the outcomes account for everything received but what the killed replica
     // abandoned in flight (read again by the other); no outcome but the expected ones.
+    assert_every_drone_registered(&report);
     assert_every_drone_newest(&report);
     assert!(report.received >= report.published, "{text}");
     let finished = report.written + report.dropped.values().sum::<u64>();

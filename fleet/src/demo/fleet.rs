@@ -1,11 +1,12 @@
-//! The demo's fleet: simulated drones, each a real edge agent, started and stopped
-//! together.
+//! The demo's fleet: simulated drones, each a real edge agent, onboarded, started and
+//! stopped together.
 
 use edge_agent::{Agent, AgentHandle, SimConfig, SourceConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::transport::Transport;
-use super::{DemoConfig, DemoError};
+use super::{DemoConfig, DemoError, Output};
+use crate::onboard::{Onboarding, Registrations};
 
 /// The running fleet.
 pub(super) struct Fleet {
@@ -34,8 +35,32 @@ pub fn device_id(index: usize) -> String {
     format!("drone-{index:05}")
 }
 
+/// Onboards the fleet's drones ([`Transport::onboard`]: on the hub, each registers through
+/// its provisioning service), showing the registrations so far once per view interval
+/// unless the output is quiet. `None` on the broker.
+pub(super) async fn onboard_fleet(
+    config: &DemoConfig,
+    transport: &mut Transport,
+) -> Result<Option<Onboarding>, DemoError> {
+    let devices: Vec<String> = (0..config.drones).map(device_id).collect();
+    let registrations = Registrations::new(config.drones);
+    let onboarding = transport.onboard(&devices, &registrations);
+    tokio::pin!(onboarding);
+    let start = tokio::time::Instant::now();
+    let mut ticker = tokio::time::interval_at(start + config.tick, config.tick);
+    loop {
+        tokio::select! {
+            done = &mut onboarding => return done,
+            _ = ticker.tick() => if config.output != Output::Quiet {
+                println!("{}", registrations.totals().line());
+            }
+        }
+    }
+}
+
 /// Starts the drones: each a real edge agent with the simulated source (its own route,
-/// seeded by its index), connected as `transport` says, and a disk buffer under `work`. Their
+/// seeded by its index), connected as `transport` says (a drone that did not register
+/// through DPS stays on the ground), and a disk buffer under `work`. Their
 /// starts are spread over one report interval so that they do not report in lock-step.
 pub(super) fn start_fleet(
     config: &DemoConfig,
@@ -51,7 +76,9 @@ pub(super) fn start_fleet(
     let mut agents = Vec::with_capacity(config.drones);
     for index in 0..config.drones {
         let device = device_id(index);
-        let mut agent_config = transport.agent_config(&device, &work.join(&device))?;
+        let Some(mut agent_config) = transport.agent_config(&device, &work.join(&device))? else {
+            continue;
+        };
         agent_config.source = SourceConfig::Sim(SimConfig {
             home_lat: config.home.0,
             home_lon: config.home.1,
@@ -71,9 +98,10 @@ pub(super) fn start_fleet(
         fleet.handles.push(agent.handle());
         agents.push(agent);
     }
-    // Every drone set up (on the hub, registered) before the first flies.
+    // Every drone set up before the first flies.
+    let flying = agents.len();
     for (index, agent) in agents.into_iter().enumerate() {
-        let delay = interval.mul_f64(index as f64 / config.drones as f64);
+        let delay = interval.mul_f64(index as f64 / flying as f64);
         let stop = stop.clone();
         fleet.tasks.push(tokio::spawn(async move {
             tokio::select! {

@@ -2,17 +2,20 @@
 //!
 //! The production topology by default ([`HubKind::Iothub`]): the local IoT Hub
 //! (`hub-sim`), a fleet of simulated drones running the real edge-agent code (simulated
-//! position source, each a registered device connecting with its SAS connection string
-//! over TLS that trusts the hub's CA, a disk buffer in a temporary directory, time
-//! accelerated), two real cloud writer replicas sharing the hub's 4-partition Event Hubs
-//! endpoint through the checkpoint store, and the local Cosmos endpoint (`cosmos-sim`,
-//! with request units, several partitions and per-request latency), all started here.
-//! With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker (embedded, or
-//! Mosquitto) and one writer subscribes. While it runs the live view ([`crate::view`])
-//! shows the field metrics, every partition's lag and which replica reads it, and the read
-//! API serves the live map of the fleet ([`crate::api`]); at the end the report
-//! ([`crate::report`]) sums them up, checks every drone's document against its newest
-//! published position and answers a spatial query through the API.
+//! position source; each onboarded through the hub's Device Provisioning Service, one
+//! symmetric-key enrollment group for the fleet, registering with its derived key as the
+//! agent does, [`crate::onboard`], then connecting to the hub it was assigned with the SAS
+//! connection string of its assignment over TLS that trusts the hub's CA; a disk buffer in
+//! a temporary directory; time accelerated), two real cloud writer replicas sharing the
+//! hub's 4-partition Event Hubs endpoint through the checkpoint store, and the local Cosmos
+//! endpoint (`cosmos-sim`, with request units, several partitions and per-request latency),
+//! all started here. With [`HubKind::Mqtt`] the drones publish plain MQTT to a broker
+//! (embedded, or Mosquitto) and one writer subscribes. While it runs the live view
+//! ([`crate::view`]) shows the drones registered, the field metrics, every partition's lag
+//! and which replica reads it, and the read API serves the live map of the fleet
+//! ([`crate::api`]); at the end the report ([`crate::report`]) sums them up, checks every
+//! drone's document against its newest published position and answers a spatial query
+//! through the API.
 //!
 //! The scenarios put the field lessons side by side:
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
@@ -54,7 +57,7 @@ use crate::report::{DemoReport, ReplicaTotals};
 use crate::view::Painter;
 
 pub use fleet::device_id;
-use fleet::start_fleet;
+use fleet::{onboard_fleet, start_fleet};
 use kill::Kill;
 use observer::{newest_check, spatial_query};
 use replicas::{Replicas, start_replicas};
@@ -62,7 +65,7 @@ use sampler::Sampler;
 pub use scenario::Scenario;
 use scenario::write_mode;
 use transport::Transport;
-pub use transport::{HUB_PARTITIONS, HubKind};
+pub use transport::{ENROLLMENT_GROUP, HUB_PARTITIONS, HubKind};
 pub use writer::{BALANCING_INTERVAL, wait_until_subscribed, writer_config};
 
 /// The database the demo writes to.
@@ -244,7 +247,7 @@ pub enum DemoError {
     /// The writer failed while running.
     #[error("the cloud writer failed: {0}")]
     Writer(#[from] cloud_writer::RunError),
-    /// A drone could not be registered on the hub, or its settings are refused.
+    /// A drone's agent settings are refused.
     #[error("drone {device}: {reason}")]
     AgentSetup {
         /// The device id.
@@ -322,12 +325,23 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         Err(other) => return Err(other),
     };
 
+    report.registration = onboard_fleet(&config, &mut transport).await?;
+    if let Some(onboarding) = report
+        .registration
+        .as_ref()
+        .filter(|_| config.output != Output::Quiet)
+    {
+        println!("demo: {}", onboarding.line());
+    }
     transport.observe().await;
     let fleet_stop = CancellationToken::new();
     let fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
 
     let started = Instant::now();
-    let mut sampler = Sampler::new(&config);
+    let mut sampler = Sampler::new(
+        &config,
+        report.registration.as_ref().map(|o| o.totals.clone()),
+    );
     let mut painter = Painter::new(config.output == Output::Terminal);
     let mut ticker = tokio::time::interval_at((started + config.tick).into(), config.tick);
     let mut kill =

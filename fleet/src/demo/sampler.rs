@@ -9,6 +9,7 @@ use super::replicas::Replicas;
 use super::{CONTAINER, DATABASE, DemoConfig};
 use cloud_writer::Snapshot as WriterSnapshot;
 
+use crate::onboard::RegistrationTotals;
 use crate::prom;
 use crate::report::{DemoReport, PartitionTotals, TimelinePoint};
 use crate::view::{RangeLoad, Snapshot};
@@ -26,10 +27,13 @@ pub(super) struct Sampler {
     last_ru: HashMap<String, f64>,
     peak_ru: HashMap<String, f64>,
     timeline: Vec<TimelinePoint>,
+    registration: Option<RegistrationTotals>,
 }
 
 impl Sampler {
-    pub(super) fn new(config: &DemoConfig) -> Sampler {
+    /// A sampler for `config`'s run, whose drones registered as `registration` says (on
+    /// the hub).
+    pub(super) fn new(config: &DemoConfig, registration: Option<RegistrationTotals>) -> Sampler {
         Sampler {
             label: config.label(),
             speedup: config.speedup,
@@ -41,6 +45,7 @@ impl Sampler {
             last_ru: HashMap::new(),
             peak_ru: HashMap::new(),
             timeline: Vec::new(),
+            registration,
         }
     }
 
@@ -78,6 +83,7 @@ impl Sampler {
         }
         let snap = Snapshot {
             scenario: self.label.clone(),
+            registration: self.registration.clone(),
             elapsed,
             speedup: self.speedup,
             msgs_per_sec: (received - self.last_received).max(0.0) / dt,
