@@ -27,6 +27,7 @@ pub mod dps;
 pub mod faults;
 mod hub;
 pub mod mqtt;
+mod mqtt_codec;
 pub mod partitions;
 pub mod registry;
 pub mod sas;

@@ -3,11 +3,9 @@
 //! state directory so that `hub-sim device add` and a running hub share it: a running hub
 //! reads the file again when it is asked for a device it does not know.
 
+use crate::sas::new_key;
 use crate::state_dir::{self, StateError};
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use parking_lot::RwLock;
-use rand::RngCore as _;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,13 +58,6 @@ pub fn check_device_id(id: &str) -> Result<(), RegistryError> {
     } else {
         Err(RegistryError::InvalidId(id.to_owned()))
     }
-}
-
-/// A new random 32-byte key, base64.
-pub fn new_key() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    BASE64.encode(bytes)
 }
 
 /// The registry, in memory and (optionally) in a file.

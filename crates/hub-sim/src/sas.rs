@@ -11,6 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
 use percent_encoding::{percent_decode_str, utf8_percent_encode};
+use rand::RngCore as _;
 use sha2::Sha256;
 
 /// Percent-encodes `text` like JavaScript's `encodeURIComponent` (the set is shared with the
@@ -143,6 +144,13 @@ pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// A new random 32-byte key, base64.
+pub fn new_key() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    BASE64.encode(bytes)
 }
 
 #[cfg(test)]

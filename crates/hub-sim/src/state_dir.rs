@@ -3,7 +3,7 @@
 //! the files it writes for clients at every start (`ca.pem`, `eventhub-connection-string`,
 //! `service-connection-string`, `devices.txt`, `dps-id-scope`).
 
-use crate::registry::new_key;
+use crate::sas::new_key;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -99,7 +99,7 @@ async fn a_wrong_key_is_refused() {
     let hub = TestHub::start(1).await;
     let good = hub.device_strings().remove(0);
     let key_at = good.find("SharedAccessKey=").unwrap() + "SharedAccessKey=".len();
-    let wrong = format!("{}{}", &good[..key_at], hub_sim::registry::new_key());
+    let wrong = format!("{}{}", &good[..key_at], hub_sim::sas::new_key());
     let env = vec![
         ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
         ("HUB_SIM_CA", hub.ca_path()),

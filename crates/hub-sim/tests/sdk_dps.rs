@@ -185,7 +185,7 @@ async fn a_wrong_derived_key_a_disabled_group_and_an_unknown_chain_are_refused()
     bounded(async {
         let hub = hub().await;
         let group_key = hub.hub.add_symmetric_key_group("fleet").unwrap();
-        let other_group = hub_sim::registry::new_key();
+        let other_group = hub_sim::sas::new_key();
         let wrong = hub_sim::dps::enrollment::derive_device_key(&other_group, "drone-9").unwrap();
         let mut env = provisioning_env(&hub, "drone-9");
         env.push(("HUB_SIM_GROUP_KEY", group_key));

@@ -158,7 +158,7 @@ async fn a_wrong_policy_key_is_refused() {
     let hub = TestHub::start(0).await;
     let good = hub.file("eventhub-connection-string");
     let key = &hub.hub.policy_keys().service;
-    let wrong = good.replace(key.as_str(), &hub_sim::registry::new_key());
+    let wrong = good.replace(key.as_str(), &hub_sim::sas::new_key());
     let env = vec![("HUB_SIM_EVENTHUB", wrong)];
     let (outcome, ok) = run_script("eventhub", "eventhub.py", &["refused".into()], &env).await;
     assert!(ok, "{outcome}");

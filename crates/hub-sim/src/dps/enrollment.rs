@@ -5,7 +5,7 @@
 //! state directory, read again before every decision so that `hub-sim enrollment add` reaches
 //! a running hub.
 
-use crate::registry::new_key;
+use crate::sas::new_key;
 use crate::state_dir::{self, StateError};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;

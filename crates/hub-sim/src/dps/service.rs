@@ -433,7 +433,7 @@ mod tests {
         let f = fixture(DpsConfig::default(), own.clone());
         let now = SystemTime::now();
         let body = json!({ "registrationId": "drone-1" }).to_string();
-        let wrong = f.token("drone-1", &crate::registry::new_key());
+        let wrong = f.token("drone-1", &crate::sas::new_key());
         let answer = f
             .dps
             .register("drone-1", Credential::Token(&wrong), body.as_bytes(), now);

@@ -9,7 +9,7 @@ use super::protocol::{
     RESPONSE_FILTER, Request, parse_request, registration_login, response_topic,
 };
 use super::service::Dps;
-use crate::mqtt::packet::{read_packet, write};
+use crate::mqtt_codec::{read_packet, write};
 use crate::sas::now_secs;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::QoS;

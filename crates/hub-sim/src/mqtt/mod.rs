@@ -1,12 +1,10 @@
 //! The device side: MQTT 3.1.1 over TLS, and over WebSockets (TLS) at `/$iothub/websocket`.
 //! `listener` accepts connections and unwraps TLS and WebSocket framing, `session` serves
-//! one device (or hands a registration to [`crate::dps`]), `packet` reads and writes MQTT
-//! packets, [`connect`] decides who may connect and [`topic`] reads IoT Hub's topics.
+//! one device (or hands a registration to [`crate::dps`]), [`connect`] decides who may connect and [`topic`] reads IoT Hub's topics.
 
 pub mod connect;
 pub(crate) mod listener;
-pub(crate) mod packet;
 pub(crate) mod session;
 pub mod topic;
 
-pub use session::MAX_PAYLOAD;
+pub use crate::mqtt_codec::MAX_PAYLOAD;

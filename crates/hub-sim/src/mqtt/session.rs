@@ -5,11 +5,11 @@
 //! service ([`crate::dps`]) instead.
 
 use super::connect::authenticate;
-use super::packet::{ReadError, read_packet, write};
 use super::topic::{apply_properties, may_subscribe, telemetry_properties};
 use crate::dps::protocol::registration_login;
 use crate::dps::service::Dps;
 use crate::hub::Hub;
+use crate::mqtt_codec::{MAX_PAYLOAD, ReadError, read_packet, write};
 use crate::partitions::Incoming;
 use crate::sas::now_secs;
 use crate::tls::thumbprint;
@@ -23,8 +23,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-/// The largest message payload IoT Hub takes.
-pub const MAX_PAYLOAD: usize = 256 * 1024;
 /// How long a new connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -1,11 +1,13 @@
 //! Reading and writing MQTT 3.1.1 packets on a byte stream with rumqttc's codec, for the
-//! device sessions and the provisioning sessions alike.
+//! device sessions ([`crate::mqtt`]) and the provisioning sessions ([`crate::dps`]) alike.
 
-use super::session::MAX_PAYLOAD;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::Error as CodecError;
 use rumqttc::mqttbytes::v4::{self, Packet};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// IoT Hub's limit on a device-to-cloud message's payload.
+pub const MAX_PAYLOAD: usize = 256 * 1024;
 
 /// The largest packet read: a full payload plus a topic and property bag.
 const MAX_PACKET: usize = MAX_PAYLOAD + 64 * 1024;
