@@ -22,7 +22,9 @@ use serde::Deserialize;
 
 use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
-use crate::provision::{Assignment, DPS_PORT, DpsConfig, DpsKey, GLOBAL_ENDPOINT};
+use crate::provision::{
+    Assignment, Attestation, DPS_PORT, DpsConfig, DpsCredential, GLOBAL_ENDPOINT,
+};
 use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
@@ -201,6 +203,13 @@ pub struct Settings {
     /// The drone's own DPS key (environment, `_FILE` or config file only).
     #[arg(skip)]
     pub dps_device_key: Option<Secret>,
+    /// The drone's certificate chain (PEM, leaf first, common name = registration id) for
+    /// X.509 attestation with DPS, and then for the hub.
+    #[arg(long, env = "DPS_CERT_FILE")]
+    pub dps_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "DPS_KEY_FILE")]
+    pub dps_key_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for Settings {
@@ -254,6 +263,8 @@ settings::layered!(Settings {
     dps_endpoint,
     dps_group_key,
     dps_device_key,
+    dps_cert_file,
+    dps_key_file,
 });
 
 /// The agent's environment variables, whose prefixes mark a variable as the agent's:
@@ -475,6 +486,8 @@ impl Settings {
                 ("DPS_ENDPOINT", self.dps_endpoint.is_some()),
                 (DPS_GROUP_KEY, self.dps_group_key.is_some()),
                 (DPS_DEVICE_KEY, self.dps_device_key.is_some()),
+                ("DPS_CERT_FILE", self.dps_cert_file.is_some()),
+                ("DPS_KEY_FILE", self.dps_key_file.is_some()),
             ];
             return match without_scope.iter().find(|(_, set)| *set) {
                 Some((setting, _)) => Err(invalid(
@@ -493,23 +506,47 @@ impl Settings {
         if self.x509_cert_file.is_some() || self.x509_key_file.is_some() {
             return Err(invalid(
                 "X509_CERT_FILE",
-                "onboarding through DPS takes a symmetric key here: DPS_GROUP_KEY or DPS_DEVICE_KEY",
+                "onboarding through DPS takes its certificate as DPS_CERT_FILE and DPS_KEY_FILE (used for the hub too)",
             ));
         }
-        let key = match (&self.dps_group_key, &self.dps_device_key) {
-            (Some(group), None) => DpsKey::Group(group.clone()),
-            (None, Some(device)) => DpsKey::Device(device.clone()),
-            (Some(_), Some(_)) => {
+        let certificate = match (&self.dps_cert_file, &self.dps_key_file) {
+            (Some(cert_path), Some(key_path)) => {
+                for (setting, path) in [("DPS_CERT_FILE", cert_path), ("DPS_KEY_FILE", key_path)] {
+                    if !path.is_file() {
+                        return Err(invalid(
+                            setting,
+                            format!("{} is not a readable file", path.display()),
+                        ));
+                    }
+                }
+                Some(client_tls::Identity {
+                    cert_path: cert_path.clone(),
+                    key_path: key_path.clone(),
+                })
+            }
+            (None, None) => None,
+            (Some(_), None) | (None, Some(_)) => {
                 return Err(invalid(
-                    DPS_DEVICE_KEY,
-                    "set DPS_GROUP_KEY (the enrollment group's key) or DPS_DEVICE_KEY (the drone's own), not both",
+                    "DPS_CERT_FILE",
+                    "X.509 attestation needs both DPS_CERT_FILE and DPS_KEY_FILE",
                 ));
             }
-            (None, None) => {
+        };
+        let credential = match (&self.dps_group_key, &self.dps_device_key, certificate) {
+            (Some(group), None, None) => DpsCredential::Group(group.clone()),
+            (None, Some(device), None) => DpsCredential::Device(device.clone()),
+            (None, None, Some(identity)) => DpsCredential::Certificate(identity),
+            (None, None, None) => {
                 return Err(ConfigError::Missing {
                     setting: DPS_GROUP_KEY,
-                    hint: "the enrollment group's primary key (or DPS_DEVICE_KEY, the drone's own), in the environment or in the file DPS_GROUP_KEY_FILE names",
+                    hint: "the enrollment group's primary key (or DPS_DEVICE_KEY, the drone's own, or DPS_CERT_FILE and DPS_KEY_FILE), in the environment or in the file DPS_GROUP_KEY_FILE names",
                 });
+            }
+            _ => {
+                return Err(invalid(
+                    DPS_DEVICE_KEY,
+                    "set one of DPS_GROUP_KEY (the enrollment group's key), DPS_DEVICE_KEY (the drone's own) or DPS_CERT_FILE with DPS_KEY_FILE (its certificate)",
+                ));
             }
         };
         let registration_id = match &self.dps_registration_id {
@@ -541,23 +578,34 @@ impl Settings {
         Ok(Some(DpsConfig {
             id_scope: id_scope.clone(),
             registration_id,
-            key,
+            credential,
             host: host.to_owned(),
             port,
             ca_file: self.iothub_ca_file.clone(),
         }))
     }
 
-    /// The settings with the connection string of `assignment` and `key`, as a
-    /// provisioned drone runs.
-    pub fn provisioned(self, assignment: &Assignment, key: &str) -> Settings {
+    /// The settings with the connection string of `assignment` for `attestation` (and its
+    /// certificate for the hub), as a provisioned drone runs.
+    pub fn provisioned(self, assignment: &Assignment, attestation: &Attestation) -> Settings {
+        let (x509_cert_file, x509_key_file) = match attestation {
+            Attestation::X509(identity) => (
+                Some(identity.cert_path.clone()),
+                Some(identity.key_path.clone()),
+            ),
+            Attestation::SymmetricKey(_) => (None, None),
+        };
         Settings {
-            connection_string: Some(assignment.connection_string(key)),
+            connection_string: Some(assignment.connection_string(attestation)),
+            x509_cert_file,
+            x509_key_file,
             dps_id_scope: None,
             dps_registration_id: None,
             dps_endpoint: None,
             dps_group_key: None,
             dps_device_key: None,
+            dps_cert_file: None,
+            dps_key_file: None,
             ..self
         }
     }

@@ -140,8 +140,7 @@ async fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
             let dir = buffer_dir(&settings)?;
             let assignment =
                 provision::assignment(&dps, &dir, registration_backoff(&settings)).await?;
-            let key = dps.device_key()?;
-            settings.provisioned(&assignment, &key)
+            settings.provisioned(&assignment, &dps.attestation()?)
         }
         None => settings,
     };
@@ -187,8 +186,8 @@ async fn provision_now(settings: Settings) -> anyhow::Result<ExitCode> {
         bail!("set DPS_ID_SCOPE and DPS_GROUP_KEY (or DPS_DEVICE_KEY) to register with DPS");
     };
     let dir = buffer_dir(&settings)?;
-    let key = dps.device_key()?;
-    let assignment = provision::register(&dps, &key)
+    let attestation = dps.attestation()?;
+    let assignment = provision::register(&dps, &attestation)
         .await
         .context("DPS registration failed")?;
     provision::save(&dir, &assignment)?;

@@ -23,12 +23,23 @@ async fn hub(dir: &Path) -> HubSim {
     HubSim::start(config).await.unwrap()
 }
 
-/// The agent binary onboarding through `hub`'s DPS as `registration_id`.
+/// The agent binary onboarding through `hub`'s DPS as `registration_id` with the group key.
 fn agent(
     hub: &HubSim,
     dir: &Path,
     registration_id: &str,
     group_key: &str,
+) -> tokio::process::Child {
+    agent_with(hub, dir, registration_id, &[("DPS_GROUP_KEY", group_key)])
+}
+
+/// The agent binary onboarding through `hub`'s DPS as `registration_id` with `credential`
+/// (its variables).
+fn agent_with(
+    hub: &HubSim,
+    dir: &Path,
+    registration_id: &str,
+    credential: &[(&str, &str)],
 ) -> tokio::process::Child {
     let ca = dir.join("hub-ca.pem");
     std::fs::write(&ca, hub.ca_pem()).unwrap();
@@ -37,7 +48,7 @@ fn agent(
         .env_clear()
         .env("DPS_ID_SCOPE", hub.id_scope())
         .env("DPS_REGISTRATION_ID", registration_id)
-        .env("DPS_GROUP_KEY", group_key)
+        .envs(credential.iter().copied())
         .env(
             "DPS_ENDPOINT",
             format!("localhost:{}", hub.dps_addr().port()),
@@ -200,6 +211,37 @@ async fn a_device_deleted_from_its_hub_registers_again_and_loses_no_position() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drone_with_a_certificate_of_the_fleet_ca_registers_and_publishes_with_it() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        // The fleet's root CA is enrolled; the drone presents its leaf and the intermediate.
+        let root = hub_sim::tls::Ca::generate().unwrap();
+        let intermediate = root.intermediate("fleet intermediate").unwrap();
+        hub.add_x509_group("drones", &root.cert_pem).unwrap();
+        let leaf = intermediate.issue(&[], "drone-x509-1").unwrap();
+        let cert = dir.path().join("drone-chain.pem");
+        std::fs::write(&cert, format!("{}{}", leaf.cert_pem, intermediate.cert_pem)).unwrap();
+        let key = dir.path().join("drone-key.pem");
+        std::fs::write(&key, &leaf.key_pem).unwrap();
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let agent = agent_with(
+            &hub,
+            dir.path(),
+            "drone-x509-1",
+            &[("DPS_CERT_FILE", &cert), ("DPS_KEY_FILE", &key)],
+        );
+        accepted_more_than(&hub, 2).await;
+        stop(agent).await;
+        let registrations = hub.dps_registrations();
+        assert_eq!(registrations.len(), 1);
+        assert_eq!(registrations[0].registration_id, "drone-x509-1");
+        assert!(received_seqs(&hub, "drone-x509-1").len() >= 3);
+    })
+    .await;
+}
+
 #[test]
 fn derive_key_equals_pythons_hmac_of_the_group_key() {
     let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
@@ -234,7 +276,7 @@ fn derive_key_equals_pythons_hmac_of_the_group_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
-    use edge_agent::provision::{DpsConfig, DpsKey, register};
+    use edge_agent::provision::{DpsConfig, DpsCredential, register};
     use hub_sim::dps::Allocation;
     use settings::Secret;
     bounded(async {
@@ -262,7 +304,7 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
         let drone = |i: usize| DpsConfig {
             id_scope: a.id_scope().to_owned(),
             registration_id: format!("drone-{i:03}"),
-            key: DpsKey::Group(Secret::new(group_key.clone())),
+            credential: DpsCredential::Group(Secret::new(group_key.clone())),
             host: "localhost".into(),
             port: a.dps_addr().port(),
             ca_file: Some(ca.clone()),
@@ -272,8 +314,8 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
             let registrations = batch.iter().map(|&i| {
                 let config = drone(i);
                 async move {
-                    let key = config.device_key().unwrap();
-                    register(&config, &key).await.unwrap()
+                    let attestation = config.attestation().unwrap();
+                    register(&config, &attestation).await.unwrap()
                 }
             });
             for assignment in futures::future::join_all(registrations).await {

@@ -209,14 +209,14 @@ async fn register_one(settings: AgentSettings) -> Result<AgentSettings, String> 
             return Err("settings refused".to_owned());
         }
     };
-    let key = dps.device_key().map_err(|err| {
+    let attestation = dps.attestation().map_err(|err| {
         tracing::error!(registration_id = id, error = %err, "no device key");
         "group key not base64".to_owned()
     })?;
     let mut attempt = 1;
     loop {
-        match provision::register(&dps, &key).await {
-            Ok(assignment) => return Ok(settings.provisioned(&assignment, &key)),
+        match provision::register(&dps, &attestation).await {
+            Ok(assignment) => return Ok(settings.provisioned(&assignment, &attestation)),
             Err(err) => {
                 tracing::warn!(registration_id = id, attempt, error = %err, "DPS registration failed");
                 if attempt == ATTEMPTS || !transient(&err) {

@@ -497,6 +497,22 @@ fn dps_settings_resolve_and_wrong_ones_name_what_to_fix() {
             },
             "DPS_ENDPOINT",
         ),
+        (
+            Settings {
+                dps_group_key: None,
+                dps_cert_file: Some("/etc/hostname".into()),
+                ..dps_settings()
+            },
+            "DPS_CERT_FILE",
+        ),
+        (
+            Settings {
+                dps_cert_file: Some("/etc/hostname".into()),
+                dps_key_file: Some("/etc/hostname".into()),
+                ..dps_settings()
+            },
+            "DPS_CERT_FILE",
+        ),
     ];
     for (settings, setting) in cases {
         let message = settings.dps().unwrap_err().to_string();

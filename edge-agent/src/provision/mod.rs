@@ -2,7 +2,8 @@
 //! id this drone has, found once by registering and kept beside the buffer.
 //!
 //! A fleet's image carries the ID scope and either the enrollment group's key (each drone
-//! derives its own: [`derive_device_key`]) or the drone's own key. At the first start the
+//! derives its own: [`derive_device_key`]), the drone's own key, or a certificate signed by
+//! the fleet's CA (whose common name is the registration id). At the first start the
 //! agent registers ([`register`]) and keeps the assignment in `assignment.json` (hub and
 //! device id, no key: the key is derived again at every start) with owner-only permissions;
 //! later starts reuse it without registering.
@@ -28,14 +29,27 @@ pub const DPS_PORT: u16 = 8883;
 /// The assignment's file in the state directory.
 pub const ASSIGNMENT_FILE: &str = "assignment.json";
 
-/// The key of a drone: given, or derived from its enrollment group's.
+/// What a drone proves itself with, as configured.
 #[derive(Debug, Clone)]
-pub enum DpsKey {
+pub enum DpsCredential {
     /// The enrollment group's primary key (`DPS_GROUP_KEY`).
     Group(Secret),
     /// The drone's own key (`DPS_DEVICE_KEY`): an individual enrollment's, or one derived
     /// by `edge-agent derive-key`.
     Device(Secret),
+    /// A certificate chain and key (`DPS_CERT_FILE`, `DPS_KEY_FILE`): X.509 attestation,
+    /// used for the hub too.
+    Certificate(client_tls::Identity),
+}
+
+/// What a registration presents: a SAS token signed with the drone's key, or its
+/// certificate in TLS.
+#[derive(Debug, Clone)]
+pub enum Attestation {
+    /// The drone's key, base64.
+    SymmetricKey(Secret),
+    /// The drone's certificate and key.
+    X509(client_tls::Identity),
 }
 
 /// How to register.
@@ -45,8 +59,8 @@ pub struct DpsConfig {
     pub id_scope: String,
     /// This drone's registration id (`DPS_REGISTRATION_ID`).
     pub registration_id: String,
-    /// Its key.
-    pub key: DpsKey,
+    /// Its credential.
+    pub credential: DpsCredential,
     /// The DPS host.
     pub host: String,
     /// Its MQTT port.
@@ -56,12 +70,18 @@ pub struct DpsConfig {
 }
 
 impl DpsConfig {
-    /// The drone's key (base64), derived from the group's when that is what was given.
-    pub fn device_key(&self) -> Result<String, KeyError> {
-        match &self.key {
-            DpsKey::Group(group) => derive_device_key(group.expose(), &self.registration_id),
-            DpsKey::Device(key) => Ok(key.expose().trim().to_owned()),
-        }
+    /// What the drone presents: its key (derived from the group's when that is what was
+    /// given), or its certificate.
+    pub fn attestation(&self) -> Result<Attestation, KeyError> {
+        Ok(match &self.credential {
+            DpsCredential::Group(group) => Attestation::SymmetricKey(Secret::new(
+                derive_device_key(group.expose(), &self.registration_id)?,
+            )),
+            DpsCredential::Device(key) => {
+                Attestation::SymmetricKey(Secret::new(key.expose().trim()))
+            }
+            DpsCredential::Certificate(identity) => Attestation::X509(identity.clone()),
+        })
     }
 }
 
@@ -94,10 +114,15 @@ pub struct Assignment {
 }
 
 impl Assignment {
-    /// The device connection string of the assignment with `key`.
-    pub fn connection_string(&self, key: &str) -> Secret {
+    /// The device connection string of the assignment for `attestation`: with the key, or
+    /// `x509=true` for a certificate.
+    pub fn connection_string(&self, attestation: &Attestation) -> Secret {
+        let credential = match attestation {
+            Attestation::SymmetricKey(key) => format!("SharedAccessKey={}", key.expose()),
+            Attestation::X509(_) => "x509=true".to_owned(),
+        };
         Secret::new(format!(
-            "HostName={};DeviceId={};SharedAccessKey={key}",
+            "HostName={};DeviceId={};{credential}",
             self.assigned_hub, self.device_id
         ))
     }
@@ -191,10 +216,10 @@ pub async fn assignment(
         );
         return Ok(kept);
     }
-    let key = config.device_key()?;
+    let attestation = config.attestation()?;
     let mut backoff = retry_backoff::Backoff::new(backoff);
     loop {
-        match register(config, &key).await {
+        match register(config, &attestation).await {
             Ok(assignment) => {
                 save(dir, &assignment)?;
                 tracing::info!(
@@ -224,7 +249,7 @@ mod tests {
         DpsConfig {
             id_scope: dir_scope.into(),
             registration_id: "drone-7".into(),
-            key: DpsKey::Device(Secret::new("AAEC")),
+            credential: DpsCredential::Device(Secret::new("AAEC")),
             host: "localhost".into(),
             port: DPS_PORT,
             ca_file: None,

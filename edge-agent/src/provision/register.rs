@@ -1,8 +1,9 @@
 //! One registration with DPS over MQTT, as Microsoft's "IoT Hub DPS MQTT support" describes
 //! it: client id = registration id, user name `{idScope}/registrations/{id}/api-version=...`,
 //! a SAS token over `{idScope}/registrations/{id}` signed by the drone's key with
-//! `skn=registration`; publish `iotdps-register`, then poll `iotdps-get-operationstatus`
-//! after each `retry-after` until the answer is not 202.
+//! `skn=registration` as the password, or the drone's certificate in TLS and no password;
+//! publish `iotdps-register`, then poll `iotdps-get-operationstatus` after each
+//! `retry-after` until the answer is not 202.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,7 +13,7 @@ use client_tls::Trust;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, Transport};
 use serde_json::{Value, json};
 
-use super::{ANSWER_TIMEOUT, Assignment, DpsConfig};
+use super::{ANSWER_TIMEOUT, Assignment, Attestation, DpsConfig};
 use crate::transport::sas::sas_token;
 
 const API_VERSION: &str = "2019-03-31";
@@ -99,29 +100,37 @@ fn answer(topic: &str, payload: &[u8]) -> Result<Answer, RegisterError> {
     })
 }
 
-/// Registers `config`'s drone with its (base64) `device_key`.
-pub async fn register(config: &DpsConfig, device_key: &str) -> Result<Assignment, RegisterError> {
-    let key = BASE64.decode(device_key)?;
+/// Registers `config`'s drone presenting `attestation`.
+pub async fn register(
+    config: &DpsConfig,
+    attestation: &Attestation,
+) -> Result<Assignment, RegisterError> {
     let resource = format!(
         "{}/registrations/{}",
         config.id_scope, config.registration_id
     );
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    let token = format!(
-        "{}&skn=registration",
-        sas_token(&resource, &key, now + TOKEN_TTL)
-    );
+    let (password, identity) = match attestation {
+        Attestation::SymmetricKey(key) => {
+            let key = BASE64.decode(key.expose())?;
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
+            let token = sas_token(&resource, &key, now + TOKEN_TTL);
+            (format!("{token}&skn=registration"), None)
+        }
+        Attestation::X509(identity) => (String::new(), Some(identity)),
+    };
     let mut options = MqttOptions::new(&config.registration_id, &config.host, config.port);
-    options.set_credentials(format!("{resource}/api-version={API_VERSION}"), token);
+    options.set_credentials(format!("{resource}/api-version={API_VERSION}"), password);
     options.set_keep_alive(Duration::from_secs(30));
     let trust = match &config.ca_file {
         Some(ca) => Trust::CaFile(ca.clone()),
         None => Trust::System,
     };
-    options.set_transport(Transport::Tls(client_tls::mqtt_tls(&trust, None, None)?));
+    options.set_transport(Transport::Tls(client_tls::mqtt_tls(
+        &trust, identity, None,
+    )?));
     let (client, mut events) = AsyncClient::new(options, 10);
     let endpoint = format!("{}:{}", config.host, config.port);
     let result = exchange(config, &client, &mut events, &endpoint).await;
