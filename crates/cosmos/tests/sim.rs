@@ -323,11 +323,13 @@ async fn throttled_bulk_writes_everything_and_uses_the_budget() {
             .unwrap();
         let c = setup(&sim).await;
         // The first documents measure the offered rate (it varies a lot with the build and the
-        // machine's load) over the first whole second of the endpoint's heat map; the budget is
-        // then set to 45% of it, so that the rest is certainly throttled, and the run is judged
-        // on the whole seconds after the one the budget changed in. The probe watches the heat
-        // map beside the writer, not between outcomes: on a busy machine the test reads
-        // outcomes many thousands behind the writer.
+        // machine's load) over the first whole second of the endpoint's heat map, and the RU a
+        // document costs. The budget is then 45% of the offered rate, so that the rest is
+        // certainly throttled, and at most an eighth of what the documents not yet written
+        // cost, so that on a fast machine the rest still takes about 8 s; the run is judged on the
+        // whole seconds after the one the budget changed in. The probe watches the heat map
+        // beside the writer, not between outcomes: on a busy machine the test reads outcomes
+        // many thousands behind the writer.
         let probe = async {
             loop {
                 let seconds = ru_per_second(&sim);
@@ -335,7 +337,10 @@ async fn throttled_bulk_writes_everything_and_uses_the_budget() {
                     let whole = whole_seconds_after(&seconds, first);
                     if !whole.is_empty() {
                         let offered = whole.iter().sum::<f64>() / whole.len() as f64;
-                        let ru_per_sec = (0.45 * offered).round();
+                        let written = stored(&sim);
+                        let per_document = ru_used(&sim) / written.max(1) as f64;
+                        let rest = per_document * (TOTAL as usize).saturating_sub(written) as f64;
+                        let ru_per_sec = (0.45 * offered).min(rest / 8.0).max(1.0).round();
                         sim.set_ru_per_sec(DB, COLL, ru_per_sec).unwrap();
                         // The latest second charged may have ended before the change: skip
                         // one more.
