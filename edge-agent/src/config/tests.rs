@@ -2,6 +2,7 @@
 //! the source that must be named, gpsd's address, the environment's unknown variables, the
 //! layers' order and the example file.
 
+use super::dps::{check_registration_id, registration_id_of_machine};
 use super::*;
 use settings::Layered as _;
 
