@@ -49,12 +49,7 @@ struct Bench {
 }
 
 async fn setup() -> Bench {
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .expect("cosmos-sim starts");
+    let sim = CosmosSim::unthrottled().await.expect("cosmos-sim starts");
     sim.create_container(DB, COLL, "/deviceId")
         .expect("container");
     let key = MasterKey::from_base64(sim.key()).expect("key");

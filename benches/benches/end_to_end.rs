@@ -38,12 +38,7 @@ async fn setup() -> Setup {
         .await
         .expect("broker start")
         .expect("the embedded broker starts");
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .expect("cosmos-sim starts");
+    let sim = CosmosSim::unthrottled().await.expect("cosmos-sim starts");
     sim.create_container(demo::DATABASE, demo::CONTAINER, demo::DEVICE_KEY)
         .expect("container");
     let config = DemoConfig {

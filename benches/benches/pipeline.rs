@@ -196,12 +196,7 @@ impl Stack {
     fn start(rt: &tokio::runtime::Runtime, connections: usize) -> Stack {
         let broker = Mosquitto::start().expect("mosquitto");
         let (sim, writer, clients) = rt.block_on(async {
-            let sim = CosmosSim::builder()
-                .partitions(4)
-                .ru_per_sec(f64::INFINITY)
-                .start()
-                .await
-                .unwrap();
+            let sim = CosmosSim::unthrottled().await.unwrap();
             let settings = Settings {
                 cosmos_endpoint: Some(sim.endpoint().parse().unwrap()),
                 cosmos_key: Some(Secret::new(sim.key())),

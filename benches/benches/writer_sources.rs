@@ -233,12 +233,7 @@ async fn measure(env: Vec<(&'static str, String)>, total: u64, logs: &std::path:
 
 /// Unthrottled, 4 ranges.
 async fn endpoint() -> CosmosSim {
-    CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap()
+    CosmosSim::unthrottled().await.unwrap()
 }
 
 /// One run through the local hub's Event Hubs endpoint.

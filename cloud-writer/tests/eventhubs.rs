@@ -159,10 +159,6 @@ async fn checkpoint_store_on_the_local_endpoint() {
         "{err}"
     );
     // Partitioned on another path: refused, naming both.
-    client
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     sim.create_container("telemetry", "positions", "/deviceId")
         .unwrap();
     let err = CosmosCheckpointStore::open(&client, "telemetry", "positions", true)
@@ -210,11 +206,6 @@ const SECRET_KEY: &str = "c2VjcmV0LWtleS1vZi10aGUtcG9saWN5";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_connection_string_or_checkpoint_container_stops_the_writer_at_start() {
     let sim = CosmosSim::builder().start().await.unwrap();
-    container(&sim.endpoint(), "telemetry", "x")
-        .client()
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     sim.create_container("telemetry", "positions", "/deviceId")
         .unwrap();
 
@@ -259,10 +250,6 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
     let client = container(&sim.endpoint(), "telemetry", "x")
         .client()
         .clone();
-    client
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     let connection = EventHubsConnection::parse(&format!(
         "Endpoint=sb://127.0.0.1/;SharedAccessKeyName=service;SharedAccessKey={SECRET_KEY};EntityPath={HUB}"
     ))

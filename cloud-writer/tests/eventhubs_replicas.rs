@@ -63,12 +63,7 @@ impl Rig {
         config.devices = devices;
         config.device_prefix = "drone-".into();
         let hub = Arc::new(HubSim::start(config).await.unwrap());
-        let sim = CosmosSim::builder()
-            .partitions(4)
-            .ru_per_sec(f64::INFINITY)
-            .start()
-            .await
-            .unwrap();
+        let sim = CosmosSim::unthrottled().await.unwrap();
         Rig { hub, sim, dir }
     }
 

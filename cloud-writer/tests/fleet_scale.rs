@@ -119,12 +119,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         .map(str::to_owned)
         .collect();
     assert_eq!(connection_strings.len(), DRONES);
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
 
     // Replica a claims the 4 partitions; replica b then takes its share (the processor's
     // greedy balancing: b claims up to 2 at once, and its receivers' owner level detaches

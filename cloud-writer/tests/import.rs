@@ -130,9 +130,5 @@ async fn import_exits_non_zero_and_says_why_when_lines_were_not_written() {
 }
 
 async fn unthrottled_sim() -> CosmosSim {
-    CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap()
+    CosmosSim::unthrottled().await.unwrap()
 }

@@ -15,12 +15,7 @@ use test_harness::{Mosquitto, MosquittoConfig};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .partitions(4)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "fifty")).await;
 
     let s = scenario(5_000, 10, Utc::now());
@@ -91,11 +86,7 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_mid_stream_loses_nothing() {
     let mut broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "restart")).await;
 
     let s = scenario(1_000, 6, Utc::now());
@@ -194,11 +185,7 @@ async fn ru_budget_far_below_the_offered_rate_throttles_per_range_but_loses_noth
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_mode_writes_every_fresh_position_with_its_ttl() {
     let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let mut settings = settings(&sim.endpoint(), &broker.url(), "history");
     settings.history = Some(true);
     settings.history_ttl = Some("1h".parse().unwrap());
@@ -244,11 +231,7 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
         .max_inflight_messages(0)
         .start()
         .unwrap();
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let budget = cloud_writer::internals::SOURCE_MAX_BYTES_FLOOR;
     let mut settings = settings(&sim.endpoint(), &broker.url(), "blocked");
     settings.source_max_bytes = Some(budget);

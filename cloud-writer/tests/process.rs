@@ -39,11 +39,6 @@ fn run_to_exit(mut cmd: Command) -> Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_partition_key_path_exits_non_zero_naming_path_and_setting() {
     let sim = CosmosSim::builder().start().await.unwrap();
-    container(&sim.endpoint(), "telemetry", "x")
-        .client()
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     sim.create_container("telemetry", "byfleet", "/fleetId")
         .unwrap();
     let out = run_to_exit(command(
@@ -145,11 +140,7 @@ const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"}";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
     let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let endpoint = sim.endpoint();
     let spawn = || {
         let port = free_port();
@@ -219,11 +210,7 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_writes_acknowledges_them_and_exits_zero() {
     let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
     let port = free_port();
     let mut cmd = command(&sim.endpoint(), &broker.url(), "termed", port);
     cmd.env("COSMOS_CREATE_IF_MISSING", "true")

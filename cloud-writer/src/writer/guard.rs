@@ -111,14 +111,11 @@ pub async fn open_container(
     let properties = match container.properties().await {
         Ok(properties) => properties,
         Err(err) if err.is_not_found() && settings.create_if_missing => {
-            client
-                .create_database_if_missing(&settings.database)
-                .await?;
             let setup = ContainerSetup {
-                partition_key_path: settings.partition_key_path.to_string(),
-                location_path: Some("/location".into()),
                 default_ttl,
                 throughput: settings.throughput,
+                ..ContainerSetup::new(settings.partition_key_path.to_string())
+                    .with_location("/location")
             };
             tracing::info!(database = %settings.database, container = %settings.container, "creating the container");
             container.create_if_missing(&setup).await?

@@ -127,6 +127,12 @@ impl CosmosSim {
         CosmosSimBuilder::default()
     }
 
+    /// An endpoint of the default layout that never throttles, for tests and benches that
+    /// measure something other than the RU budget.
+    pub async fn unthrottled() -> Result<CosmosSim, SimError> {
+        Self::builder().ru_per_sec(f64::INFINITY).start().await
+    }
+
     /// The endpoint URL, e.g. `http://127.0.0.1:8081/`.
     pub fn endpoint(&self) -> String {
         format!("http://{}/", self.state.addr)

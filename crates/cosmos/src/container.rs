@@ -32,6 +32,25 @@ pub struct ContainerSetup {
 }
 
 impl ContainerSetup {
+    /// A container keyed on `partition_key_path`, with no spatial index, no expiry and the
+    /// database's throughput.
+    pub fn new(partition_key_path: impl Into<String>) -> Self {
+        Self {
+            partition_key_path: partition_key_path.into(),
+            location_path: None,
+            default_ttl: None,
+            throughput: None,
+        }
+    }
+
+    /// The same, with a spatial index on the GeoJSON property at `path`.
+    pub fn with_location(self, path: impl Into<String>) -> Self {
+        Self {
+            location_path: Some(path.into()),
+            ..self
+        }
+    }
+
     /// The container body this setup creates.
     pub(crate) fn properties(&self, id: &str) -> ContainerProperties {
         let mut policy = json!({
@@ -157,8 +176,9 @@ impl ContainerClient {
         format!("{}/docs/{}", self.coll_path, path_segment(id))
     }
 
-    /// Creates the container unless it exists, and returns its properties (the existing
-    /// ones if it existed: compare their partition key with what you expect).
+    /// Creates the container unless it exists, and the database first when that is missing;
+    /// returns the container's properties (the existing ones if it existed: compare their
+    /// partition key with what you expect).
     pub async fn create_if_missing(
         &self,
         setup: &ContainerSetup,
@@ -174,7 +194,14 @@ impl ContainerClient {
         if let Some(ru) = setup.throughput {
             spec = spec.header(headers::OFFER_THROUGHPUT, &ru.to_string())?;
         }
-        let response = self.client.execute(&spec).await?;
+        let mut response = self.client.execute(&spec).await?;
+        if response.status == 404 {
+            // The database is missing: one more request, only on the first start.
+            self.client
+                .create_database_if_missing(&self.database)
+                .await?;
+            response = self.client.execute(&spec).await?;
+        }
         if response.status == 409 {
             return self.properties().await;
         }
@@ -371,10 +398,8 @@ mod tests {
     #[test]
     fn setup_builds_hash_v2_key_spatial_index_and_ttl() {
         let setup = ContainerSetup {
-            partition_key_path: "/deviceId".into(),
-            location_path: Some("/location".into()),
             default_ttl: Some(86_400),
-            throughput: None,
+            ..ContainerSetup::new("/deviceId").with_location("/location")
         };
         let json = serde_json::to_value(setup.properties("positions")).unwrap();
         assert_eq!(json["id"], "positions");

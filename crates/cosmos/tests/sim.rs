@@ -30,15 +30,9 @@ fn client_with_key(sim: &CosmosSim, key: &str) -> CosmosClient {
 
 async fn setup(sim: &CosmosSim) -> ContainerClient {
     let client = client_with_key(sim, sim.key());
-    client.create_database_if_missing(DB).await.unwrap();
     let container = client.container(DB, COLL);
     container
-        .create_if_missing(&ContainerSetup {
-            partition_key_path: "/deviceId".into(),
-            location_path: Some("/location".into()),
-            default_ttl: None,
-            throughput: None,
-        })
+        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
         .await
         .unwrap();
     container
@@ -315,10 +309,7 @@ fn whole_seconds_after(seconds: &BTreeMap<u64, f64>, after: u64) -> Vec<f64> {
 async fn throttled_bulk_writes_everything_and_uses_the_budget() {
     tokio::time::timeout(TEST_TIMEOUT, async {
         const TOTAL: u64 = 100_000;
-        let sim = CosmosSim::builder()
-            .partitions(4)
-            .ru_per_sec(f64::INFINITY)
-            .start()
+        let sim = CosmosSim::unthrottled()
             .await
             .unwrap();
         let c = setup(&sim).await;

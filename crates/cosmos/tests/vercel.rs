@@ -32,18 +32,9 @@ fn client(server: &CosmosDbServer) -> CosmosClient {
 
 async fn container(server: &CosmosDbServer, name: &str) -> ContainerClient {
     let client = client(server);
-    client
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     let container = client.container("telemetry", name);
     container
-        .create_if_missing(&ContainerSetup {
-            partition_key_path: "/deviceId".into(),
-            location_path: Some("/location".into()),
-            default_ttl: None,
-            throughput: None,
-        })
+        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
         .await
         .unwrap();
     container
@@ -81,10 +72,9 @@ async fn sets_up_database_and_container_idempotently() {
         assert!(missing.is_not_found(), "{missing}");
 
         let setup = ContainerSetup {
-            partition_key_path: "/deviceId".into(),
-            location_path: Some("/location".into()),
             default_ttl: Some(3600),
             throughput: Some(400),
+            ..ContainerSetup::new("/deviceId").with_location("/location")
         };
         let created = container.create_if_missing(&setup).await.unwrap();
         assert_eq!(created.partition_key.paths, vec!["/deviceId".to_string()]);
@@ -92,6 +82,14 @@ async fn sets_up_database_and_container_idempotently() {
         let again = container.create_if_missing(&setup).await.unwrap();
         assert_eq!(again.partition_key.paths, vec!["/deviceId".to_string()]);
         assert_eq!(container.properties().await.unwrap().id, "positions");
+
+        // A container whose database is missing: the database is created with it.
+        let fresh = client.container("created-with-its-container", "positions");
+        fresh
+            .create_if_missing(&ContainerSetup::new("/deviceId"))
+            .await
+            .unwrap();
+        assert_eq!(fresh.properties().await.unwrap().id, "positions");
 
         // One range, whose id this server sends as a JSON number.
         let map = container.range_map().await.unwrap();

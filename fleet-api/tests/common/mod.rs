@@ -31,18 +31,9 @@ pub fn client(endpoint: &str, key: &str) -> CosmosClient {
 
 /// Creates the database and a container keyed on `/deviceId`.
 pub async fn container(client: &CosmosClient, name: &str) -> ContainerClient {
-    client
-        .create_database_if_missing("telemetry")
-        .await
-        .unwrap();
     let container = client.container("telemetry", name);
     container
-        .create_if_missing(&ContainerSetup {
-            partition_key_path: "/deviceId".into(),
-            location_path: Some("/location".into()),
-            default_ttl: None,
-            throughput: None,
-        })
+        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
         .await
         .unwrap();
     container

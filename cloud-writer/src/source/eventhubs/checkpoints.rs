@@ -280,8 +280,6 @@ impl PartitionCheckpoints {
 
 #[cfg(test)]
 mod tests {
-    use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
-    use cosmos_sim::CosmosSim;
 
     use super::*;
 
@@ -393,16 +391,7 @@ mod tests {
     /// written is forgotten, and the next reading writes its checkpoint whatever it is.
     #[tokio::test]
     async fn an_earlier_reading_never_moves_the_written_checkpoint_back() {
-        let sim = CosmosSim::builder().start().await.unwrap();
-        let key = MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
-        let client = CosmosClient::new(CosmosConfig::new(
-            sim.endpoint().parse().unwrap(),
-            Credential::MasterKey(key),
-        ))
-        .unwrap();
-        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", true)
-            .await
-            .unwrap();
+        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
         let checkpoints = PartitionCheckpoints::new(
             store,
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),

@@ -244,8 +244,6 @@ mod tests {
     use std::time::Instant;
 
     use azure_messaging_eventhubs::CheckpointStore;
-    use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
-    use cosmos_sim::CosmosSim;
 
     use super::*;
     use crate::source::Message;
@@ -284,16 +282,7 @@ mod tests {
     /// are taken again and counted as read again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn partition_checkpoints_follow_final_outcomes_in_order() {
-        let sim = CosmosSim::builder().start().await.unwrap();
-        let key = MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
-        let client = CosmosClient::new(CosmosConfig::new(
-            sim.endpoint().parse().unwrap(),
-            Credential::MasterKey(key),
-        ))
-        .unwrap();
-        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", true)
-            .await
-            .unwrap();
+        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
         let metrics = Arc::new(Metrics::new());
         let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
         let readers = Readers {

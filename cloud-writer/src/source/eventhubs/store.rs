@@ -158,15 +158,9 @@ impl CosmosCheckpointStore {
         let properties = match client_container.properties().await {
             Ok(properties) => properties,
             Err(err) if err.is_not_found() && create => {
-                client.create_database_if_missing(database).await?;
                 tracing::info!(%database, %container, "creating the checkpoint container");
                 client_container
-                    .create_if_missing(&ContainerSetup {
-                        partition_key_path: SCOPE_PATH.into(),
-                        location_path: None,
-                        default_ttl: None,
-                        throughput: None,
-                    })
+                    .create_if_missing(&ContainerSetup::new(SCOPE_PATH))
                     .await?
             }
             Err(err) if err.is_not_found() => {
@@ -375,5 +369,24 @@ impl CheckpointStore for CosmosCheckpointStore {
             .await
             .map_err(azure_error)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+impl CosmosCheckpointStore {
+    /// A store in a new container on a new local endpoint, for the source's unit tests; the
+    /// endpoint lives as long as the first value.
+    pub(super) async fn on_local_endpoint() -> (cosmos_sim::CosmosSim, Self) {
+        let sim = cosmos_sim::CosmosSim::builder().start().await.unwrap();
+        let key = cosmos::MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
+        let client = CosmosClient::new(cosmos::CosmosConfig::new(
+            sim.endpoint().parse().unwrap(),
+            cosmos::Credential::MasterKey(key),
+        ))
+        .unwrap();
+        let store = Self::open(&client, "telemetry", "checkpoints", true)
+            .await
+            .unwrap();
+        (sim, store)
     }
 }
