@@ -18,6 +18,7 @@ use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, OidcSettings};
+use crate::tls::TlsFiles;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
@@ -97,6 +98,13 @@ settings::with_cosmos_account! {
         /// (https://ops.example.com,http://localhost:3000) [default: none]
         #[arg(long, env = "API_CORS_ORIGINS")]
         pub api_cors_origins: Option<String>,
+        /// Certificate chain to serve HTTPS with, PEM, leaf first; read again when it
+        /// changes [default: plain HTTP, for a TLS ingress in front]
+        #[arg(long, env = "API_TLS_CERT_FILE")]
+        pub api_tls_cert_file: Option<PathBuf>,
+        /// Private key of API_TLS_CERT_FILE, PEM (PKCS#8, PKCS#1 or SEC1)
+        #[arg(long, env = "API_TLS_KEY_FILE")]
+        pub api_tls_key_file: Option<PathBuf>,
     }
 }
 
@@ -118,6 +126,8 @@ settings::layered!(Settings {
     api_oidc_issuer,
     api_oidc_audience,
     api_cors_origins,
+    api_tls_cert_file,
+    api_tls_key_file,
 });
 
 /// The Cosmos DB side.
@@ -180,6 +190,8 @@ pub struct ApiConfig {
     pub log_format: LogFormat,
     /// Who may see the fleet.
     pub access: AccessConfig,
+    /// HTTPS files; none: plain HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Settings {
@@ -252,6 +264,7 @@ impl Settings {
             },
             log_format: self.log_format.unwrap_or_default(),
             access,
+            tls: tls_files(self.api_tls_cert_file, self.api_tls_key_file)?,
         })
     }
 }
@@ -279,6 +292,22 @@ fn cors_origins(list: Option<&str>) -> Result<Vec<HeaderValue>, ConfigError> {
                 })
         })
         .collect()
+}
+
+/// The HTTPS files: both or neither.
+fn tls_files(cert: Option<PathBuf>, key: Option<PathBuf>) -> Result<Option<TlsFiles>, ConfigError> {
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+        (Some(_), None) => Err(ConfigError::Missing {
+            name: "API_TLS_KEY_FILE",
+            hint: "the private key file of API_TLS_CERT_FILE's certificate",
+        }),
+        (None, Some(_)) => Err(ConfigError::Missing {
+            name: "API_TLS_CERT_FILE",
+            hint: "the certificate file API_TLS_KEY_FILE is the key of",
+        }),
+    }
 }
 
 /// The issuer and audience of bearer tokens: both or neither, the issuer over https unless
@@ -463,6 +492,39 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        assert_eq!(base().resolve().unwrap().tls, None);
+        let err = Settings {
+            api_tls_cert_file: Some("cert.pem".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("API_TLS_KEY_FILE"), "{err}");
+        let err = Settings {
+            api_tls_key_file: Some("key.pem".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("API_TLS_CERT_FILE"), "{err}");
+        let both = Settings {
+            api_tls_cert_file: Some("cert.pem".into()),
+            api_tls_key_file: Some("key.pem".into()),
+            ..base()
+        };
+        assert_eq!(
+            both.resolve().unwrap().tls,
+            Some(TlsFiles {
+                cert: "cert.pem".into(),
+                key: "key.pem".into()
+            })
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
-//! - [`metrics`]: Prometheus metrics per route.
+//! - [`metrics`]: Prometheus metrics per route;
+//! - [`tls`]: HTTPS from certificate and key files, reloaded when they change.
 //!
 //! Running the API in-process (the demo does):
 //! ```no_run
@@ -32,6 +33,7 @@ pub mod geo;
 pub mod map;
 pub mod metrics;
 pub mod reads;
+pub mod tls;
 
 use std::sync::Arc;
 

@@ -3,12 +3,14 @@
 use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
 use fleet_api::access::{Access, Role, key_line};
 use fleet_api::config::{ApiConfig, Settings};
+use rustls::ServerConfig;
 use tokio::signal::unix::SignalKind;
 use tokio_util::sync::CancellationToken;
 
@@ -67,10 +69,16 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     config.log_format.init_logs();
-    settings::exit_code("fleet-api", run(config).await)
+    // Read at start, so that a wrong file stops the program with its name.
+    let tls = config.tls.as_ref().map(fleet_api::tls::server_config);
+    let tls = match settings::configured("fleet-api", tls.transpose()) {
+        Ok(tls) => tls,
+        Err(code) => return code,
+    };
+    settings::exit_code("fleet-api", run(config, tls).await)
 }
 
-async fn run(config: ApiConfig) -> anyhow::Result<()> {
+async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Result<()> {
     let key = MasterKey::from_base64(config.cosmos.key.expose())
         .map_err(|e| anyhow::anyhow!("COSMOS_KEY is not a base64 account key: {e}"))?;
     let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), Credential::MasterKey(key));
@@ -90,8 +98,9 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {} (API_ADDR)", config.addr))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "serving the API and the map");
-    println!("fleet-api: listening on http://{addr}/");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, "serving the API and the map");
+    println!("fleet-api: listening on {scheme}://{addr}/");
     let mut terminate = tokio::signal::unix::signal(SignalKind::terminate())?;
     let stop = CancellationToken::new();
     tokio::spawn({
@@ -109,6 +118,9 @@ async fn run(config: ApiConfig) -> anyhow::Result<()> {
         .await
         .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;
     let router = fleet_api::router(container, config.options, access);
-    fleet_api::api::serve(listener, router, stop).await?;
+    match tls {
+        Some(tls) => fleet_api::tls::serve(listener, router, tls, stop).await?,
+        None => fleet_api::api::serve(listener, router, stop).await?,
+    }
     Ok(())
 }

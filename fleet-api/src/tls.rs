@@ -1,0 +1,209 @@
+//! HTTPS for the API and the map: the certificate and key files (`API_TLS_CERT_FILE`,
+//! `API_TLS_KEY_FILE`), read at start and again whenever either file changes, and the server
+//! that answers over them.
+//!
+//! A renewed certificate (cert-manager rewriting a Kubernetes secret, certbot renewing a
+//! file) is served from the next handshake on, without a restart: every handshake compares
+//! the two files' inode, modification time and length with those last read (two `stat`
+//! calls, microseconds against the handshake's milliseconds; a secret volume's atomic swap
+//! and a renamed file change the inode). A pair that does not load (a key
+//! written before its certificate, a key that does not match) leaves the last good pair in
+//! service and is logged; it is read again once the files change again.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum_server::tls_rustls::RustlsConfig;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The certificate chain and private key files, PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first (`API_TLS_CERT_FILE`).
+    pub cert: PathBuf,
+    /// The private key, PKCS#8, PKCS#1 or SEC1 (`API_TLS_KEY_FILE`).
+    pub key: PathBuf,
+}
+
+/// Why a certificate and key could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The certificate file holds no PEM certificate.
+    #[error("{0} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    NoCertificate(PathBuf),
+    /// The key file holds no PEM private key, or one rustls cannot use.
+    #[error("{path} holds no usable PEM private key: {message}")]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The key is not the certificate's.
+    #[error("the key in {key} does not belong to the certificate in {cert}: {message}")]
+    Mismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// rustls's finding.
+        message: String,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// What identifies one version of the two files: inode, modification time, length.
+type Stamp = [(u64, SystemTime, u64); 2];
+
+fn stamp(files: &TlsFiles) -> Result<Stamp, TlsError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let one = |path: &Path| {
+        std::fs::metadata(path)
+            .and_then(|m| Ok((m.ino(), m.modified()?, m.len())))
+            .map_err(|source| TlsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    Ok([one(&files.cert)?, one(&files.key)?])
+}
+
+fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| TlsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let cert_pem = read(&files.cert)?;
+    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| TlsError::NoCertificate(files.cert.clone()))?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(files.cert.clone()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&read(&files.key)?).map_err(|e| TlsError::Key {
+        path: files.key.clone(),
+        message: e.to_string(),
+    })?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => TlsError::Mismatch {
+            cert: files.cert.clone(),
+            key: files.key.clone(),
+            message: e.to_string(),
+        },
+        other => TlsError::Key {
+            path: files.key.clone(),
+            message: other.to_string(),
+        },
+    })
+}
+
+/// The pair in service and the files' stamp it was read at.
+#[derive(Debug)]
+struct Loaded {
+    stamp: Stamp,
+    key: Arc<CertifiedKey>,
+}
+
+/// Answers every handshake with the newest pair of files that loads.
+#[derive(Debug)]
+struct ReloadingCert {
+    files: TlsFiles,
+    provider: Arc<CryptoProvider>,
+    loaded: Mutex<Loaded>,
+}
+
+impl ReloadingCert {
+    fn start(files: TlsFiles, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
+        let stamp = stamp(&files)?;
+        let key = Arc::new(load(&files, &provider)?);
+        Ok(Self {
+            files,
+            provider,
+            loaded: Mutex::new(Loaded { stamp, key }),
+        })
+    }
+
+    fn current(&self) -> Arc<CertifiedKey> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(now) = stamp(&self.files) else {
+            // A file moved away mid-rotation: serve the pair in hand.
+            return loaded.key.clone();
+        };
+        if now != loaded.stamp {
+            loaded.stamp = now;
+            match load(&self.files, &self.provider) {
+                Ok(key) => {
+                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
+                    loaded.key = Arc::new(key);
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "TLS files changed but do not load: serving the previous certificate");
+                }
+            }
+        }
+        loaded.key.clone()
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// The server side of TLS over `files`, read now (an error names the file and what is wrong).
+pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let resolver = ReloadingCert::start(files.clone(), provider.clone())?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// How long open connections may finish after `shutdown`.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Serves `router` over TLS on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: Arc<ServerConfig>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let handle = axum_server::Handle::new();
+    tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            shutdown.cancelled().await;
+            handle.graceful_shutdown(Some(GRACE));
+        }
+    });
+    axum_server::from_tcp_rustls(listener.into_std()?, RustlsConfig::from_config(config))
+        .handle(handle)
+        .serve(router.into_make_service())
+        .await
+}
