@@ -129,6 +129,9 @@ fn charges_and_etags_are_written_as_before() {
         &EtagText::new(42).as_str().as_bytes()[1..37]
     );
     assert_ne!(EtagText::new(1 << 32), EtagText::new(0));
+    for n in [0, 1, 42, 0xffff_ffff, (1 << 32) + 7, (1 << 48) - 1] {
+        assert_eq!(EtagText::new(n).number(), n);
+    }
     assert_eq!(plain_str(br#""ab""#), Some("ab"));
     assert_eq!(plain_str(br#""a\nb""#), None);
     assert_eq!(open_object(b"{\"a\":1} \n"), Some(&b"{\"a\":1"[..]));

@@ -101,6 +101,17 @@ impl EtagText {
     pub fn inner(&self) -> &[u8] {
         &self.0[1..ETAG_LEN - 1]
     }
+
+    /// The number this text was made from (its low 48 bits): the write's place in the
+    /// account's order, which the change feed pages by.
+    pub fn number(&self) -> u64 {
+        let hex = |from: usize, len: usize| {
+            self.0[from..from + len].iter().fold(0u64, |n, &b| {
+                (n << 4) | u64::from((b as char).to_digit(16).unwrap_or(0))
+            })
+        };
+        hex(1, 8) | (hex(10, 4) << 32)
+    }
 }
 
 impl std::fmt::Debug for EtagText {

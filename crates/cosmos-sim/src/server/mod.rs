@@ -7,6 +7,7 @@
 mod admin;
 mod auth;
 mod batch;
+mod change_feed;
 mod faults;
 mod headers;
 mod listen;

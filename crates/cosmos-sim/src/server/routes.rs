@@ -1,6 +1,7 @@
 //! The REST paths: which handler serves a method and path.
 
 use super::batch::batch;
+use super::change_feed::{change_feed, is_change_feed};
 use super::headers::{is_query, is_true};
 use super::point::point;
 use super::query::run_query;
@@ -55,6 +56,9 @@ pub(super) fn route(
                 }
                 (&Method::POST, ["docs"]) if is_query(headers) => {
                     run_query(state, &ctx, headers, body)
+                }
+                (&Method::GET, ["docs"]) if is_change_feed(headers) => {
+                    change_feed(state, &c, headers)
                 }
                 (&Method::GET, ["docs"]) => {
                     run_query(state, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)

@@ -124,7 +124,7 @@ impl PartitionKey {
 /// The EPK of a canonical key: hash v2 of the string for string keys, of the undefined key for
 /// the empty name; other values are hashed as their JSON text (the service hashes numbers and
 /// booleans differently).
-pub(super) fn pk_epk_of_canonical(canonical: &str) -> u128 {
+pub fn pk_epk_of_canonical(canonical: &str) -> u128 {
     if canonical.is_empty() {
         return epk_u128_of_undefined();
     }

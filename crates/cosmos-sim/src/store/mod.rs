@@ -14,7 +14,7 @@ mod partition;
 
 pub use container::{Container, Range, Ranges};
 pub use doc::{Doc, unix_now};
-pub use key::PartitionKey;
+pub use key::{PartitionKey, pk_epk_of_canonical};
 pub use partition::Partition;
 
 use crate::raw::EtagText;
@@ -67,6 +67,11 @@ impl Store {
     /// A new ETag as its fixed-size text, without allocating.
     pub fn next_etag_text(&self) -> EtagText {
         EtagText::new(self.etag.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// The number of the last ETag given out: every later write gets a greater one.
+    pub fn last_etag_number(&self) -> u64 {
+        self.etag.load(Ordering::Relaxed)
     }
 
     fn next_rid(&self) -> u64 {
