@@ -30,7 +30,12 @@ pub fn verify(assertion: &str, app: &AppEntry, token_endpoint: &str) -> Result<(
             header.alg
         )));
     }
-    let thumbprint = |value: &Option<String>| value.as_ref().and_then(|v| B64.decode(v).ok());
+    // MSAL pads its base64url thumbprints; RFC 7515 does not: read both.
+    let thumbprint = |value: &Option<String>| {
+        value
+            .as_ref()
+            .and_then(|v| B64.decode(v.trim_end_matches('=')).ok())
+    };
     let (sha1, sha256) = (thumbprint(&header.x5t), thumbprint(&header.x5t_s256));
     let certificate = app
         .certificates
