@@ -1,0 +1,180 @@
+//! The claims of the tokens the issuer signs, in Entra's v2.0 shape (the access token claims
+//! reference and the ID token claims reference on learn.microsoft.com): who the token is
+//! about ([`Subject`]: an app, a managed identity, or a user signed in to a client), which
+//! resource it is for and under what name (`aud`), and how long it lives.
+
+use crate::directory::{AppEntry, IdentityEntry, Roles, UserEntry};
+use crate::keys::new_opaque;
+use aws_lc_rs::digest::{SHA256, digest};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use serde_json::{Map, Value, json};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Microsoft Graph's app id: the audience of a sign-in that asked for no API.
+pub const GRAPH_APP_ID: &str = "00000003-0000-0000-c000-000000000000";
+
+/// How the client proved who it is (the `azpacr` claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A public client: no credential (`0`).
+    Public,
+    /// A client secret (`1`).
+    Secret,
+    /// A client assertion signed with a certificate's key, or a managed identity (`2`).
+    Certificate,
+}
+
+impl ClientAuth {
+    fn azpacr(self) -> &'static str {
+        match self {
+            ClientAuth::Public => "0",
+            ClientAuth::Secret => "1",
+            ClientAuth::Certificate => "2",
+        }
+    }
+}
+
+/// Whom a token speaks for.
+pub enum Subject<'a> {
+    /// An app's service principal (client credentials).
+    App(&'a AppEntry, ClientAuth),
+    /// A managed identity.
+    Identity(&'a IdentityEntry),
+    /// A user, signed in to `client` (delegated).
+    User {
+        /// The user.
+        user: &'a UserEntry,
+        /// The client the user signed in to.
+        client: &'a AppEntry,
+        /// How the client authenticated.
+        auth: ClientAuth,
+    },
+}
+
+/// What a token is for.
+pub struct Audience<'a> {
+    /// `aud`: the resource as the request named it (app id URI or client id).
+    pub aud: &'a str,
+    /// The resource's index in the directory (`None`: Microsoft Graph, which is not in it).
+    pub resource: Option<usize>,
+    /// Delegated scope values (`scp`), for user tokens.
+    pub scp: Vec<String>,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// A user's `sub`: pairwise, the same for one user and one client, different across clients.
+fn pairwise_sub(user: &UserEntry, client: &AppEntry) -> String {
+    let input = format!("{}|{}", user.user.object_id, client.app.client_id);
+    B64.encode(digest(&SHA256, input.as_bytes()))
+}
+
+fn common(issuer: &str, tid: &str, aud: &str, lifetime: u64) -> Map<String, Value> {
+    let iat = now();
+    let mut claims = Map::new();
+    claims.insert("aud".into(), aud.into());
+    claims.insert("iss".into(), issuer.into());
+    claims.insert("iat".into(), iat.into());
+    claims.insert("nbf".into(), iat.into());
+    claims.insert("exp".into(), (iat + lifetime).into());
+    claims.insert("tid".into(), tid.into());
+    claims.insert("ver".into(), "2.0".into());
+    claims
+}
+
+fn roles_on(roles: &Roles, resource: Option<usize>) -> Vec<String> {
+    resource
+        .and_then(|r| roles.get(&r))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The claims of an access token for `subject` to call `audience`.
+pub fn access_claims(
+    issuer: &str,
+    tid: &str,
+    lifetime: u64,
+    subject: &Subject<'_>,
+    audience: &Audience<'_>,
+) -> Value {
+    let mut claims = common(issuer, tid, audience.aud, lifetime);
+    claims.insert("uti".into(), new_opaque()[..22].into());
+    let (azp, acr, oid, sub, roles) = match subject {
+        Subject::App(app, auth) => (
+            &app.app.client_id,
+            *auth,
+            &app.app.object_id,
+            app.app.object_id.clone(),
+            roles_on(&app.roles, audience.resource),
+        ),
+        Subject::Identity(identity) => (
+            &identity.identity.client_id,
+            ClientAuth::Certificate,
+            &identity.identity.object_id,
+            identity.identity.object_id.clone(),
+            roles_on(&identity.roles, audience.resource),
+        ),
+        Subject::User { user, client, auth } => {
+            claims.insert("name".into(), user.user.name.clone().into());
+            claims.insert(
+                "preferred_username".into(),
+                user.user.username.clone().into(),
+            );
+            claims.insert("scp".into(), audience.scp.join(" ").into());
+            (
+                &client.app.client_id,
+                *auth,
+                &user.user.object_id,
+                pairwise_sub(user, client),
+                roles_on(&user.roles, audience.resource),
+            )
+        }
+    };
+    if !matches!(subject, Subject::User { .. }) {
+        claims.insert("idtyp".into(), "app".into());
+    }
+    claims.insert("azp".into(), azp.clone().into());
+    claims.insert("azpacr".into(), acr.azpacr().into());
+    claims.insert("oid".into(), oid.clone().into());
+    claims.insert("sub".into(), sub.into());
+    if !roles.is_empty() {
+        claims.insert("roles".into(), json!(roles));
+    }
+    Value::Object(claims)
+}
+
+/// The claims of an ID token for `user` signed in to `client`, echoing `nonce`.
+pub fn id_claims(
+    issuer: &str,
+    tid: &str,
+    lifetime: u64,
+    user: &UserEntry,
+    client: &AppEntry,
+    nonce: Option<&str>,
+) -> Value {
+    let mut claims = common(issuer, tid, &client.app.client_id, lifetime);
+    claims.insert("sub".into(), pairwise_sub(user, client).into());
+    claims.insert("oid".into(), user.user.object_id.clone().into());
+    claims.insert("name".into(), user.user.name.clone().into());
+    claims.insert(
+        "preferred_username".into(),
+        user.user.username.clone().into(),
+    );
+    if let Some(nonce) = nonce {
+        claims.insert("nonce".into(), nonce.into());
+    }
+    Value::Object(claims)
+}
+
+/// `client_info` of a user's token response (base64url JSON of `uid` and `utid`), from which
+/// MSAL makes the account's home id.
+pub fn client_info(user: &UserEntry, tid: &str) -> String {
+    B64.encode(json!({"uid": user.user.object_id, "utid": tid}).to_string())
+}
