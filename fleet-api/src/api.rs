@@ -123,7 +123,7 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: &Access) -> Router {
     let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
     let cors = browser::cors(&options.cors_origins);
-    let map = map::routes(options.map_refresh, read);
+    let map = map::routes(options.map_refresh, options.map_sign_in.as_ref());
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
         reads,

@@ -18,6 +18,7 @@ use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, OidcSettings};
+use crate::map::MapSignIn;
 use crate::tls::TlsFiles;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
@@ -105,6 +106,13 @@ settings::with_cosmos_account! {
         /// Private key of API_TLS_CERT_FILE, PEM (PKCS#8, PKCS#1 or SEC1)
         #[arg(long, env = "API_TLS_KEY_FILE")]
         pub api_tls_key_file: Option<PathBuf>,
+        /// Client id the map signs in with at API_OIDC_ISSUER (a single-page app
+        /// registration; authorization code with PKCE) [default: the map does not sign in]
+        #[arg(long, env = "API_MAP_CLIENT_ID")]
+        pub api_map_client_id: Option<String>,
+        /// Scope the map asks for [default: API_OIDC_AUDIENCE/.default]
+        #[arg(long, env = "API_MAP_SCOPE")]
+        pub api_map_scope: Option<String>,
     }
 }
 
@@ -128,6 +136,8 @@ settings::layered!(Settings {
     api_cors_origins,
     api_tls_cert_file,
     api_tls_key_file,
+    api_map_client_id,
+    api_map_scope,
 });
 
 /// The Cosmos DB side.
@@ -161,6 +171,8 @@ pub struct ApiOptions {
     pub map_refresh: Duration,
     /// Other origins whose pages may call the API (CORS); none: only the API's own.
     pub cors_origins: Vec<HeaderValue>,
+    /// How the map signs in; none: it asks without a credential.
+    pub map_sign_in: Option<MapSignIn>,
 }
 
 impl Default for ApiOptions {
@@ -173,6 +185,7 @@ impl Default for ApiOptions {
             max_radius_m: 50_000.0,
             map_refresh: Duration::from_secs(2),
             cors_origins: Vec::new(),
+            map_sign_in: None,
         }
     }
 }
@@ -229,6 +242,7 @@ impl Settings {
             });
         }
         let oidc = oidc(self.api_oidc_issuer, self.api_oidc_audience)?;
+        let map_sign_in = map_sign_in(oidc.as_ref(), self.api_map_client_id, self.api_map_scope)?;
         let access = access(
             self.api_keys_file.as_deref(),
             oidc,
@@ -261,6 +275,7 @@ impl Settings {
                 max_radius_m,
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
+                map_sign_in,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,
@@ -292,6 +307,36 @@ fn cors_origins(list: Option<&str>) -> Result<Vec<HeaderValue>, ConfigError> {
                 })
         })
         .collect()
+}
+
+/// The map's sign-in: a client id at the API's own issuer, asking for the API's audience.
+fn map_sign_in(
+    oidc: Option<&OidcSettings>,
+    client_id: Option<String>,
+    scope: Option<String>,
+) -> Result<Option<MapSignIn>, ConfigError> {
+    let Some(client_id) = client_id.filter(|c| !c.trim().is_empty()) else {
+        return match scope {
+            Some(_) => Err(ConfigError::Missing {
+                name: "API_MAP_CLIENT_ID",
+                hint: "the map's client id, which API_MAP_SCOPE is asked for by",
+            }),
+            None => Ok(None),
+        };
+    };
+    let Some(oidc) = oidc else {
+        return Err(ConfigError::Missing {
+            name: "API_OIDC_ISSUER",
+            hint: "the issuer the map signs in at (API_MAP_CLIENT_ID is a client of it)",
+        });
+    };
+    let issuer = Url::parse(&oidc.issuer).expect("checked as a URL");
+    Ok(Some(MapSignIn {
+        issuer: oidc.issuer.clone(),
+        issuer_origin: issuer.origin().ascii_serialization(),
+        client_id,
+        scope: scope.unwrap_or_else(|| format!("{}/.default", oidc.audience.trim_end_matches('/'))),
+    }))
 }
 
 /// The HTTPS files: both or neither.
@@ -492,6 +537,44 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    }
+
+    #[test]
+    fn the_map_signs_in_at_the_api_issuer_for_its_audience() {
+        let oidc = |map: Option<&str>, scope: Option<&str>| Settings {
+            api_oidc_issuer: Some("https://login.microsoftonline.com/t/v2.0".into()),
+            api_oidc_audience: Some("api://fleet-api".into()),
+            api_map_client_id: map.map(str::to_string),
+            api_map_scope: scope.map(str::to_string),
+            ..base()
+        };
+        assert_eq!(
+            oidc(None, None).resolve().unwrap().options.map_sign_in,
+            None
+        );
+        let sign_in = oidc(Some("map-id"), None)
+            .resolve()
+            .unwrap()
+            .options
+            .map_sign_in
+            .unwrap();
+        assert_eq!(sign_in.issuer_origin, "https://login.microsoftonline.com");
+        assert_eq!(sign_in.scope, "api://fleet-api/.default");
+        let given = oidc(Some("map-id"), Some("api://fleet-api/Fleet.Read"));
+        assert_eq!(
+            given.resolve().unwrap().options.map_sign_in.unwrap().scope,
+            "api://fleet-api/Fleet.Read"
+        );
+        let err = oidc(None, Some("x")).resolve().unwrap_err().to_string();
+        assert!(err.contains("API_MAP_CLIENT_ID"), "{err}");
+        let err = Settings {
+            api_map_client_id: Some("map-id".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("API_OIDC_ISSUER"), "{err}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-// The live map (served as /map.js): draws the fleet, polls /api/drones, answers clicks.
+// The live map (served as /map.js): draws the fleet, polls /api/drones, answers clicks; asks
+// the API with the credential of /signin.js.
 "use strict";
 const SVGNS = "http://www.w3.org/2000/svg";
 const EARTH_M = 6371008.8;
@@ -130,7 +131,9 @@ function cost(r) {
   return `${r.headers.get("x-query-request-charge") || "?"} RU, ${r.headers.get("x-query-calls") || "?"} calls`;
 }
 async function getJson(url, init) {
-  const r = await fetch(url, init);
+  await fleetAuth.ready;
+  const r = await fetch(url, { ...init, headers: { ...(init && init.headers), ...fleetAuth.headers() } });
+  if (r.status === 401) await fleetAuth.unauthorized();
   const body = await r.json();
   if (!r.ok) throw new Error(body.message || r.status);
   return [body, r];

@@ -111,7 +111,7 @@ async fn get_with(url: &str, key: Option<&str>) -> (u16, serde_json::Value) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn keys_are_checked_and_health_and_metrics_stay_open() {
+async fn keys_are_checked_and_health_metrics_and_the_map_files_stay_open() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
         let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
@@ -136,8 +136,10 @@ async fn keys_are_checked_and_health_and_metrics_stay_open() {
         let (status, body) = get_with(&drones, Some(READER_KEY)).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(ids(&body).len(), 5);
-        assert_eq!(get_with(&format!("{base}/"), None).await.0, 401);
-        assert_eq!(get_with(&format!("{base}/"), Some(READER_KEY)).await.0, 200);
+        // The map's files carry no positions and load before any sign-in: open.
+        assert_eq!(get_with(&format!("{base}/"), None).await.0, 200);
+        let (status, config) = get_with(&format!("{base}/map/config.json"), None).await;
+        assert_eq!((status, config), (200, serde_json::json!({"signIn": null})));
         assert_eq!(get_with(&format!("{base}/healthz"), None).await.0, 200);
         assert_eq!(get_with(&format!("{base}/metrics"), None).await.0, 200);
         sim.shutdown().await;
