@@ -32,6 +32,11 @@ pub struct Config {
     /// Lifetime of access and ID tokens, in seconds.
     #[serde(default = "default_lifetime_secs")]
     pub token_lifetime_secs: u64,
+    /// Seconds the issuer's clock runs behind: tokens are issued (`iat`, `nbf`, `exp`) as of
+    /// that long ago, as by an issuer with a wrong clock; with more than the lifetime plus a
+    /// resource's allowed skew, every token it issues is already expired there.
+    #[serde(default)]
+    pub clock_behind_secs: u64,
     /// The secret the managed identity endpoint expects in `X-IDENTITY-HEADER` (what App
     /// Service puts in `IDENTITY_HEADER`). Random when absent.
     #[serde(default)]
@@ -50,6 +55,7 @@ impl Default for Config {
             users: Vec::new(),
             managed_identities: Vec::new(),
             token_lifetime_secs: default_lifetime_secs(),
+            clock_behind_secs: 0,
             identity_header: None,
         }
     }

@@ -120,6 +120,9 @@ pub struct Directory {
     pub identity_header: String,
     /// The configured token lifetime, in seconds.
     pub token_lifetime_secs: u64,
+    /// Seconds the issuer's clock runs behind (changed while it runs by
+    /// [`crate::EntraSim::set_clock_behind`]).
+    pub clock_behind_secs: std::sync::atomic::AtomicU64,
     by_client_id: HashMap<String, usize>,
     by_resource: HashMap<String, usize>,
 }
@@ -131,6 +134,17 @@ fn fill(id: &mut String) {
 }
 
 impl Directory {
+    /// When a token issued now is valid, by the issuer's clock.
+    pub fn validity(&self) -> crate::tokens::Validity {
+        crate::tokens::Validity {
+            issued_at: crate::tokens::now().saturating_sub(
+                self.clock_behind_secs
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            lifetime: self.token_lifetime_secs,
+        }
+    }
+
     /// Checks and indexes `config`.
     pub fn new(mut config: Config) -> Result<Directory, DirectoryError> {
         fill(&mut config.tenant_id);
@@ -208,6 +222,7 @@ impl Directory {
             identities,
             identity_header: config.identity_header.unwrap_or_else(new_opaque),
             token_lifetime_secs: config.token_lifetime_secs,
+            clock_behind_secs: config.clock_behind_secs.into(),
             by_client_id,
             by_resource,
         })

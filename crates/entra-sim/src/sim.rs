@@ -103,6 +103,14 @@ impl Builder {
         self
     }
 
+    /// Issues tokens as if the issuer's clock ran `behind` the real one (an already expired
+    /// token, once `behind` exceeds the lifetime plus the resource's allowed skew); see also
+    /// [`EntraSim::set_clock_behind`].
+    pub fn clock_behind(mut self, behind: Duration) -> Builder {
+        self.config.clock_behind_secs = behind.as_secs();
+        self
+    }
+
     /// Serves HTTPS, with a CA made at start ([`EntraSim::ca_pem`]).
     pub fn https(mut self) -> Builder {
         self.listen.https = true;
@@ -116,6 +124,14 @@ impl Builder {
 }
 
 impl EntraSim {
+    /// From now on, issues tokens as if its clock ran `behind` the real one.
+    pub fn set_clock_behind(&self, behind: Duration) {
+        self.issuer
+            .directory
+            .clock_behind_secs
+            .store(behind.as_secs(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A builder with an empty directory.
     pub fn builder() -> Builder {
         Builder::default()

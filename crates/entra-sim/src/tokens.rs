@@ -76,8 +76,17 @@ fn pairwise_sub(user: &UserEntry, client: &AppEntry) -> String {
     B64.encode(digest(&SHA256, input.as_bytes()))
 }
 
-fn common(issuer: &str, tid: &str, aud: &str, lifetime: u64) -> Map<String, Value> {
-    let iat = now();
+/// When a token is valid: issued at (`iat`, `nbf`), for `lifetime` seconds (`exp`).
+#[derive(Debug, Clone, Copy)]
+pub struct Validity {
+    /// Seconds since the Unix epoch, by the issuer's clock.
+    pub issued_at: u64,
+    /// Seconds.
+    pub lifetime: u64,
+}
+
+fn common(issuer: &str, tid: &str, aud: &str, validity: Validity) -> Map<String, Value> {
+    let (iat, lifetime) = (validity.issued_at, validity.lifetime);
     let mut claims = Map::new();
     claims.insert("aud".into(), aud.into());
     claims.insert("iss".into(), issuer.into());
@@ -100,11 +109,11 @@ fn roles_on(roles: &Roles, resource: Option<usize>) -> Vec<String> {
 pub fn access_claims(
     issuer: &str,
     tid: &str,
-    lifetime: u64,
+    validity: Validity,
     subject: &Subject<'_>,
     audience: &Audience<'_>,
 ) -> Value {
-    let mut claims = common(issuer, tid, audience.aud, lifetime);
+    let mut claims = common(issuer, tid, audience.aud, validity);
     claims.insert("uti".into(), new_opaque()[..22].into());
     let (azp, acr, oid, sub, roles) = match subject {
         Subject::App(app, auth) => (
@@ -154,12 +163,12 @@ pub fn access_claims(
 pub fn id_claims(
     issuer: &str,
     tid: &str,
-    lifetime: u64,
+    validity: Validity,
     user: &UserEntry,
     client: &AppEntry,
     nonce: Option<&str>,
 ) -> Value {
-    let mut claims = common(issuer, tid, &client.app.client_id, lifetime);
+    let mut claims = common(issuer, tid, &client.app.client_id, validity);
     claims.insert("sub".into(), pairwise_sub(user, client).into());
     claims.insert("oid".into(), user.user.object_id.clone().into());
     claims.insert("name".into(), user.user.name.clone().into());

@@ -82,7 +82,6 @@ pub async fn token(
         Ok(r) => r,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let lifetime = directory.token_lifetime_secs;
     let audience = Audience {
         aud: &resource.aud,
         resource: resource.index,
@@ -91,7 +90,7 @@ pub async fn token(
     let claims = tokens::access_claims(
         &issuer.issuer(),
         &directory.tenant_id,
-        lifetime,
+        directory.validity(),
         &Subject::Identity(identity),
         &audience,
     );

@@ -174,7 +174,7 @@ fn client_credentials(
     let claims = tokens::access_claims(
         &issuer.issuer(),
         &issuer.directory.tenant_id,
-        lifetime,
+        issuer.directory.validity(),
         &Subject::App(app, auth),
         &audience,
     );
@@ -212,7 +212,13 @@ fn user_response(
         client: app,
         auth,
     };
-    let access = tokens::access_claims(&issuer.issuer(), tid, lifetime, &subject, &audience);
+    let access = tokens::access_claims(
+        &issuer.issuer(),
+        tid,
+        issuer.directory.validity(),
+        &subject,
+        &audience,
+    );
     let mut body = json!({
         "token_type": "Bearer",
         "scope": scopes.granted(),
@@ -225,7 +231,7 @@ fn user_response(
         let id = tokens::id_claims(
             &issuer.issuer(),
             tid,
-            lifetime,
+            issuer.directory.validity(),
             user,
             app,
             grant.nonce.as_deref(),
