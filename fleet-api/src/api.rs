@@ -27,6 +27,7 @@ use crate::access::{Access, Role, guarded};
 use crate::browser;
 use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, Polygon};
+use crate::geofences::Geofences;
 use crate::map;
 use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads, TrackPoint};
@@ -120,7 +121,13 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 /// The API's router, reading through `reads`, recording into `metrics`, letting callers in
 /// by `access`. Each route declares the role it needs where it is routed; `/healthz` and
 /// `/metrics` are open, as they carry no positions (counts, RU and latencies only).
-pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: &Access) -> Router {
+pub fn router(
+    reads: Reads,
+    geofences: Geofences,
+    options: ApiOptions,
+    metrics: Arc<Metrics>,
+    access: &Access,
+) -> Router {
     let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
     let cors = browser::cors(&options.cors_origins);
     let map = map::routes(options.map_refresh, options.map_sign_in.as_ref());
@@ -132,6 +139,7 @@ pub fn router(reads: Reads, options: ApiOptions, metrics: Arc<Metrics>, access: 
     });
     let router = Router::new()
         .merge(map)
+        .merge(geofences.routes(access))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
         .route("/api/drones", read(get(all)))

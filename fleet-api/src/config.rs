@@ -63,6 +63,10 @@ settings::with_cosmos_account! {
     #[derive(Debug, Clone, Default, Args, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Settings {
+        /// Container of the geofences, in COSMOS_DATABASE (created at the first fence
+        /// written) [default: geofences]
+        #[arg(long, env = "COSMOS_GEOFENCE_CONTAINER")]
+        pub cosmos_geofence_container: Option<String>,
         /// Address the API and the map listen on [default: 127.0.0.1:8080]
         #[arg(long, env = "API_ADDR")]
         pub api_addr: Option<SocketAddr>,
@@ -123,6 +127,7 @@ settings::layered!(Settings {
     cosmos_container,
     cosmos_accept_invalid_certs,
     cosmos_allow_insecure,
+    cosmos_geofence_container,
     api_addr,
     query_max_parallelism,
     query_page_size,
@@ -173,6 +178,8 @@ pub struct ApiOptions {
     pub cors_origins: Vec<HeaderValue>,
     /// How the map signs in; none: it asks without a credential.
     pub map_sign_in: Option<MapSignIn>,
+    /// The container of the geofences, in the positions' database.
+    pub geofence_container: String,
 }
 
 impl Default for ApiOptions {
@@ -186,6 +193,7 @@ impl Default for ApiOptions {
             map_refresh: Duration::from_secs(2),
             cors_origins: Vec::new(),
             map_sign_in: None,
+            geofence_container: "geofences".into(),
         }
     }
 }
@@ -276,6 +284,9 @@ impl Settings {
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
                 map_sign_in,
+                geofence_container: self
+                    .cosmos_geofence_container
+                    .unwrap_or(defaults.geofence_container),
             },
             log_format: self.log_format.unwrap_or_default(),
             access,

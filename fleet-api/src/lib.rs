@@ -5,6 +5,7 @@
 //! - [`config`]: settings (flags, environment, TOML), resolved like the writer's;
 //! - [`access`]: who may see the fleet: credentials, roles, and each route's guard;
 //! - [`geo`]: the areas a request names, checked;
+//! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
 //! - [`api`]: the routes, the cost headers;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
@@ -30,6 +31,7 @@ pub mod audit;
 pub mod browser;
 pub mod config;
 pub mod geo;
+pub mod geofences;
 pub mod map;
 pub mod metrics;
 pub mod reads;
@@ -49,8 +51,13 @@ pub fn router(
         max_parallelism: options.max_parallelism,
         max_item_count: Some(options.page_size),
     };
+    let fences = container
+        .client()
+        .container(container.database(), &options.geofence_container);
+    let geofences = geofences::Geofences::new(fences, options.max_radius_m);
     api::router(
         reads::Reads::new(container, query),
+        geofences,
         options,
         Arc::new(metrics::Metrics::default()),
         &access,

@@ -3,7 +3,8 @@
 //! app role reads; no token, a token for another audience, an expired one (an issuer whose
 //! clock runs behind), one whose signature was stripped (`alg: none`) and one whose
 //! signature does not match its claims are refused with 401; a token without the role with
-//! 403.
+//! 403; a `Fleet.Read` token reads a geofence but may not change it (403), a `Fleet.Admin`
+//! token may.
 
 mod common;
 
@@ -64,7 +65,13 @@ async fn entra_tokens_read_with_the_role_and_are_refused_otherwise() {
             .app(
                 App::new("fleet-api-id")
                     .app_id_uri(API)
-                    .app_role("Fleet.Read"),
+                    .app_role("Fleet.Read")
+                    .app_role("Fleet.Admin"),
+            )
+            .app(
+                App::new("operator")
+                    .secret("secret")
+                    .role(API, "Fleet.Admin"),
             )
             .app(App::new("cosmos").app_id_uri("https://cosmos.azure.com"))
             .app(
@@ -109,6 +116,33 @@ async fn entra_tokens_read_with_the_role_and_are_refused_otherwise() {
         let mut parts: Vec<&str> = reader.split('.').collect();
         parts[1] = no_role.split('.').nth(1).unwrap();
         assert_eq!(get_as(&drones, Some(&parts.join("."))).await.0, 401);
+
+        // Geofences: the reader may read them but not change them; the operator may.
+        let fence = format!("{base}/api/geofences/depot");
+        let circle = serde_json::json!({
+            "type": "Feature",
+            "geometry": {"type": "Point", "coordinates": [HOME.0, HOME.1]},
+            "properties": {"subType": "Circle", "radius": 800}
+        });
+        let put = |token: String| {
+            let (fence, circle) = (fence.clone(), circle.clone());
+            async move {
+                let response = reqwest::Client::new()
+                    .put(fence)
+                    .bearer_auth(token)
+                    .json(&circle)
+                    .send()
+                    .await
+                    .unwrap();
+                response.status().as_u16()
+            }
+        };
+        assert_eq!(put(reader.clone()).await, 403);
+        let operator = token(&entra, "operator", API).await;
+        assert_eq!(put(operator).await, 201);
+        let (status, body) = get_as(&fence, Some(&reader)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["properties"]["radius"], 800.0);
 
         // The issuer's clock two hours behind: a token that expired an hour ago by ours.
         entra.set_clock_behind(Duration::from_secs(2 * 3600));

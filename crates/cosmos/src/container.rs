@@ -168,6 +168,11 @@ impl ContainerClient {
         &self.client
     }
 
+    /// The database's name.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
     pub(crate) fn docs_path(&self) -> String {
         format!("{}/docs", self.coll_path)
     }

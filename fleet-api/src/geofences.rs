@@ -1,0 +1,324 @@
+//! Geofences: areas an operator names, a polygon or a circle (its centre and radius), kept in
+//! a Cosmos DB container of their own in the positions' database, one document per fence
+//! (partition key `/id`); read with `Fleet.Read`, changed only with `Fleet.Admin`.
+//!
+//! A fence is sent and answered as a GeoJSON Feature: a Polygon geometry (or a bare Polygon),
+//! or a circle as Azure Maps writes one, a Point geometry with the properties
+//! `{"subType": "Circle", "radius": metres}`. The container is created at the first fence
+//! written (`PUT` needs a key or role that may write; a read-only key leaves the fences
+//! readable and answers `PUT` with Cosmos DB's refusal).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
+use chrono::Utc;
+use cosmos::{
+    ContainerClient, ContainerSetup, CosmosError, QueryOptions, QueryRequest, QueryScope,
+};
+use serde_json::{Value, json};
+
+use crate::access::{Access, Role, guarded};
+use crate::api::MAX_BODY_BYTES;
+use crate::geo::{BadInput, LonLat, Polygon};
+
+/// Longest fence id, characters.
+const MAX_ID_CHARS: usize = 128;
+
+/// Where the fences live, and the largest circle accepted.
+#[derive(Debug, Clone)]
+pub struct Geofences {
+    container: ContainerClient,
+    max_radius_m: f64,
+}
+
+/// A fence's area.
+#[derive(Debug, Clone, PartialEq)]
+enum Shape {
+    Polygon(Polygon),
+    Circle { centre: LonLat, radius_m: f64 },
+}
+
+impl Shape {
+    /// The area a request body names.
+    fn from_geojson(value: &Value, max_radius_m: f64) -> Result<Shape, BadInput> {
+        let is_circle = value["type"] == "Feature" && value["properties"]["subType"] == "Circle";
+        if !is_circle {
+            return Polygon::from_geojson(value).map(Shape::Polygon);
+        }
+        let coordinates = value["geometry"]["coordinates"].as_array();
+        let (lon, lat) = match (
+            value["geometry"]["type"].as_str(),
+            coordinates.map(Vec::as_slice),
+        ) {
+            (Some("Point"), Some([lon, lat, ..])) => (lon.as_f64(), lat.as_f64()),
+            _ => (None, None),
+        };
+        let (Some(lon), Some(lat)) = (lon, lat) else {
+            return Err(BadInput(
+                "circle: the geometry must be a Point [lon, lat] (Azure Maps' circle: a Point Feature with subType Circle and radius)".into(),
+            ));
+        };
+        let centre = LonLat::new(lon, lat, "circle centre")?;
+        let radius_m = value["properties"]["radius"].as_f64().unwrap_or(f64::NAN);
+        if !(radius_m > 0.0 && radius_m <= max_radius_m) {
+            return Err(BadInput(format!(
+                "circle: radius must be metres above 0 and at most {max_radius_m}"
+            )));
+        }
+        Ok(Shape::Circle { centre, radius_m })
+    }
+
+    /// The Feature's geometry and properties.
+    fn to_geojson(&self) -> (Value, Value) {
+        match self {
+            Shape::Polygon(p) => (p.to_geojson(), json!({})),
+            Shape::Circle { centre, radius_m } => (
+                centre.to_geojson(),
+                json!({"subType": "Circle", "radius": radius_m}),
+            ),
+        }
+    }
+}
+
+/// Why a fence request got no answer.
+enum FenceError {
+    BadRequest(String),
+    NotFound(String),
+    TooLarge,
+    Cosmos(CosmosError),
+}
+
+impl From<BadInput> for FenceError {
+    fn from(e: BadInput) -> Self {
+        FenceError::BadRequest(e.0)
+    }
+}
+
+impl From<CosmosError> for FenceError {
+    fn from(e: CosmosError) -> Self {
+        FenceError::Cosmos(e)
+    }
+}
+
+impl IntoResponse for FenceError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match self {
+            FenceError::BadRequest(m) => (StatusCode::BAD_REQUEST, "bad_request", m),
+            FenceError::NotFound(id) => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no geofence {id:?}"),
+            ),
+            FenceError::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+            ),
+            FenceError::Cosmos(e) => {
+                tracing::warn!(error = %e, "a geofence request to Cosmos DB failed");
+                let message = match e.status() {
+                    Some(401 | 403) => "Cosmos DB refused the request: the API's key or role may not write here (a read-only key keeps geofences read-only)".to_string(),
+                    _ => format!("Cosmos DB: {e}"),
+                };
+                (StatusCode::BAD_GATEWAY, "cosmos", message)
+            }
+        };
+        (
+            status,
+            axum::Json(json!({"error": code, "message": message})),
+        )
+            .into_response()
+    }
+}
+
+/// A fence id from the path: 1 to 128 characters, none that Cosmos DB refuses in an id.
+fn fence_id(id: Result<Path<String>, PathRejection>) -> Result<String, FenceError> {
+    let Path(id) = id.map_err(|e| FenceError::BadRequest(e.body_text()))?;
+    let ok = !id.is_empty()
+        && id.chars().count() <= MAX_ID_CHARS
+        && !id
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '/' | '\\' | '?' | '#'));
+    if ok {
+        Ok(id)
+    } else {
+        Err(FenceError::BadRequest(format!(
+            "geofence id {id:?}: 1 to {MAX_ID_CHARS} characters, without control characters, / \\ ? or #"
+        )))
+    }
+}
+
+/// The stored document as the Feature the API answers.
+fn feature(doc: &Value) -> Value {
+    let mut properties = doc["properties"].clone();
+    if let Some(at) = doc.get("updatedAt") {
+        properties["updatedAt"] = at.clone();
+    }
+    json!({"type": "Feature", "id": doc["id"], "geometry": doc["geometry"], "properties": properties})
+}
+
+impl Geofences {
+    /// The fences in `container`; circles up to `max_radius_m`.
+    pub fn new(container: ContainerClient, max_radius_m: f64) -> Self {
+        Self {
+            container,
+            max_radius_m,
+        }
+    }
+
+    async fn put(&self, id: String, body: Body) -> Result<Response, FenceError> {
+        let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+            .await
+            .map_err(|_| FenceError::TooLarge)?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            FenceError::BadRequest(format!(
+                "geofence: the body is not JSON ({e}); send a GeoJSON Polygon or a circle"
+            ))
+        })?;
+        let shape = Shape::from_geojson(&value, self.max_radius_m)?;
+        let (geometry, properties) = shape.to_geojson();
+        let doc = json!({
+            "id": id, "kind": "geofence", "geometry": geometry, "properties": properties,
+            "updatedAt": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        });
+        let text = serde_json::to_vec(&doc).expect("a JSON value serializes");
+        let written = match self.container.upsert(id.as_str(), &text).await {
+            Err(e) if e.is_not_found() => {
+                self.container
+                    .create_if_missing(&ContainerSetup::new("/id"))
+                    .await?;
+                self.container.upsert(id.as_str(), &text).await?
+            }
+            other => other?,
+        };
+        let status = StatusCode::from_u16(written.status).unwrap_or(StatusCode::OK);
+        Ok((status, axum::Json(feature(&doc))).into_response())
+    }
+
+    async fn get(&self, id: String) -> Result<Response, FenceError> {
+        let read = self.container.read(id.as_str(), &id).await?;
+        let doc: Value = match read {
+            Some(read) => read.json()?,
+            None => return Err(FenceError::NotFound(id)),
+        };
+        Ok(axum::Json(feature(&doc)).into_response())
+    }
+
+    async fn list(&self) -> Result<Response, FenceError> {
+        let query = QueryRequest {
+            query: "SELECT * FROM c WHERE c.kind = 'geofence'".into(),
+            parameters: Vec::new(),
+        };
+        let answer = self
+            .container
+            .query_counted(&query, &QueryScope::AllRanges, &QueryOptions::default())
+            .await;
+        let mut documents = match answer {
+            Ok(answer) => answer.documents,
+            // No fence written yet: no container yet.
+            Err(f) if f.source.is_not_found() => Vec::new(),
+            Err(f) => return Err(FenceError::Cosmos(f.source)),
+        };
+        documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        let features: Vec<Value> = documents.iter().map(feature).collect();
+        Ok(axum::Json(json!({"type": "FeatureCollection", "features": features})).into_response())
+    }
+
+    async fn delete(&self, id: String) -> Result<Response, FenceError> {
+        match self.container.delete(id.as_str(), &id, None).await {
+            Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+            Err(e) if e.is_not_found() => Err(FenceError::NotFound(id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The routes: `GET /api/geofences` and `GET /api/geofences/{id}` for `Fleet.Read`,
+    /// `PUT` and `DELETE /api/geofences/{id}` for `Fleet.Admin`.
+    pub fn routes<S>(self, access: &Access) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        let role = |role: Role, route: MethodRouter<Geofences>| guarded(access, role, route);
+        let answered =
+            |r: Result<Response, FenceError>| r.unwrap_or_else(IntoResponse::into_response);
+        let one = role(
+            Role::Read,
+            get(move |State(g): State<Geofences>, id| async move {
+                match fence_id(id) {
+                    Ok(id) => answered(g.get(id).await),
+                    Err(e) => e.into_response(),
+                }
+            }),
+        )
+        .merge(role(
+            Role::Admin,
+            axum::routing::put(
+                move |State(g): State<Geofences>, id, body: Body| async move {
+                    match fence_id(id) {
+                        Ok(id) => answered(g.put(id, body).await),
+                        Err(e) => e.into_response(),
+                    }
+                },
+            )
+            .delete(move |State(g): State<Geofences>, id| async move {
+                match fence_id(id) {
+                    Ok(id) => answered(g.delete(id).await),
+                    Err(e) => e.into_response(),
+                }
+            }),
+        ));
+        let all = role(
+            Role::Read,
+            get(move |State(g): State<Geofences>| async move { answered(g.list().await) }),
+        );
+        Router::new()
+            .route("/api/geofences", all)
+            .route("/api/geofences/:id", one)
+            .with_state(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polygons_and_azure_maps_circles_are_fences() {
+        let square = json!({"type": "Polygon", "coordinates": [[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]]]});
+        assert!(matches!(
+            Shape::from_geojson(&square, 1e4),
+            Ok(Shape::Polygon(_))
+        ));
+        let circle = json!({
+            "type": "Feature",
+            "geometry": {"type": "Point", "coordinates": [-122.12, 47.66]},
+            "properties": {"subType": "Circle", "radius": 500}
+        });
+        let shape = Shape::from_geojson(&circle, 1e4).unwrap();
+        let (geometry, properties) = shape.to_geojson();
+        assert_eq!(geometry["coordinates"], json!([-122.12, 47.66]));
+        assert_eq!(properties, json!({"subType": "Circle", "radius": 500.0}));
+        for bad in [
+            json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]}, "properties": {"subType": "Circle", "radius": 0}}),
+            json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]}, "properties": {"subType": "Circle", "radius": 2e4}}),
+            json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 95]}, "properties": {"subType": "Circle", "radius": 10}}),
+            json!({"type": "Feature", "geometry": {"type": "Polygon", "coordinates": []}, "properties": {"subType": "Circle", "radius": 10}}),
+            json!({"type": "Point", "coordinates": [0, 0]}),
+        ] {
+            assert!(Shape::from_geojson(&bad, 1e4).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ids_are_bounded_and_plain() {
+        let id = |s: &str| fence_id(Ok(Path(s.to_string())));
+        assert_eq!(id("depot-north").ok(), Some("depot-north".to_string()));
+        for bad in ["", "a/b", "a?b", "a#b", "a\\b", "a\nb", &"x".repeat(129)] {
+            assert!(id(bad).is_err(), "{bad:?}");
+        }
+    }
+}
