@@ -88,8 +88,8 @@ pub(super) fn run_query(
     let mut out = Vec::new();
     let returned = query::write_feed(&page.items, &mut out);
     let charge = ru::query(page.scanned, returned);
-    if let Err(wait) = part.bucket.try_take(charge) {
-        part.counters.throttled += 1;
+    if let Err(wait) = part.bucket.try_take(charge, ctx.priority) {
+        part.counters.throttle(ctx.priority);
         return Reply::from_outcome(&Outcome::throttled(wait));
     }
     part.counters.charge(charge);
