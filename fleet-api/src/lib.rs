@@ -7,6 +7,7 @@
 //! - [`geo`]: the areas a request names, checked;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
 //! - [`api`]: the routes, the cost headers;
+//! - [`budget`]: each caller's RU budget and the cap on fan-out queries at once;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
@@ -27,6 +28,7 @@ pub mod access;
 pub mod api;
 pub mod audit;
 pub mod browser;
+pub mod budget;
 pub mod config;
 pub mod geo;
 pub mod map;
@@ -37,7 +39,8 @@ use std::sync::Arc;
 
 pub use config::{ApiConfig, ApiOptions, Settings};
 
-/// The API's router over `container`, letting callers in by `access`, with its own metrics.
+/// The API's router over `container`, letting callers in by `access`, with its own metrics;
+/// its Cosmos DB requests carry `options.priority`.
 pub fn router(
     container: cosmos::ContainerClient,
     options: ApiOptions,
@@ -48,7 +51,7 @@ pub fn router(
         max_item_count: Some(options.page_size),
     };
     api::router(
-        reads::Reads::new(container, query),
+        reads::Reads::new(container.with_priority(options.priority), query),
         options,
         Arc::new(metrics::Metrics::default()),
         &access,
