@@ -112,6 +112,39 @@ impl Bucket {
         self.try_take_at(charge, priority, Instant::now())
     }
 
+    /// Whether a request of `priority` may start: `Ok` while the bucket holds more than the
+    /// priority must leave in it, else how long until it does. Its charge is taken afterwards
+    /// ([`Bucket::try_take`]); this spares the work of a request that could not be served.
+    pub fn admits(&mut self, priority: Priority) -> Result<(), Duration> {
+        self.admits_at(priority, Instant::now())
+    }
+
+    fn admits_at(&mut self, priority: Priority, now: Instant) -> Result<(), Duration> {
+        if self.rate.is_infinite() {
+            return Ok(());
+        }
+        self.refill(now);
+        let floor = self.floor(priority);
+        if self.tokens > floor {
+            return Ok(());
+        }
+        let missing = floor - self.tokens;
+        let wait = if self.rate > 0.0 {
+            missing / self.rate
+        } else {
+            1.0
+        };
+        Err(Duration::from_secs_f64(wait.max(0.001)))
+    }
+
+    /// What a request of `priority` must leave in the bucket.
+    fn floor(&self, priority: Priority) -> f64 {
+        match priority {
+            Priority::High => 0.0,
+            Priority::Low => HIGH_PRIORITY_RESERVE * self.rate,
+        }
+    }
+
     fn try_take_at(
         &mut self,
         charge: f64,
@@ -122,11 +155,7 @@ impl Bucket {
             return Ok(());
         }
         self.refill(now);
-        let floor = match priority {
-            Priority::High => 0.0,
-            Priority::Low => HIGH_PRIORITY_RESERVE * self.rate,
-        };
-        let needed = (charge + floor).min(self.rate);
+        let needed = (charge + self.floor(priority)).min(self.rate);
         if self.tokens >= needed {
             self.tokens -= charge;
             return Ok(());
@@ -209,6 +238,21 @@ mod tests {
         let later = start + Duration::from_millis(400);
         assert!(bucket.try_take_at(1.0, LOW, later).is_err());
         assert!(bucket.try_take_at(1.0, HIGH, later).is_ok());
+    }
+
+    #[test]
+    fn a_request_starts_only_while_its_priority_may_draw() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(100.0);
+        bucket.last = start;
+        assert!(bucket.try_take_at(50.0, LOW, start).is_ok());
+        // At the reserve: low priority may not start, high may.
+        assert_eq!(bucket.admits_at(LOW, start), Err(Duration::from_millis(1)));
+        assert!(bucket.admits_at(HIGH, start).is_ok());
+        assert!(bucket.try_take_at(50.0, HIGH, start).is_ok());
+        assert!(bucket.admits_at(HIGH, start).is_err());
+        let later = start + Duration::from_millis(501);
+        assert!(bucket.admits_at(LOW, later).is_ok());
     }
 
     #[test]
