@@ -4,7 +4,8 @@
 //! Every answer of a read carries `x-query-request-charge` (RU) and `x-query-calls` (Cosmos
 //! HTTP calls, retries included), with `x-query-throttled` (calls answered 429) and
 //! `x-query-parallelism` (most ranges asked at once), also when it failed; bad input is a 400 whose JSON body
-//! says what is wrong, an unknown drone a 404. Request bodies are bounded.
+//! says what is wrong, an unknown drone a 404. Request bodies are bounded. Every read is held to
+//! its caller's RU budget and every fan-out to the slots ([`crate::budget`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::{Access, Role, guarded};
 use crate::browser;
+use crate::budget::{self, Limits};
 use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, Polygon};
 use crate::geofences::Geofences;
@@ -128,7 +130,26 @@ pub fn router(
     metrics: Arc<Metrics>,
     access: &Access,
 ) -> Router {
+    let limits = Arc::new(Limits::new(
+        options.ru_per_sec_per_identity,
+        options.max_concurrent_queries,
+        metrics.clone(),
+    ));
     let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
+    // Inside the guard (which names the caller): the caller's budget, then for a fan-out its
+    // slot, then the read.
+    let budgeted = |route: MethodRouter<Arc<ApiState>>| {
+        read(route.route_layer(axum::middleware::from_fn_with_state(
+            limits.clone(),
+            budget::budget,
+        )))
+    };
+    let fan_out = |route: MethodRouter<Arc<ApiState>>| {
+        budgeted(route.route_layer(axum::middleware::from_fn_with_state(
+            limits.clone(),
+            budget::fan_out_slot,
+        )))
+    };
     let cors = browser::cors(&options.cors_origins);
     let map = map::routes(options.map_refresh, options.map_sign_in.as_ref());
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
@@ -142,14 +163,14 @@ pub fn router(
         .merge(geofences.routes(access))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
-        .route("/api/drones", read(get(all)))
-        .route("/api/drones/near", read(get(near)))
+        .route("/api/drones", fan_out(get(all)))
+        .route("/api/drones/near", fan_out(get(near)))
         .route(
             "/api/drones/within",
-            read(get(within_bbox).post(within_polygon)),
+            fan_out(get(within_bbox).post(within_polygon)),
         )
-        .route("/api/drones/:id", read(get(one)))
-        .route("/api/drones/:id/track", read(get(track)))
+        .route("/api/drones/:id", budgeted(get(one)))
+        .route("/api/drones/:id/track", budgeted(get(track)))
         .fallback(|| async {
             error_response(ApiError::NotFound(
                 "no such route; see GET /api/drones/near, /api/drones/within, /api/drones/{id}, /api/drones/{id}/track".into(),
@@ -236,6 +257,10 @@ async fn answer(
         cost.as_ref(),
         started.elapsed().as_secs_f64(),
     );
+    if let Some(cost) = cost {
+        // For the caller's RU budget (crate::budget).
+        response.extensions_mut().insert(cost);
+    }
     response
 }
 

@@ -18,8 +18,10 @@ use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, OidcSettings};
+use crate::budget::RuBudget;
 use crate::map::MapSignIn;
 use crate::tls::TlsFiles;
+use cosmos::Priority;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
@@ -117,6 +119,16 @@ settings::with_cosmos_account! {
         /// Scope the map asks for [default: API_OIDC_AUDIENCE/.default]
         #[arg(long, env = "API_MAP_SCOPE")]
         pub api_map_scope: Option<String>,
+        /// Priority level of the API's Cosmos DB requests: low (throttled before the
+        /// writer's) or high [default: low]
+        #[arg(long, env = "QUERY_PRIORITY")]
+        pub query_priority: Option<Priority>,
+        /// RU of Cosmos DB reads each caller may spend per second, or off [default: 1000]
+        #[arg(long, env = "API_RU_PER_SEC_PER_IDENTITY")]
+        pub api_ru_per_sec_per_identity: Option<RuBudget>,
+        /// Fan-out queries (near, within, all) that run at once, 1 to 4096 [default: 16]
+        #[arg(long, env = "API_MAX_CONCURRENT_QUERIES")]
+        pub api_max_concurrent_queries: Option<usize>,
     }
 }
 
@@ -143,6 +155,9 @@ settings::layered!(Settings {
     api_tls_key_file,
     api_map_client_id,
     api_map_scope,
+    query_priority,
+    api_ru_per_sec_per_identity,
+    api_max_concurrent_queries,
 });
 
 /// The Cosmos DB side.
@@ -180,11 +195,17 @@ pub struct ApiOptions {
     pub map_sign_in: Option<MapSignIn>,
     /// The container of the geofences, in the positions' database.
     pub geofence_container: String,
+    /// The priority level of every Cosmos DB request (priority-based execution).
+    pub priority: Priority,
+    /// RU each caller may spend per second.
+    pub ru_per_sec_per_identity: RuBudget,
+    /// Fan-out queries that run at once.
+    pub max_concurrent_queries: usize,
 }
 
 impl Default for ApiOptions {
     /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s, no other
-    /// origin.
+    /// origin, low priority, 1,000 RU/s per caller, 16 fan-outs at once.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
@@ -194,6 +215,9 @@ impl Default for ApiOptions {
             cors_origins: Vec::new(),
             map_sign_in: None,
             geofence_container: "geofences".into(),
+            priority: Priority::Low,
+            ru_per_sec_per_identity: RuBudget::PerSec(1000.0),
+            max_concurrent_queries: 16,
         }
     }
 }
@@ -256,6 +280,15 @@ impl Settings {
             oidc,
             self.api_allow_anonymous,
         )?;
+        let max_concurrent_queries = self
+            .api_max_concurrent_queries
+            .unwrap_or(defaults.max_concurrent_queries);
+        if !(1..=4096).contains(&max_concurrent_queries) {
+            return Err(ConfigError::Invalid {
+                name: "API_MAX_CONCURRENT_QUERIES",
+                message: "must be from 1 to 4096".into(),
+            });
+        }
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -287,6 +320,11 @@ impl Settings {
                 geofence_container: self
                     .cosmos_geofence_container
                     .unwrap_or(defaults.geofence_container),
+                priority: self.query_priority.unwrap_or(defaults.priority),
+                ru_per_sec_per_identity: self
+                    .api_ru_per_sec_per_identity
+                    .unwrap_or(defaults.ru_per_sec_per_identity),
+                max_concurrent_queries,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,

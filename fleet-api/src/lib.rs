@@ -8,6 +8,7 @@
 //! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
 //! - [`api`]: the routes, the cost headers;
+//! - [`budget`]: each caller's RU budget and the cap on fan-out queries at once;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
@@ -29,6 +30,7 @@ pub mod access;
 pub mod api;
 pub mod audit;
 pub mod browser;
+pub mod budget;
 pub mod config;
 pub mod geo;
 pub mod geofences;
@@ -41,7 +43,8 @@ use std::sync::Arc;
 
 pub use config::{ApiConfig, ApiOptions, Settings};
 
-/// The API's router over `container`, letting callers in by `access`, with its own metrics.
+/// The API's router over `container`, letting callers in by `access`, with its own metrics;
+/// its Cosmos DB requests carry `options.priority`.
 pub fn router(
     container: cosmos::ContainerClient,
     options: ApiOptions,
@@ -53,10 +56,11 @@ pub fn router(
     };
     let fences = container
         .client()
-        .container(container.database(), &options.geofence_container);
+        .container(container.database(), &options.geofence_container)
+        .with_priority(options.priority);
     let geofences = geofences::Geofences::new(fences, options.max_radius_m);
     api::router(
-        reads::Reads::new(container, query),
+        reads::Reads::new(container.with_priority(options.priority), query),
         geofences,
         options,
         Arc::new(metrics::Metrics::default()),

@@ -1,6 +1,7 @@
 //! The API's Prometheus metrics, per route: requests by status, RU per operation, Cosmos
-//! calls per operation, latency, and 429s the reads met; and every request (refusals
-//! included) by routed path, the caller's role and status. Served as text at `/metrics`.
+//! calls per operation, latency, and 429s the reads met; every request (refusals included) by
+//! routed path, the caller's role and status; and the reads refused by the budgets
+//! ([`crate::budget`]) by reason. Served as text at `/metrics`.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -32,6 +33,24 @@ impl MetricConstructor<Histogram> for Buckets {
     }
 }
 
+/// Why the API refused a read before asking Cosmos DB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller's identity had spent its RU budget (429).
+    IdentityBudget,
+    /// Every fan-out query slot stayed taken (503).
+    Concurrency,
+}
+
+impl Refused {
+    fn label(self) -> &'static str {
+        match self {
+            Refused::IdentityBudget => "identity_budget",
+            Refused::Concurrency => "concurrency",
+        }
+    }
+}
+
 /// The metrics of one API. Cheap to update from any request.
 pub struct Metrics {
     registry: Registry,
@@ -41,6 +60,7 @@ pub struct Metrics {
     latency: Family<RouteLabel, Histogram, Buckets>,
     throttled: Family<RouteLabel, Counter>,
     by_role: Family<RouteRoleStatus, Counter>,
+    refused: Family<[(&'static str, &'static str); 1], Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -59,6 +79,7 @@ impl Default for Metrics {
             latency: Family::new_with_constructor(Buckets(&LATENCY_BUCKETS)),
             throttled: Family::default(),
             by_role: Family::default(),
+            refused: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -90,6 +111,11 @@ impl Default for Metrics {
             "fleet_api_requests_by_role",
             "Every request, refusals included, by routed path, the caller's role and HTTP status",
             metrics.by_role.clone(),
+        );
+        r.register(
+            "fleet_api_refused",
+            "Reads refused before Cosmos DB was asked, by reason: identity_budget (429, the caller's RU budget spent) or concurrency (503, no fan-out slot)",
+            metrics.refused.clone(),
         );
         metrics
     }
@@ -126,6 +152,11 @@ impl Metrics {
                 ("status", status.to_string()),
             ])
             .inc();
+    }
+
+    /// Counts one read refused before Cosmos DB was asked.
+    pub fn record_refusal(&self, why: Refused) {
+        self.refused.get_or_create(&[("reason", why.label())]).inc();
     }
 
     /// The Prometheus text exposition.

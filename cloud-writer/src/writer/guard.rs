@@ -1,4 +1,4 @@
-//! The start-up guard: the Cosmos DB client, the container opened and checked against
+//! The start-up guard: the Cosmos DB client (its requests high priority), the container opened and checked against
 //! the document layout, and whether the server takes Patch in batches. Each refusal
 //! ([`StartError`]) says what to change.
 //!
@@ -9,7 +9,7 @@
 
 use cosmos::{
     BulkConfig, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, CosmosError,
-    Credential, MasterKey,
+    Credential, MasterKey, Priority,
 };
 use telemetry::{DocumentLayout, PartitionKeyPath};
 
@@ -81,6 +81,9 @@ pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartErr
         .map_err(|e| StartError::Config(format!("COSMOS_KEY is not a base64 account key: {e}")))?;
     let mut config = CosmosConfig::new(settings.endpoint.clone(), Credential::MasterKey(key));
     config.accept_invalid_certs = settings.accept_invalid_certs;
+    // The writer's requests are the ones a throttled partition must keep serving: under
+    // priority-based execution the read API's low-priority queries are throttled first.
+    config.priority = Some(Priority::High);
     if let Some(insecure) = &settings.insecure {
         tracing::warn!("{insecure}");
     }

@@ -1,8 +1,10 @@
-//! What the endpoint has served: requests, operations by kind, throttling, and the partition
-//! heat map (RU consumed per physical partition per second).
+//! What the endpoint has served: requests, operations by kind, throttling (and how much of it
+//! fell on low-priority requests), and the partition heat map (RU consumed per physical
+//! partition per second).
 
 use crate::store::Store;
 use cosmos_wire::epk::u128_to_boundary;
+use cosmos_wire::priority::Priority;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -13,18 +15,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct Counters {
     requests: AtomicU64,
     throttled_requests: AtomicU64,
+    low_priority_requests: AtomicU64,
+    throttled_low_priority_requests: AtomicU64,
     operations: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Counters {
     /// Counts one HTTP request.
-    pub fn request(&self) {
+    pub fn request(&self, priority: Priority) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        if priority == Priority::Low {
+            self.low_priority_requests.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts one request answered 429 as a whole.
-    pub fn throttled_request(&self) {
+    pub fn throttled_request(&self, priority: Priority) {
         self.throttled_requests.fetch_add(1, Ordering::Relaxed);
+        if priority == Priority::Low {
+            self.throttled_low_priority_requests
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts `n` operations of a kind (`create`, `upsert`, `read`, `query`, ...).
@@ -41,10 +52,17 @@ pub struct Stats {
     pub requests: u64,
     /// Requests answered 429 as a whole.
     pub throttled_requests: u64,
+    /// Of the requests, those marked low priority (`x-ms-cosmos-priority-level: Low`); the
+    /// others are high priority.
+    pub low_priority_requests: u64,
+    /// Of the requests answered 429, those marked low priority.
+    pub throttled_low_priority_requests: u64,
     /// Operations served by kind (a batch counts each of its operations).
     pub operations: BTreeMap<String, u64>,
     /// Operations answered 429, per operation (inside batches too), all containers.
     pub throttled_operations: u64,
+    /// Of those, low-priority operations.
+    pub throttled_low_priority_operations: u64,
     /// Per container.
     pub containers: Vec<ContainerStats>,
 }
@@ -85,6 +103,8 @@ pub struct PartitionStats {
     pub operations: u64,
     /// Operations answered 429.
     pub throttled: u64,
+    /// Of those, low-priority operations.
+    pub throttled_low_priority: u64,
     /// The heat map row: `[unix second, RU]`, oldest first (last 300 seconds with activity).
     pub ru_per_second: Vec<(u64, f64)>,
 }
@@ -113,6 +133,7 @@ impl Stats {
                             ru_total: p.counters.ru_total,
                             operations: p.counters.operations,
                             throttled: p.counters.throttled,
+                            throttled_low_priority: p.counters.throttled_low_priority,
                             ru_per_second: p.counters.history.iter().copied().collect(),
                         }
                     })
@@ -128,6 +149,10 @@ impl Stats {
         Self {
             requests: counters.requests.load(Ordering::Relaxed),
             throttled_requests: counters.throttled_requests.load(Ordering::Relaxed),
+            low_priority_requests: counters.low_priority_requests.load(Ordering::Relaxed),
+            throttled_low_priority_requests: counters
+                .throttled_low_priority_requests
+                .load(Ordering::Relaxed),
             operations: counters
                 .operations
                 .lock()
@@ -138,6 +163,11 @@ impl Stats {
                 .iter()
                 .flat_map(|c: &ContainerStats| c.partitions.iter())
                 .map(|p| p.throttled)
+                .sum(),
+            throttled_low_priority_operations: containers
+                .iter()
+                .flat_map(|c: &ContainerStats| c.partitions.iter())
+                .map(|p| p.throttled_low_priority)
                 .sum(),
             containers,
         }
@@ -162,6 +192,10 @@ impl Stats {
         }
         let _ = writeln!(s, "# TYPE cosmos_sim_partition_ru_total counter");
         let _ = writeln!(s, "# TYPE cosmos_sim_partition_throttled_total counter");
+        let _ = writeln!(
+            s,
+            "# TYPE cosmos_sim_partition_throttled_low_priority_total counter"
+        );
         for c in &self.containers {
             for p in &c.partitions {
                 let labels = format!(
@@ -177,6 +211,11 @@ impl Stats {
                     s,
                     "cosmos_sim_partition_throttled_total{{{labels}}} {}",
                     p.throttled
+                );
+                let _ = writeln!(
+                    s,
+                    "cosmos_sim_partition_throttled_low_priority_total{{{labels}}} {}",
+                    p.throttled_low_priority
                 );
             }
         }

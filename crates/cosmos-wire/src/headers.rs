@@ -24,6 +24,9 @@ pub const IS_BATCH_REQUEST: &str = "x-ms-cosmos-is-batch-request";
 pub const BATCH_ATOMIC: &str = "x-ms-cosmos-batch-atomic";
 /// `True` lets a non-atomic batch go on after a failed operation.
 pub const BATCH_CONTINUE_ON_ERROR: &str = "x-ms-cosmos-batch-continue-on-error";
+/// Priority-based execution: `High` (the default when absent) or `Low`
+/// ([`crate::priority::Priority`]).
+pub const PRIORITY_LEVEL: &str = "x-ms-cosmos-priority-level";
 /// Request units charged for the request.
 pub const REQUEST_CHARGE: &str = "x-ms-request-charge";
 /// On 429: how long to wait before retrying, in milliseconds.

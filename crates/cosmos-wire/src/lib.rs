@@ -6,6 +6,7 @@
 //!   maps to the resource type and link that are signed;
 //! - [`epk`]: the effective partition key (hash version 2) and partition key range arithmetic;
 //! - [`batch`]: the JSON of transactional batch and bulk requests and of their per-operation results;
+//! - [`priority`]: the priority level of priority-based execution;
 //! - [`headers`] and [`status`]: header names, and the status and substatus codes clients act on;
 //! - [`resources`]: account, database, container and partition key range bodies.
 
@@ -13,6 +14,7 @@ pub mod auth;
 pub mod batch;
 pub mod epk;
 pub mod headers;
+pub mod priority;
 pub mod resources;
 pub mod status;
 

@@ -1,6 +1,6 @@
 //! The account client: configuration, the shared HTTP connection pool, signing and sending
-//! requests ([`crate::request`] has their shape), and the retry loop every request goes
-//! through.
+//! requests ([`crate::request`] has their shape) with the client's priority level, and the
+//! retry loop every request goes through.
 //!
 //! The client talks to the configured endpoint only: it never reads the account's advertised
 //! locations (which emulators set to addresses that do not answer).
@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::request::{RawResponse, RequestSpec};
 use crate::retry::RetryPolicy;
-use crate::{CosmosError, Credential};
+use crate::{CosmosError, Credential, Priority};
 
 /// Settings of a [`CosmosClient`].
 #[derive(Debug, Clone)]
@@ -34,11 +34,14 @@ pub struct CosmosConfig {
     pub max_idle_connections: usize,
     /// Retries of point operations, queries and metadata requests.
     pub retry: RetryPolicy,
+    /// The priority level every request carries (`x-ms-cosmos-priority-level`); `None`
+    /// sends no header, which the service treats as high priority.
+    pub priority: Option<Priority>,
 }
 
 impl CosmosConfig {
     /// Settings with defaults: certificates checked, 10 s request timeout, 256 pooled
-    /// connections, the default [`RetryPolicy`].
+    /// connections, the default [`RetryPolicy`], no priority level.
     pub fn new(endpoint: Url, credential: Credential) -> Self {
         Self {
             endpoint,
@@ -47,6 +50,7 @@ impl CosmosConfig {
             request_timeout: Duration::from_secs(10),
             max_idle_connections: 256,
             retry: RetryPolicy::default(),
+            priority: None,
         }
     }
 }
@@ -55,6 +59,8 @@ impl CosmosConfig {
 #[derive(Debug, Clone)]
 pub struct CosmosClient {
     inner: Arc<Inner>,
+    /// The priority level its requests carry (see [`CosmosClient::with_priority`]).
+    priority: Option<Priority>,
 }
 
 #[derive(Debug)]
@@ -122,6 +128,7 @@ impl CosmosClient {
             Credential::Token(_) => None,
         };
         Ok(Self {
+            priority: config.priority,
             inner: Arc::new(Inner {
                 http,
                 base,
@@ -132,6 +139,16 @@ impl CosmosClient {
                 }),
             }),
         })
+    }
+
+    /// This client, sharing its connection pool, with every request marked `priority`
+    /// (priority-based execution: when a partition's budget runs short the service throttles
+    /// low-priority requests first).
+    pub fn with_priority(&self, priority: Priority) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            priority: Some(priority),
+        }
     }
 
     /// Signs every request from now on with `key` (a rotated account key), for this client
@@ -174,6 +191,9 @@ impl CosmosClient {
             .header(headers::VERSION, cosmos_wire::API_VERSION)
             .header(reqwest::header::AUTHORIZATION, auth)
             .header(reqwest::header::ACCEPT, "application/json");
+        if let Some(priority) = self.priority {
+            request = request.header(headers::PRIORITY_LEVEL, priority.header_value());
+        }
         let mut has_content_type = false;
         for (name, value) in &spec.headers {
             has_content_type |= name == reqwest::header::CONTENT_TYPE;

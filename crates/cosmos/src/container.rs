@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::ranges::RangeMap;
 use crate::request::{RawResponse, RequestSpec, path_segment};
-use crate::{CosmosClient, CosmosError, PartitionKey};
+use crate::{CosmosClient, CosmosError, PartitionKey, Priority};
 
 /// How to create a container.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,6 +160,15 @@ impl ContainerClient {
             container: container.to_string(),
             coll_path: coll_path.into(),
             ranges: Arc::default(),
+        }
+    }
+
+    /// This container through [`CosmosClient::with_priority`]: every request it sends (and
+    /// its clones send) is marked `priority`; the range cache is shared.
+    pub fn with_priority(&self, priority: Priority) -> Self {
+        Self {
+            client: self.client.with_priority(priority),
+            ..self.clone()
         }
     }
 

@@ -1,8 +1,8 @@
 //! A Cosmos DB (NoSQL API) REST client on reqwest (rustls) and tokio, built for write-heavy
 //! ingestion:
 //! - the account client ([`CosmosClient`]), authorized by the master key or Entra ID tokens
-//!   ([`Credential`]), one connection pool, and one retry loop every request goes through
-//!   ([`RetryPolicy`]);
+//!   ([`Credential`]), one connection pool, one retry loop every request goes through
+//!   ([`RetryPolicy`]), and the priority level its requests carry ([`Priority`]);
 //! - a container ([`ContainerClient`]): its setup (hash v2 partition key, spatial index,
 //!   TTL), its partition key ranges ([`RangeMap`]), point operations with ETag preconditions on
 //!   any [`PartitionKey`] (a string or the undefined key);
@@ -35,6 +35,7 @@ pub use client::{CosmosClient, CosmosConfig};
 pub use container::{ContainerClient, ContainerSetup, ReadResponse, WriteResponse};
 pub use cosmos_wire::auth::MasterKey;
 pub use cosmos_wire::batch::OperationType;
+pub use cosmos_wire::priority::Priority;
 pub use cosmos_wire::resources::{
     ContainerProperties, PartitionKeyDefinition, PartitionKeyRange, PatchOperation, PatchRequest,
     QueryParameter, QueryRequest,

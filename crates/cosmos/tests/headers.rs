@@ -1,7 +1,7 @@
 //! The exact requests the client puts on the wire: a plain TCP listener in the test reads each
 //! request head and answers a canned response, so the headers can be checked one by one (the
 //! signature against the published algorithm, the partition key and batch headers, the
-//! percent-encoded path).
+//! percent-encoded path, the priority level).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use cosmos::{
     BulkConfig, BulkOperation, CosmosClient, CosmosConfig, CosmosError, Credential, MasterKey,
-    OperationType, TokenCredential,
+    OperationType, Priority, TokenCredential,
 };
 use cosmos_wire::auth::{EMULATOR_KEY, aad_authorization};
 use futures::future::BoxFuture;
@@ -155,6 +155,44 @@ async fn point_write_is_signed_over_the_decoded_document_link() {
             date,
         );
         assert_eq!(r.headers["authorization"], expected);
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+#[tokio::test]
+async fn requests_carry_the_priority_level_of_their_client() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (endpoint, mut seen) = listener(|_| (404, "{}".into(), Vec::new())).await;
+        let mut config = CosmosConfig::new(endpoint.parse().unwrap(), Credential::MasterKey(key()));
+        let unmarked = CosmosClient::new(config.clone())
+            .unwrap()
+            .container("telemetry", "positions");
+        config.priority = Some(Priority::High);
+        let high = CosmosClient::new(config)
+            .unwrap()
+            .container("telemetry", "positions");
+        let low = unmarked.with_priority(Priority::Low);
+        for (container, expected) in [
+            (&unmarked, None),
+            (&high, Some("High")),
+            (&low, Some("Low")),
+        ] {
+            assert!(
+                container
+                    .read("drone-1", "drone-1")
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            let r = seen.recv().await.unwrap();
+            assert_eq!(
+                r.headers
+                    .get("x-ms-cosmos-priority-level")
+                    .map(String::as_str),
+                expected
+            );
+        }
     })
     .await
     .expect("the test finished within its time limit");

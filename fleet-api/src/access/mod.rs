@@ -64,7 +64,7 @@ impl FromStr for Role {
 }
 
 /// Who made a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Identity {
     /// An API key, by its name in the key file.
     Key(String),

@@ -8,6 +8,7 @@
 use crate::raw::{self, EtagText, Fields};
 use crate::ru;
 use crate::store::{Container, Doc, Partition, PartitionKey, Store, unix_now};
+use cosmos_wire::priority::Priority;
 use cosmos_wire::status::SUB_RU_BUDGET_EXCEEDED;
 use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
@@ -150,6 +151,8 @@ pub struct Ctx<'a> {
     pub ts: u64,
     /// The largest document body written, in bytes (413 beyond).
     pub max_document_bytes: usize,
+    /// The request's priority: which share of the budget it may draw.
+    pub priority: Priority,
 }
 
 /// The 412 of a precondition (an ETag, a patch's condition) that does not hold.
@@ -216,7 +219,14 @@ impl<'a> Ctx<'a> {
             container,
             ts: unix_now(),
             max_document_bytes: crate::faults::MAX_DOCUMENT_BYTES as usize,
+            priority: Priority::High,
         }
+    }
+
+    /// Charges the request's operations at `priority` (default high).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Refuses documents larger than `bytes` (413), as the service refuses those over 2 MB.
@@ -441,8 +451,8 @@ impl<'a> Ctx<'a> {
     pub fn execute(&self, part: &mut Partition, a: Addressed<'_>) -> Outcome {
         let existing = part.docs.get(&a.pk.canonical).and_then(|l| l.get(&a.id));
         let (outcome, effect) = self.decide(a.op, &a.pre, existing);
-        if let Err(wait) = part.bucket.try_take(outcome.charge) {
-            part.counters.throttled += 1;
+        if let Err(wait) = part.bucket.try_take(outcome.charge, self.priority) {
+            part.counters.throttle(self.priority);
             return Outcome::throttled(wait);
         }
         part.counters.charge(outcome.charge);
@@ -491,8 +501,8 @@ impl<'a> Ctx<'a> {
             }
         }
         let total: f64 = outcomes.iter().map(|o| o.charge).sum();
-        if let Err(wait) = part.bucket.try_take(total) {
-            part.counters.throttled += 1;
+        if let Err(wait) = part.bucket.try_take(total, self.priority) {
+            part.counters.throttle(self.priority);
             return ((0..count).map(|_| Outcome::throttled(wait)).collect(), 429);
         }
         part.counters.charge(total);

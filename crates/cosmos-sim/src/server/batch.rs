@@ -227,7 +227,7 @@ fn in_order(
                 );
             }
             if let Some(wait) = throttled {
-                part.counters.throttled += 1;
+                part.counters.throttle(ctx.priority);
                 return Outcome::throttled(wait);
             }
             let o = match a {

@@ -1,9 +1,11 @@
-//! Reading the request headers the handlers act on: flags, the partition key, preconditions.
+//! Reading the request headers the handlers act on: flags, the partition key, the priority,
+//! preconditions.
 
 use super::reply::Reply;
 use crate::document_ops::Preconditions;
 use crate::store::PartitionKey;
 use cosmos_wire::headers as h;
+use cosmos_wire::priority::Priority;
 use http::HeaderMap;
 
 /// A header's value, if it is text.
@@ -33,6 +35,24 @@ pub(super) fn header_pk(headers: &HeaderMap) -> Result<Option<PartitionKey>, Rep
         None => Ok(None),
         Some(raw) => PartitionKey::from_header(raw).map(Some).ok_or_else(|| {
             Reply::error(400, 0, format!("The partition key header {raw:?} is not a JSON array of one value, e.g. [\"drone-42\"] (or [{{}}] for the undefined key)."))
+        }),
+    }
+}
+
+/// The request's priority (`x-ms-cosmos-priority-level`; high when absent); a 400 for a value
+/// other than `High` or `Low`.
+pub(super) fn priority(headers: &HeaderMap) -> Result<Priority, Reply> {
+    match header(headers, h::PRIORITY_LEVEL) {
+        None => Ok(Priority::High),
+        Some(raw) => Priority::from_header_value(raw).ok_or_else(|| {
+            Reply::error(
+                400,
+                0,
+                format!(
+                    "The priority level {raw:?} is not High or Low ({}).",
+                    h::PRIORITY_LEVEL
+                ),
+            )
         }),
     }
 }

@@ -1,8 +1,9 @@
 //! Accepting connections (HTTP/1.1, keep-alive) and the way of one request: admin requests
-//! aside, counted, faults injected, signature checked, body read within its limit, routed.
+//! aside, counted by priority, faults injected, signature checked, priority checked, body read
+//! within its limit, routed.
 
 use super::reply::Reply;
-use super::{admin, auth, faults, routes};
+use super::{admin, auth, faults, headers, routes};
 use crate::endpoint_state::EndpointState;
 use bytes::Bytes;
 use cosmos_wire::batch::MAX_BODY_BYTES;
@@ -69,13 +70,20 @@ async fn handle(state: Arc<EndpointState>, req: Request<Incoming>) -> Response<F
         };
         return admin::handle(&state, &parts.method, parts.uri.path(), &body).into_response();
     }
-    state.counters.request();
+    let priority = headers::priority(&parts.headers);
+    state
+        .counters
+        .request(priority.as_ref().copied().unwrap_or_default());
     if let Some(reply) = faults::inject(&state).await {
         return reply.into_response();
     }
     if let Err(reply) = auth::check(&state, &parts.method, parts.uri.path(), &parts.headers) {
         return reply.into_response();
     }
+    let priority = match priority {
+        Ok(p) => p,
+        Err(reply) => return reply.into_response(),
+    };
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
@@ -92,10 +100,11 @@ async fn handle(state: Arc<EndpointState>, req: Request<Incoming>) -> Response<F
         &parts.method,
         parts.uri.path(),
         &parts.headers,
+        priority,
         &body,
     );
     if reply.status == 429 {
-        state.counters.throttled_request();
+        state.counters.throttled_request(priority);
     }
     reply.into_response()
 }

@@ -1,5 +1,6 @@
 //! Queries over `POST .../docs`: one partition key or one range per request, paged by a
-//! continuation token; the query plan the SDKs ask for first, and the 400 that sends a
+//! continuation token, refused before they run when the partition has no budget left for their
+//! priority; the query plan the SDKs ask for first, and the 400 that sends a
 //! cross-partition query back to them.
 
 use super::headers::{header, header_pk, is_true};
@@ -9,10 +10,12 @@ use crate::document_ops::{Ctx, Outcome};
 use crate::endpoint_state::EndpointState;
 use crate::query::{self, parse::parse_query};
 use crate::ru;
+use crate::store::Doc;
 use cosmos_wire::headers as h;
 use cosmos_wire::resources::QueryRequest;
 use http::HeaderMap;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Runs the query in `body` on the partition key or range the headers name.
 pub(super) fn run_query(
@@ -67,29 +70,39 @@ pub(super) fn run_query(
         None => 100,
     };
     state.counters.operations("query", 1);
-    let mut part = range.part.lock();
-    let page = match &pk {
-        Some(pk) => {
-            let docs = part
+    // The documents are taken under the partition's lock and the query runs without it, so
+    // that writes to the partition do not wait for a long scan (the service runs them side
+    // by side too).
+    let docs: Vec<Arc<Doc>> = {
+        let mut part = range.part.lock();
+        // A partition with nothing left for this priority refuses the query before it runs.
+        if let Err(wait) = part.bucket.admits(ctx.priority) {
+            part.counters.throttle(ctx.priority);
+            return Reply::from_outcome(&Outcome::throttled(wait));
+        }
+        match &pk {
+            Some(pk) => part
                 .docs
                 .get(&pk.canonical)
                 .into_iter()
-                .flat_map(|l| l.values());
-            query::execute(&q, &params, docs, start, max_items)
+                .flat_map(|l| l.values())
+                .cloned()
+                .collect(),
+            None => part
+                .docs
+                .values()
+                .flat_map(|l| l.values())
+                .cloned()
+                .collect(),
         }
-        None => query::execute(
-            &q,
-            &params,
-            part.docs.values().flat_map(|l| l.values()),
-            start,
-            max_items,
-        ),
     };
+    let page = query::execute(&q, &params, docs.iter(), start, max_items);
     let mut out = Vec::new();
     let returned = query::write_feed(&page.items, &mut out);
     let charge = ru::query(page.scanned, returned);
-    if let Err(wait) = part.bucket.try_take(charge) {
-        part.counters.throttled += 1;
+    let mut part = range.part.lock();
+    if let Err(wait) = part.bucket.try_take(charge, ctx.priority) {
+        part.counters.throttle(ctx.priority);
         return Reply::from_outcome(&Outcome::throttled(wait));
     }
     part.counters.charge(charge);

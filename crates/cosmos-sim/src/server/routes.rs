@@ -13,6 +13,7 @@ use bytes::Bytes;
 use cosmos_wire::auth::url_decode;
 use cosmos_wire::batch::OperationType;
 use cosmos_wire::headers as h;
+use cosmos_wire::priority::Priority;
 use http::{HeaderMap, Method};
 
 /// Serves one signed request.
@@ -21,6 +22,7 @@ pub(super) fn route(
     method: &Method,
     path: &str,
     headers: &HeaderMap,
+    priority: Priority,
     body: &Bytes,
 ) -> Reply {
     let segs: Vec<String> = path
@@ -47,8 +49,9 @@ pub(super) fn route(
             let Some(c) = state.store.container(db, coll) else {
                 return not_found("container", coll);
             };
-            let ctx =
-                Ctx::new(&state.store, &c).max_document_bytes(state.faults.max_document_bytes());
+            let ctx = Ctx::new(&state.store, &c)
+                .max_document_bytes(state.faults.max_document_bytes())
+                .priority(priority);
             match (method, rest) {
                 (&Method::GET, ["pkranges"]) => resources::pkranges(&c),
                 (&Method::POST, ["docs"]) if is_true(headers, h::IS_BATCH_REQUEST) => {

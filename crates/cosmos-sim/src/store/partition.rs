@@ -3,6 +3,7 @@
 
 use super::doc::{Doc, unix_now};
 use crate::ru::Bucket;
+use cosmos_wire::priority::Priority;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,11 +34,21 @@ pub struct Counters {
     pub operations: u64,
     /// Operations answered 429.
     pub throttled: u64,
+    /// Of those, low-priority operations.
+    pub throttled_low_priority: u64,
     /// RU charged per second, as `(unix second, RU)`, oldest first.
     pub history: VecDeque<(u64, f64)>,
 }
 
 impl Counters {
+    /// Records an operation answered 429.
+    pub fn throttle(&mut self, priority: Priority) {
+        self.throttled += 1;
+        if priority == Priority::Low {
+            self.throttled_low_priority += 1;
+        }
+    }
+
     /// Records an operation and its charge.
     pub fn charge(&mut self, ru: f64) {
         self.ru_total += ru;

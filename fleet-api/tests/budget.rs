@@ -1,0 +1,171 @@
+//! Reads held to budgets, against the local Cosmos endpoint: a caller over its RU budget gets
+//! 429 with `Retry-After` before Cosmos DB is asked while another caller is still served; a
+//! fan-out beyond the cap waits and then gets 503; the API's Cosmos DB requests carry the low
+//! priority level (or high, when configured).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use cosmos::Priority;
+use cosmos_sim::CosmosSim;
+use fleet_api::ApiOptions;
+use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
+use fleet_api::budget::RuBudget;
+use serde_json::Value;
+
+/// The longest any test of this file may take.
+const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The keys of the callers `storm` and `calm`.
+const STORM: &str = "storm-key-0123456789abcdef0123456789";
+const CALM: &str = "calm-key-0123456789abcdef0123456789ab";
+
+/// A fleet of 60 drones on 4 ranges and the API over it, letting in the keys [`STORM`] and
+/// [`CALM`], and anonymous callers.
+async fn fleet(options: ApiOptions) -> (CosmosSim, String) {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    seed_latest(&c, &scatter(60, 0x5eed)).await;
+    let lines = [("storm", STORM), ("calm", CALM)]
+        .map(|(name, key)| key_line(name, Role::Read, key).unwrap())
+        .join("\n");
+    let access = Access::start(AccessConfig {
+        keys: ApiKeys::parse(&lines).unwrap(),
+        oidc: None,
+        anonymous: true,
+    })
+    .await
+    .unwrap();
+    let (base, _stop) = serve_with(c, options, access).await;
+    (sim, base)
+}
+
+/// A near query as `key` (`None`: anonymous): status, `Retry-After`, body.
+async fn near(base: &str, key: Option<&str>) -> (u16, Option<u64>, Value) {
+    let url = format!(
+        "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
+        HOME.1, HOME.0
+    );
+    let mut request = reqwest::Client::new().get(url);
+    if let Some(key) = key {
+        request = request.header("X-API-Key", key);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    let body = response.json().await.unwrap();
+    (status, retry_after, body)
+}
+
+#[tokio::test]
+async fn a_caller_over_its_budget_gets_429_before_cosmos_is_asked() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (sim, base) = fleet(ApiOptions {
+            ru_per_sec_per_identity: RuBudget::PerSec(20.0),
+            ..ApiOptions::default()
+        })
+        .await;
+        // A near query costs more than 9 RU (4 ranges of 2.3 at least): a budget of 20 RU/s is
+        // spent within a few queries, faster than it refills.
+        let mut served = 0;
+        let (retry_after, body) = loop {
+            let asked_before = sim.stats().requests;
+            let (status, retry_after, body) = near(&base, Some(STORM)).await;
+            if status == 429 {
+                assert_eq!(
+                    sim.stats().requests,
+                    asked_before,
+                    "Cosmos DB was not asked"
+                );
+                break (retry_after, body);
+            }
+            assert_eq!(status, 200, "{body}");
+            served += 1;
+            assert!(served < 200, "the budget never ran out");
+        };
+        assert!(served >= 1, "a full bucket lets the first query in");
+        assert!(matches!(retry_after, Some(1..=60)), "{retry_after:?}");
+        assert_eq!(body["error"], "over_budget", "{body}");
+        // The others have budgets of their own (anonymous callers share one).
+        assert_eq!(near(&base, Some(CALM)).await.0, 200);
+        assert_eq!(near(&base, None).await.0, 200);
+        let metrics = reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("fleet_api_refused_total{reason=\"identity_budget\"} 1"),
+            "{metrics}"
+        );
+        sim.shutdown().await;
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_beyond_the_cap_waits_then_gets_503() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (sim, base) = fleet(ApiOptions {
+            max_concurrent_queries: 1,
+            ru_per_sec_per_identity: RuBudget::Off,
+            ..ApiOptions::default()
+        })
+        .await;
+        // The first query holds the only slot while Cosmos DB takes 5 s to answer.
+        sim.set_latency(Duration::from_secs(5));
+        let first = tokio::spawn({
+            let base = base.clone();
+            async move { near(&base, Some(CALM)).await }
+        });
+        while sim.delayed_requests() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (status, retry_after, body) = near(&base, Some(STORM)).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(retry_after, Some(1));
+        assert_eq!(body["error"], "busy", "{body}");
+        assert_eq!(first.await.unwrap().0, 200);
+        sim.set_latency(Duration::ZERO);
+        assert_eq!(
+            near(&base, Some(STORM)).await.0,
+            200,
+            "the slot is free again"
+        );
+        sim.shutdown().await;
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+#[tokio::test]
+async fn the_api_asks_at_low_priority_unless_told_otherwise() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (sim, base) = fleet(ApiOptions::default()).await;
+        assert_eq!(sim.stats().low_priority_requests, 0, "the seeding was high");
+        assert_eq!(near(&base, None).await.0, 200);
+        assert!(
+            sim.stats().low_priority_requests >= 4,
+            "one call per range at least"
+        );
+        sim.shutdown().await;
+
+        let (sim, base) = fleet(ApiOptions {
+            priority: Priority::High,
+            ..ApiOptions::default()
+        })
+        .await;
+        assert_eq!(near(&base, None).await.0, 200);
+        assert_eq!(sim.stats().low_priority_requests, 0);
+        sim.shutdown().await;
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
