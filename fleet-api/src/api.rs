@@ -28,7 +28,7 @@ use crate::access::{Access, Role, guarded};
 use crate::browser;
 use crate::budget::{self, Limits};
 use crate::config::ApiOptions;
-use crate::geo::{self, BadInput, LonLat, Polygon};
+use crate::geo::{self, BadInput, LonLat, MAX_BODY_BYTES, Polygon};
 use crate::geofences::Geofences;
 use crate::map;
 use crate::metrics::Metrics;
@@ -36,8 +36,6 @@ use crate::reads::{Drone, Reads, TrackPoint};
 use geojson::feature::Id;
 use geojson::{Feature, FeatureCollection, Geometry, GeometryValue, JsonObject, Position};
 
-/// Largest request body (a polygon), bytes.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Most drones one answer lists.
 pub const MAX_LIMIT: usize = 10_000;
 /// Longest device id (IoT Hub's limit).

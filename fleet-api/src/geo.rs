@@ -15,6 +15,9 @@ pub const MAX_POLYGON_VERTICES: usize = 1000;
 #[error("{0}")]
 pub struct BadInput(pub String);
 
+/// Largest request body (an area: a polygon or a geofence), bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
 fn bad(message: impl Into<String>) -> BadInput {
     BadInput(message.into())
 }

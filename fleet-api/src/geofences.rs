@@ -22,8 +22,7 @@ use cosmos::{
 use serde_json::{Value, json};
 
 use crate::access::{Access, Role, guarded};
-use crate::api::MAX_BODY_BYTES;
-use crate::geo::{BadInput, LonLat, Polygon};
+use crate::geo::{BadInput, LonLat, MAX_BODY_BYTES, Polygon};
 
 /// Longest fence id, characters.
 const MAX_ID_CHARS: usize = 128;

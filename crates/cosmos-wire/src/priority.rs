@@ -37,7 +37,8 @@ impl Priority {
 impl FromStr for Priority {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Priority::from_header_value(s).ok_or_else(|| format!("'{s}' is not a priority: high or low"))
+        Priority::from_header_value(s)
+            .ok_or_else(|| format!("'{s}' is not a priority: high or low"))
     }
 }
 

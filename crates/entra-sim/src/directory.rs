@@ -134,17 +134,6 @@ fn fill(id: &mut String) {
 }
 
 impl Directory {
-    /// When a token issued now is valid, by the issuer's clock.
-    pub fn validity(&self) -> crate::tokens::Validity {
-        crate::tokens::Validity {
-            issued_at: crate::tokens::now().saturating_sub(
-                self.clock_behind_secs
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
-            lifetime: self.token_lifetime_secs,
-        }
-    }
-
     /// Checks and indexes `config`.
     pub fn new(mut config: Config) -> Result<Directory, DirectoryError> {
         fill(&mut config.tenant_id);

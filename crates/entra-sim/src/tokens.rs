@@ -3,12 +3,13 @@
 //! about ([`Subject`]: an app, a managed identity, or a user signed in to a client), which
 //! resource it is for and under what name (`aud`), and how long it lives.
 
-use crate::directory::{AppEntry, IdentityEntry, Roles, UserEntry};
+use crate::directory::{AppEntry, Directory, IdentityEntry, Roles, UserEntry};
 use crate::keys::new_opaque;
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::{Map, Value, json};
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Microsoft Graph's app id: the audience of a sign-in that asked for no API.
@@ -83,6 +84,17 @@ pub struct Validity {
     pub issued_at: u64,
     /// Seconds.
     pub lifetime: u64,
+}
+
+impl Validity {
+    /// A token issued now, by the clock of `directory`'s issuer.
+    pub fn now_by(directory: &Directory) -> Validity {
+        let behind = directory.clock_behind_secs.load(Ordering::Relaxed);
+        Validity {
+            issued_at: now().saturating_sub(behind),
+            lifetime: directory.token_lifetime_secs,
+        }
+    }
 }
 
 fn common(issuer: &str, tid: &str, aud: &str, validity: Validity) -> Map<String, Value> {

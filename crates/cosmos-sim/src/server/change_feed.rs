@@ -18,7 +18,7 @@
 use super::headers::{header, header_pk};
 use super::operation::range_by_id;
 use super::reply::Reply;
-use crate::document_ops::Outcome;
+use crate::document_ops::{Ctx, Outcome};
 use crate::endpoint_state::EndpointState;
 use crate::ru;
 use crate::store::{Container, Doc, pk_epk_of_canonical};
@@ -89,7 +89,8 @@ fn epk_bounds(headers: &HeaderMap) -> Result<Option<(u128, u128)>, Reply> {
 }
 
 /// Serves one page of the change feed.
-pub(super) fn change_feed(state: &EndpointState, c: &Container, headers: &HeaderMap) -> Reply {
+pub(super) fn change_feed(state: &EndpointState, ctx: &Ctx<'_>, headers: &HeaderMap) -> Reply {
+    let c = ctx.container;
     let mode = header(headers, "a-im").unwrap_or_default();
     if !mode.eq_ignore_ascii_case(INCREMENTAL_FEED) {
         return Reply::error(
@@ -153,8 +154,8 @@ pub(super) fn change_feed(state: &EndpointState, c: &Container, headers: &Header
     } else {
         ru::read(returned)
     };
-    if let Err(wait) = part.bucket.try_take(charge) {
-        part.counters.throttled += 1;
+    if let Err(wait) = part.bucket.try_take(charge, ctx.priority) {
+        part.counters.throttle(ctx.priority);
         return Reply::from_outcome(&Outcome::throttled(wait));
     }
     part.counters.charge(charge);

@@ -61,7 +61,7 @@ pub(super) fn route(
                     run_query(state, &ctx, headers, body)
                 }
                 (&Method::GET, ["docs"]) if is_change_feed(headers) => {
-                    change_feed(state, &c, headers)
+                    change_feed(state, &ctx, headers)
                 }
                 (&Method::GET, ["docs"]) => {
                     run_query(state, &ctx, headers, br#"{"query":"SELECT * FROM c"}"#)

@@ -90,7 +90,7 @@ pub async fn token(
     let claims = tokens::access_claims(
         &issuer.issuer(),
         &directory.tenant_id,
-        directory.validity(),
+        tokens::Validity::now_by(directory),
         &Subject::Identity(identity),
         &audience,
     );

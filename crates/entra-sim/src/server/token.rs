@@ -174,7 +174,7 @@ fn client_credentials(
     let claims = tokens::access_claims(
         &issuer.issuer(),
         &issuer.directory.tenant_id,
-        issuer.directory.validity(),
+        tokens::Validity::now_by(&issuer.directory),
         &Subject::App(app, auth),
         &audience,
     );
@@ -215,7 +215,7 @@ fn user_response(
     let access = tokens::access_claims(
         &issuer.issuer(),
         tid,
-        issuer.directory.validity(),
+        tokens::Validity::now_by(&issuer.directory),
         &subject,
         &audience,
     );
@@ -231,7 +231,7 @@ fn user_response(
         let id = tokens::id_claims(
             &issuer.issuer(),
             tid,
-            issuer.directory.validity(),
+            tokens::Validity::now_by(&issuer.directory),
             user,
             app,
             grant.nonce.as_deref(),
