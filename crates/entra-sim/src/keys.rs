@@ -127,18 +127,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 /// A random version-4 GUID, as Entra's object and tenant ids are written.
 pub fn new_guid() -> String {
-    let mut b = random_bytes::<16>();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// A random opaque value (authorization codes, refresh tokens, secrets): 32 bytes, base64url.

@@ -107,16 +107,7 @@ struct RegisterBody {
 }
 
 fn uuid() -> String {
-    let b: [u8; 16] = rand::random();
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// The provisioning service.
