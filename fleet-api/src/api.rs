@@ -90,7 +90,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 body(
                     "throttled",
-                    "Cosmos DB kept throttling (429) past the retry budget; try again later",
+                    "Cosmos DB kept throttling (429) past the read's wait; try again after Retry-After",
                 ),
             ),
             ApiError::Cosmos(f) => {
@@ -209,7 +209,14 @@ async fn metrics_text(State(s): State<Arc<ApiState>>) -> Response {
 
 fn error_response(error: ApiError) -> Response {
     let (status, body) = error.status_and_body();
-    (status, axum::Json(body)).into_response()
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        // Throttled past the read's wait: the partition's budget went to the writes.
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 /// Runs a route's work and turns its answer into a response with the cost headers, and

@@ -81,6 +81,10 @@ settings::with_cosmos_account! {
         /// Largest radius of a near query, metres [default: 50000]
         #[arg(long, env = "NEAR_MAX_RADIUS_M")]
         pub near_max_radius_m: Option<f64>,
+        /// How long a read retries Cosmos DB's 429s before it answers 503 with Retry-After
+        /// [default: 2s]
+        #[arg(long, env = "QUERY_THROTTLE_WAIT")]
+        pub query_throttle_wait: Option<DurationSetting>,
         /// How often the map refreshes [default: 2s]
         #[arg(long, env = "MAP_REFRESH")]
         pub map_refresh: Option<DurationSetting>,
@@ -144,6 +148,7 @@ settings::layered!(Settings {
     query_max_parallelism,
     query_page_size,
     near_max_radius_m,
+    query_throttle_wait,
     map_refresh,
     log_format,
     api_keys_file,
@@ -187,6 +192,9 @@ pub struct ApiOptions {
     pub page_size: u32,
     /// Largest radius of a near query, metres.
     pub max_radius_m: f64,
+    /// How long a read retries Cosmos DB's 429s before it answers 503: a caller waits for
+    /// it, and at low priority a throttled read means the budget is going to the writes.
+    pub throttle_wait: Duration,
     /// How often the map refreshes.
     pub map_refresh: Duration,
     /// Other origins whose pages may call the API (CORS); none: only the API's own.
@@ -211,6 +219,7 @@ impl Default for ApiOptions {
             max_parallelism: 8,
             page_size: 1000,
             max_radius_m: 50_000.0,
+            throttle_wait: Duration::from_secs(2),
             map_refresh: Duration::from_secs(2),
             cors_origins: Vec::new(),
             map_sign_in: None,
@@ -314,6 +323,9 @@ impl Settings {
                     .map_or(defaults.max_parallelism, |p| p.0),
                 page_size,
                 max_radius_m,
+                throttle_wait: self
+                    .query_throttle_wait
+                    .map_or(defaults.throttle_wait, |d| d.0),
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
                 map_sign_in,

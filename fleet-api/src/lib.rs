@@ -57,10 +57,16 @@ pub fn router(
     let fences = container
         .client()
         .container(container.database(), &options.geofence_container)
-        .with_priority(options.priority);
+        .with_priority(options.priority)
+        .with_throttle_wait(options.throttle_wait);
     let geofences = geofences::Geofences::new(fences, options.max_radius_m);
     api::router(
-        reads::Reads::new(container.with_priority(options.priority), query),
+        reads::Reads::new(
+            container
+                .with_priority(options.priority)
+                .with_throttle_wait(options.throttle_wait),
+            query,
+        ),
         geofences,
         options,
         Arc::new(metrics::Metrics::default()),

@@ -235,8 +235,9 @@ async fn a_split_during_use_refreshes_the_ranges_and_keeps_the_answer() {
 #[tokio::test]
 async fn throttled_calls_are_retried_after_their_retry_after() {
     let (sim, docs, base) = fleet(ApiOptions::default()).await;
-    // 2 RU/s per range: a query page (a few RU) empties a range's budget for over a second.
-    sim.set_ru_per_sec("telemetry", "positions", 8.0).unwrap();
+    // 4 RU/s per range: a query page (about 3 RU) leaves too little for the next one, which
+    // waits well under the read's throttle wait (fleet_api::READ_THROTTLE_WAIT).
+    sim.set_ru_per_sec("telemetry", "positions", 16.0).unwrap();
     let url = format!(
         "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
         HOME.1, HOME.0
@@ -262,6 +263,37 @@ async fn throttled_calls_are_retried_after_their_retry_after() {
         )),
         "{text}"
     );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_read_throttled_past_its_wait_is_a_503_with_retry_after() {
+    let (sim, _docs, base) = fleet(ApiOptions {
+        throttle_wait: std::time::Duration::ZERO,
+        ..ApiOptions::default()
+    })
+    .await;
+    // 4 RU/s per range: the first query leaves too little for the second, which gives up.
+    sim.set_ru_per_sec("telemetry", "positions", 16.0).unwrap();
+    let url = format!(
+        "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
+        HOME.1, HOME.0
+    );
+    assert_eq!(get(&url).await.status, 200);
+    let response = reqwest::get(&url).await.unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let throttled: u32 = response.headers()["x-query-throttled"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(throttled >= 1, "a range was throttled: {throttled}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "throttled");
     sim.shutdown().await;
 }
 

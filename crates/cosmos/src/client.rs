@@ -61,6 +61,9 @@ pub struct CosmosClient {
     inner: Arc<Inner>,
     /// The priority level its requests carry (see [`CosmosClient::with_priority`]).
     priority: Option<Priority>,
+    /// How long a throttled request is retried at most (see
+    /// [`CosmosClient::with_throttle_wait`]); none: the retry policy's time.
+    throttle_wait: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -129,6 +132,7 @@ impl CosmosClient {
         };
         Ok(Self {
             priority: config.priority,
+            throttle_wait: None,
             inner: Arc::new(Inner {
                 http,
                 base,
@@ -146,8 +150,19 @@ impl CosmosClient {
     /// low-priority requests first).
     pub fn with_priority(&self, priority: Priority) -> Self {
         Self {
-            inner: self.inner.clone(),
             priority: Some(priority),
+            ..self.clone()
+        }
+    }
+
+    /// This client, sharing its connection pool, giving a throttled request up (answering
+    /// its 429) once retrying it would take longer than `wait` after its first attempt: for
+    /// reads that someone waits for, which had better be answered "busy" than held while
+    /// the partition's budget goes to the writes.
+    pub fn with_throttle_wait(&self, wait: Duration) -> Self {
+        Self {
+            throttle_wait: Some(wait),
+            ..self.clone()
         }
     }
 
@@ -303,13 +318,20 @@ impl CosmosClient {
             if !policy.allows_retry(kind, failures, started.elapsed()) {
                 return result;
             }
+            let delay = policy.delay(failures.max(1), retry_after);
+            let waited_enough = self
+                .throttle_wait
+                .is_some_and(|wait| started.elapsed() + delay > wait);
+            if kind == Disposition::Throttled && waited_enough {
+                return result;
+            }
             tracing::debug!(
                 path = %spec.path,
                 attempts,
                 status = result.as_ref().map(|r| r.status).ok(),
                 "retrying request"
             );
-            tokio::time::sleep(policy.delay(failures.max(1), retry_after)).await;
+            tokio::time::sleep(delay).await;
         }
     }
 }

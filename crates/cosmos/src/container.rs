@@ -172,6 +172,14 @@ impl ContainerClient {
         }
     }
 
+    /// This container through [`CosmosClient::with_throttle_wait`].
+    pub fn with_throttle_wait(&self, wait: std::time::Duration) -> Self {
+        Self {
+            client: self.client.with_throttle_wait(wait),
+            ..self.clone()
+        }
+    }
+
     /// The account client.
     pub fn client(&self) -> &CosmosClient {
         &self.client

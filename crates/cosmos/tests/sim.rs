@@ -9,7 +9,7 @@ use bytes::Bytes;
 use cosmos::{
     BulkConfig, BulkOperation, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig,
     CosmosError, Credential, FinalError, MasterKey, OperationType, PartitionKey, PatchOperation,
-    PatchRequest, QueryRequest, QueryScope,
+    PatchRequest, QueryOptions, QueryRequest, QueryScope,
 };
 use cosmos_sim::CosmosSim;
 use serde_json::json;
@@ -683,6 +683,42 @@ async fn whole_request_refusals_are_marked_and_a_rotated_key_is_taken() {
         writer.submit(op(OperationType::Create, 4)).await.unwrap();
         let written = outcomes.next().await.unwrap();
         assert_eq!((written.status, written.context), (201, 4));
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+/// A client with a throttle wait gives a throttled query up with its 429 instead of retrying
+/// it for the retry policy's minute; without one the same query waits and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_wait_answers_the_429_instead_of_retrying() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let sim = CosmosSim::builder()
+            .partitions(1)
+            .ru_per_sec(4.0)
+            .start()
+            .await
+            .unwrap();
+        let c = setup(&sim).await;
+        let all = QueryRequest {
+            query: "SELECT * FROM c".into(),
+            parameters: Vec::new(),
+        };
+        // 4 RU/s and a query of at least 2.3 RU: the second query at once is throttled.
+        c.query(&all, QueryScope::AllRanges).await.unwrap();
+        let impatient = c.with_throttle_wait(Duration::ZERO);
+        let failure = impatient
+            .query_counted(&all, &QueryScope::AllRanges, &QueryOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(failure.source.status(), Some(429), "{}", failure.source);
+        assert_eq!((failure.cost.calls, failure.cost.throttled), (1, 1));
+        // Without the wait the client retries after the retry-after and is answered.
+        let patient = c
+            .query_counted(&all, &QueryScope::AllRanges, &QueryOptions::default())
+            .await
+            .unwrap();
+        assert!(patient.cost.throttled >= 1, "{:?}", patient.cost);
     })
     .await
     .expect("the test finished within its time limit");
