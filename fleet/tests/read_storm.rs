@@ -65,9 +65,11 @@ struct Phase {
     lateness_p99: f64,
     /// Positions the load generator had acknowledged.
     acked: u64,
-    /// The storm's answers: 200, 429 (all with Retry-After), others.
+    /// The storm's answers: 200, 429 (over the caller's budget), 503 (throttled past the
+    /// read's wait; both with Retry-After), others.
     reads_ok: u64,
     reads_refused: u64,
+    reads_busy: u64,
     reads_other: u64,
     /// Low-priority operations the endpoint throttled.
     low_priority_throttled: u64,
@@ -179,11 +181,12 @@ async fn serve_api(sim: &CosmosSim, api: Api) -> (String, Vec<String>, Cancellat
 struct Answers {
     ok: AtomicU64,
     refused: AtomicU64,
+    busy: AtomicU64,
     other: AtomicU64,
 }
 
-/// A client asking `near` without pause until `stop`; after a 429 it waits what
-/// `Retry-After` says, as the header asks (a 429 without it counts as another answer).
+/// A client asking `near` without pause until `stop`; after a 429 or a 503 it waits what
+/// `Retry-After` says, as the header asks (one without it counts as another answer).
 async fn storm_client(base: String, key: String, answers: Arc<Answers>, stop: CancellationToken) {
     let http = reqwest::Client::new();
     let url = format!("{base}/api/drones/near?lat=47.65&lon=-122.1&radius_m=1000");
@@ -198,8 +201,13 @@ async fn storm_client(base: String, key: String, answers: Arc<Answers>, stop: Ca
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         match (response.status().as_u16(), retry_after) {
             (200, _) => answers.ok.fetch_add(1, Ordering::Relaxed),
-            (429, Some(seconds)) => {
-                answers.refused.fetch_add(1, Ordering::Relaxed);
+            (status @ (429 | 503), Some(seconds)) => {
+                let counter = if status == 429 {
+                    &answers.refused
+                } else {
+                    &answers.busy
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
                     _ = stop.cancelled() => {}
@@ -274,6 +282,7 @@ async fn phase(
         acked: report.acked,
         reads_ok: answers.ok.load(Ordering::Relaxed),
         reads_refused: answers.refused.load(Ordering::Relaxed),
+        reads_busy: answers.busy.load(Ordering::Relaxed),
         reads_other: answers.other.load(Ordering::Relaxed),
         low_priority_throttled: sim_after.throttled_low_priority_operations
             - sim_before.throttled_low_priority_operations,
@@ -315,7 +324,7 @@ async fn alone_then_storm(api: Api) -> (Phase, Phase) {
     for (name, p) in [("alone", &alone), ("storm", &stormed)] {
         println!(
             "{api:?} {name}: writer operations {} throttled {} ({:.2} %), lateness p99 {:.0} ms, \
-             reads 200: {} 429: {} other: {}, low-priority 429s at the endpoint {}, \
+             reads 200: {} 429: {} 503: {} other: {}, low-priority 429s at the endpoint {}, \
              CPU {:.1} s for {} positions ({:.2} ms each)",
             p.writer_operations,
             p.writer_throttled,
@@ -323,6 +332,7 @@ async fn alone_then_storm(api: Api) -> (Phase, Phase) {
             p.lateness_p99 * 1000.0,
             p.reads_ok,
             p.reads_refused,
+            p.reads_busy,
             p.reads_other,
             p.low_priority_throttled,
             p.cpu_s,
@@ -338,7 +348,7 @@ async fn alone_then_storm(api: Api) -> (Phase, Phase) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the p99 lateness bound is not met yet: +157 ms on the 2-core debug run (docs/performance.md)"]
+#[ignore = "a 45-s measurement for a quiet machine: the p99 lateness rise (+59, +68 ms of 100) is too close to its bound for a busy CI host (docs/performance.md)"]
 async fn reads_never_starve_the_writer() {
     let (alone, storm) = tokio::time::timeout(TEST_TIMEOUT, alone_then_storm(Api::Protected))
         .await
