@@ -129,12 +129,15 @@ async fn tokens_are_checked_against_the_issuer_and_its_rotated_keys() {
         let (code, body) = status(&drones, None).await;
         assert_eq!((code, &body["error"]), (401, &json!("unauthorized")));
         for (case, why) in [
-            ("expired", "ExpiredSignature"),
-            ("not_yet", "ImmatureSignature"),
-            ("wrong_audience", "InvalidAudience"),
-            ("wrong_issuer", "InvalidIssuer"),
+            ("expired", "has expired"),
+            ("not_yet", "not valid yet"),
+            (
+                "wrong_audience",
+                "another audience (aud); this API is api://fleet-api",
+            ),
+            ("wrong_issuer", "another issuer (iss)"),
             ("unsigned", "not a signed JWT"),
-            ("other_key", "InvalidSignature"),
+            ("other_key", "signature does not match"),
         ] {
             let (code, body) = status(&drones, bearer(case)).await;
             assert_eq!(code, 401, "{case}: {body}");

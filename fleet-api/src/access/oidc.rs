@@ -163,7 +163,7 @@ impl Oidc {
         validation.set_audience(&[&self.settings.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
-            .map_err(|e| format!("the token is refused: {e}"))?;
+            .map_err(|e| self.refusal(&e))?;
         Ok(Verified {
             subject: data.claims.sub,
             roles: data
@@ -173,6 +173,33 @@ impl Oidc {
                 .filter_map(|r| r.parse().ok())
                 .collect(),
         })
+    }
+
+    /// Why a token that decoded was refused, in words a caller can act on.
+    fn refusal(&self, error: &jsonwebtoken::errors::Error) -> String {
+        use jsonwebtoken::errors::ErrorKind;
+        let skew = CLOCK_SKEW.as_secs();
+        match error.kind() {
+            ErrorKind::ExpiredSignature => {
+                format!("the token has expired (exp, with {skew} s of clock skew): get a new one")
+            }
+            ErrorKind::ImmatureSignature => {
+                format!("the token is not valid yet (nbf, with {skew} s of clock skew)")
+            }
+            ErrorKind::InvalidAudience => format!(
+                "the token is for another audience (aud); this API is {}",
+                self.settings.audience
+            ),
+            ErrorKind::InvalidIssuer => format!(
+                "the token is from another issuer (iss); this API trusts {}",
+                self.settings.issuer
+            ),
+            ErrorKind::InvalidSignature => {
+                "the token's signature does not match its signing key".to_string()
+            }
+            ErrorKind::MissingRequiredClaim(claim) => format!("the token has no {claim} claim"),
+            _ => format!("the token is refused: {error}"),
+        }
     }
 
     fn key(&self, kid: &str) -> Option<DecodingKey> {
