@@ -166,6 +166,12 @@ impl CosmosClient {
         }
     }
 
+    /// The service refused this client's credential (401/403): a token credential asks for
+    /// a new token at the next request instead of sending the one it keeps.
+    pub fn credential_refused(&self) {
+        self.inner.config.credential.refused();
+    }
+
     /// Signs every request from now on with `key` (a rotated account key), for this client
     /// and its clones. A client built with a token credential switches to the key.
     pub fn set_master_key(&self, key: MasterKey) {

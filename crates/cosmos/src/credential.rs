@@ -15,6 +15,10 @@ use crate::CosmosError;
 pub trait TokenCredential: Send + Sync {
     /// A currently valid access token.
     fn token(&self) -> BoxFuture<'_, Result<String, CosmosError>>;
+
+    /// The service refused a token this credential gave (401/403): tokens it keeps are
+    /// dropped, so that the next request carries a newly issued one.
+    fn refused(&self) {}
 }
 
 /// The credential of a client.
@@ -36,6 +40,13 @@ impl fmt::Debug for Credential {
 }
 
 impl Credential {
+    /// The service refused this credential: a token credential drops the tokens it keeps.
+    pub(crate) fn refused(&self) {
+        if let Self::Token(source) = self {
+            source.refused();
+        }
+    }
+
     /// The `Authorization` header value for a request on `resource_type`/`resource_link`
     /// (see `cosmos_wire::auth::resource_for_path`) sent with the `x-ms-date` value `date`.
     pub(crate) async fn authorization(

@@ -102,6 +102,19 @@ pub enum Aadsts {
         "AADSTS700021: Client assertion application identifier doesn't match 'client_id' parameter. Review the documentation at https://learn.microsoft.com/entra/identity-platform/certificate-credentials ."
     )]
     AssertionSubject,
+    /// AADSTS70021: a federated assertion that no federated identity credential of the app
+    /// names.
+    #[error(
+        "AADSTS70021: No matching federated identity record found for presented assertion. Assertion Issuer: '{issuer}'. Assertion Subject: '{subject}'. Assertion Audience: '{audience}'."
+    )]
+    NoFederatedMatch {
+        /// The assertion's `iss`.
+        issuer: String,
+        /// Its `sub`.
+        subject: String,
+        /// Its `aud`.
+        audience: String,
+    },
     /// AADSTS70011: a scope that is malformed or not exposed by its resource.
     #[error(
         "AADSTS70011: The provided request must include a 'scope' input parameter. The provided value for the input parameter 'scope' is not valid. The scope {0} is not valid."
@@ -178,6 +191,7 @@ impl Aadsts {
             Aadsts::AssertionTimeRange => 700024,
             Aadsts::AssertionAudience => 700023,
             Aadsts::AssertionSubject => 700021,
+            Aadsts::NoFederatedMatch { .. } => 70021,
             Aadsts::InvalidScope(_) => 70011,
             Aadsts::ClientCredentialsScope(_) => 1002012,
             Aadsts::UnknownResource { .. } => 500011,
@@ -207,7 +221,8 @@ impl Aadsts {
             | Aadsts::AssertionSignature(_)
             | Aadsts::AssertionTimeRange
             | Aadsts::AssertionAudience
-            | Aadsts::AssertionSubject => OAuthError::InvalidClient,
+            | Aadsts::AssertionSubject
+            | Aadsts::NoFederatedMatch { .. } => OAuthError::InvalidClient,
             Aadsts::InvalidScope(_) | Aadsts::ClientCredentialsScope(_) => OAuthError::InvalidScope,
             Aadsts::UnknownResource { .. } => OAuthError::InvalidResource,
             Aadsts::GrantNotValid(_) | Aadsts::RedirectMismatch(_) | Aadsts::PkceMismatch => {

@@ -76,6 +76,12 @@ pub struct App {
     /// Certificates (PEM) whose keys sign client assertions.
     #[serde(default)]
     pub certificates: Vec<String>,
+    /// Federated identity credentials: the subjects (`system:serviceaccount:{namespace}:{name}`)
+    /// whose service-account tokens from the local cluster issuer
+    /// ([`crate::EntraSim::cluster_issuer`]) it takes as client assertions, as AKS workload
+    /// identity sets them up.
+    #[serde(default)]
+    pub federated_subjects: Vec<String>,
     /// Redirect URIs the authorization endpoint accepts, compared exactly.
     #[serde(default)]
     pub redirect_uris: Vec<String>,
@@ -153,6 +159,12 @@ impl App {
     /// Adds a certificate (PEM) for client assertions.
     pub fn certificate(mut self, pem: impl Into<String>) -> App {
         self.certificates.push(pem.into());
+        self
+    }
+
+    /// Adds a federated identity credential for the local cluster issuer's `subject`.
+    pub fn federated(mut self, subject: impl Into<String>) -> App {
+        self.federated_subjects.push(subject.into());
         self
     }
 

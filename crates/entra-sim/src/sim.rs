@@ -208,6 +208,17 @@ impl EntraSim {
         self.issuer.token_endpoint()
     }
 
+    /// The local cluster's service-account issuer, which [`crate::App::federated`] trusts.
+    pub fn cluster_issuer(&self) -> String {
+        self.issuer.cluster_issuer()
+    }
+
+    /// A service-account token for `subject` (`system:serviceaccount:{namespace}:{name}`),
+    /// what AKS writes to `AZURE_FEDERATED_TOKEN_FILE`.
+    pub fn service_account_token(&self, subject: &str) -> Result<String, KeyError> {
+        self.issuer.service_account_token(subject)
+    }
+
     /// The managed identity endpoint (`IDENTITY_ENDPOINT`).
     pub fn identity_endpoint(&self) -> String {
         format!("{}{MANAGED_IDENTITY_PATH}", self.issuer.base)

@@ -1,6 +1,8 @@
 //! Client credentials, held to MSAL (`ConfidentialClientApplication`) and azure-identity
 //! (`ClientSecretCredential`): with a secret, with a certificate (both assertion forms MSAL
-//! sends), Entra's refusals as MSAL surfaces them, and key rotation.
+//! sends), Entra's refusals as MSAL surfaces them, and key rotation; and azure-identity's
+//! `WorkloadIdentityCredential` with a federated service-account token (AKS workload
+//! identity).
 
 mod common;
 
@@ -11,9 +13,13 @@ use std::time::Duration;
 
 const WRITER: &str = "5c0f8a52-7d3e-4b55-9a44-1f0e2b6c9d10";
 const SECRET: &str = "writer-secret~value";
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:telemetry:cloud-writer";
 
 async fn sim(certificate: Option<&AppCertificate>) -> TestSim {
-    let mut writer = App::new(WRITER).secret(SECRET).role(COSMOS, COSMOS_ROLE);
+    let mut writer = App::new(WRITER)
+        .secret(SECRET)
+        .federated(SERVICE_ACCOUNT)
+        .role(COSMOS, COSMOS_ROLE);
     if let Some(c) = certificate {
         writer = writer.certificate(c.cert_pem.clone());
     }
@@ -94,6 +100,36 @@ async fn msal_gets_a_token_with_a_certificate_by_either_thumbprint() {
         let out = run_script("msal-cert-public", &env).await;
         assert_eq!(out["error"], "invalid_client", "{out}");
         assert_eq!(out["error_codes"], serde_json::json!([700027]), "{out}");
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test]
+async fn workload_identity_credential_exchanges_a_service_account_token() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let t = sim(None).await;
+        let mut env = t.env(WRITER, &format!("{COSMOS}/.default"));
+        let token = t.sim.service_account_token(SERVICE_ACCOUNT).unwrap();
+        env.push(("ENTRA_TOKEN_FILE", t.write("sa-token", &token)));
+        let out = run_script("identity-workload", &env).await;
+        let access = out["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{out}"));
+        check_writer_token(&t, access).await;
+
+        // Another service account's token matches no federated credential.
+        let other = t
+            .sim
+            .service_account_token("system:serviceaccount:telemetry:other");
+        env.pop();
+        env.push(("ENTRA_TOKEN_FILE", t.write("other-token", &other.unwrap())));
+        let out = run_script("identity-workload", &env).await;
+        assert_eq!(out["error"], "ClientAuthenticationError", "{out}");
+        assert!(
+            out["message"].as_str().unwrap().contains("AADSTS70021"),
+            "{out}"
+        );
     })
     .await
     .expect("bounded");

@@ -63,6 +63,26 @@ impl Issuer {
         format!("{}/oauth2/v2.0/token", self.authority())
     }
 
+    /// `{base}/cluster`: the local stand-in for a Kubernetes cluster's service-account
+    /// issuer (its tokens are signed with this issuer's keys).
+    pub fn cluster_issuer(&self) -> String {
+        format!("{}/cluster", self.base)
+    }
+
+    /// A service-account token of the cluster issuer for `subject`, as the AKS workload
+    /// identity webhook projects into a pod (`AZURE_FEDERATED_TOKEN_FILE`), valid an hour.
+    pub fn service_account_token(&self, subject: &str) -> Result<String, KeyError> {
+        let now = crate::tokens::now();
+        self.sign(&serde_json::json!({
+            "iss": self.cluster_issuer(),
+            "sub": subject,
+            "aud": crate::assertion::TOKEN_EXCHANGE_AUDIENCE,
+            "iat": now,
+            "nbf": now,
+            "exp": now + 3600,
+        }))
+    }
+
     /// Signs `claims` with the current key.
     pub fn sign(&self, claims: &serde_json::Value) -> Result<String, KeyError> {
         self.keys.read().expect("keys lock").sign(claims)

@@ -144,7 +144,13 @@ fn authenticate(issuer: &Issuer, app: &AppEntry, form: &TokenForm) -> Result<Cli
                 "client_assertion_type must be '{JWT_BEARER}'."
             )));
         }
-        assertion::verify(assertion, app, &issuer.token_endpoint())?;
+        if assertion::is_federated(assertion) {
+            let jwks = serde_json::from_value(issuer.jwks())
+                .map_err(|e| Aadsts::AssertionMalformed(e.to_string()))?;
+            assertion::verify_federated(assertion, app, &issuer.cluster_issuer(), &jwks)?;
+        } else {
+            assertion::verify(assertion, app, &issuer.token_endpoint())?;
+        }
         return Ok(ClientAuth::Certificate);
     }
     match &form.client_secret {

@@ -12,7 +12,8 @@ from urllib.parse import parse_qs, urlparse
 import msal
 import requests
 from azure.core.exceptions import ClientAuthenticationError
-from azure.identity import ClientSecretCredential, ManagedIdentityCredential
+from azure.identity import (
+    ClientSecretCredential, ManagedIdentityCredential, WorkloadIdentityCredential)
 
 env = os.environ.get
 
@@ -97,6 +98,11 @@ def main(mode):
         return azure_identity(
             ManagedIdentityCredential(client_id=client_id) if client_id
             else ManagedIdentityCredential())
+    if mode == "identity-workload":  # AZURE_FEDERATED_TOKEN_FILE, as AKS projects it
+        return azure_identity(WorkloadIdentityCredential(
+            tenant_id=env("ENTRA_TENANT"), client_id=env("ENTRA_CLIENT_ID"),
+            token_file_path=env("ENTRA_TOKEN_FILE"), authority=env("ENTRA_BASE"),
+            disable_instance_discovery=True))
     if mode in ("msal-auth-code", "msal-auth-code-wrong-verifier"):
         return auth_code(mode.endswith("wrong-verifier"))
     raise SystemExit("unknown mode " + mode)

@@ -1,0 +1,257 @@
+//! Entra ID (Azure AD) access tokens for the programs' Azure clients, through Microsoft's
+//! `azure_identity`: which credential a program uses ([`Source`]: workload identity on
+//! AKS, a managed identity, an app's client secret, or the Azure CLI on a developer's
+//! machine), chosen by `AZURE_CREDENTIAL` or from the environment the platform sets, and
+//! the Cosmos DB token credential built on it ([`CosmosTokens`]).
+//!
+//! The credentials read their usual variables themselves (`AZURE_TENANT_ID`,
+//! `AZURE_CLIENT_ID`, `AZURE_FEDERATED_TOKEN_FILE`, `IDENTITY_ENDPOINT`, `IDENTITY_HEADER`,
+//! `AZURE_AUTHORITY_HOST`); the client secret comes from `AZURE_CLIENT_SECRET` or the file
+//! `AZURE_CLIENT_SECRET_FILE` names, as every secret of the project does. Their HTTP goes
+//! through [`transport`]: the workspace's reqwest, trusting the public roots and the
+//! system's store (`SSL_CERT_FILE` adds a private issuer's CA).
+
+mod transport;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+
+use azure_core::credentials::TokenCredential as AzureTokenCredential;
+use azure_core::http::{ClientOptions, Transport};
+use azure_identity::{
+    AzureCliCredential, ClientAssertionCredentialOptions, ClientSecretCredential,
+    ClientSecretCredentialOptions, ManagedIdentityCredential, ManagedIdentityCredentialOptions,
+    WorkloadIdentityCredential, WorkloadIdentityCredentialOptions,
+};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+/// The scope of a Cosmos DB account's data plane.
+pub const COSMOS_SCOPE: &str = "https://cosmos.azure.com/.default";
+
+/// Where tokens come from (`AZURE_CREDENTIAL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// AKS workload identity: a federated service-account token (`AZURE_FEDERATED_TOKEN_FILE`)
+    /// exchanged for the app's token.
+    Workload,
+    /// The host's managed identity (App Service, Container Apps, Arc, or a VM's IMDS).
+    Managed,
+    /// An app registration's client secret (`AZURE_CLIENT_SECRET` or its `_FILE`).
+    Secret,
+    /// The signed-in Azure CLI (`az login`), for a developer's machine.
+    Cli,
+}
+
+impl Source {
+    /// Every source, in the order [`Source::detect`] tries them.
+    pub const ALL: [Source; 4] = [
+        Source::Workload,
+        Source::Secret,
+        Source::Managed,
+        Source::Cli,
+    ];
+
+    /// Its `AZURE_CREDENTIAL` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Workload => "workload",
+            Source::Managed => "managed",
+            Source::Secret => "secret",
+            Source::Cli => "cli",
+        }
+    }
+
+    /// The source the environment points at: workload identity where the AKS webhook set
+    /// `AZURE_FEDERATED_TOKEN_FILE`, a client secret where one is given, and otherwise the
+    /// host's managed identity.
+    pub fn detect(var: impl Fn(&str) -> bool) -> Source {
+        if var("AZURE_FEDERATED_TOKEN_FILE") {
+            Source::Workload
+        } else if var("AZURE_CLIENT_SECRET") || var("AZURE_CLIENT_SECRET_FILE") {
+            Source::Secret
+        } else {
+            Source::Managed
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Source {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Source::ALL
+            .into_iter()
+            .find(|source| source.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "'{s}' is not a credential: write workload, managed, secret or cli (or leave AZURE_CREDENTIAL unset to choose from the environment)"
+                )
+            })
+    }
+}
+
+/// Why a credential could not be built or gave no token.
+#[derive(Debug, thiserror::Error)]
+pub enum EntraError {
+    /// The credential's settings are missing or wrong.
+    #[error("{credential} credential: {message}")]
+    Setup {
+        /// Which credential.
+        credential: Source,
+        /// What is wrong, with the variable to set.
+        message: String,
+    },
+    /// Asking for a token failed.
+    #[error("no Entra ID token for {scope} from the {credential} credential: {message}")]
+    Token {
+        /// Which credential.
+        credential: Source,
+        /// The scope asked for.
+        scope: String,
+        /// azure_identity's error.
+        message: String,
+    },
+}
+
+/// An Entra ID credential: tokens for any scope, cached and renewed by `azure_identity`
+/// before they expire.
+pub struct EntraCredential {
+    source: Source,
+    inner: RwLock<Arc<dyn AzureTokenCredential>>,
+}
+
+impl fmt::Debug for EntraCredential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntraCredential")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EntraCredential {
+    /// The credential `source` names, or the one the environment points at.
+    pub fn from_env(source: Option<Source>) -> Result<EntraCredential, EntraError> {
+        let source =
+            source.unwrap_or_else(|| Source::detect(|name| std::env::var_os(name).is_some()));
+        Ok(EntraCredential {
+            source,
+            inner: RwLock::new(build(source)?),
+        })
+    }
+
+    /// Where its tokens come from.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// A token for `scope` (cached until shortly before it expires).
+    pub async fn token(&self, scope: &str) -> Result<String, EntraError> {
+        let inner = self.current();
+        let token = inner
+            .get_token(&[scope], None)
+            .await
+            .map_err(|e| EntraError::Token {
+                credential: self.source,
+                scope: scope.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(token.token.secret().to_string())
+    }
+
+    /// Drops the cached tokens (a service refused one): the next [`EntraCredential::token`]
+    /// asks the issuer again. Keeps the current credential if a new one cannot be built.
+    pub fn renew(&self) {
+        match build(self.source) {
+            Ok(fresh) => *self.inner.write().expect("never left poisoned") = fresh,
+            Err(e) => tracing::warn!(error = %e, "cannot renew the Entra ID credential"),
+        }
+    }
+
+    fn current(&self) -> Arc<dyn AzureTokenCredential> {
+        self.inner.read().expect("never left poisoned").clone()
+    }
+}
+
+/// The Cosmos DB data plane's token credential ([`COSMOS_SCOPE`]) on an [`EntraCredential`].
+#[derive(Debug, Clone)]
+pub struct CosmosTokens(pub Arc<EntraCredential>);
+
+impl cosmos::TokenCredential for CosmosTokens {
+    fn token(&self) -> BoxFuture<'_, Result<String, cosmos::CosmosError>> {
+        async move {
+            self.0
+                .token(COSMOS_SCOPE)
+                .await
+                .map_err(|e| cosmos::CosmosError::Credential(e.to_string()))
+        }
+        .boxed()
+    }
+
+    fn refused(&self) {
+        self.0.renew();
+    }
+}
+
+fn client_options() -> ClientOptions {
+    ClientOptions {
+        transport: Some(Transport::new(transport::http_client())),
+        ..ClientOptions::default()
+    }
+}
+
+fn build(source: Source) -> Result<Arc<dyn AzureTokenCredential>, EntraError> {
+    let setup = |e: azure_core::Error| EntraError::Setup {
+        credential: source,
+        message: e.to_string(),
+    };
+    let required = |name: &str| {
+        std::env::var(name).map_err(|_| EntraError::Setup {
+            credential: source,
+            message: format!("{name} is not set"),
+        })
+    };
+    Ok(match source {
+        Source::Workload => {
+            WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
+                credential_options: ClientAssertionCredentialOptions {
+                    client_options: client_options(),
+                },
+                ..Default::default()
+            }))
+            .map_err(setup)?
+        }
+        Source::Managed => ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
+            client_options: client_options(),
+            ..Default::default()
+        }))
+        .map_err(setup)?,
+        Source::Secret => {
+            let secret = settings::secret_from_env("AZURE_CLIENT_SECRET")
+                .map_err(|e| EntraError::Setup {
+                    credential: source,
+                    message: e.to_string(),
+                })?
+                .ok_or_else(|| EntraError::Setup {
+                    credential: source,
+                    message: "AZURE_CLIENT_SECRET (or AZURE_CLIENT_SECRET_FILE) is not set".into(),
+                })?;
+            ClientSecretCredential::new(
+                &required("AZURE_TENANT_ID")?,
+                required("AZURE_CLIENT_ID")?,
+                secret.expose().to_string().into(),
+                Some(ClientSecretCredentialOptions {
+                    client_options: client_options(),
+                }),
+            )
+            .map_err(setup)?
+        }
+        Source::Cli => AzureCliCredential::new(None).map_err(setup)?,
+    })
+}
