@@ -12,7 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use chrono::Utc;
@@ -117,10 +117,22 @@ impl IntoResponse for FenceError {
                 "too_large",
                 format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
             ),
+            FenceError::Cosmos(e) if e.status() == Some(429) => {
+                // Throttled past the wait: the partition's budget went to the writes.
+                let mut response = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({"error": "throttled", "message": "Cosmos DB kept throttling (429) past the request's wait; try again after Retry-After"})),
+                )
+                    .into_response();
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return response;
+            }
             FenceError::Cosmos(e) => {
                 tracing::warn!(error = %e, "a geofence request to Cosmos DB failed");
                 let message = match e.status() {
-                    Some(401 | 403) => "Cosmos DB refused the request: the API's key or role may not write here (a read-only key keeps geofences read-only)".to_string(),
+                    Some(401 | 403) => "Cosmos DB refused the request: the API's credential may not write here. A read-only key, or the role \"Cosmos DB Built-in Data Reader\", keeps geofences read-only; with COSMOS_AUTH=entra, geofences need the role \"Cosmos DB Built-in Data Contributor\" and the container COSMOS_GEOFENCE_CONTAINER created beforehand (partition key /id)".to_string(),
                     _ => format!("Cosmos DB: {e}"),
                 };
                 (StatusCode::BAD_GATEWAY, "cosmos", message)
@@ -319,5 +331,26 @@ mod tests {
         for bad in ["", "a/b", "a?b", "a#b", "a\\b", "a\nb", &"x".repeat(129)] {
             assert!(id(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_write_throttled_past_its_wait_is_busy_not_broken() {
+        let refused = |status| {
+            FenceError::Cosmos(CosmosError::Service(cosmos::ServiceError {
+                status,
+                substatus: 0,
+                activity_id: None,
+                request_charge: 0.0,
+                retry_after: Some(std::time::Duration::from_millis(200)),
+                message: String::new(),
+            }))
+            .into_response()
+        };
+        let throttled = refused(429);
+        assert_eq!(throttled.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(throttled.headers()[header::RETRY_AFTER], "1");
+        let forbidden = refused(403);
+        assert_eq!(forbidden.status(), StatusCode::BAD_GATEWAY);
+        assert!(forbidden.headers().get(header::RETRY_AFTER).is_none());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
+use cosmos::{CosmosClient, CosmosConfig};
 use fleet_api::access::{Access, Role, key_line};
 use fleet_api::config::{ApiConfig, Settings};
 use rustls::ServerConfig;
@@ -79,9 +79,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Result<()> {
-    let key = MasterKey::from_base64(config.cosmos.key.expose())
-        .map_err(|e| anyhow::anyhow!("COSMOS_KEY is not a base64 account key: {e}"))?;
-    let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), Credential::MasterKey(key));
+    let credential = entra_credential::cosmos_credential(&config.cosmos.auth)?;
+    let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), credential);
     cosmos.accept_invalid_certs = config.cosmos.accept_invalid_certs;
     if let Some(insecure) = &config.cosmos.insecure {
         tracing::warn!("{insecure}");
@@ -90,7 +89,7 @@ async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Resul
     let container = client.container(&config.cosmos.database, &config.cosmos.container);
     container.properties().await.with_context(|| {
         format!(
-            "cannot read container {}/{} at {} (check COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER)",
+            "cannot read container {}/{} at {} (check COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER; with COSMOS_AUTH=entra, that the API's identity has the role \"Cosmos DB Built-in Data Reader\" on the account)",
             config.cosmos.database, config.cosmos.container, config.cosmos.endpoint
         )
     })?;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::Deserialize;
 use settings::{
-    ConfigError, DurationSetting, LogFormat, Secret, cosmos_account, cosmos_key_from_env,
+    AccountAuth, ConfigError, DurationSetting, LogFormat, Secret, cosmos_account,
+    cosmos_key_from_env,
 };
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
@@ -151,6 +152,7 @@ settings::with_cosmos_account! {
 
 settings::layered!(Settings {
     cosmos_endpoint,
+    cosmos_auth,
     cosmos_key,
     cosmos_key_file,
     cosmos_database,
@@ -227,7 +229,14 @@ impl Settings {
             (None, Some(path)) => Some(read_key_file(path)?),
             (None, None) => None,
         };
-        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, key)?;
+        let (endpoint, auth) = cosmos_account(self.cosmos_endpoint, self.cosmos_auth, key)?;
+        let create_if_missing = self.cosmos_create_if_missing.unwrap_or(false);
+        if create_if_missing && matches!(auth, AccountAuth::Entra) {
+            return Err(ConfigError::Invalid {
+                name: "COSMOS_CREATE_IF_MISSING",
+                message: "Entra ID identities cannot create databases or containers through Cosmos DB's data plane: create them with `az cosmosdb sql container create` (or Bicep, Terraform) and leave COSMOS_CREATE_IF_MISSING unset, or use COSMOS_AUTH=key".into(),
+            });
+        }
         let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
         let insecure = settings::insecure_transport(
             &endpoint,
@@ -321,14 +330,14 @@ impl Settings {
         Ok(WriterConfig {
             cosmos: CosmosSettings {
                 endpoint,
-                key,
+                auth,
                 key_file: self.cosmos_key_file,
                 database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
                 container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
                 partition_key_path,
                 accept_invalid_certs,
                 insecure,
-                create_if_missing: self.cosmos_create_if_missing.unwrap_or(false),
+                create_if_missing,
                 throughput: self.cosmos_throughput,
                 force_missing_partition_key: self
                     .writer_force_missing_partition_key

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
-use settings::{ConfigError, LogFormat, Secret};
+use settings::{AccountAuth, ConfigError, LogFormat, Secret};
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
@@ -54,8 +54,8 @@ pub fn read_key_file(path: &Path) -> Result<Secret, ConfigError> {
 pub struct CosmosSettings {
     /// Account endpoint.
     pub endpoint: Url,
-    /// Account key.
-    pub key: Secret,
+    /// How requests are authorized: the account key, or Entra ID tokens (COSMOS_AUTH).
+    pub auth: AccountAuth,
     /// The file the key was read from (COSMOS_KEY_FILE), read again on a 401/403.
     pub key_file: Option<PathBuf>,
     /// Database.

@@ -138,7 +138,7 @@ impl HoldReason {
     pub fn remedy(self) -> &'static str {
         match self {
             HoldReason::Unauthorized => {
-                "Cosmos DB refuses the account key (401/403): put the account's current key into the file named by COSMOS_KEY_FILE (read again on every refusal), or restart with the right COSMOS_KEY"
+                "Cosmos DB refuses the writer's credential (401/403). With COSMOS_AUTH=key: put the account's current key into the file named by COSMOS_KEY_FILE (read again on every refusal), or restart with the right COSMOS_KEY. With COSMOS_AUTH=entra: give the writer's identity the role \"Cosmos DB Built-in Data Contributor\" on the account (az cosmosdb sql role assignment create) and check its tenant; a new token is asked for before every probe"
             }
             HoldReason::ContainerMissing => {
                 "the database or container (COSMOS_DATABASE, COSMOS_CONTAINER) does not exist: create it again (partition key as COSMOS_PARTITION_KEY_PATH); writing resumes by itself"

@@ -8,9 +8,9 @@
 //! every write (the field's hot partition).
 
 use cosmos::{
-    BulkConfig, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, CosmosError,
-    Credential, MasterKey, Priority,
+    BulkConfig, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, CosmosError, Priority,
 };
+use settings::AccountAuth;
 use telemetry::{DocumentLayout, PartitionKeyPath};
 
 use std::net::SocketAddr;
@@ -56,6 +56,16 @@ pub enum StartError {
         /// The account endpoint.
         endpoint: String,
     },
+    /// Cosmos DB refuses the writer's credential.
+    #[error("Cosmos DB refuses the writer ({status}): {remedy}. The service said: {message}")]
+    Refused {
+        /// 401 or 403.
+        status: u16,
+        /// What to check.
+        remedy: &'static str,
+        /// The service's message.
+        message: String,
+    },
     /// A setting is unusable.
     #[error("{0}")]
     Config(String),
@@ -77,9 +87,9 @@ pub enum StartError {
 
 /// A Cosmos DB client for the writer's settings.
 pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartError> {
-    let key = MasterKey::from_base64(settings.key.expose())
-        .map_err(|e| StartError::Config(format!("COSMOS_KEY is not a base64 account key: {e}")))?;
-    let mut config = CosmosConfig::new(settings.endpoint.clone(), Credential::MasterKey(key));
+    let credential = entra_credential::cosmos_credential(&settings.auth)
+        .map_err(|e| StartError::Config(e.to_string()))?;
+    let mut config = CosmosConfig::new(settings.endpoint.clone(), credential);
     config.accept_invalid_certs = settings.accept_invalid_certs;
     // The writer's requests are the ones a throttled partition must keep serving: under
     // priority-based execution the read API's low-priority queries are throttled first.
@@ -88,6 +98,18 @@ pub fn cosmos_client(settings: &CosmosSettings) -> Result<CosmosClient, StartErr
         tracing::warn!("{insecure}");
     }
     Ok(CosmosClient::new(config)?)
+}
+
+/// What to check when Cosmos DB refuses the writer's credential.
+pub fn credential_remedy(auth: &AccountAuth) -> &'static str {
+    match auth {
+        AccountAuth::Key(_) => {
+            "check that COSMOS_KEY (or the file COSMOS_KEY_FILE names) holds the account's current primary or secondary key, and that the account allows key authentication (disableLocalAuth off)"
+        }
+        AccountAuth::Entra => {
+            "give the writer's identity the role \"Cosmos DB Built-in Data Contributor\" on the account (az cosmosdb sql role assignment create --role-definition-id 00000000-0000-0000-0000-000000000002 --principal-id <object id> --scope /), and check its tenant (AZURE_TENANT_ID) and credential (AZURE_CREDENTIAL)"
+        }
+    }
 }
 
 /// A container that passed the startup guard, or was forced past it.
@@ -128,6 +150,13 @@ pub async fn open_container(
                 database: settings.database.clone(),
                 container: settings.container.clone(),
                 endpoint: settings.endpoint.to_string(),
+            });
+        }
+        Err(CosmosError::Service(e)) if matches!(e.status, 401 | 403) => {
+            return Err(StartError::Refused {
+                status: e.status,
+                remedy: credential_remedy(&settings.auth),
+                message: e.message,
             });
         }
         Err(err) => return Err(err.into()),

@@ -202,7 +202,7 @@ impl CosmosClient {
     /// failures and timeouts as errors.
     pub(crate) async fn send(&self, spec: &RequestSpec) -> Result<RawResponse, CosmosError> {
         let inner = &self.inner;
-        let (date, auth) = self.sign(spec).await?;
+        let (date, auth, auth_is_token) = self.sign(spec).await?;
         let timeout = spec.timeout.unwrap_or(inner.config.request_timeout);
         let mut request = inner
             .http
@@ -234,14 +234,20 @@ impl CosmosClient {
             }
         };
         let response = request.send().await.map_err(map_err)?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED && auth_is_token {
+            // A token the service no longer takes (expired, revoked, another tenant's):
+            // the next request asks for a new one.
+            self.credential_refused();
+        }
         let mut raw = RawResponse::read_headers(response.status(), response.headers());
         raw.body = response.bytes().await.map_err(map_err)?;
         Ok(raw)
     }
 
-    /// The date header and authorization of a request sent now. Master-key signatures are
-    /// reused within the second they were made for.
-    async fn sign(&self, spec: &RequestSpec) -> Result<(String, String), CosmosError> {
+    /// The date header and authorization of a request sent now, and whether the
+    /// authorization is a token. Master-key signatures are reused within the second they
+    /// were made for.
+    async fn sign(&self, spec: &RequestSpec) -> Result<(String, String, bool), CosmosError> {
         let now = SystemTime::now();
         let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let (resource_type, resource_link) = resource_for_path(&spec.path);
@@ -273,17 +279,15 @@ impl CosmosClient {
                         auth
                     }
                 };
-                return Ok((cache.date.clone(), auth));
+                return Ok((cache.date.clone(), auth, false));
             }
             cache.date.clone()
         };
-        let auth = self
-            .inner
-            .config
-            .credential
+        let credential = &self.inner.config.credential;
+        let auth = credential
             .authorization(spec.method.as_str(), &resource_type, &resource_link, &date)
             .await?;
-        Ok((date, auth))
+        Ok((date, auth, matches!(credential, Credential::Token(_))))
     }
 
     /// Sends a request, retrying throttles and transient failures under the client's

@@ -2,7 +2,8 @@
 //! `azure_identity`: which credential a program uses ([`Source`]: workload identity on
 //! AKS, a managed identity, an app's client secret, or the Azure CLI on a developer's
 //! machine), chosen by `AZURE_CREDENTIAL` or from the environment the platform sets, and
-//! the Cosmos DB token credential built on it ([`CosmosTokens`]).
+//! the Cosmos DB token credential built on it ([`CosmosTokens`]); and the Cosmos DB
+//! credential a program's `COSMOS_AUTH` names ([`cosmos_credential`]).
 //!
 //! The credentials read their usual variables themselves (`AZURE_TENANT_ID`,
 //! `AZURE_CLIENT_ID`, `AZURE_FEDERATED_TOKEN_FILE`, `IDENTITY_ENDPOINT`, `IDENTITY_HEADER`,
@@ -15,7 +16,8 @@ mod transport;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use azure_core::credentials::TokenCredential as AzureTokenCredential;
 use azure_core::http::{ClientOptions, Transport};
@@ -63,6 +65,16 @@ impl Source {
         }
     }
 
+    /// `AZURE_CREDENTIAL`, or when it is not set, the source the environment points at.
+    pub fn from_env() -> Result<Source, EntraError> {
+        match std::env::var("AZURE_CREDENTIAL") {
+            Ok(value) => value
+                .parse()
+                .map_err(|message| EntraError::Setting { message }),
+            Err(_) => Ok(Source::detect(|name| std::env::var_os(name).is_some())),
+        }
+    }
+
     /// The source the environment points at: workload identity where the AKS webhook set
     /// `AZURE_FEDERATED_TOKEN_FILE`, a client secret where one is given, and otherwise the
     /// host's managed identity.
@@ -100,6 +112,18 @@ impl FromStr for Source {
 /// Why a credential could not be built or gave no token.
 #[derive(Debug, thiserror::Error)]
 pub enum EntraError {
+    /// `AZURE_CREDENTIAL` names no credential.
+    #[error("AZURE_CREDENTIAL: {message}")]
+    Setting {
+        /// What to write instead.
+        message: String,
+    },
+    /// `COSMOS_KEY` is not an account key.
+    #[error("COSMOS_KEY is not a base64 account key: {message}")]
+    AccountKey {
+        /// Why.
+        message: String,
+    },
     /// The credential's settings are missing or wrong.
     #[error("{credential} credential: {message}")]
     Setup {
@@ -125,7 +149,13 @@ pub enum EntraError {
 pub struct EntraCredential {
     source: Source,
     inner: RwLock<Arc<dyn AzureTokenCredential>>,
+    /// When [`EntraCredential::renew`] last dropped the cached tokens.
+    renewed: Mutex<Option<Instant>>,
 }
+
+/// Least time between two renewals: a burst of refusals (every request in flight when a
+/// token expired) costs the issuer one token request, not one each.
+const RENEW_EVERY: Duration = Duration::from_secs(5);
 
 impl fmt::Debug for EntraCredential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -136,13 +166,12 @@ impl fmt::Debug for EntraCredential {
 }
 
 impl EntraCredential {
-    /// The credential `source` names, or the one the environment points at.
-    pub fn from_env(source: Option<Source>) -> Result<EntraCredential, EntraError> {
-        let source =
-            source.unwrap_or_else(|| Source::detect(|name| std::env::var_os(name).is_some()));
+    /// The credential of `source`, with its settings from the environment.
+    pub fn new(source: Source) -> Result<EntraCredential, EntraError> {
         Ok(EntraCredential {
             source,
             inner: RwLock::new(build(source)?),
+            renewed: Mutex::new(None),
         })
     }
 
@@ -166,8 +195,17 @@ impl EntraCredential {
     }
 
     /// Drops the cached tokens (a service refused one): the next [`EntraCredential::token`]
-    /// asks the issuer again. Keeps the current credential if a new one cannot be built.
+    /// asks the issuer again; at most once per [`RENEW_EVERY`]. Keeps the current
+    /// credential if a new one cannot be built.
     pub fn renew(&self) {
+        {
+            let mut renewed = self.renewed.lock().expect("never left poisoned");
+            if renewed.is_some_and(|at| at.elapsed() < RENEW_EVERY) {
+                return;
+            }
+            *renewed = Some(Instant::now());
+        }
+        tracing::info!(credential = %self.source, "a service refused the Entra ID token: asking for a new one");
         match build(self.source) {
             Ok(fresh) => *self.inner.write().expect("never left poisoned") = fresh,
             Err(e) => tracing::warn!(error = %e, "cannot renew the Entra ID credential"),
@@ -196,6 +234,24 @@ impl cosmos::TokenCredential for CosmosTokens {
 
     fn refused(&self) {
         self.0.renew();
+    }
+}
+
+/// The Cosmos DB credential `auth` names: the account key, or Entra ID tokens for
+/// [`COSMOS_SCOPE`] from the credential [`Source::from_env`] chooses (logged).
+pub fn cosmos_credential(auth: &settings::AccountAuth) -> Result<cosmos::Credential, EntraError> {
+    match auth {
+        settings::AccountAuth::Key(key) => cosmos::MasterKey::from_base64(key.expose())
+            .map(cosmos::Credential::MasterKey)
+            .map_err(|e| EntraError::AccountKey {
+                message: e.to_string(),
+            }),
+        settings::AccountAuth::Entra => {
+            let source = Source::from_env()?;
+            tracing::info!(credential = %source, "Cosmos DB requests carry Entra ID tokens");
+            let tokens = CosmosTokens(Arc::new(EntraCredential::new(source)?));
+            Ok(cosmos::Credential::Token(Arc::new(tokens)))
+        }
     }
 }
 

@@ -64,7 +64,7 @@ async fn each_source_gets_a_cosmos_token_for_its_identity() {
         set("IDENTITY_HEADER", sim.identity_header());
 
         for source in [Source::Secret, Source::Workload] {
-            let credential = EntraCredential::from_env(Some(source)).unwrap();
+            let credential = EntraCredential::new(source).unwrap();
             let token = credential.token(COSMOS_SCOPE).await.unwrap();
             let claims = claims(&token);
             assert_eq!(claims["aud"], COSMOS, "{source}");
@@ -73,16 +73,14 @@ async fn each_source_gets_a_cosmos_token_for_its_identity() {
         }
 
         // The managed identity is its own principal (IDENTITY_ENDPOINT, IDENTITY_HEADER).
-        let managed = EntraCredential::from_env(Some(Source::Managed)).unwrap();
+        let managed = EntraCredential::new(Source::Managed).unwrap();
         let claims = claims(&managed.token(COSMOS_SCOPE).await.unwrap());
         assert_eq!(claims["aud"], COSMOS);
         let system = claims["azp"].as_str().unwrap();
         assert_eq!(claims["oid"], sim.object_id(system).unwrap());
 
         // A cached token is reused until a service refuses it; then a new one is issued.
-        let tokens = CosmosTokens(Arc::new(
-            EntraCredential::from_env(Some(Source::Secret)).unwrap(),
-        ));
+        let tokens = CosmosTokens(Arc::new(EntraCredential::new(Source::Secret).unwrap()));
         let first = cosmos::TokenCredential::token(&tokens).await.unwrap();
         assert_eq!(
             cosmos::TokenCredential::token(&tokens).await.unwrap(),

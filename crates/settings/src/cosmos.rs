@@ -1,7 +1,8 @@
 //! The Cosmos DB account settings, read the same way by every program that talks to the
 //! account (the writer, the read API): declared once ([`with_cosmos_account!`]) under the
-//! same names, flags, variables and file keys; `COSMOS_ENDPOINT`, and the key from
-//! `COSMOS_KEY` or the file `COSMOS_KEY_FILE` names, never a flag.
+//! same names, flags, variables and file keys; `COSMOS_ENDPOINT`, `COSMOS_AUTH` (the
+//! account key, or Entra ID tokens), and the key from `COSMOS_KEY` or the file
+//! `COSMOS_KEY_FILE` names, never a flag.
 
 use url::Url;
 
@@ -9,8 +10,8 @@ use crate::{ConfigError, Secret, SecretError, secret_from_env};
 
 /// Declares a program's settings struct (every setting an `Option`, see
 /// [`layered!`](crate::layered)) with the Cosmos DB account's settings as its first fields:
-/// `cosmos_endpoint` (`COSMOS_ENDPOINT`), `cosmos_key` (`COSMOS_KEY`: the environment or
-/// the file only, never a flag), `cosmos_database` (`COSMOS_DATABASE`), `cosmos_container`
+/// `cosmos_endpoint` (`COSMOS_ENDPOINT`), `cosmos_auth` (`COSMOS_AUTH`, [`CosmosAuth`]),
+/// `cosmos_key` (`COSMOS_KEY`: the environment or the file only, never a flag), `cosmos_database` (`COSMOS_DATABASE`), `cosmos_container`
 /// (`COSMOS_CONTAINER`), `cosmos_accept_invalid_certs` (`COSMOS_ACCEPT_INVALID_CERTS`) and
 /// `cosmos_allow_insecure` (`COSMOS_ALLOW_INSECURE`, see [`insecure_transport`]).
 /// The struct derives clap's `Args` and serde's `Deserialize` as the program says.
@@ -43,6 +44,10 @@ macro_rules! with_cosmos_account {
             /// Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/
             #[arg(long, env = "COSMOS_ENDPOINT")]
             pub cosmos_endpoint: Option<$crate::__private::Url>,
+            /// How requests are authorized: key (the account key) or entra (Entra ID
+            /// tokens: workload identity, managed identity, AZURE_CREDENTIAL) [default: key]
+            #[arg(long, env = "COSMOS_AUTH", value_enum)]
+            pub cosmos_auth: Option<$crate::CosmosAuth>,
             /// Cosmos DB account key (environment or file only).
             #[arg(skip)]
             pub cosmos_key: Option<$crate::Secret>,
@@ -65,26 +70,61 @@ macro_rules! with_cosmos_account {
     };
 }
 
+/// How a program proves itself to the account (`COSMOS_AUTH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CosmosAuth {
+    /// The account key signs every request (`COSMOS_KEY`).
+    #[default]
+    Key,
+    /// Entra ID tokens: no key anywhere; the identity needs a Cosmos DB data-plane role
+    /// assignment, and the database and container must exist.
+    Entra,
+}
+
+/// How a program authorizes its requests, resolved.
+#[derive(Debug, Clone)]
+pub enum AccountAuth {
+    /// With this account key.
+    Key(Secret),
+    /// With Entra ID tokens.
+    Entra,
+}
+
 /// The account key from `COSMOS_KEY`, or the file `COSMOS_KEY_FILE` names (`-`: standard
 /// input).
 pub fn cosmos_key_from_env() -> Result<Option<Secret>, SecretError> {
     secret_from_env("COSMOS_KEY")
 }
 
-/// The account endpoint and key every program needs, or the error naming the one missing.
+/// The account endpoint and how to authorize, or the error naming the setting missing or
+/// in the way: a key with `COSMOS_AUTH=key` (the default), none with `entra`.
 pub fn cosmos_account(
     endpoint: Option<Url>,
+    auth: Option<CosmosAuth>,
     key: Option<Secret>,
-) -> Result<(Url, Secret), ConfigError> {
+) -> Result<(Url, AccountAuth), ConfigError> {
     let endpoint = endpoint.ok_or(ConfigError::Missing {
         name: "COSMOS_ENDPOINT",
         hint: "the Cosmos DB account endpoint, e.g. https://myaccount.documents.azure.com:443/",
     })?;
-    let key = key.ok_or(ConfigError::Missing {
-        name: "COSMOS_KEY",
-        hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag)",
-    })?;
-    Ok((endpoint, key))
+    let auth = match (auth.unwrap_or_default(), key) {
+        (CosmosAuth::Key, Some(key)) => AccountAuth::Key(key),
+        (CosmosAuth::Key, None) => {
+            return Err(ConfigError::Missing {
+                name: "COSMOS_KEY",
+                hint: "the account key (environment variable, config file, or a file named by COSMOS_KEY_FILE; never a flag), or COSMOS_AUTH=entra for Entra ID tokens",
+            });
+        }
+        (CosmosAuth::Entra, None) => AccountAuth::Entra,
+        (CosmosAuth::Entra, Some(_)) => {
+            return Err(ConfigError::Invalid {
+                name: "COSMOS_AUTH",
+                message: "entra takes no account key, but COSMOS_KEY (or COSMOS_KEY_FILE) is set: remove the key, or write COSMOS_AUTH=key to use it".into(),
+            });
+        }
+    };
+    Ok((endpoint, auth))
 }
 
 /// Checks how the account is reached: a plain `http://` endpoint or unchecked certificates
@@ -194,17 +234,23 @@ mod tests {
     #[test]
     fn the_missing_one_is_named() {
         let url = Url::parse("https://a.documents.azure.com:443/").unwrap();
-        let err = cosmos_account(None, Some(Secret::new("k"))).unwrap_err();
+        let key = || Some(Secret::new("k"));
+        let err = cosmos_account(None, None, key()).unwrap_err();
         assert!(
             err.to_string().starts_with("COSMOS_ENDPOINT is not set"),
             "{err}"
         );
-        let err = cosmos_account(Some(url.clone()), None).unwrap_err();
+        let err = cosmos_account(Some(url.clone()), None, None).unwrap_err();
         assert!(
             err.to_string().starts_with("COSMOS_KEY is not set"),
             "{err}"
         );
-        let (endpoint, key) = cosmos_account(Some(url.clone()), Some(Secret::new("k"))).unwrap();
-        assert_eq!((endpoint, key.expose()), (url, "k"));
+        let (endpoint, auth) = cosmos_account(Some(url.clone()), None, key()).unwrap();
+        assert!(matches!(auth, AccountAuth::Key(k) if k.expose() == "k"));
+        assert_eq!(endpoint, url);
+        let (_, auth) = cosmos_account(Some(url.clone()), Some(CosmosAuth::Entra), None).unwrap();
+        assert!(matches!(auth, AccountAuth::Entra));
+        let err = cosmos_account(Some(url.clone()), Some(CosmosAuth::Entra), key()).unwrap_err();
+        assert!(err.to_string().contains("remove the key"), "{err}");
     }
 }

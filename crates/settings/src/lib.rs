@@ -33,7 +33,9 @@ mod logs;
 mod names;
 mod secret;
 
-pub use cosmos::{cosmos_account, cosmos_key_from_env, insecure_transport, is_loopback};
+pub use cosmos::{
+    AccountAuth, CosmosAuth, cosmos_account, cosmos_key_from_env, insecure_transport, is_loopback,
+};
 pub use duration::{DurationError, DurationSetting};
 pub use error::ConfigError;
 pub use exit::{configured, exit_code};

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use clap::Args;
 use serde::Deserialize;
-use settings::{cosmos_account, cosmos_key_from_env, insecure_transport};
+use settings::{AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, OidcSettings};
@@ -138,6 +138,7 @@ settings::with_cosmos_account! {
 
 settings::layered!(Settings {
     cosmos_endpoint,
+    cosmos_auth,
     cosmos_key,
     cosmos_database,
     cosmos_container,
@@ -170,8 +171,9 @@ settings::layered!(Settings {
 pub struct CosmosSettings {
     /// Account endpoint.
     pub endpoint: Url,
-    /// Account key.
-    pub key: Secret,
+    /// How requests are authorized: the account key (a read-only key keeps geofences
+    /// read-only), or Entra ID tokens (COSMOS_AUTH).
+    pub auth: AccountAuth,
     /// Database.
     pub database: String,
     /// Container of the position documents.
@@ -260,7 +262,8 @@ impl Settings {
 
     /// Resolves into a typed configuration, applying defaults and checking values.
     pub fn resolve(self) -> Result<ApiConfig, ConfigError> {
-        let (endpoint, key) = cosmos_account(self.cosmos_endpoint, self.cosmos_key)?;
+        let (endpoint, auth) =
+            cosmos_account(self.cosmos_endpoint, self.cosmos_auth, self.cosmos_key)?;
         let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
         let insecure = insecure_transport(
             &endpoint,
@@ -308,7 +311,7 @@ impl Settings {
         Ok(ApiConfig {
             cosmos: CosmosSettings {
                 endpoint,
-                key,
+                auth,
                 database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
                 container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
                 accept_invalid_certs,

@@ -1,7 +1,7 @@
 //! Writes parked while the stream is held ([`super::hold`]): what is parked, how a
 //! probe's answer is reported, the probe request, how parked writes are sent again or
-//! dropped when they turned stale, and the key file read again before each probe after a
-//! 401/403.
+//! dropped when they turned stale, and, before each probe after a 401/403, the key file read
+//! again or a new Entra ID token asked for.
 
 use std::sync::Arc;
 
@@ -91,6 +91,7 @@ impl Resubmit<Parked> for WriteEngine {
     fn before_probe(&self, cause: HoldReason) {
         if cause == HoldReason::Unauthorized {
             self.reload_key();
+            self.container.client().credential_refused();
         }
     }
 
