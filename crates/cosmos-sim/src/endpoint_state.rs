@@ -1,8 +1,9 @@
 //! The state one running endpoint shares between its server tasks, its admin endpoints and the
-//! [`crate::CosmosSim`] handle: the store, the account key, the defaults of new containers, the
+//! [`crate::CosmosSim`] handle: the store, the account key and Entra trust, the defaults of new containers, the
 //! faults and the counters; and the run-time changes both the handle and the admin endpoints
 //! make (key rotation, range splits, throughput). It knows nothing of HTTP.
 
+use crate::entra::EntraAccess;
 use crate::error::SimError;
 use crate::faults::Faults;
 use crate::stats::{Counters, Stats};
@@ -18,6 +19,10 @@ pub(crate) struct EndpointState {
     pub store: Store,
     /// The account key requests must be signed with; replaced by [`EndpointState::rotate_key`].
     pub key: parking_lot::RwLock<MasterKey>,
+    /// Whether the key is taken (`disableLocalAuth` off).
+    pub local_auth: bool,
+    /// The Entra ID tokens taken, if any.
+    pub entra: Option<EntraAccess>,
     pub partitions: usize,
     /// The RU/s of new containers.
     pub default_ru: f64,

@@ -26,6 +26,9 @@ pub enum SimError {
     /// A database or container could not be created.
     #[error("cannot create {0}")]
     Create(String),
+    /// The Entra ID issuer's discovery document or keys could not be read.
+    #[error("cannot read the Entra ID issuer's keys: {0}")]
+    Entra(#[from] oidc_verify::DiscoveryError),
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Invalid(String),

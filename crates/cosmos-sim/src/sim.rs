@@ -2,6 +2,7 @@
 //! its faults and read its statistics while it runs, shut it down.
 
 use crate::endpoint_state::{EndpointState, check_ru_per_sec};
+use crate::entra::{DataRole, EntraAccess, EntraTrust};
 use crate::error::SimError;
 use crate::faults::{FaultSettings, Faults};
 use crate::stats::{Counters, Stats};
@@ -9,6 +10,7 @@ use crate::store::{CreateError, Store};
 use cosmos_wire::auth::{EMULATOR_KEY, MasterKey};
 use cosmos_wire::resources::PartitionKeyRange;
 use serde_json::json;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +26,9 @@ pub struct CosmosSimBuilder {
     partitions: usize,
     ru_per_sec: f64,
     latency: Duration,
+    local_auth: bool,
+    entra: Option<EntraTrust>,
+    assignments: HashMap<String, DataRole>,
 }
 
 impl Default for CosmosSimBuilder {
@@ -34,6 +39,9 @@ impl Default for CosmosSimBuilder {
             partitions: 4,
             ru_per_sec: 10_000.0,
             latency: Duration::ZERO,
+            local_auth: true,
+            entra: None,
+            assignments: HashMap::new(),
         }
     }
 }
@@ -70,7 +78,28 @@ impl CosmosSimBuilder {
         self
     }
 
-    /// Binds the port and starts serving on the current tokio runtime.
+    /// Takes Entra ID tokens of `trust`'s issuer and tenant (default: none, only the key).
+    pub fn entra(mut self, trust: EntraTrust) -> Self {
+        self.entra = Some(trust);
+        self
+    }
+
+    /// Assigns `role` to the principal whose token carries `oid` (object id), as a data-plane
+    /// role assignment at the account's scope does. A principal without one is refused.
+    pub fn role_assignment(mut self, oid: impl Into<String>, role: DataRole) -> Self {
+        self.assignments.insert(oid.into(), role);
+        self
+    }
+
+    /// Whether requests signed with the key are taken (default true); false is an account's
+    /// `disableLocalAuth`, and needs [`Self::entra`].
+    pub fn local_auth(mut self, on: bool) -> Self {
+        self.local_auth = on;
+        self
+    }
+
+    /// Binds the port and starts serving on the current tokio runtime; with an Entra trust,
+    /// after reading the issuer's discovery document and keys.
     pub async fn start(self) -> Result<CosmosSim, SimError> {
         let key = MasterKey::from_base64(&self.key)?;
         if self.partitions == 0 || self.partitions > 1024 {
@@ -80,6 +109,11 @@ impl CosmosSimBuilder {
             )));
         }
         check_ru_per_sec(self.ru_per_sec)?;
+        if !self.local_auth && self.entra.is_none() {
+            return Err(SimError::Invalid(
+                "local authentication is disabled and no Entra ID issuer is trusted: no request could be served".into(),
+            ));
+        }
         let listener = TcpListener::bind(self.addr)
             .await
             .map_err(|source| SimError::Bind {
@@ -90,9 +124,17 @@ impl CosmosSimBuilder {
             addr: self.addr,
             source,
         })?;
+        let entra = match self.entra {
+            Some(trust) => {
+                Some(EntraAccess::start(trust, &endpoint_url(addr), self.assignments).await?)
+            }
+            None => None,
+        };
         let state = Arc::new(EndpointState {
             store: Store::default(),
             key: parking_lot::RwLock::new(key),
+            local_auth: self.local_auth,
+            entra,
             partitions: self.partitions,
             default_ru: self.ru_per_sec,
             faults: Faults::new(self.latency),
@@ -135,7 +177,7 @@ impl CosmosSim {
 
     /// The endpoint URL, e.g. `http://127.0.0.1:8081/`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}/", self.state.addr)
+        endpoint_url(self.state.addr)
     }
 
     /// The bound address.
@@ -250,6 +292,11 @@ impl CosmosSim {
             let _ = task.await;
         }
     }
+}
+
+/// The endpoint URL of an endpoint bound to `addr`.
+fn endpoint_url(addr: SocketAddr) -> String {
+    format!("http://{addr}/")
 }
 
 impl Drop for CosmosSim {

@@ -1,6 +1,6 @@
 //! Accepting connections (HTTP/1.1, keep-alive) and the way of one request: admin requests
-//! aside, counted by priority, faults injected, signature checked, priority checked, body read
-//! within its limit, routed.
+//! aside, counted by priority, faults injected, credential checked, priority checked, body read
+//! within its limit, a token's role checked, routed.
 
 use super::reply::Reply;
 use super::{admin, auth, faults, headers, routes};
@@ -77,9 +77,11 @@ async fn handle(state: Arc<EndpointState>, req: Request<Incoming>) -> Response<F
     if let Some(reply) = faults::inject(&state).await {
         return reply.into_response();
     }
-    if let Err(reply) = auth::check(&state, &parts.method, parts.uri.path(), &parts.headers) {
-        return reply.into_response();
-    }
+    let caller =
+        match auth::authenticate(&state, &parts.method, parts.uri.path(), &parts.headers).await {
+            Ok(caller) => caller,
+            Err(reply) => return reply.into_response(),
+        };
     let priority = match priority {
         Ok(p) => p,
         Err(reply) => return reply.into_response(),
@@ -95,8 +97,20 @@ async fn handle(state: Arc<EndpointState>, req: Request<Incoming>) -> Response<F
             .into_response();
         }
     };
+    let segments = routes::segments(parts.uri.path());
+    let target = routes::Target::of(&parts.method, &segments, &parts.headers);
+    if let Err(reply) = auth::authorize(
+        &caller,
+        target.need(),
+        &parts.method,
+        parts.uri.path(),
+        &body,
+    ) {
+        return reply.into_response();
+    }
     let reply = routes::route(
         &state,
+        target,
         &parts.method,
         parts.uri.path(),
         &parts.headers,

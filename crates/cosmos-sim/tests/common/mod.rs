@@ -1,10 +1,11 @@
 //! What the integration tests share: a minimal signed REST client (every request is signed
-//! with the master key through `cosmos_wire::auth`, as a real client does), an endpoint started
+//! with the master key through `cosmos_wire::auth`, as a real client does, or carries an
+//! Entra ID token), an endpoint started
 //! with the container they use, and batch headers and bodies.
 #![allow(dead_code)]
 
 use cosmos_sim::CosmosSim;
-use cosmos_wire::auth::{MasterKey, resource_for_path};
+use cosmos_wire::auth::{MasterKey, aad_authorization, resource_for_path};
 use cosmos_wire::batch::{
     BatchBody, OperationRef, OperationType, UNDEFINED_PARTITION_KEY_JSON, partition_key_json,
 };
@@ -70,6 +71,8 @@ pub struct Rest {
     pub http: reqwest::Client,
     pub endpoint: String,
     pub key: MasterKey,
+    /// An Entra ID access token sent instead of the key's signature.
+    pub token: Option<String>,
 }
 
 pub struct Answer {
@@ -101,6 +104,15 @@ impl Rest {
                 .unwrap(),
             endpoint: endpoint.trim_end_matches('/').to_string(),
             key: MasterKey::from_base64(key).unwrap(),
+            token: None,
+        }
+    }
+
+    /// A client that sends `token` (`type=aad`) instead of signing with the key.
+    pub fn with_token(endpoint: &str, token: &str) -> Self {
+        Self {
+            token: Some(token.to_string()),
+            ..Self::new(endpoint, cosmos_wire::auth::EMULATOR_KEY)
         }
     }
 
@@ -113,9 +125,12 @@ impl Rest {
     ) -> Answer {
         let date = cosmos_wire::http_date(std::time::SystemTime::now());
         let (rtype, link) = resource_for_path(path);
-        let auth = self
-            .key
-            .authorization(method.as_str(), &rtype, &link, &date);
+        let auth = match &self.token {
+            Some(token) => aad_authorization(token),
+            None => self
+                .key
+                .authorization(method.as_str(), &rtype, &link, &date),
+        };
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.endpoint))
