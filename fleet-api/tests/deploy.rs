@@ -1,8 +1,9 @@
 //! The Kubernetes manifests in `deploy/fleet-api/` agree with the program and with each
 //! other: every variable the Deployment sets is one `fleet-api` reads (as its `--help` lists
 //! them), the container listens where `API_ADDR` says, each secret file it names is a key of
-//! the example Secret, the probes ask the routes open without a credential, and the Service
-//! and the Ingress reach the container's port by name.
+//! the example Secret, the probes ask the routes open without a credential, the Service
+//! and the Ingress reach the container's port by name, and Cosmos DB is reached with
+//! workload identity, no key.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -80,4 +81,13 @@ fn manifests_name_only_settings_the_api_reads_and_reach_its_port() {
         }
     }
     assert!(!ingress["spec"]["tls"][0]["secretName"].is_badvalue());
+}
+
+#[test]
+fn the_api_reaches_cosmos_db_with_workload_identity_and_no_key() {
+    test_harness::manifests::assert_keyless_cosmos(
+        &manifest("deployment.yaml"),
+        &test_harness::manifests::load("fleet-api/serviceaccount.yaml"),
+        &manifest("secret.example.yaml"),
+    );
 }

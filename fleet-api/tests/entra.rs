@@ -4,7 +4,9 @@
 //! clock runs behind), one whose signature was stripped (`alg: none`) and one whose
 //! signature does not match its claims are refused with 401; a token without the role with
 //! 403; a `Fleet.Read` token reads a geofence but may not change it (403), a `Fleet.Admin`
-//! token may.
+//! token may. And the API itself reaching Cosmos DB with an Entra identity (no key; the
+//! account's local authentication disabled): with "Cosmos DB Built-in Data Reader" it reads
+//! the fleet, and a geofence write is refused naming the role it lacks.
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use common::*;
-use cosmos_sim::CosmosSim;
+use cosmos_sim::{COSMOS_AUDIENCE, CosmosSim, DataRole, EntraTrust};
 use entra_sim::{App, EntraSim};
 use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, OidcSettings};
@@ -23,8 +25,14 @@ const API: &str = "api://fleet-api";
 
 /// An access token for `client` (secret `secret`) to call `resource`.
 async fn token(entra: &EntraSim, client: &str, resource: &str) -> String {
+    token_at(&entra.token_endpoint(), client, resource).await
+}
+
+/// An access token for `client` (secret `secret`) to call `resource`, from the token
+/// endpoint `endpoint`.
+async fn token_at(endpoint: &str, client: &str, resource: &str) -> String {
     let response = reqwest::Client::new()
-        .post(entra.token_endpoint())
+        .post(endpoint)
         .form(&[
             ("grant_type", "client_credentials"),
             ("client_id", client),
@@ -154,6 +162,120 @@ async fn entra_tokens_read_with_the_role_and_are_refused_otherwise() {
             "{body}"
         );
         sim.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Client credentials tokens of `client` for Cosmos DB, asked for at every request: the
+/// Cosmos DB side of the test. (The programs' own credential, through azure_identity, is
+/// tested in `crates/entra-credential` and the writer's `tests/entra.rs`.)
+struct ClientCredentials {
+    endpoint: String,
+    client: &'static str,
+}
+
+impl cosmos::TokenCredential for ClientCredentials {
+    fn token(
+        &self,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<String, cosmos::CosmosError>> + Send + '_>,
+    > {
+        Box::pin(async move { Ok(token_at(&self.endpoint, self.client, COSMOS_AUDIENCE).await) })
+    }
+}
+
+fn cosmos_as(sim: &CosmosSim, entra: &EntraSim, client: &'static str) -> cosmos::CosmosClient {
+    let credential = ClientCredentials {
+        endpoint: entra.token_endpoint(),
+        client,
+    };
+    cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        cosmos::Credential::Token(std::sync::Arc::new(credential)),
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_reader_identity_reads_the_fleet_and_may_not_change_geofences() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let entra = EntraSim::builder()
+            .app(
+                App::new("fleet-api-id")
+                    .app_id_uri(API)
+                    .app_role("Fleet.Admin"),
+            )
+            .app(
+                App::new("operator")
+                    .secret("secret")
+                    .role(API, "Fleet.Admin"),
+            )
+            .app(App::new("cosmos").app_id_uri(COSMOS_AUDIENCE))
+            .app(App::new("fleet-api").secret("secret"))
+            .app(App::new("seeder").secret("secret"))
+            .start()
+            .await
+            .unwrap();
+        let api_identity = entra.object_id("fleet-api").unwrap().to_owned();
+        let sim = CosmosSim::builder()
+            .ru_per_sec(f64::INFINITY)
+            .entra(EntraTrust::new(entra.issuer(), entra.tenant_id()))
+            .role_assignment(&api_identity, DataRole::Reader)
+            .role_assignment(entra.object_id("seeder").unwrap(), DataRole::Contributor)
+            .local_auth(false)
+            .start()
+            .await
+            .unwrap();
+        sim.create_container("telemetry", "positions", "/deviceId")
+            .unwrap();
+        sim.create_container("telemetry", "geofences", "/id")
+            .unwrap();
+        let seeder = cosmos_as(&sim, &entra, "seeder").container("telemetry", "positions");
+        seed_latest(&seeder, &scatter(6, 3)).await;
+        let access = Access::start(AccessConfig {
+            keys: ApiKeys::default(),
+            oidc: Some(OidcSettings {
+                issuer: entra.issuer(),
+                audience: API.into(),
+            }),
+            anonymous: false,
+        })
+        .await
+        .unwrap();
+        let positions = cosmos_as(&sim, &entra, "fleet-api").container("telemetry", "positions");
+        let (base, _stop) = serve_with(positions, ApiOptions::default(), access).await;
+
+        let operator = token(&entra, "operator", API).await;
+        let (status, body) = get_as(&format!("{base}/api/drones"), Some(&operator)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(ids(&body).len(), 6);
+
+        let put = || {
+            reqwest::Client::new()
+                .put(format!("{base}/api/geofences/depot"))
+                .bearer_auth(&operator)
+                .json(&serde_json::json!({
+                    "type": "Feature",
+                    "geometry": {"type": "Point", "coordinates": [HOME.0, HOME.1]},
+                    "properties": {"subType": "Circle", "radius": 800}
+                }))
+                .send()
+        };
+        let refused = put().await.unwrap();
+        assert_eq!(refused.status().as_u16(), 502);
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("Cosmos DB Built-in Data Contributor"),
+            "{body}"
+        );
+        // The role given, the same API writes the fence.
+        sim.assign_role(&api_identity, Some(DataRole::Contributor))
+            .unwrap();
+        assert_eq!(put().await.unwrap().status().as_u16(), 201);
     })
     .await
     .expect("bounded");

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use oidc_verify::Verifier;
 
@@ -123,7 +125,9 @@ impl FromStr for DataRole {
 pub(crate) struct EntraAccess {
     pub verifier: Verifier,
     pub tenant_id: String,
-    assignments: HashMap<String, DataRole>,
+    assignments: parking_lot::RwLock<HashMap<String, DataRole>>,
+    /// How far the endpoint's clock, which token times are held to, runs ahead (seconds).
+    clock_ahead_secs: AtomicU64,
 }
 
 impl EntraAccess {
@@ -145,13 +149,34 @@ impl EntraAccess {
         Ok(EntraAccess {
             verifier,
             tenant_id: trust.tenant_id,
-            assignments,
+            assignments: parking_lot::RwLock::new(assignments),
+            clock_ahead_secs: AtomicU64::new(0),
         })
     }
 
     /// The role assigned to principal `oid`.
     pub(crate) fn role_of(&self, oid: &str) -> Option<DataRole> {
-        self.assignments.get(oid).copied()
+        self.assignments.read().get(oid).copied()
+    }
+
+    /// Assigns `role` to principal `oid`, or removes its assignment.
+    pub(crate) fn assign(&self, oid: &str, role: Option<DataRole>) {
+        let mut assignments = self.assignments.write();
+        match role {
+            Some(role) => assignments.insert(oid.to_owned(), role),
+            None => assignments.remove(oid),
+        };
+    }
+
+    /// The endpoint's time, which token times are held to.
+    pub(crate) fn now(&self) -> SystemTime {
+        SystemTime::now() + Duration::from_secs(self.clock_ahead_secs.load(Ordering::Relaxed))
+    }
+
+    /// Sets the endpoint's clock `ahead` of this host's.
+    pub(crate) fn set_clock_ahead(&self, ahead: Duration) {
+        self.clock_ahead_secs
+            .store(ahead.as_secs(), Ordering::Relaxed);
     }
 }
 

@@ -29,6 +29,9 @@ pub enum SimError {
     /// The Entra ID issuer's discovery document or keys could not be read.
     #[error("cannot read the Entra ID issuer's keys: {0}")]
     Entra(#[from] oidc_verify::DiscoveryError),
+    /// A run-time Entra ID change on an endpoint that trusts no issuer.
+    #[error("the endpoint trusts no Entra ID issuer (build it with an Entra trust)")]
+    NoEntraTrust,
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Invalid(String),

@@ -197,6 +197,23 @@ impl CosmosSim {
         self.state.rotate_key(key)
     }
 
+    /// Assigns principal `oid` the data role `role` at run time (`None` removes its
+    /// assignment), as `az cosmosdb sql role assignment create` and `delete` do.
+    pub fn assign_role(&self, oid: &str, role: Option<DataRole>) -> Result<(), SimError> {
+        let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
+        entra.assign(oid, role);
+        tracing::info!(oid, ?role, "data role assignment changed");
+        Ok(())
+    }
+
+    /// Runs the endpoint's clock `ahead` of this host's for the times of Entra ID tokens
+    /// (a skewed service clock: tokens expire earlier in its eyes).
+    pub fn set_clock_ahead(&self, ahead: Duration) -> Result<(), SimError> {
+        let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
+        entra.set_clock_ahead(ahead);
+        Ok(())
+    }
+
     /// Deletes a container and its documents at run time (as the REST `DELETE` does);
     /// requests naming it are answered 404 until it is created again.
     pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {

@@ -72,6 +72,15 @@ impl Verifier {
 
     /// Checks `token` and returns its claims; a [`Refusal`] says why it was refused.
     pub async fn verify<C: DeserializeOwned>(&self, token: &str) -> Result<C, Refusal> {
+        self.verify_at(token, SystemTime::now()).await
+    }
+
+    /// [`Verifier::verify`], with `now` the time the token's `exp` and `nbf` are held to.
+    pub async fn verify_at<C: DeserializeOwned>(
+        &self,
+        token: &str,
+        now: SystemTime,
+    ) -> Result<C, Refusal> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| Refusal::NotAJwt(e.to_string()))?;
         if header.alg != Algorithm::RS256 {
@@ -88,7 +97,7 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Timed<C>>(token, &key, &validation)
             .map_err(|e| self.refusal(token, &e))?;
-        let now = SystemTime::now()
+        let now = now
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();

@@ -8,6 +8,8 @@
 //!   (`apt-get install chromium`).
 //! - [`geo`]: a great-circle distance written apart from the servers', to check their
 //!   spatial answers.
+//! - [`manifests`]: the Kubernetes manifests of `deploy/` as YAML, and the keyless-access
+//!   check the programs' deploy tests share.
 //!
 //! A missing program or package is an error that says how to install it; nothing is
 //! skipped. The library is synchronous (std::process), so it works from plain and from
@@ -21,6 +23,7 @@ mod chromium;
 mod cosmosdb;
 mod error;
 pub mod geo;
+pub mod manifests;
 mod mosquitto;
 mod process;
 

@@ -37,7 +37,7 @@ pub(super) async fn check(state: &EndpointState, token: &str) -> Result<Principa
     };
     let claims: Claims = entra
         .verifier
-        .verify(token)
+        .verify_at(token, entra.now())
         .await
         .map_err(|r| refusal(&r))?;
     let tid = claims.tid.unwrap_or_default();

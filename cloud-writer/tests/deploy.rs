@@ -1,0 +1,43 @@
+//! The writer's Kubernetes manifests (`deploy/cloud-writer/`): the Event Hubs Deployment and
+//! the MQTT StatefulSet name only settings the writer reads (as its `--help` lists
+//! them, or a secret's `_FILE` form), and reach Cosmos DB with workload identity, no key.
+
+use std::process::Command;
+
+use test_harness::manifests::{assert_keyless_cosmos, load, text};
+
+#[test]
+fn the_writers_reach_cosmos_db_with_workload_identity_and_only_known_settings() {
+    let help = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let accounts = load("cloud-writer/serviceaccount.yaml");
+    let secret = &load("cloud-writer/secret.example.yaml")[0];
+    let workloads: Vec<_> = [
+        "cloud-writer/deployment.yaml",
+        "cloud-writer/statefulset-mqtt.yaml",
+    ]
+    .into_iter()
+    .flat_map(load)
+    .filter(|doc| matches!(text(&doc["kind"]), "Deployment" | "StatefulSet"))
+    .collect();
+    assert_eq!(workloads.len(), 2);
+    for workload in &workloads {
+        assert_keyless_cosmos(workload, &accounts, secret);
+        for var in workload["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_vec()
+            .unwrap()
+        {
+            let name = text(&var["name"]);
+            let secret_file = name
+                .strip_suffix("_FILE")
+                .is_some_and(|key| !secret["stringData"][key].is_badvalue());
+            assert!(
+                help.contains(&format!("[env: {name}=")) || secret_file,
+                "{name} is not a setting of the writer"
+            );
+        }
+    }
+}
