@@ -10,7 +10,7 @@
 //!   losing a position.
 //!
 //! The credential reads its settings from the process environment: this binary's one test
-//! sets it before any credential exists.
+//! sets it (`common::entra::workload_identity`) before any credential exists.
 
 mod common;
 
@@ -18,51 +18,20 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cloud_writer::{DropReason, HoldReason};
+use common::entra::{WRITER, reader, workload_identity};
 use common::hold::{hold_mid_stream, publish_and_finish};
 use common::*;
-use cosmos::CosmosConfig;
-use cosmos_sim::{COSMOS_AUDIENCE, CosmosSim, DataRole, EntraTrust};
-use entra_sim::{App, EntraSim};
-use settings::{AccountAuth, CosmosAuth};
+use cosmos_sim::{CosmosSim, DataRole, EntraTrust};
+use entra_sim::EntraSim;
+use settings::CosmosAuth;
 use test_harness::Mosquitto;
-
-const WRITER: &str = "0f3c2a7e-5b1d-4e8a-9c6f-2d4b8e1a7c35";
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:telemetry:cloud-writer";
-
-fn set(name: &str, value: &str) {
-    // SAFETY: the one test of this binary sets the environment before it starts anything
-    // that reads it.
-    unsafe { std::env::set_var(name, value) }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_writes_with_entra_tokens_only_and_holds_while_its_role_is_missing() {
     // Tokens issued while the issuer's clock is 50 minutes behind expire 10 minutes from
     // now: long enough to be cached, short enough for a service clock to pass.
-    let entra = EntraSim::builder()
-        .app(App::new("cosmos").app_id_uri(COSMOS_AUDIENCE))
-        .app(App::new(WRITER).federated(SERVICE_ACCOUNT))
-        .clock_behind(Duration::from_secs(50 * 60))
-        .https()
-        .start()
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("issuer-ca.pem");
-    std::fs::write(&ca, entra.ca_pem().unwrap()).unwrap();
-    let token_file = dir.path().join("azure-identity-token");
-    std::fs::write(
-        &token_file,
-        entra.service_account_token(SERVICE_ACCOUNT).unwrap(),
-    )
-    .unwrap();
-    // What the AKS workload identity webhook sets in the pod, and the issuer's CA.
-    set("SSL_CERT_FILE", ca.to_str().unwrap());
-    set("AZURE_AUTHORITY_HOST", entra.base_url());
-    set("AZURE_TENANT_ID", entra.tenant_id());
-    set("AZURE_CLIENT_ID", WRITER);
-    set("AZURE_FEDERATED_TOKEN_FILE", token_file.to_str().unwrap());
-
+    let (entra, _dir) =
+        workload_identity(EntraSim::builder().clock_behind(Duration::from_secs(50 * 60))).await;
     let oid = entra.object_id(WRITER).unwrap().to_owned();
     let sim = CosmosSim::builder()
         .partitions(2)
@@ -81,16 +50,7 @@ async fn the_writer_writes_with_entra_tokens_only_and_holds_while_its_role_is_mi
     settings.cosmos_key = None;
     settings.cosmos_create_if_missing = None;
     let writer = start_writer(settings).await;
-    // The test reads the container as the writer's identity (the endpoint takes no key),
-    // with a token issued when it reads.
-    let reader = || {
-        cosmos::CosmosClient::new(CosmosConfig::new(
-            sim.endpoint().parse().unwrap(),
-            entra_credential::cosmos_credential(&AccountAuth::Entra).unwrap(),
-        ))
-        .unwrap()
-        .container("telemetry", "positions")
-    };
+    let reader = || reader(&sim.endpoint(), "positions");
 
     // The role taken away and given back mid-stream.
     let (_, second) = hold_mid_stream(

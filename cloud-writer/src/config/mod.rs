@@ -22,4 +22,4 @@ pub use resolved::{
     NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
 };
 pub use settings::{DurationSetting, Secret};
-pub use source::{EventHubsConnection, SourceSpec};
+pub use source::{EventHubsAuth, EventHubsConnection, SourceSpec};

@@ -1,5 +1,7 @@
-//! The writer's source as one setting (`WRITER_SOURCE`): an `mqtt://` or `mqtts://` URL, or
-//! an Event Hubs connection string, parsed and shown without its secrets.
+//! The writer's source as one setting (`WRITER_SOURCE`): an `mqtt://` or `mqtts://` URL, an
+//! Event Hubs connection string (a shared access policy), or an Event Hubs namespace and hub
+//! as `sb://{fully qualified namespace}/{event hub}` (Entra ID tokens), parsed and shown
+//! without their secrets.
 
 use std::fmt;
 
@@ -8,11 +10,12 @@ use settings::{ConfigError, Secret};
 use url::Url;
 
 /// Where messages come from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum SourceSpec {
     /// An MQTT broker, `mqtt://[user:password@]host[:port]` (the password is redacted in `Debug`).
     Mqtt(MqttUrl),
-    /// IoT Hub's built-in Event Hubs-compatible endpoint.
+    /// IoT Hub's built-in Event Hubs-compatible endpoint, or an Event Hubs namespace it
+    /// routes to.
     EventHubs(EventHubsConnection),
 }
 
@@ -30,30 +33,44 @@ impl fmt::Debug for MqttUrl {
     }
 }
 
-/// The parts of an Event Hubs connection string the writer uses.
-#[derive(Clone, PartialEq)]
+/// The event hub the writer reads, and how it is authorized.
+#[derive(Debug, Clone)]
 pub struct EventHubsConnection {
     /// The fully qualified namespace, e.g. `myhub.servicebus.windows.net`.
     pub namespace: String,
-    /// `SharedAccessKeyName`.
-    pub key_name: String,
     /// `EntityPath`: the event hub.
     pub entity_path: String,
     /// With `UseDevelopmentEmulator=true` (a local emulator, or `hub-sim`): the Endpoint's
     /// host and port as a plain AMQP address, `amqp://localhost:5672`.
     pub emulator_endpoint: Option<String>,
-    /// The whole connection string (for the SDK).
-    pub raw: Secret,
+    /// How the writer is authorized.
+    pub auth: EventHubsAuth,
 }
 
-impl fmt::Debug for EventHubsConnection {
+/// How the writer is authorized to read the event hub.
+#[derive(Clone)]
+pub enum EventHubsAuth {
+    /// A shared access policy, from a connection string (IoT Hub's built-in endpoint takes
+    /// only these).
+    SharedAccessKey {
+        /// `SharedAccessKeyName`.
+        key_name: String,
+        /// The whole connection string (for the SDK).
+        raw: Secret,
+    },
+    /// Entra ID tokens of the writer's credential (an Event Hubs namespace of one's own;
+    /// the identity needs "Azure Event Hubs Data Receiver").
+    Entra,
+}
+
+impl fmt::Debug for EventHubsAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventHubsConnection")
-            .field("namespace", &self.namespace)
-            .field("key_name", &self.key_name)
-            .field("entity_path", &self.entity_path)
-            .field("emulator_endpoint", &self.emulator_endpoint)
-            .finish_non_exhaustive()
+        match self {
+            EventHubsAuth::SharedAccessKey { key_name, .. } => {
+                write!(f, "SharedAccessKey({key_name})")
+            }
+            EventHubsAuth::Entra => f.write_str("Entra"),
+        }
     }
 }
 
@@ -99,10 +116,39 @@ impl EventHubsConnection {
             });
         Ok(EventHubsConnection {
             namespace: parsed.fully_qualified_namespace.clone(),
-            key_name,
             entity_path,
             emulator_endpoint,
-            raw: Secret::new(text),
+            auth: EventHubsAuth::SharedAccessKey {
+                key_name,
+                raw: Secret::new(text),
+            },
+        })
+    }
+
+    /// Parses `sb://{fully qualified namespace}/{event hub}`: a namespace read with Entra ID
+    /// tokens.
+    pub fn parse_namespace(url: &Url) -> Result<Self, ConfigError> {
+        let invalid = |message: &str| ConfigError::Invalid {
+            name: "WRITER_SOURCE",
+            message: format!(
+                "{message}: expected sb://{{namespace}}.servicebus.windows.net/{{event hub}} (Entra ID) or a connection string"
+            ),
+        };
+        let namespace = url.host_str().ok_or_else(|| invalid("no namespace"))?;
+        let hub = url.path().trim_matches('/');
+        if hub.is_empty() || hub.contains('/') {
+            return Err(invalid("no event hub after the namespace"));
+        }
+        if !url.username().is_empty() || url.password().is_some() || url.query().is_some() {
+            return Err(invalid(
+                "an sb:// source carries no credential (Entra ID tokens are the writer's own)",
+            ));
+        }
+        Ok(EventHubsConnection {
+            namespace: namespace.to_string(),
+            entity_path: hub.to_string(),
+            emulator_endpoint: None,
+            auth: EventHubsAuth::Entra,
         })
     }
 
@@ -134,12 +180,19 @@ impl SourceSpec {
             }
             return Ok(SourceSpec::Mqtt(MqttUrl(url)));
         }
+        if text.starts_with("sb://") {
+            let url = Url::parse(text).map_err(|e| ConfigError::Invalid {
+                name: "WRITER_SOURCE",
+                message: format!("not an sb://namespace/event-hub URL: {e}"),
+            })?;
+            return EventHubsConnection::parse_namespace(&url).map(SourceSpec::EventHubs);
+        }
         if connection_string::value_ignore_case(text, "Endpoint").is_some() {
             return EventHubsConnection::parse(text).map(SourceSpec::EventHubs);
         }
         Err(ConfigError::Invalid {
             name: "WRITER_SOURCE",
-            message: "expected mqtt://host:port or an Event Hubs connection string (Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=...)".into(),
+            message: "expected mqtt://host:port, an Event Hubs connection string (Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...;EntityPath=...), or sb://{namespace}.servicebus.windows.net/{event hub} for Entra ID".into(),
         })
     }
 }
@@ -236,9 +289,12 @@ mod tests {
                     panic!("not Event Hubs: {text}");
                 };
                 prop_assert_eq!(&hub_connection.namespace, &format!("{ns}.servicebus.windows.net"));
-                prop_assert_eq!(&hub_connection.key_name, &key_name);
+                let EventHubsAuth::SharedAccessKey { key_name: named, raw } = &hub_connection.auth else {
+                    panic!("not a shared access key: {hub_connection:?}");
+                };
+                prop_assert_eq!(named, &key_name);
+                prop_assert_eq!(raw.expose(), text.trim());
                 prop_assert_eq!(&hub_connection.entity_path, &hub);
-                prop_assert_eq!(hub_connection.raw.expose(), text.trim());
                 let shown = format!("{hub_connection:?}");
                 prop_assert!(!shown.contains(&key), "{}", shown);
             }

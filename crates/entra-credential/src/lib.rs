@@ -215,6 +215,27 @@ impl EntraCredential {
     fn current(&self) -> Arc<dyn AzureTokenCredential> {
         self.inner.read().expect("never left poisoned").clone()
     }
+
+    /// This credential as the Azure SDKs take one (the Event Hubs client): tokens of the
+    /// credential in use, also after a [`EntraCredential::renew`].
+    pub fn for_azure_sdk(self: &Arc<Self>) -> Arc<dyn AzureTokenCredential> {
+        Arc::new(ForAzureSdk(self.clone()))
+    }
+}
+
+/// [`EntraCredential::for_azure_sdk`].
+#[derive(Debug)]
+struct ForAzureSdk(Arc<EntraCredential>);
+
+#[async_trait::async_trait]
+impl AzureTokenCredential for ForAzureSdk {
+    async fn get_token(
+        &self,
+        scopes: &[&str],
+        options: Option<azure_core::credentials::TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<azure_core::credentials::AccessToken> {
+        self.0.current().get_token(scopes, options).await
+    }
 }
 
 /// The Cosmos DB data plane's token credential ([`COSMOS_SCOPE`]) on an [`EntraCredential`].

@@ -36,6 +36,7 @@ pub mod state_dir;
 pub mod stats;
 pub mod tls;
 
+pub use amqp::entra::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
 pub use faults::FaultSettings;
 pub use sim::{HubConfig, HubError, HubSim};
 pub use stats::Stats;

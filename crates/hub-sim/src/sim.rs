@@ -3,6 +3,7 @@
 
 use crate::admin::Admin;
 use crate::amqp::consumer::Owners;
+use crate::amqp::entra::{EntraAccess, EntraTrust, EventHubsRole};
 use crate::amqp::server::AmqpServer;
 use crate::amqp::shared::AmqpShared;
 use crate::dps::service::Dps;
@@ -25,6 +26,12 @@ use tokio_util::sync::CancellationToken;
 /// Why the hub could not start or act.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
+    /// The Entra ID issuer's discovery document or keys could not be read.
+    #[error("cannot read the Entra ID issuer's keys: {0}")]
+    Entra(String),
+    /// A run-time Entra ID change on a hub that takes no tokens.
+    #[error("the hub takes no Entra ID tokens (start it with HubConfig::entra)")]
+    NoEntraTrust,
     /// The state directory.
     #[error(transparent)]
     State(#[from] StateError),
@@ -86,6 +93,9 @@ pub struct HubConfig {
     pub device_prefix: String,
     /// The provisioning service ([`crate::dps`]).
     pub dps: DpsConfig,
+    /// The built-in endpoint plays an Event Hubs namespace that takes Entra ID tokens
+    /// ([`crate::amqp::entra`]); `None`: shared access signatures only, as IoT Hub's.
+    pub entra: Option<EntraTrust>,
 }
 
 impl HubConfig {
@@ -107,6 +117,7 @@ impl HubConfig {
             devices: 0,
             device_prefix: "device-".into(),
             dps: DpsConfig::default(),
+            entra: None,
         }
     }
 }
@@ -122,6 +133,7 @@ pub struct HubSim {
     dps: Arc<Dps>,
     dps_addr: SocketAddr,
     amqp: Arc<AmqpServer>,
+    entra: Option<Arc<EntraAccess>>,
     admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
 }
@@ -207,11 +219,20 @@ impl HubSim {
         let amqp_tls = config
             .amqp_tls_port
             .map(|port| (SocketAddr::new(config.bind, port), tls.clone()));
+        let entra = match config.entra.clone() {
+            Some(trust) => Some(Arc::new(
+                EntraAccess::start(trust)
+                    .await
+                    .map_err(|e| HubError::Entra(e.to_string()))?,
+            )),
+            None => None,
+        };
         let amqp = AmqpServer::start(
             AmqpShared {
                 hub: hub.clone(),
                 hub_name: config.hub_name.clone(),
                 key: keys.service.clone(),
+                entra: entra.clone(),
                 owners: Owners::default(),
                 created_ms: now_ms(),
             },
@@ -273,6 +294,7 @@ impl HubSim {
             dps,
             dps_addr,
             amqp,
+            entra,
             admin_addr,
             stop,
         })
@@ -352,6 +374,16 @@ impl HubSim {
     /// The CA, to issue client certificates for X.509 devices in tests.
     pub fn ca(&self) -> &Ca {
         &self.ca
+    }
+
+    /// Assigns principal `oid` the Event Hubs data role `role` at run time (`None` removes
+    /// its assignment), as `az role assignment create` and `delete` do.
+    pub fn assign_role(&self, oid: &str, role: Option<EventHubsRole>) -> Result<(), HubError> {
+        self.entra
+            .as_ref()
+            .ok_or(HubError::NoEntraTrust)?
+            .assign(oid, role);
+        Ok(())
     }
 
     /// The policy keys.

@@ -29,6 +29,7 @@ use azure_messaging_eventhubs::models::StartPositions;
 use azure_messaging_eventhubs::{
     ConsumerClient, EventHubsError, EventProcessor, ProcessorStrategy, StartLocation, StartPosition,
 };
+use entra_credential::EntraCredential;
 use tokio_util::sync::CancellationToken;
 
 use super::EventHubsSource;
@@ -37,7 +38,9 @@ use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
 use super::store::{CosmosCheckpointStore, Scope};
-use crate::config::{EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt};
+use crate::config::{
+    EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
+};
 use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
@@ -86,6 +89,8 @@ pub fn install_tls_provider() {
 /// What every session of the source uses.
 struct Context {
     connection: EventHubsConnection,
+    /// The writer's Entra ID credential, for a namespace read with tokens.
+    credential: Option<Arc<EntraCredential>>,
     settings: EventHubsSettings,
     /// This replica's owner id.
     owner: String,
@@ -111,9 +116,23 @@ impl Context {
         {
             builder = builder.with_custom_endpoint(endpoint);
         }
-        builder
-            .open_with_connection_string(self.connection.raw.expose(), None)
-            .await
+        match (&self.connection.auth, &self.credential) {
+            (EventHubsAuth::SharedAccessKey { raw, .. }, _) => {
+                builder
+                    .open_with_connection_string(raw.expose(), None)
+                    .await
+            }
+            (EventHubsAuth::Entra, Some(credential)) => {
+                builder
+                    .open(
+                        &self.connection.namespace,
+                        self.connection.entity_path.clone(),
+                        credential.for_azure_sdk(),
+                    )
+                    .await
+            }
+            (EventHubsAuth::Entra, None) => unreachable!("run() builds the credential"),
+        }
     }
 
     /// Builds the processor on `consumer`.
@@ -176,6 +195,17 @@ pub(super) async fn run(
     .await
     .map_err(|e| SourceError::Config(e.to_string()))?;
     install_tls_provider();
+    let credential = match connection.auth {
+        EventHubsAuth::Entra => {
+            let source = entra_credential::Source::from_env()
+                .map_err(|e| SourceError::Config(e.to_string()))?;
+            tracing::info!(credential = %source, "Event Hubs: Entra ID tokens");
+            Some(Arc::new(
+                EntraCredential::new(source).map_err(|e| SourceError::Config(e.to_string()))?,
+            ))
+        }
+        EventHubsAuth::SharedAccessKey { .. } => None,
+    };
     let owner = owner_id();
     let hub = format!("{}/{}", connection.namespace, connection.entity_path);
     tracing::info!(%hub, consumer_group = %settings.consumer_group, %owner, "connecting to Event Hubs");
@@ -195,6 +225,7 @@ pub(super) async fn run(
     let interval = settings.balancing.interval;
     let ctx = Context {
         connection,
+        credential,
         settings,
         owner,
         hub,
@@ -218,10 +249,24 @@ pub(super) async fn run(
             SessionEnd::Failed(failure) => {
                 metrics.set_source_connected(false);
                 if failure.refused && !ran {
+                    let check = match ctx.connection.auth {
+                        EventHubsAuth::SharedAccessKey { .. } => {
+                            "WRITER_SOURCE, the built-in endpoint's Event Hub-compatible connection string (its SharedAccessKey, a policy with the Service connect or Listen right, and EntityPath)"
+                        }
+                        EventHubsAuth::Entra => {
+                            "that the writer's identity has the role \"Azure Event Hubs Data Receiver\" on the event hub or its namespace (az role assignment create), its tenant (AZURE_TENANT_ID), and WRITER_SOURCE (sb://{namespace}/{event hub})"
+                        }
+                    };
                     break Err(SourceError::Failed(format!(
-                        "the hub {} refused the connection ({}): check WRITER_SOURCE, the built-in endpoint's Event Hub-compatible connection string (its SharedAccessKey, a policy with the Service connect or Listen right, and EntityPath), and EVENTHUBS_CONSUMER_GROUP",
+                        "the hub {} refused the connection ({}): check {check}, and EVENTHUBS_CONSUMER_GROUP",
                         ctx.hub, failure.cause
                     )));
+                }
+                if failure.refused {
+                    // A token the hub no longer takes: the next session asks for a new one.
+                    if let Some(credential) = &ctx.credential {
+                        credential.renew();
+                    }
                 }
                 if started.elapsed() >= interval {
                     backoff.reset();

@@ -156,11 +156,12 @@ pub(crate) async fn request_link(
         let context = Node {
             hub: &amqp.hub_name,
             key: &amqp.key,
+            entra: amqp.entra.as_deref(),
             partitions: &amqp.hub.partitions,
             created_ms: amqp.created_ms,
         };
         let (response, refused) = match node {
-            NodeKind::Cbs => requests::cbs(&context, &auth, delivery.message()),
+            NodeKind::Cbs => requests::cbs(&context, &auth, delivery.message()).await,
             NodeKind::Management => requests::management(&context, &auth, delivery.message()),
         };
         if let Some(reason) = refused {

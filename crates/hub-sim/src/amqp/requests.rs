@@ -4,6 +4,7 @@
 //! node, in the same session, with `correlation-id` = the request's `message-id` and the
 //! status in the application properties `status-code` and `status-description`.
 
+use super::entra::{EntraAccess, LOCAL_AUTH_DISABLED};
 use crate::partitions::Partitions;
 use crate::sas::{SasToken, normalise_resource, now_secs};
 use fe2o3_amqp::types::messaging::{ApplicationProperties, Body, Message, Properties};
@@ -33,6 +34,8 @@ pub(crate) struct Node<'a> {
     pub(crate) hub: &'a str,
     /// The `service` policy key.
     pub(crate) key: &'a str,
+    /// The Entra ID trust, when the endpoint plays a namespace that takes tokens.
+    pub(crate) entra: Option<&'a EntraAccess>,
     /// The partitions.
     pub(crate) partitions: &'a Partitions,
     /// When the hub was created (ms since the epoch).
@@ -59,8 +62,12 @@ fn body_string(message: &Message<Body<Value>>) -> Option<String> {
 }
 
 /// Checks a policy token for this hub: the `service` policy, signed with its key, not
-/// expired, for the namespace or the hub.
+/// expired, for the namespace or the hub; refused outright when local authentication is
+/// disabled.
 pub(crate) fn check_policy_token(node: &Node<'_>, token: &str) -> Result<u64, String> {
+    if node.entra.is_some_and(|entra| !entra.local_auth) {
+        return Err(LOCAL_AUTH_DISABLED.to_string());
+    }
     let token = SasToken::parse(token).map_err(|e| e.to_string())?;
     if token.key_name.as_deref().is_some_and(|k| k != "service") {
         return Err(format!("unknown policy {:?}", token.key_name));
@@ -106,8 +113,9 @@ fn respond(
         .build()
 }
 
-/// Answers a `$cbs` request. Returns the response and whether it was refused.
-pub(crate) fn cbs(
+/// Answers a `$cbs` request: a shared access signature, or (`type` `jwt`) an Entra ID token
+/// where the endpoint takes them. Returns the response and whether it was refused.
+pub(crate) async fn cbs(
     node: &Node<'_>,
     auth: &ConnectionAuth,
     request: &Message<Body<Value>>,
@@ -124,7 +132,12 @@ pub(crate) fn cbs(
             Some("cbs_malformed"),
         );
     };
-    match check_policy_token(node, &token) {
+    let checked = match (app_string(request, "type").as_deref(), node.entra) {
+        (Some("jwt"), Some(entra)) => entra.check(&token, node.hub).await,
+        (Some("jwt"), None) => Err("this namespace takes no Entra ID tokens".to_string()),
+        _ => check_policy_token(node, &token),
+    };
+    match checked {
         Ok(expiry) => {
             auth.until.fetch_max(expiry, Ordering::Relaxed);
             (respond(request, 202, "Accepted", Value::Null), None)
@@ -290,12 +303,13 @@ mod tests {
         }
     }
 
-    #[test]
-    fn put_token_authorizes_only_with_the_policy_key() {
+    #[tokio::test]
+    async fn put_token_authorizes_only_with_the_policy_key() {
         let parts = Partitions::new(2, Retention::default());
         let node = Node {
             hub: "hub",
             key: "secret",
+            entra: None,
             partitions: &parts,
             created_ms: 0,
         };
@@ -303,7 +317,7 @@ mod tests {
         let expiry = now_secs() + 600;
         let wrong = make_token("sb://h:5672/hub", b"other", expiry, Some("service"));
         let put = |token: String| request(&[("operation", "put-token")], Value::String(token));
-        let (response, refused) = cbs(&node, &auth, &put(wrong));
+        let (response, refused) = cbs(&node, &auth, &put(wrong)).await;
         assert_eq!(
             (status(&response), refused),
             (401, Some("cbs_unauthorized"))
@@ -319,9 +333,9 @@ mod tests {
         );
         assert_eq!(status(&management(&node, &auth, &read).0), 401);
         let other_hub = make_token("sb://h:5672/other", b"secret", expiry, Some("service"));
-        assert_eq!(status(&cbs(&node, &auth, &put(other_hub)).0), 401);
+        assert_eq!(status(&cbs(&node, &auth, &put(other_hub)).await.0), 401);
         let good = make_token("sb://h:5672/hub", b"secret", expiry, Some("service"));
-        let (response, refused) = cbs(&node, &auth, &put(good));
+        let (response, refused) = cbs(&node, &auth, &put(good)).await;
         assert_eq!((status(&response), refused), (202, None));
         assert_eq!(
             response.properties.unwrap().correlation_id,
@@ -338,6 +352,7 @@ mod tests {
         let node = Node {
             hub: "hub",
             key: "k",
+            entra: None,
             partitions: &parts,
             created_ms: 0,
         };

@@ -1,7 +1,8 @@
 //! What the AMQP side shares across its connections and links: the hub ([`crate::hub::Hub`]), the
-//! Event Hubs name and key, and the partitions' owners.
+//! Event Hubs name and key, the Entra ID trust, and the partitions' owners.
 
 use super::consumer::Owners;
+use super::entra::EntraAccess;
 use crate::hub::Hub;
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ pub(crate) struct AmqpShared {
     pub(crate) hub: Arc<Hub>,
     pub(crate) hub_name: String,
     pub(crate) key: String,
+    pub(crate) entra: Option<Arc<EntraAccess>>,
     pub(crate) owners: Owners,
     pub(crate) created_ms: i64,
 }

@@ -3,6 +3,9 @@
 The connection string (HUB_SIM_EVENTHUB) is one hub-sim writes: in the form of Microsoft's
 Event Hubs emulator (UseDevelopmentEmulator=true: plain AMQP on its port), or the service's
 form for AMQP over TLS, with HUB_SIM_CA the CA file the client trusts (connection_verify).
+With ENTRA_CLIENT_ID set, the client signs in with azure-identity's ClientSecretCredential
+(ENTRA_TENANT, ENTRA_CLIENT_ID, ENTRA_SECRET, ENTRA_BASE; REQUESTS_CA_BUNDLE the issuer's
+CA) and uses only the connection string's address and event hub, not its key.
 
 Modes (one JSON line is printed with the outcome):
   ids                      partition ids and the hub's name
@@ -51,6 +54,16 @@ def client():
             "custom_endpoint_address": endpoint.removeprefix("Endpoint=").rstrip("/"),
             "transport_type": TransportType.Amqp,
         }
+    if os.environ.get("ENTRA_CLIENT_ID"):
+        from azure.identity import ClientSecretCredential
+
+        parts = dict(p.split("=", 1) for p in CONNECTION_STRING.split(";") if "=" in p)
+        credential = ClientSecretCredential(
+            os.environ["ENTRA_TENANT"], os.environ["ENTRA_CLIENT_ID"], os.environ["ENTRA_SECRET"],
+            authority=os.environ["ENTRA_BASE"], disable_instance_discovery=True)
+        namespace = parts["Endpoint"].removeprefix("sb://").rstrip("/").split(":")[0]
+        return EventHubConsumerClient(
+            namespace, parts["EntityPath"], "$Default", credential, retry_total=0, **kwargs)
     return EventHubConsumerClient.from_connection_string(
         CONNECTION_STRING, consumer_group="$Default", retry_total=0, **kwargs
     )

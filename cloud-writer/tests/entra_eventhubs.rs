@@ -1,0 +1,110 @@
+//! The writer with Entra ID tokens only, end to end: it reads a local Event Hubs namespace
+//! (`WRITER_SOURCE=sb://{namespace}/{event hub}`, the local hub playing a namespace that
+//! takes tokens, with shared access signatures refused) and writes the local Cosmos endpoint
+//! (local authentication disabled), with AKS workload identity; every position the hub
+//! enqueued ends in Cosmos DB. Without the role "Azure Event Hubs Data Receiver" the hub
+//! refuses the writer, and the writer stops at start naming that role.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use cloud_writer::{DropReason, Secret};
+use common::entra::{WRITER, reader, workload_identity};
+use common::*;
+use cosmos_sim::{CosmosSim, DataRole, EntraTrust};
+use entra_sim::EntraSim;
+use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{EventHubsRole, HubConfig, HubSim};
+use settings::CosmosAuth;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() {
+    let (entra, dir) = workload_identity(EntraSim::builder()).await;
+    let oid = entra.object_id(WRITER).unwrap().to_owned();
+    let mut config = HubConfig::new(dir.path().join("hub"));
+    config.entra = Some(hub_sim::EntraTrust {
+        issuer: entra.issuer(),
+        tenant_id: entra.tenant_id().to_owned(),
+        ca_pem: entra.ca_pem().map(str::to_owned),
+        roles: HashMap::new(),
+        local_auth: false,
+    });
+    let hub = HubSim::start(config).await.unwrap();
+    let sim = CosmosSim::builder()
+        .partitions(2)
+        .ru_per_sec(f64::INFINITY)
+        .entra(EntraTrust::new(entra.issuer(), entra.tenant_id()).ca_pem(entra.ca_pem().unwrap()))
+        .role_assignment(&oid, DataRole::Contributor)
+        .local_auth(false)
+        .start()
+        .await
+        .unwrap();
+    sim.create_container("telemetry", "hub", "/deviceId")
+        .unwrap();
+    sim.create_container("telemetry", "checkpoints", "/scope")
+        .unwrap();
+
+    let now = Utc::now();
+    let mut expected = HashMap::new();
+    for d in 0..40 {
+        let id = device(d);
+        for seq in 1..=5u64 {
+            let ts = now - chrono::Duration::seconds(30 - 5 * seq as i64);
+            let (lat, lon) = (47.6 + d as f64 * 1e-3, -122.3 + seq as f64 * 1e-4);
+            let mut message = Incoming::new(&id, wire(&id, seq, ts, lat, lon));
+            message.auth = AuthMethod::Sas;
+            hub.partitions().route(message);
+            expected.insert(id.clone(), (ts.timestamp_millis(), seq, lat, lon));
+        }
+    }
+    let settings = || {
+        let mut settings = settings(&sim.endpoint(), "mqtt://unused:1883", "hub");
+        settings.cosmos_auth = Some(CosmosAuth::Entra);
+        settings.cosmos_key = None;
+        settings.cosmos_create_if_missing = None;
+        settings.writer_source = Some(Secret::new(format!(
+            "sb://localhost/{}",
+            hub.config().hub_name
+        )));
+        settings.eventhubs_custom_endpoint =
+            Some(format!("amqp://{}", hub.amqp_addr()).parse().unwrap());
+        settings.eventhubs_start_position = Some("earliest".into());
+        settings
+    };
+
+    // No role on the hub yet: refused at start, naming the role.
+    let refused = cloud_writer::Writer::start(settings().resolve().unwrap()).await;
+    let error = match refused {
+        Ok(writer) => writer.wait().await.unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("Azure Event Hubs Data Receiver"), "{error}");
+
+    hub.assign_role(&oid, Some(EventHubsRole::Receiver))
+        .unwrap();
+    let writer = cloud_writer::Writer::start(settings().resolve().unwrap())
+        .await
+        .unwrap();
+    let counts = wait_until(
+        "every enqueued position to have a final outcome",
+        Duration::from_secs(60),
+        || writer.counts(),
+        |c| c.received == 200 && c.finished() == 200 && c.in_flight == 0,
+    )
+    .await;
+    assert_eq!(
+        counts.written + counts.dropped(DropReason::Superseded),
+        200,
+        "{counts:?}"
+    );
+    assert_newest(
+        &latest_documents(&reader(&sim.endpoint(), "hub")).await,
+        &expected,
+    );
+    writer.shutdown();
+    writer.wait().await.unwrap();
+    hub.shutdown().await;
+}
