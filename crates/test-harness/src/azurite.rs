@@ -34,7 +34,8 @@ impl Azurite {
     /// The development account's name (Azurite's documented default).
     pub const ACCOUNT: &'static str = "devstoreaccount1";
     /// The development account's key (Azurite's documented default; public, local use only).
-    pub const KEY: &'static str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFTSuXnqJqFUrjs/9A4t1w==";
+    pub const KEY: &'static str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
     /// Starts the Blob service and waits until it accepts connections.
     pub fn start() -> Result<Azurite, HarnessError> {
