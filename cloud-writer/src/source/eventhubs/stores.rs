@@ -115,7 +115,11 @@ pub async fn relinquish(
             last_modified_time: None,
             ..ownership
         };
-        if !store.claim_ownership(std::slice::from_ref(&unowned)).await?.is_empty() {
+        if !store
+            .claim_ownership(std::slice::from_ref(&unowned))
+            .await?
+            .is_empty()
+        {
             released.push(unowned.partition_id);
         }
     }
