@@ -41,13 +41,15 @@ pub use writer::{RunError, StartError, Writer};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::config::{
-        EventHubsConnection, EventHubsSettings, SOURCE_MAX_BYTES_FLOOR, StartAt,
+        BlobAuth, BlobCheckpoints, EventHubsConnection, EventHubsSettings, SOURCE_MAX_BYTES_FLOOR,
+        StartAt,
     };
     pub use crate::import::FileSource;
     pub use crate::pipeline::coalesce::Coalescer;
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{PositionWrite, prepare_batch};
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings};
+    pub use crate::source::eventhubs::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
     pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
     pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};

@@ -257,7 +257,7 @@ async fn unreachable_hub_fails_the_source_without_panicking() {
     let source = Box::new(EventHubsSource::new(
         connection,
         EventHubsSettings::new(GROUP, StartAt::Earliest),
-        CheckpointContainer {
+        CheckpointContainer::Cosmos {
             client: client.clone(),
             database: "telemetry".into(),
             create_if_missing: true,

@@ -1,6 +1,7 @@
 //! Writer replicas on the local IoT Hub's Event Hubs endpoint (`crates/hub-sim`), as real
 //! `cloud-writer` processes sharing its 4 partitions through the SDK's `EventProcessor` and
-//! the Cosmos checkpoint store (`crates/cosmos-sim`), with short balancing settings
+//! the Cosmos checkpoint store (`crates/cosmos-sim`) or, where a test says so, the Blob
+//! Storage one (Azurite), with short balancing settings
 //! (interval 1 s, ownership expiry 4 s, checkpoint interval 1 s):
 //!
 //! - two replicas balance 2 and 2; one killed with SIGKILL mid-stream: its partitions move to
@@ -24,8 +25,11 @@ use std::time::{Duration, Instant};
 
 use azure_messaging_eventhubs::CheckpointStore;
 use chrono::Utc;
-use cloud_writer::internals::CosmosCheckpointStore;
+use cloud_writer::Secret;
 use cloud_writer::internals::EventHubsConnection;
+use cloud_writer::internals::{
+    BlobAuth, BlobCheckpointStore, BlobCheckpoints, CosmosCheckpointStore,
+};
 use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for};
 use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
@@ -33,6 +37,7 @@ use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
 use hub_sim::partitions::{AuthMethod, Event, Incoming};
 use hub_sim::{HubConfig, HubSim};
+use test_harness::Azurite;
 
 /// Balancing every second, ownerships expiring after 4 s, checkpoints every second.
 const FAST: [(&str, &str); 3] = [
@@ -48,27 +53,55 @@ const EVERY: Duration = Duration::from_millis(250);
 /// Generous bound for anything the test waits for.
 const PATIENCE: Duration = Duration::from_secs(120);
 
-/// The local hub and Cosmos endpoint, and a directory for logs.
+/// Where the replicas keep their checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreKind {
+    /// The Cosmos container `checkpoints` on the local Cosmos endpoint.
+    Cosmos,
+    /// The blob container `checkpoints` on Azurite.
+    Blob,
+}
+
+/// The local hub and Cosmos endpoint, Azurite for blob checkpoints, and a directory for logs.
 struct Rig {
     hub: Arc<HubSim>,
     sim: CosmosSim,
+    azurite: Option<Azurite>,
     dir: tempfile::TempDir,
 }
 
 impl Rig {
-    /// A hub with `devices` registered devices (`drone-N`) and a 4-range Cosmos endpoint.
+    /// A hub with `devices` registered devices (`drone-N`) and a 4-range Cosmos endpoint,
+    /// with the Cosmos checkpoint store.
     async fn start(devices: usize) -> Rig {
+        Rig::with_store(devices, StoreKind::Cosmos).await
+    }
+
+    /// Like [`Rig::start`], the replicas keeping their checkpoints in `store`.
+    async fn with_store(devices: usize, store: StoreKind) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let mut config = HubConfig::new(dir.path().join("hub"));
         config.devices = devices;
         config.device_prefix = "drone-".into();
         let hub = Arc::new(HubSim::start(config).await.unwrap());
         let sim = CosmosSim::unthrottled().await.unwrap();
-        Rig { hub, sim, dir }
+        let azurite = (store == StoreKind::Blob).then(|| Azurite::start().unwrap());
+        Rig {
+            hub,
+            sim,
+            azurite,
+            dir,
+        }
     }
 
     fn replica(&self, name: &str, env: &[(&str, &str)]) -> Replica {
-        Replica::start(name, &self.hub, &self.sim, self.dir.path(), env)
+        let connection = self.azurite.as_ref().map(Azurite::connection_string);
+        let mut env = env.to_vec();
+        if let Some(connection) = &connection {
+            env.push(("CHECKPOINT_BLOB_CONNECTION_STRING", connection));
+            env.push(("CHECKPOINT_BLOB_CONTAINER", "checkpoints"));
+        }
+        Replica::start(name, &self.hub, &self.sim, self.dir.path(), &env)
     }
 
     /// Every partition's events, by partition id.
@@ -89,9 +122,25 @@ impl Rig {
             Credential::MasterKey(key),
         ))
         .unwrap();
-        let store = CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", false)
-            .await
-            .unwrap();
+        let store: Box<dyn CheckpointStore> = match &self.azurite {
+            None => Box::new(
+                CosmosCheckpointStore::open(&client, "telemetry", "checkpoints", false)
+                    .await
+                    .unwrap(),
+            ),
+            Some(azurite) => Box::new(
+                BlobCheckpointStore::open(&BlobCheckpoints {
+                    endpoint: azurite.blob_endpoint().parse().unwrap(),
+                    auth: BlobAuth::SharedKey {
+                        account: Azurite::ACCOUNT.into(),
+                        key: Secret::new(Azurite::KEY),
+                    },
+                    container: "checkpoints".into(),
+                })
+                .await
+                .unwrap(),
+            ),
+        };
         let hub = EventHubsConnection::parse(&self.hub.eventhub_connection_string()).unwrap();
         store
             .list_checkpoints(&hub.namespace, &hub.entity_path, "$Default")
@@ -262,8 +311,8 @@ enum Stop {
 /// Two balanced replicas under a stream; a is stopped mid-stream; b takes its partitions,
 /// and reads exactly the events after a's checkpoints: nothing lost, no document backwards.
 /// Returns how long the move took.
-async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)]) -> Duration {
-    let rig = Rig::start(0).await;
+async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)], store: StoreKind) -> Duration {
+    let rig = Rig::with_store(0, store).await;
     let (mut a, b, on_a, on_b) = balanced_pair(&rig, env).await;
     let (stop_stream, stream) = rig.stream(1);
     let (stop_watch, watch) = watch_documents(rig.sim.endpoint());
@@ -346,11 +395,29 @@ async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)]) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replicas_partitions_move_and_nothing_is_lost() {
-    replica_stops_mid_stream(Stop::Kill, &FAST).await;
+    replica_stops_mid_stream(Stop::Kill, &FAST, StoreKind::Cosmos).await;
+}
+
+/// The same with the checkpoints and ownerships in Blob Storage (Azurite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_blob_checkpoints_a_killed_replicas_partitions_move_and_nothing_is_lost() {
+    replica_stops_mid_stream(Stop::Kill, &FAST, StoreKind::Blob).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_replica_gives_its_partitions_up_before_they_expire() {
+    gives_up_before_expiry(StoreKind::Cosmos).await;
+}
+
+/// The same with the ownerships in Blob Storage (Azurite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_blob_checkpoints_a_stopped_replica_gives_its_partitions_up_before_they_expire() {
+    gives_up_before_expiry(StoreKind::Blob).await;
+}
+
+/// A replica stopped with SIGTERM mid-stream: its partitions move within the ownership
+/// expiry, which only its release can do.
+async fn gives_up_before_expiry(store: StoreKind) {
     // A long expiry, so that a move within it can only be the release.
     let expiry = Duration::from_secs(20);
     let env = [
@@ -358,7 +425,7 @@ async fn a_stopped_replica_gives_its_partitions_up_before_they_expire() {
         ("EVENTHUBS_OWNERSHIP_EXPIRY", "20s"),
         ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
     ];
-    let moved = replica_stops_mid_stream(Stop::Term, &env).await;
+    let moved = replica_stops_mid_stream(Stop::Term, &env, store).await;
     assert!(
         moved < expiry,
         "the partitions moved after {moved:?}, not before the ownership expiry ({expiry:?})"

@@ -1,6 +1,6 @@
 //! `SETTINGS.md` lists exactly the settings the writer accepts: every argument of
-//! [`Settings`] with its variable and flag, the secrets (`COSMOS_KEY`, `WRITER_SOURCE` and
-//! their `_FILE` forms) and the binary's own (`WRITER_CONFIG`).
+//! [`Settings`] with its variable and flag, the secrets (`COSMOS_KEY`, `WRITER_SOURCE`,
+//! `CHECKPOINT_BLOB_CONNECTION_STRING` and their `_FILE` forms) and the binary's own (`WRITER_CONFIG`).
 
 #[path = "settings_reference/check.rs"]
 mod check;
@@ -17,7 +17,8 @@ fn the_reference_lists_every_setting_and_nothing_else() {
     // The secrets `Settings::secrets_from_env` reads.
     let names = EnvNames::settings(&command)
         .secret("COSMOS_KEY")
-        .secret("WRITER_SOURCE");
+        .secret("WRITER_SOURCE")
+        .secret("CHECKPOINT_BLOB_CONNECTION_STRING");
     let accepted = check::accepted(
         &command,
         &check::file_keys::<Settings>(),

@@ -15,6 +15,7 @@ use settings::{
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
+use super::checkpoint_blob::{BlobCheckpoints, CheckpointStoreKind};
 use super::resolved::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
     DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
@@ -86,6 +87,21 @@ settings::with_cosmos_account! {
         /// Container of the Event Hubs checkpoints and ownerships [default: checkpoints]
         #[arg(long, env = "EVENTHUBS_CHECKPOINT_CONTAINER")]
         pub eventhubs_checkpoint_container: Option<String>,
+        /// Where the Event Hubs checkpoints and ownerships are kept: blob (Azure Blob Storage,
+        /// the layout of every Event Hubs SDK and KEDA) or cosmos [default: blob when a
+        /// storage account is given, else cosmos]
+        #[arg(long, env = "EVENTHUBS_CHECKPOINT_STORE")]
+        pub eventhubs_checkpoint_store: Option<CheckpointStoreKind>,
+        /// Storage account connection string of the blob checkpoint store (environment,
+        /// CHECKPOINT_BLOB_CONNECTION_STRING_FILE or file only).
+        #[arg(skip)]
+        pub checkpoint_blob_connection_string: Option<Secret>,
+        /// Blob service URL of the blob checkpoint store, reached with Entra ID
+        #[arg(long, env = "CHECKPOINT_BLOB_ACCOUNT_URL")]
+        pub checkpoint_blob_account_url: Option<Url>,
+        /// Blob container of the checkpoints and ownerships (required with blob)
+        #[arg(long, env = "CHECKPOINT_BLOB_CONTAINER")]
+        pub checkpoint_blob_container: Option<String>,
         /// The address the Event Hubs client dials instead of the namespace's (an AMQP proxy or
         /// a private link), e.g. amqps://proxy.example:5671 [default: the namespace; for a
         /// connection string with UseDevelopmentEmulator=true, amqp:// to its Endpoint]
@@ -173,6 +189,10 @@ settings::layered!(Settings {
     eventhubs_consumer_group,
     eventhubs_start_position,
     eventhubs_checkpoint_container,
+    eventhubs_checkpoint_store,
+    checkpoint_blob_connection_string,
+    checkpoint_blob_account_url,
+    checkpoint_blob_container,
     eventhubs_custom_endpoint,
     eventhubs_load_balancing_interval,
     eventhubs_ownership_expiry,
@@ -212,12 +232,16 @@ impl Settings {
         }
     }
 
-    /// The secrets, which have no flag: `COSMOS_KEY` and `WRITER_SOURCE`, each from its
+    /// The secrets, which have no flag: `COSMOS_KEY`, `WRITER_SOURCE` and
+    /// `CHECKPOINT_BLOB_CONNECTION_STRING`, each from its
     /// environment variable or the file its `*_FILE` variable names (`-`: standard input).
     pub fn secrets_from_env() -> Result<Settings, ConfigError> {
         Ok(Settings {
             cosmos_key: cosmos_key_from_env()?,
             writer_source: settings::secret_from_env("WRITER_SOURCE")?,
+            checkpoint_blob_connection_string: settings::secret_from_env(
+                "CHECKPOINT_BLOB_CONNECTION_STRING",
+            )?,
             ..Settings::default()
         })
     }
@@ -365,6 +389,12 @@ impl Settings {
                 checkpoint_container: self
                     .eventhubs_checkpoint_container
                     .unwrap_or_else(|| "checkpoints".into()),
+                blob_checkpoints: BlobCheckpoints::resolve(
+                    self.eventhubs_checkpoint_store,
+                    self.checkpoint_blob_connection_string,
+                    self.checkpoint_blob_account_url,
+                    self.checkpoint_blob_container,
+                )?,
                 custom_endpoint: self.eventhubs_custom_endpoint,
                 balancing: Balancing::resolve(
                     self.eventhubs_load_balancing_interval,

@@ -12,6 +12,7 @@ use settings::{AccountAuth, ConfigError, LogFormat, Secret};
 use telemetry::{PartitionKeyPath, StalenessPolicy};
 use url::Url;
 
+use super::checkpoint_blob::BlobCheckpoints;
 use super::source::SourceSpec;
 
 /// The default `MQTT_RECEIVE_MAXIMUM`: unacknowledged messages the broker may send at
@@ -123,8 +124,10 @@ pub struct EventHubsSettings {
     pub consumer_group: String,
     /// Where a partition without checkpoint starts.
     pub start_position: StartAt,
-    /// Container of checkpoints and ownerships.
+    /// Cosmos container of checkpoints and ownerships.
     pub checkpoint_container: String,
+    /// The Blob Storage checkpoint store instead of the Cosmos container, if chosen.
+    pub blob_checkpoints: Option<BlobCheckpoints>,
     /// The address to dial instead of the namespace's, if any.
     pub custom_endpoint: Option<Url>,
     /// How the replicas share the partitions.
@@ -140,6 +143,7 @@ impl EventHubsSettings {
             consumer_group: consumer_group.into(),
             start_position,
             checkpoint_container: "checkpoints".into(),
+            blob_checkpoints: None,
             custom_endpoint: None,
             balancing: Balancing::default(),
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,

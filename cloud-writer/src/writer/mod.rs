@@ -87,16 +87,22 @@ impl Writer {
                     };
                     Box::new(MqttSource::new(settings, metrics))
                 }
-                Some(SourceSpec::EventHubs(connection)) => Box::new(EventHubsSource::new(
-                    connection,
-                    eventhubs,
-                    CheckpointContainer {
-                        client: cosmos_client(&cosmos)?,
-                        database: cosmos.database.clone(),
-                        create_if_missing: cosmos.create_if_missing,
-                    },
-                    metrics,
-                )),
+                Some(SourceSpec::EventHubs(connection)) => {
+                    let checkpoints = match eventhubs.blob_checkpoints.clone() {
+                        Some(blob) => CheckpointContainer::Blob(blob),
+                        None => CheckpointContainer::Cosmos {
+                            client: cosmos_client(&cosmos)?,
+                            database: cosmos.database.clone(),
+                            create_if_missing: cosmos.create_if_missing,
+                        },
+                    };
+                    Box::new(EventHubsSource::new(
+                        connection,
+                        eventhubs,
+                        checkpoints,
+                        metrics,
+                    ))
+                }
             };
             Ok(source)
         })

@@ -39,13 +39,15 @@ pub fn node_dir() -> PathBuf {
 /// The `node` program: `$NODE_BIN`, else `node` on `PATH`.
 ///
 /// Also checks that the packages in `tools/node` are installed, so that a script run
-/// with it from [`node_dir`] finds `@vercel/cosmosdb-server`, `@azure/cosmos` and `@azure/identity`.
+/// with it from [`node_dir`] finds `@vercel/cosmosdb-server`, `@azure/cosmos`, `@azure/identity`
+/// and `azurite`.
 pub fn node_bin() -> Result<PathBuf, HarnessError> {
     let node = NODE.find()?;
     for package in [
         "@vercel/cosmosdb-server",
         "@azure/cosmos",
         "@azure/identity",
+        "azurite",
     ] {
         let dir = node_dir().join("node_modules").join(package);
         if !dir.join("package.json").is_file() {

@@ -4,6 +4,7 @@
 //!   directory and log (`apt-get install mosquitto`).
 //! - [`CosmosDbServer`]: `@vercel/cosmosdb-server` from `tools/node`
 //!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
+//! - [`Azurite`]: Microsoft's Azure Storage emulator (Blob service) from `tools/node`.
 //! - [`Chromium`]: Debian's `chromium`, headless, to dump a page's DOM or screenshot it
 //!   (`apt-get install chromium`).
 //! - [`geo`]: a great-circle distance written apart from the servers', to check their
@@ -19,6 +20,7 @@
 //! Children are spawned with `PR_SET_PDEATHSIG`, so they also die when the test process
 //! is killed and no `Drop` runs.
 
+mod azurite;
 mod chromium;
 mod cosmosdb;
 mod error;
@@ -27,6 +29,7 @@ pub mod manifests;
 mod mosquitto;
 mod process;
 
+pub use azurite::Azurite;
 pub use chromium::Chromium;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;

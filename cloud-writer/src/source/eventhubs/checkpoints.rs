@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use azure_messaging_eventhubs::CheckpointStore;
 
-use super::store::{CosmosCheckpointStore, Scope};
+use super::store::Scope;
+use super::stores::Store;
 use crate::metrics::Metrics;
 use crate::source::{Ack, AckQueue, AckSink};
 
@@ -27,7 +28,7 @@ pub struct EventPosition {
 /// the store and taken from the hub per partition.
 #[derive(Debug)]
 pub struct PartitionCheckpoints {
-    store: CosmosCheckpointStore,
+    store: Store,
     scope: Scope,
     metrics: Arc<Metrics>,
     partitions: Mutex<HashMap<String, Partition>>,
@@ -123,7 +124,7 @@ impl PartitionQueue {
 
 impl PartitionCheckpoints {
     /// The checkpoints of `scope`, written to `store`, reporting lag to `metrics`.
-    pub fn new(store: CosmosCheckpointStore, scope: Scope, metrics: Arc<Metrics>) -> Self {
+    pub fn new(store: Store, scope: Scope, metrics: Arc<Metrics>) -> Self {
         PartitionCheckpoints {
             store,
             scope,
@@ -271,7 +272,9 @@ impl PartitionCheckpoints {
         ))
         .unwrap();
         PartitionCheckpoints::new(
-            CosmosCheckpointStore::new(client.container("telemetry", "checkpoints")),
+            Store::Cosmos(super::store::CosmosCheckpointStore::new(
+                client.container("telemetry", "checkpoints"),
+            )),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
             metrics,
         )
@@ -391,9 +394,10 @@ mod tests {
     /// written is forgotten, and the next reading writes its checkpoint whatever it is.
     #[tokio::test]
     async fn an_earlier_reading_never_moves_the_written_checkpoint_back() {
-        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
+        let (_sim, store) =
+            crate::source::eventhubs::store::CosmosCheckpointStore::on_local_endpoint().await;
         let checkpoints = PartitionCheckpoints::new(
-            store,
+            Store::Cosmos(store),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
             Arc::new(Metrics::new()),
         );

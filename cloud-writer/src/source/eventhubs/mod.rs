@@ -1,9 +1,11 @@
 //! The Event Hubs source: reads IoT Hub's built-in endpoint with the SDK's
 //! `EventProcessor`, which shares the partitions between writer replicas through a
-//! checkpoint store in Cosmos DB ([`store`]), and checkpoints each partition only up to the
+//! checkpoint store ([`stores`]: in Blob Storage in the layout of every Event Hubs SDK,
+//! [`blob_store`], or in Cosmos DB, [`store`]), and checkpoints each partition only up to the
 //! last event whose outcome is final and all of whose predecessors are final, so that a
 //! restart resumes after written events only.
 
+pub mod blob_store;
 mod checkpoints;
 mod event;
 mod failure;
@@ -11,10 +13,13 @@ mod lag;
 mod partitions;
 mod processor;
 pub mod store;
+mod stores;
 
 use std::sync::Arc;
 
 use cosmos::CosmosClient;
+
+use crate::config::BlobCheckpoints;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -23,15 +28,20 @@ use crate::metrics::Metrics;
 use crate::source::queue::QueueSender;
 use crate::source::{Source, SourceControl, SourceError};
 
-/// Where the checkpoint container lives.
+/// Where the checkpoints and ownerships live.
 #[derive(Debug, Clone)]
-pub struct CheckpointContainer {
-    /// The Cosmos DB account.
-    pub client: CosmosClient,
-    /// Database.
-    pub database: String,
-    /// Create the container when missing.
-    pub create_if_missing: bool,
+pub enum CheckpointContainer {
+    /// A Cosmos DB container (named by `EVENTHUBS_CHECKPOINT_CONTAINER`).
+    Cosmos {
+        /// The Cosmos DB account.
+        client: CosmosClient,
+        /// Database.
+        database: String,
+        /// Create the container when missing.
+        create_if_missing: bool,
+    },
+    /// A Blob Storage container, in the layout every Event Hubs SDK shares.
+    Blob(BlobCheckpoints),
 }
 
 /// The Event Hubs source.

@@ -1,5 +1,5 @@
 //! How the Event Hubs source runs the SDK's `EventProcessor` on IoT Hub's built-in
-//! endpoint (a connection string), with the checkpoint store in Cosmos DB, so that several
+//! endpoint (a connection string), with the checkpoint store in Blob Storage or Cosmos DB, so that several
 //! writer replicas share the partitions: balanced by the processor every
 //! `EVENTHUBS_LOAD_BALANCING_INTERVAL`, a dead replica's ownerships taken over after
 //! `EVENTHUBS_OWNERSHIP_EXPIRY`, each partition read by this replica's
@@ -37,7 +37,8 @@ use super::checkpoints::PartitionCheckpoints;
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
-use super::store::{CosmosCheckpointStore, Scope};
+use super::store::Scope;
+use super::stores::{self, Store};
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
 };
@@ -96,7 +97,7 @@ struct Context {
     owner: String,
     /// `namespace/event hub`, for logs.
     hub: String,
-    store: CosmosCheckpointStore,
+    store: Store,
     scope: Scope,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
@@ -186,14 +187,9 @@ pub(super) async fn run(
         checkpoints,
         metrics,
     } = source;
-    let store = CosmosCheckpointStore::open(
-        &checkpoints.client,
-        &checkpoints.database,
-        &settings.checkpoint_container,
-        checkpoints.create_if_missing,
-    )
-    .await
-    .map_err(|e| SourceError::Config(e.to_string()))?;
+    let store = Store::open(&checkpoints, &settings)
+        .await
+        .map_err(SourceError::Config)?;
     install_tls_provider();
     let credential = match connection.auth {
         EventHubsAuth::Entra => {
@@ -299,8 +295,8 @@ pub(super) async fn run(
 
 /// Gives this replica's partitions up in the checkpoint store, so that the other
 /// replicas take them at their next balancing.
-async fn give_up(store: &CosmosCheckpointStore, scope: &Scope, owner: &str) {
-    match store.relinquish(scope, owner).await {
+async fn give_up(store: &Store, scope: &Scope, owner: &str) {
+    match stores::relinquish(store, scope, owner).await {
         Ok(partitions) => {
             tracing::info!(
                 ?partitions,

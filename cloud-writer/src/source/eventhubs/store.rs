@@ -8,10 +8,7 @@
 //! `checkpoint-{partition}` and one `ownership-{partition}` document per Event Hubs
 //! partition. Ownership claims are optimistic: a claim that names the ETag it last saw
 //! is a Replace with `ifMatch`, a first claim a Create; a 412 or 409 means another
-//! replica won, and the claim is left out of the result (the SDK's contract). At a
-//! graceful stop a replica gives its partitions up the same way
-//! ([`CosmosCheckpointStore::relinquish`]): an ownership without owner, which the SDK
-//! takes as unowned.
+//! replica won, and the claim is left out of the result (the SDK's contract).
 
 use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::http::Etag;
@@ -210,36 +207,6 @@ impl CosmosCheckpointStore {
                 })
             })
             .collect()
-    }
-
-    /// Gives up `owner`'s partitions in `scope`: each of its ownerships is replaced, with
-    /// the ETag it was listed with, by one without owner, which the SDK's load balancer
-    /// takes as unowned, so that another replica claims it at its next balancing instead of
-    /// waiting for the ownership to expire. An ownership another replica claimed meanwhile
-    /// (412) is left alone: a new owner's claim is never overwritten. Returns the
-    /// partitions given up.
-    pub async fn relinquish(&self, scope: &Scope, owner: &str) -> Result<Vec<String>, CosmosError> {
-        let mut released = Vec::new();
-        for doc in self.list(scope, OWNERSHIP).await? {
-            if doc.owner_id.as_deref() != Some(owner) {
-                continue;
-            }
-            let Some(etag) = doc.etag else { continue };
-            let unowned = Ownership {
-                fully_qualified_namespace: scope.namespace.clone(),
-                event_hub_name: scope.event_hub.clone(),
-                consumer_group: scope.consumer_group.clone(),
-                partition_id: doc.partition_id,
-                owner_id: None,
-                etag: Some(Etag::from(etag)),
-                last_modified_time: None,
-            };
-            if self.claim(&unowned).await?.is_some() {
-                released.push(unowned.partition_id);
-            }
-        }
-        released.sort();
-        Ok(released)
     }
 
     /// Claims one partition; `None` when another processor claimed it first.

@@ -1,0 +1,165 @@
+//! The blob checkpoints held to Microsoft's Python SDK (`azure-eventhub` with
+//! `azure-eventhub-checkpointstoreblob`, in `target/venv-checkpointstore`) on the local
+//! hub (`crates/hub-sim`) and Azurite: what the writer checkpointed, the Python
+//! `EventHubConsumerClient` with `BlobCheckpointStore` continues from, receiving exactly
+//! the events after it; and what Python checkpointed, the writer continues from. Nothing
+//! lost, nothing read again.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::Utc;
+use common::replica::{Replica, hub_events, wait_for};
+use common::{device, wire};
+use cosmos_sim::CosmosSim;
+use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{HubConfig, HubSim};
+use test_harness::Azurite;
+
+const DRONES: usize = 20;
+const ROUNDS: u64 = 10;
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// [`ROUNDS`] positions of each of [`DRONES`] drones, seqs from `first`, routed into the hub.
+fn route(hub: &HubSim, first: u64) {
+    let now = Utc::now();
+    for seq in first..first + ROUNDS {
+        for d in 0..DRONES {
+            let id = device(d);
+            let mut message = Incoming::new(&id, wire(&id, seq, now, 47.0, -122.0));
+            message.auth = AuthMethod::Sas;
+            hub.partitions().route(message);
+        }
+    }
+}
+
+/// Every partition's sequence numbers, in order.
+fn sequence_numbers(hub: &HubSim) -> HashMap<String, Vec<i64>> {
+    hub_events(hub)
+        .into_iter()
+        .map(|(p, events)| (p, events.iter().map(|e| e.sequence_number).collect()))
+        .collect()
+}
+
+/// Runs the Python consumer until it has received `wanted` events (or the stream is quiet);
+/// returns what it received per partition.
+async fn python_receives(
+    hub: &HubSim,
+    azurite: &Azurite,
+    wanted: usize,
+) -> HashMap<String, Vec<i64>> {
+    let venv = std::env::var_os("CHECKPOINTSTORE_VENV").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/venv-checkpointstore"),
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test-all installs it (cloud-writer/tests/python/requirements-checkpointstore.txt)",
+        python.display()
+    );
+    let mut command = Command::new(python);
+    command
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/checkpointstore.py"))
+        .arg(wanted.to_string())
+        .env("HUB_SIM_EVENTHUB", hub.eventhub_connection_string())
+        .env(
+            "CHECKPOINT_BLOB_CONNECTION_STRING",
+            azurite.connection_string(),
+        )
+        .env("CHECKPOINT_BLOB_CONTAINER", "checkpoints")
+        .env("PYTHONUNBUFFERED", "1");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "checkpointstore.py failed:\n{stdout}\n{stderr}"
+    );
+    let outcome: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|_| panic!("no JSON outcome:\n{stdout}\n{stderr}"));
+    eprintln!("python: {outcome}");
+    serde_json::from_value(outcome["received"].clone()).unwrap()
+}
+
+/// Fails today on the local hub: for an emulator connection string
+/// (`UseDevelopmentEmulator=true`) the Python SDK names the namespace `host:port` in the
+/// blob names, the writer `host`, so neither sees the other's checkpoints (Python read the
+/// first batch again). Against a real namespace both use `{ns}.servicebus.windows.net`.
+#[ignore = "namespace of emulator connection strings differs from the Python SDK's (host vs host:port)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubSim::start(HubConfig::new(dir.path().join("hub")))
+        .await
+        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
+    let azurite = Azurite::start().unwrap();
+    let connection = azurite.connection_string();
+    let env = [
+        ("CHECKPOINT_BLOB_CONNECTION_STRING", connection.as_str()),
+        ("CHECKPOINT_BLOB_CONTAINER", "checkpoints"),
+        ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+        ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
+        ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
+    ];
+    let batch = DRONES * ROUNDS as usize;
+
+    // 1. The writer reads the first batch, settles it and stops: its checkpoints name the
+    //    last event of each partition.
+    route(&hub, 1);
+    let mut writer = Replica::start("writer-1", &hub, &sim, dir.path(), &env);
+    wait_for(
+        "the writer settling the first batch",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.settled() == batch as u64,
+    )
+    .await;
+    writer.stop(PATIENCE).await;
+    let first = sequence_numbers(&hub);
+
+    // 2. Python continues from the writer's checkpoints: exactly the second batch.
+    route(&hub, 1 + ROUNDS);
+    let all = sequence_numbers(&hub);
+    let python = python_receives(&hub, &azurite, batch).await;
+    for (partition, seqs) in &all {
+        let before = first.get(partition).map_or(0, Vec::len);
+        let mut got = python.get(partition).cloned().unwrap_or_default();
+        got.sort();
+        assert_eq!(
+            got,
+            seqs[before..],
+            "partition {partition}: Python received what follows the writer's checkpoint, once"
+        );
+    }
+
+    // 3. The writer continues from Python's checkpoints: exactly the third batch.
+    route(&hub, 1 + 2 * ROUNDS);
+    let mut writer = Replica::start("writer-2", &hub, &sim, dir.path(), &env);
+    wait_for(
+        "the writer settling the third batch",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.settled() >= batch as u64,
+    )
+    .await;
+    // Anything read again would arrive with the batch (the partitions were read from
+    // their checkpoints at once); the count holds at the batch.
+    let counts = writer.counts().await;
+    assert_eq!(
+        counts.received, batch as u64,
+        "nothing read again: {counts:?}"
+    );
+    writer.stop(PATIENCE).await;
+    sim.shutdown().await;
+    hub.shutdown().await;
+}

@@ -1,0 +1,142 @@
+//! Azurite, Microsoft's Azure Storage emulator (npm `azurite`, installed in `tools/node`),
+//! with its Blob service alone on a free port of 127.0.0.1, its data in a temporary
+//! directory, stopped when the handle drops.
+//!
+//! Azurite checks Shared Key signatures against its well-known development account
+//! ([`Azurite::ACCOUNT`], [`Azurite::KEY`]), so a request it takes was signed as Azure
+//! Storage signs.
+
+use std::fs::File;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use crate::HarnessError;
+use crate::cosmosdb::{node_bin, node_dir};
+use crate::process::{self, Readiness};
+
+const PEER: &str = "azurite-blob";
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Tries with a new port when another process took the free one first.
+const PORT_ATTEMPTS: usize = 3;
+
+/// A running Azurite Blob service. Dropping it kills the process and deletes its data.
+#[derive(Debug)]
+pub struct Azurite {
+    child: Child,
+    port: u16,
+    // Dropped after the child is reaped.
+    dir: TempDir,
+}
+
+impl Azurite {
+    /// The development account's name (Azurite's documented default).
+    pub const ACCOUNT: &'static str = "devstoreaccount1";
+    /// The development account's key (Azurite's documented default; public, local use only).
+    pub const KEY: &'static str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+    /// Starts the Blob service and waits until it accepts connections.
+    pub fn start() -> Result<Azurite, HarnessError> {
+        let mut attempt = 1;
+        loop {
+            match Azurite::launch() {
+                Err(HarnessError::ExitedEarly { log, .. })
+                    if attempt < PORT_ATTEMPTS && log.contains("EADDRINUSE") =>
+                {
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn launch() -> Result<Azurite, HarnessError> {
+        let node = node_bin()?;
+        let main = node_dir().join("node_modules/azurite/dist/src/blob/main.js");
+        let dir = tempfile::Builder::new()
+            .prefix("azurite-")
+            .tempdir()
+            .map_err(HarnessError::io("create a temporary directory for azurite"))?;
+        let port = process::free_port()?;
+        let log = File::create(dir.path().join("azurite.log"))
+            .map_err(HarnessError::io("create the azurite log"))?;
+        let log_err = log
+            .try_clone()
+            .map_err(HarnessError::io("share the azurite log"))?;
+        let data = dir.path().join("data");
+        let port_text = port.to_string();
+        let mut command = process::command(
+            &node,
+            [
+                main.as_os_str(),
+                "--blobHost".as_ref(),
+                "127.0.0.1".as_ref(),
+                "--blobPort".as_ref(),
+                port_text.as_ref(),
+                "--location".as_ref(),
+                data.as_os_str(),
+                "--silent".as_ref(),
+                "--skipApiVersionCheck".as_ref(),
+                "--disableProductStyleUrl".as_ref(),
+            ],
+        );
+        command
+            .current_dir(node_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err));
+        let child = process::spawn(command)
+            .map_err(HarnessError::io(format!("spawn {}", node.display())))?;
+        let mut azurite = Azurite { child, port, dir };
+        match process::wait_until_accepting(&mut azurite.child, &[port], READY_TIMEOUT)
+            .map_err(HarnessError::io("wait for azurite"))?
+        {
+            Readiness::Ready => Ok(azurite),
+            Readiness::Exited(status) => Err(HarnessError::ExitedEarly {
+                peer: PEER,
+                status,
+                log: azurite.log(),
+            }),
+            Readiness::TimedOut => Err(HarnessError::Timeout {
+                peer: PEER,
+                what: "accept connections",
+                secs: READY_TIMEOUT.as_secs(),
+                log: azurite.log(),
+            }),
+        }
+    }
+
+    /// The Blob service of the development account, `http://127.0.0.1:PORT/devstoreaccount1`.
+    pub fn blob_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/{}", self.port, Self::ACCOUNT)
+    }
+
+    /// The development account's connection string for this service, as Azure Storage
+    /// clients take it.
+    pub fn connection_string(&self) -> String {
+        format!(
+            "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};BlobEndpoint={};",
+            Self::ACCOUNT,
+            Self::KEY,
+            self.blob_endpoint()
+        )
+    }
+
+    /// The service's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// What Azurite wrote to its output so far.
+    pub fn log(&self) -> String {
+        process::read_log(&self.dir.path().join("azurite.log"))
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = process::kill_and_reap(&mut self.child);
+    }
+}
