@@ -124,6 +124,7 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 pub fn router(
     reads: Reads,
     geofences: Geofences,
+    live: crate::stream::Live,
     options: ApiOptions,
     metrics: Arc<Metrics>,
     access: &Access,
@@ -159,6 +160,7 @@ pub fn router(
     let router = Router::new()
         .merge(map)
         .merge(geofences.routes(access))
+        .merge(live.routes(access))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
         .route("/api/drones", fan_out(get(all)))

@@ -7,6 +7,8 @@
 //! - [`geo`]: the areas a request names, checked;
 //! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
+//! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
+//! - `stream`: the live stream of the fleet (server-sent events);
 //! - [`api`]: the routes, the cost headers;
 //! - [`budget`]: each caller's RU budget and the cap on fan-out queries at once;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
@@ -32,11 +34,13 @@ pub mod audit;
 pub mod browser;
 pub mod budget;
 pub mod config;
+mod feed;
 pub mod geo;
 pub mod geofences;
 pub mod map;
 pub mod metrics;
 pub mod reads;
+mod stream;
 pub mod tls;
 
 use std::sync::Arc;
@@ -60,14 +64,18 @@ pub fn router(
         .with_priority(options.priority)
         .with_throttle_wait(options.throttle_wait);
     let geofences = geofences::Geofences::new(fences, options.max_radius_m);
+    let reads = reads::Reads::new(
+        container
+            .with_priority(options.priority)
+            .with_throttle_wait(options.throttle_wait),
+        query,
+    );
+    let fleet = feed::Fleet::new(container.with_priority(options.priority), reads.clone());
+    let live = stream::Live::new(fleet, options.stream_max_clients);
     api::router(
-        reads::Reads::new(
-            container
-                .with_priority(options.priority)
-                .with_throttle_wait(options.throttle_wait),
-            query,
-        ),
+        reads,
         geofences,
+        live,
         options,
         Arc::new(metrics::Metrics::default()),
         &access,

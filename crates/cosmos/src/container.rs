@@ -267,6 +267,11 @@ impl ContainerClient {
         Ok(map)
     }
 
+    /// Fetches the range map again (after a split).
+    pub async fn refresh_ranges(&self) -> Result<Arc<RangeMap>, CosmosError> {
+        self.refresh_range_map(None).await
+    }
+
     /// Fetches the range map again (after a split), unless another caller already replaced
     /// the map `stale` since it was read.
     pub(crate) async fn refresh_range_map(

@@ -79,6 +79,12 @@ impl CosmosError {
         self.status() == Some(404)
     }
 
+    /// Whether the partition key range a request named split or moved (410, substatus
+    /// 1002 and the like): the request goes to the range's children.
+    pub fn is_range_gone(&self) -> bool {
+        matches!(self.disposition(), Disposition::RangeGone)
+    }
+
     /// Whether it already exists (409).
     pub fn is_conflict(&self) -> bool {
         self.status() == Some(409)

@@ -16,6 +16,7 @@
 //! `cosmos-wire`, shared with the local endpoint.
 
 mod bulk;
+mod change_feed;
 mod client;
 mod container;
 mod credential;
@@ -31,6 +32,7 @@ pub use bulk::{
     BulkClosed, BulkConfig, BulkOperation, BulkOutcomes, BulkStats, BulkWriter, FinalError,
     Outcome, RangeStats,
 };
+pub use change_feed::{FeedPage, FeedPosition};
 pub use client::{CosmosClient, CosmosConfig};
 pub use container::{ContainerClient, ContainerSetup, ReadResponse, WriteResponse};
 pub use cosmos_wire::auth::MasterKey;

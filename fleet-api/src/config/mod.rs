@@ -133,6 +133,9 @@ settings::with_cosmos_account! {
         /// Fan-out queries (near, within, all) that run at once, 1 to 4096 [default: 16]
         #[arg(long, env = "API_MAX_CONCURRENT_QUERIES")]
         pub api_max_concurrent_queries: Option<usize>,
+        /// Live streams (GET /api/drones/stream) open at once, 1 to 100000 [default: 1000]
+        #[arg(long, env = "API_STREAM_MAX_CLIENTS")]
+        pub api_stream_max_clients: Option<usize>,
     }
 }
 
@@ -164,6 +167,7 @@ settings::layered!(Settings {
     query_priority,
     api_ru_per_sec_per_identity,
     api_max_concurrent_queries,
+    api_stream_max_clients,
 });
 
 /// The Cosmos DB side.
@@ -211,11 +215,13 @@ pub struct ApiOptions {
     pub ru_per_sec_per_identity: RuBudget,
     /// Fan-out queries that run at once.
     pub max_concurrent_queries: usize,
+    /// Live streams open at once.
+    pub stream_max_clients: usize,
 }
 
 impl Default for ApiOptions {
     /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s, no other
-    /// origin, low priority, 1,000 RU/s per caller, 16 fan-outs at once.
+    /// origin, low priority, 1,000 RU/s per caller, 16 fan-outs at once, 1,000 live streams.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
@@ -229,6 +235,7 @@ impl Default for ApiOptions {
             priority: Priority::Low,
             ru_per_sec_per_identity: RuBudget::PerSec(1000.0),
             max_concurrent_queries: 16,
+            stream_max_clients: 1000,
         }
     }
 }
@@ -301,6 +308,15 @@ impl Settings {
                 message: "must be from 1 to 4096".into(),
             });
         }
+        let stream_max_clients = self
+            .api_stream_max_clients
+            .unwrap_or(defaults.stream_max_clients);
+        if !(1..=100_000).contains(&stream_max_clients) {
+            return Err(ConfigError::Invalid {
+                name: "API_STREAM_MAX_CLIENTS",
+                message: "must be from 1 to 100000".into(),
+            });
+        }
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -340,6 +356,7 @@ impl Settings {
                     .api_ru_per_sec_per_identity
                     .unwrap_or(defaults.ru_per_sec_per_identity),
                 max_concurrent_queries,
+                stream_max_clients,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,

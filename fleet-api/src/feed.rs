@@ -1,0 +1,227 @@
+//! The fleet as the change feed tells it, for the live streams: one follower per partition
+//! key range reads the container's change feed (latest-version mode) from a continuation
+//! taken before one snapshot query, and keeps each drone's newest position in memory
+//! (the fleet, not its history); every change that moves a drone is numbered and offered to
+//! the streams ([`crate::stream`]).
+//!
+//! Cost: a feed poll per range every [`POLL_EVERY`], whoever watches: a quiet range answers
+//! `304` for 1 RU, a busy one about 1 RU per KB of changed documents; plus one snapshot query
+//! when the first viewer arrives. Polling the whole fleet instead costs a fan-out query per
+//! viewer and refresh. The follower starts with the first stream and runs from then on.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use cosmos::{ContainerClient, CosmosError, FeedPosition};
+use tokio::sync::broadcast;
+
+use crate::reads::{Drone, Reads};
+
+/// How often each range's feed is asked for changes.
+pub const POLL_EVERY: Duration = Duration::from_millis(500);
+/// Changes kept for streams that reconnect (`Last-Event-ID`).
+const RECENT: usize = 4096;
+/// Changes a stream may fall behind before it is dropped (it reconnects and resumes).
+const CHANNEL: usize = 4096;
+/// Documents per feed page.
+const PAGE: u32 = 500;
+
+/// A drone that moved, numbered in the order the API saw it.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// Its number (the stream's event id).
+    pub id: u64,
+    /// The drone at its new position.
+    pub drone: Drone,
+}
+
+/// The fleet's newest positions and the recent changes.
+pub struct Fleet {
+    drones: RwLock<HashMap<String, Drone>>,
+    recent: Mutex<VecDeque<Change>>,
+    last_id: AtomicU64,
+    changes: broadcast::Sender<Change>,
+    container: ContainerClient,
+    reads: Reads,
+    started: OnceLock<()>,
+    /// Whether the snapshot is in.
+    ready: tokio::sync::watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("last_id", &self.last_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// The fleet of `container`, not yet followed.
+    pub fn new(container: ContainerClient, reads: Reads) -> Arc<Fleet> {
+        Arc::new(Fleet {
+            drones: RwLock::default(),
+            recent: Mutex::default(),
+            last_id: AtomicU64::new(0),
+            changes: broadcast::channel(CHANNEL).0,
+            container,
+            reads,
+            started: OnceLock::new(),
+            ready: tokio::sync::watch::channel(false).0,
+        })
+    }
+
+    /// Starts following the feed, once.
+    pub fn follow(self: &Arc<Self>) {
+        if self.started.set(()).is_ok() {
+            let fleet = self.clone();
+            tokio::spawn(async move { fleet.run().await });
+        }
+    }
+
+    /// Waits until the fleet's snapshot is in (the follower started).
+    pub async fn ready(&self) {
+        let mut ready = self.ready.subscribe();
+        // Err: the sender lives as long as `self`.
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    /// Changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// Every drone, and the number of the last change they include.
+    pub fn snapshot(&self) -> (u64, Vec<Drone>) {
+        let drones = self.drones.read().expect("never left poisoned");
+        let last = self.last_id.load(Ordering::SeqCst);
+        (last, drones.values().cloned().collect())
+    }
+
+    /// The changes after `id`, if they are all still kept.
+    pub fn since(&self, id: u64) -> Option<Vec<Change>> {
+        let recent = self.recent.lock().expect("never left poisoned");
+        let last = self.last_id.load(Ordering::SeqCst);
+        if id > last {
+            return None;
+        }
+        let oldest = recent.front().map_or(last + 1, |c| c.id);
+        (id + 1 >= oldest).then(|| recent.iter().filter(|c| c.id > id).cloned().collect())
+    }
+
+    /// Takes `drone` if it is newer than what is known of it; numbers and offers the change.
+    fn apply(&self, drone: Drone) {
+        let mut drones = self.drones.write().expect("never left poisoned");
+        let newer = drones.get(&drone.device_id).is_none_or(|known| {
+            (drone.device_time_ms, drone.seq) > (known.device_time_ms, known.seq)
+        });
+        if !newer {
+            return;
+        }
+        drones.insert(drone.device_id.clone(), drone.clone());
+        let mut recent = self.recent.lock().expect("never left poisoned");
+        let id = self.last_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let change = Change { id, drone };
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(change.clone());
+        // No stream listening is fine.
+        let _ = self.changes.send(change);
+    }
+
+    async fn run(self: Arc<Self>) {
+        let mut wait = POLL_EVERY;
+        loop {
+            match self.start().await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start following the change feed; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+
+    /// Each range's position now, then the snapshot, then one follower per range.
+    async fn start(self: &Arc<Self>) -> Result<(), CosmosError> {
+        let ranges = self.container.range_map().await?;
+        let mut positions = Vec::new();
+        for range in ranges.ranges() {
+            let page = self
+                .container
+                .change_feed_page(&range.id, &FeedPosition::Now, Some(PAGE))
+                .await?;
+            positions.push((range.id.clone(), page.next));
+        }
+        let snapshot = self.reads.all().await.map_err(|f| f.source)?;
+        for drone in snapshot.value {
+            self.apply(drone);
+        }
+        self.ready.send_replace(true);
+        tracing::info!(ranges = positions.len(), "following the change feed");
+        for (range, position) in positions {
+            tokio::spawn(self.clone().follow_range(range, position));
+        }
+        Ok(())
+    }
+
+    /// Reads range `range`'s changes from `position` for good; a split range hands its
+    /// position to its children.
+    fn follow_range(
+        self: Arc<Self>,
+        range: String,
+        mut position: FeedPosition,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            loop {
+                match self
+                    .container
+                    .change_feed_page(&range, &position, Some(PAGE))
+                    .await
+                {
+                    Ok(page) => {
+                        let quiet = page.documents.is_empty();
+                        for doc in page.documents {
+                            if doc["kind"] == "latest" {
+                                match serde_json::from_value::<Drone>(doc) {
+                                    Ok(drone) => self.apply(drone),
+                                    Err(e) => {
+                                        tracing::debug!(error = %e, "a change that is not a drone")
+                                    }
+                                }
+                            }
+                        }
+                        position = page.next;
+                        if quiet {
+                            tokio::time::sleep(POLL_EVERY).await;
+                        }
+                    }
+                    Err(e) if e.is_range_gone() => match self.container.refresh_ranges().await {
+                        Ok(map) => {
+                            for child in map.ranges().iter().filter(|r| r.parents.contains(&range))
+                            {
+                                tokio::spawn(
+                                    self.clone()
+                                        .follow_range(child.id.clone(), position.clone()),
+                                );
+                            }
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, range, "cannot read the ranges after a split");
+                            tokio::time::sleep(POLL_EVERY).await;
+                        }
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, range, "change feed read failed; trying again");
+                        tokio::time::sleep(POLL_EVERY).await;
+                    }
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,144 @@
+//! The live stream (`GET /api/drones/stream`) against the local Cosmos endpoint: a viewer
+//! gets the whole fleet as a snapshot, then a drone's new position as an event after the
+//! writer upserts it; a viewer that reconnects with `Last-Event-ID` gets only what it missed;
+//! and a hundred viewers cost Cosmos DB what one does: one snapshot query, and the feed
+//! polls of one follower.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use cosmos_sim::CosmosSim;
+use fleet_api::ApiOptions;
+use serde_json::Value;
+use telemetry::DocumentLayout;
+
+/// One server-sent event.
+#[derive(Debug)]
+struct Event {
+    name: String,
+    id: u64,
+    data: Value,
+}
+
+/// A viewer's stream, read one event at a time.
+struct Viewer {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Viewer {
+    async fn open(base: &str, last_event_id: Option<u64>) -> Viewer {
+        let mut request = reqwest::Client::new().get(format!("{base}/api/drones/stream"));
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        Viewer {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped).
+    async fn next(&mut self) -> Event {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut name, mut id, mut data) = (String::new(), 0, String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        id = v.trim().parse().unwrap();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim());
+                    }
+                }
+                if !name.is_empty() {
+                    return Event {
+                        name,
+                        id,
+                        data: serde_json::from_str(&data).unwrap(),
+                    };
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.response.chunk())
+                .await
+                .expect("an event within 20 s")
+                .unwrap()
+                .expect("the stream stays open");
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+}
+
+async fn upsert(c: &cosmos::ContainerClient, device: &str, seq: u64, at: (f64, f64)) {
+    let pos = position(device, seq, at, Duration::ZERO);
+    let doc = DocumentLayout::default().latest(&pos, None);
+    c.upsert(device, &serde_json::to_vec(&doc).unwrap())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
+    let sim = CosmosSim::unthrottled().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    seed_latest(&c, &scatter(6, 3)).await;
+    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
+
+    let mut first = Viewer::open(&base, None).await;
+    let snapshot = first.next().await;
+    assert_eq!(snapshot.name, "snapshot");
+    assert_eq!(snapshot.data["features"].as_array().unwrap().len(), 6);
+
+    upsert(&c, "drone-2", 99, (HOME.0 + 0.01, HOME.1)).await;
+    let moved = first.next().await;
+    assert_eq!(moved.name, "position");
+    assert_eq!(moved.data["id"], "drone-2");
+    assert_eq!(moved.data["properties"]["seq"], 99);
+    assert_eq!(
+        moved.data["geometry"]["coordinates"][0].as_f64(),
+        Some(HOME.0 + 0.01)
+    );
+    assert!(moved.id > snapshot.id);
+
+    // A reconnect after the move gets what followed it, no snapshot.
+    upsert(&c, "drone-4", 7, (HOME.0, HOME.1 + 0.01)).await;
+    let next = first.next().await;
+    let mut again = Viewer::open(&base, Some(moved.id)).await;
+    let missed = again.next().await;
+    assert_eq!((missed.name.as_str(), missed.id), ("position", next.id));
+    assert_eq!(missed.data["id"], "drone-4");
+
+    // A hundred more viewers: no further snapshot query, one follower's polls.
+    let queries = |sim: &CosmosSim| sim.stats().operations.get("query").copied().unwrap_or(0);
+    let before = queries(&sim);
+    let mut viewers = Vec::new();
+    for _ in 0..100 {
+        let mut viewer = Viewer::open(&base, None).await;
+        assert_eq!(viewer.next().await.name, "snapshot");
+        viewers.push(viewer);
+    }
+    assert_eq!(
+        queries(&sim),
+        before,
+        "a viewer made the API query Cosmos DB"
+    );
+    upsert(&c, "drone-0", 50, HOME).await;
+    for viewer in &mut viewers {
+        let event = viewer.next().await;
+        assert_eq!(
+            (event.name.as_str(), event.data["id"].as_str()),
+            ("position", Some("drone-0"))
+        );
+    }
+}
