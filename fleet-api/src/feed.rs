@@ -2,7 +2,13 @@
 //! key range reads the container's change feed (latest-version mode) from a continuation
 //! taken before one snapshot query, and keeps each drone's newest position in memory
 //! (the fleet, not its history); every change that moves a drone is numbered and offered to
-//! the streams ([`crate::stream`]).
+//! the streams ([`crate::stream`]), with the geofences it made the drone enter or leave.
+//!
+//! Crossings are judged on a drone's successive positions as the feed delivers them: the
+//! fences its previous position was inside against those its new one is inside. The state
+//! is derived from the positions alone, so a restarted API (whose snapshot gives each drone's
+//! position without a previous one) repeats no crossing; one made while no API ran is not
+//! told. The fences are read at start and again every [`FENCES_EVERY`].
 //!
 //! Cost: a feed poll per range every [`POLL_EVERY`], whoever watches: a quiet range answers
 //! `304` for 1 RU, a busy one about 1 RU per KB of changed documents; plus one snapshot query
@@ -17,6 +23,8 @@ use std::time::Duration;
 use cosmos::{ContainerClient, CosmosError, FeedPosition};
 use tokio::sync::broadcast;
 
+use crate::geo::LonLat;
+use crate::geofences::{FenceSet, Geofences};
 use crate::reads::{Drone, Reads};
 
 /// How often each range's feed is asked for changes.
@@ -27,6 +35,27 @@ const RECENT: usize = 4096;
 const CHANNEL: usize = 4096;
 /// Documents per feed page.
 const PAGE: u32 = 500;
+/// How often the fences are read again.
+pub const FENCES_EVERY: Duration = Duration::from_secs(10);
+
+/// A drone entering or leaving a fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// Its new position is inside, its previous one was not.
+    Enter,
+    /// Its previous position was inside, its new one is not.
+    Leave,
+}
+
+impl Crossing {
+    /// The stream's event name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Crossing::Enter => "enter",
+            Crossing::Leave => "leave",
+        }
+    }
+}
 
 /// A drone that moved, numbered in the order the API saw it.
 #[derive(Debug, Clone)]
@@ -35,6 +64,8 @@ pub struct Change {
     pub id: u64,
     /// The drone at its new position.
     pub drone: Drone,
+    /// The fences it entered or left, by id.
+    pub crossings: Vec<(String, Crossing)>,
 }
 
 /// The fleet's newest positions and the recent changes.
@@ -45,6 +76,8 @@ pub struct Fleet {
     changes: broadcast::Sender<Change>,
     container: ContainerClient,
     reads: Reads,
+    geofences: Geofences,
+    fences: RwLock<FenceSet>,
     started: OnceLock<()>,
     /// Whether the snapshot is in.
     ready: tokio::sync::watch::Sender<bool>,
@@ -60,7 +93,7 @@ impl std::fmt::Debug for Fleet {
 
 impl Fleet {
     /// The fleet of `container`, not yet followed.
-    pub fn new(container: ContainerClient, reads: Reads) -> Arc<Fleet> {
+    pub fn new(container: ContainerClient, reads: Reads, geofences: Geofences) -> Arc<Fleet> {
         Arc::new(Fleet {
             drones: RwLock::default(),
             recent: Mutex::default(),
@@ -68,6 +101,8 @@ impl Fleet {
             changes: broadcast::channel(CHANNEL).0,
             container,
             reads,
+            geofences,
+            fences: RwLock::default(),
             started: OnceLock::new(),
             ready: tokio::sync::watch::channel(false).0,
         })
@@ -120,16 +155,53 @@ impl Fleet {
         if !newer {
             return;
         }
+        let crossings = match drones.get(&drone.device_id).and_then(Drone::lon_lat) {
+            Some(before) => self.crossings(before, drone.lon_lat()),
+            None => Vec::new(),
+        };
         drones.insert(drone.device_id.clone(), drone.clone());
         let mut recent = self.recent.lock().expect("never left poisoned");
         let id = self.last_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let change = Change { id, drone };
+        let change = Change {
+            id,
+            drone,
+            crossings,
+        };
         if recent.len() == RECENT {
             recent.pop_front();
         }
         recent.push_back(change.clone());
         // No stream listening is fine.
         let _ = self.changes.send(change);
+    }
+
+    /// The fences left and entered between `before` and `after`.
+    fn crossings(&self, before: LonLat, after: Option<LonLat>) -> Vec<(String, Crossing)> {
+        let fences = self.fences.read().expect("never left poisoned");
+        let was = fences.inside(before);
+        let is = after.map(|p| fences.inside(p)).unwrap_or_default();
+        let left = was
+            .iter()
+            .filter(|f| !is.contains(f))
+            .map(|f| (f.clone(), Crossing::Leave));
+        let entered = is
+            .iter()
+            .filter(|f| !was.contains(f))
+            .map(|f| (f.clone(), Crossing::Enter));
+        left.chain(entered).collect()
+    }
+
+    /// Reads the fences again, and again every [`FENCES_EVERY`].
+    async fn read_fences(self: Arc<Self>) {
+        loop {
+            match self.geofences.load().await {
+                Ok(fences) => *self.fences.write().expect("never left poisoned") = fences,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the geofences; keeping the last ones")
+                }
+            }
+            tokio::time::sleep(FENCES_EVERY).await;
+        }
     }
 
     async fn run(self: Arc<Self>) {
@@ -148,6 +220,7 @@ impl Fleet {
 
     /// Each range's position now, then the snapshot, then one follower per range.
     async fn start(self: &Arc<Self>) -> Result<(), CosmosError> {
+        *self.fences.write().expect("never left poisoned") = self.geofences.load().await?;
         let ranges = self.container.range_map().await?;
         let mut positions = Vec::new();
         for range in ranges.ranges() {
@@ -163,6 +236,7 @@ impl Fleet {
         }
         self.ready.send_replace(true);
         tracing::info!(ranges = positions.len(), "following the change feed");
+        tokio::spawn(self.clone().read_fences());
         for (range, position) in positions {
             tokio::spawn(self.clone().follow_range(range, position));
         }

@@ -51,6 +51,17 @@ impl LonLat {
     pub fn to_geojson(self) -> Value {
         Value::from(&GeometryValue::new_point([self.lon, self.lat]))
     }
+
+    /// The great-circle distance to `other`, metres (haversine on the mean Earth radius,
+    /// as Cosmos DB's `ST_DISTANCE` measures on its sphere).
+    pub fn distance_m(self, other: LonLat) -> f64 {
+        const EARTH_M: f64 = 6_371_008.8;
+        let (p1, p2) = (self.lat.to_radians(), other.lat.to_radians());
+        let dp = p2 - p1;
+        let dl = (other.lon - self.lon).to_radians();
+        let a = (dp / 2.0).sin().powi(2) + p1.cos() * p2.cos() * (dl / 2.0).sin().powi(2);
+        2.0 * EARTH_M * a.sqrt().asin()
+    }
 }
 
 /// Parses one number of a request; `name` names it in messages.
@@ -83,6 +94,22 @@ pub struct Polygon {
 }
 
 impl Polygon {
+    /// Whether `p` is inside the ring (even-odd rule on longitude and latitude as plane
+    /// coordinates: exact enough for fences of a few kilometres away from the poles and the
+    /// antimeridian).
+    pub fn contains(&self, p: LonLat) -> bool {
+        let mut inside = false;
+        for pair in self.ring.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if (a.lat > p.lat) != (b.lat > p.lat)
+                && p.lon < a.lon + (p.lat - a.lat) / (b.lat - a.lat) * (b.lon - a.lon)
+            {
+                inside = !inside;
+            }
+        }
+        inside
+    }
+
     /// The box `minLon,minLat,maxLon,maxLat` (the `bbox` order of GeoJSON).
     pub fn from_bbox(text: &str) -> Result<Self, BadInput> {
         let parts: Vec<&str> = text.split(',').collect();

@@ -42,6 +42,14 @@ enum Shape {
 }
 
 impl Shape {
+    /// Whether `p` is inside the area.
+    fn contains(&self, p: LonLat) -> bool {
+        match self {
+            Shape::Polygon(polygon) => polygon.contains(p),
+            Shape::Circle { centre, radius_m } => centre.distance_m(p) <= *radius_m,
+        }
+    }
+
     /// The area a request body names.
     fn from_geojson(value: &Value, max_radius_m: f64) -> Result<Shape, BadInput> {
         let is_circle = value["type"] == "Feature" && value["properties"]["subType"] == "Circle";
@@ -163,6 +171,21 @@ fn fence_id(id: Result<Path<String>, PathRejection>) -> Result<String, FenceErro
     }
 }
 
+/// The fences as the live stream judges crossings by.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FenceSet(Vec<(String, Shape)>);
+
+impl FenceSet {
+    /// The ids of the fences `p` is inside, in id order.
+    pub(crate) fn inside(&self, p: LonLat) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, shape)| shape.contains(p))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+}
+
 /// The stored document as the Feature the API answers.
 fn feature(doc: &Value) -> Value {
     let mut properties = doc["properties"].clone();
@@ -219,7 +242,23 @@ impl Geofences {
         Ok(axum::Json(feature(&doc)).into_response())
     }
 
-    async fn list(&self) -> Result<Response, FenceError> {
+    /// Every fence, to judge crossings by (a fence that no longer parses is left out).
+    pub(crate) async fn load(&self) -> Result<FenceSet, CosmosError> {
+        let mut documents = self.documents().await?;
+        documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        Ok(FenceSet(
+            documents
+                .iter()
+                .filter_map(|doc| {
+                    let shape = Shape::from_geojson(&feature(doc), f64::INFINITY).ok()?;
+                    Some((doc["id"].as_str()?.to_string(), shape))
+                })
+                .collect(),
+        ))
+    }
+
+    /// Every fence document; none when the container does not exist yet.
+    async fn documents(&self) -> Result<Vec<Value>, CosmosError> {
         let query = QueryRequest {
             query: "SELECT * FROM c WHERE c.kind = 'geofence'".into(),
             parameters: Vec::new(),
@@ -228,12 +267,16 @@ impl Geofences {
             .container
             .query_counted(&query, &QueryScope::AllRanges, &QueryOptions::default())
             .await;
-        let mut documents = match answer {
-            Ok(answer) => answer.documents,
+        match answer {
+            Ok(answer) => Ok(answer.documents),
             // No fence written yet: no container yet.
-            Err(f) if f.source.is_not_found() => Vec::new(),
-            Err(f) => return Err(FenceError::Cosmos(f.source)),
-        };
+            Err(f) if f.source.is_not_found() => Ok(Vec::new()),
+            Err(f) => Err(f.source),
+        }
+    }
+
+    async fn list(&self) -> Result<Response, FenceError> {
+        let mut documents = self.documents().await?;
         documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
         let features: Vec<Value> = documents.iter().map(feature).collect();
         Ok(axum::Json(json!({"type": "FeatureCollection", "features": features})).into_response())

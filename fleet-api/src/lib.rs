@@ -70,7 +70,11 @@ pub fn router(
             .with_throttle_wait(options.throttle_wait),
         query,
     );
-    let fleet = feed::Fleet::new(container.with_priority(options.priority), reads.clone());
+    let fleet = feed::Fleet::new(
+        container.with_priority(options.priority),
+        reads.clone(),
+        geofences.clone(),
+    );
     let live = stream::Live::new(fleet, options.stream_max_clients);
     api::router(
         reads,

@@ -50,6 +50,19 @@ pub struct Drone {
 }
 
 impl Drone {
+    /// Where it is, when its location is a Point.
+    pub fn lon_lat(&self) -> Option<LonLat> {
+        match &self.location.value {
+            geojson::GeometryValue::Point { coordinates } if coordinates.len() >= 2 => {
+                Some(LonLat {
+                    lon: coordinates[0],
+                    lat: coordinates[1],
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// The drone as a GeoJSON Feature; `now` gives its age.
     pub fn to_feature(&self, now: DateTime<Utc>) -> Feature {
         let age_s = (now.timestamp_millis() - self.device_time_ms) as f64 / 1000.0;

@@ -3,7 +3,8 @@
 //! (the whole fleet as a FeatureCollection), then a `position` event (one drone's Feature)
 //! per change, each with its number as the event id; a client that reconnects with
 //! `Last-Event-ID` gets the changes it missed instead of a snapshot while they are still
-//! kept. At most `max_clients` streams at once (503 with `Retry-After` past that); a client
+//! kept. A move that takes a drone into or out of a geofence is followed by an `enter` or
+//! `leave` event (`{"fence", "deviceId", "deviceTime"}`) with the move's id. At most `max_clients` streams at once (503 with `Retry-After` past that); a client
 //! too slow to take the changes is dropped, and resumes when it reconnects.
 
 use std::convert::Infallible;
@@ -58,13 +59,31 @@ impl Live {
     }
 }
 
-fn feature_event(change: &Change) -> Event {
+/// A change's events: the drone's new position, then each fence it entered or left.
+fn change_events(change: &Change) -> Vec<Event> {
     let feature = change.drone.to_feature(Utc::now());
-    Event::default()
-        .event("position")
-        .id(change.id.to_string())
-        .json_data(feature)
-        .expect("a Feature serialises")
+    let id = change.id.to_string();
+    let mut events = vec![
+        Event::default()
+            .event("position")
+            .id(id.clone())
+            .json_data(feature)
+            .expect("a Feature serialises"),
+    ];
+    for (fence, crossing) in &change.crossings {
+        events.push(
+            Event::default()
+                .event(crossing.name())
+                .id(id.clone())
+                .json_data(json!({
+                    "fence": fence,
+                    "deviceId": change.drone.device_id,
+                    "deviceTime": change.drone.device_time,
+                }))
+                .expect("a crossing serialises"),
+        );
+    }
+    events
 }
 
 fn snapshot_event(last: u64, drones: &[Drone]) -> Event {
@@ -116,7 +135,10 @@ async fn stream(State(live): State<Live>, headers: HeaderMap) -> Response {
     let (first, after) = match resume.and_then(|id| live.fleet.since(id).map(|c| (id, c))) {
         Some((id, missed)) => {
             let after = missed.last().map_or(id, |c| c.id);
-            (missed.iter().map(feature_event).collect::<Vec<_>>(), after)
+            (
+                missed.iter().flat_map(change_events).collect::<Vec<_>>(),
+                after,
+            )
         }
         None => {
             let (last, drones) = live.fleet.snapshot();
@@ -141,8 +163,8 @@ fn events(
                 match changes.recv().await {
                     Ok(change) if change.id <= after => continue,
                     Ok(change) => {
-                        let event = feature_event(&change);
-                        return Some((Ok(event), (changes, change.id, permit)));
+                        let events = change_events(&change);
+                        return Some((events, (changes, change.id, permit)));
                     }
                     // Too slow, or the follower is gone: the client reconnects and resumes.
                     Err(_) => return None,
@@ -150,5 +172,6 @@ fn events(
             }
         },
     );
+    let live = live.flat_map(|events| futures::stream::iter(events.into_iter().map(Ok)));
     futures::stream::iter(first.into_iter().map(Ok)).chain(live)
 }

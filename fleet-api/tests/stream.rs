@@ -1,8 +1,9 @@
 //! The live stream (`GET /api/drones/stream`) against the local Cosmos endpoint: a viewer
 //! gets the whole fleet as a snapshot, then a drone's new position as an event after the
 //! writer upserts it; a viewer that reconnects with `Last-Event-ID` gets only what it missed;
-//! and a hundred viewers cost Cosmos DB what one does: one snapshot query, and the feed
-//! polls of one follower.
+//! a hundred viewers cost Cosmos DB what one does: one snapshot query, and the feed polls of
+//! one follower; and a drone flown into and out of a geofence makes exactly one `enter` and
+//! one `leave`, also when the API restarts while it is inside.
 
 mod common;
 
@@ -34,7 +35,10 @@ impl Viewer {
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id.to_string());
         }
-        let response = request.send().await.unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(30), request.send())
+            .await
+            .expect("the stream answers within 30 s")
+            .unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(
             response.headers()["content-type"].to_str().unwrap(),
@@ -70,9 +74,10 @@ impl Viewer {
                 }
                 continue;
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(20), self.response.chunk())
+            let chunk = self
+                .response
+                .chunk()
                 .await
-                .expect("an event within 20 s")
                 .unwrap()
                 .expect("the stream stays open");
             self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
@@ -141,4 +146,83 @@ async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
             ("position", Some("drone-0"))
         );
     }
+}
+
+/// Upserts `device` at `seq` and `at`, and reads the stream up to its position event: the
+/// names of the events read after it that belong to the same move (its crossings, in order)
+/// come back with the next call, so each call returns the crossings of the previous move.
+async fn move_to(
+    c: &cosmos::ContainerClient,
+    viewer: &mut Viewer,
+    device: &str,
+    seq: u64,
+    at: (f64, f64),
+) -> Vec<String> {
+    upsert(c, device, seq, at).await;
+    let mut before = Vec::new();
+    loop {
+        let event = viewer.next().await;
+        match event.name.as_str() {
+            "position" if event.data["id"] == device && event.data["properties"]["seq"] == seq => {
+                return before;
+            }
+            "enter" | "leave" => before.push(format!(
+                "{} {}",
+                event.name,
+                event.data["fence"].as_str().unwrap()
+            )),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drone_flown_across_a_fence_enters_and_leaves_once_also_across_a_restart() {
+    let sim = CosmosSim::unthrottled().await.unwrap();
+    let cosmos = client(&sim.endpoint(), sim.key());
+    let c = container(&cosmos, "positions").await;
+    // A circle of 500 m around a depot 2 km east of HOME.
+    let depot = (HOME.0 + 0.0266, HOME.1);
+    let fences = cosmos.container("telemetry", "geofences");
+    fences
+        .create_if_missing(&cosmos::ContainerSetup::new("/id"))
+        .await
+        .unwrap();
+    let fence = serde_json::json!({
+        "id": "depot", "kind": "geofence",
+        "geometry": {"type": "Point", "coordinates": [depot.0, depot.1]},
+        "properties": {"subType": "Circle", "radius": 500.0},
+    });
+    fences
+        .upsert("depot", &serde_json::to_vec(&fence).unwrap())
+        .await
+        .unwrap();
+    upsert(&c, "drone-9", 1, HOME).await;
+
+    let (base, stop) = serve(c.clone(), ApiOptions::default()).await;
+    let mut viewer = Viewer::open(&base, None).await;
+    assert_eq!(viewer.next().await.name, "snapshot");
+    // Each call returns the crossings of the move before it.
+    let mut crossings = move_to(&c, &mut viewer, "drone-9", 2, depot).await;
+    crossings.extend(move_to(&c, &mut viewer, "drone-9", 3, (depot.0 + 0.001, depot.1)).await);
+    assert_eq!(
+        crossings,
+        ["enter depot"],
+        "into the fence, then about inside it"
+    );
+
+    // The API restarts while the drone is inside: the new one repeats no crossing.
+    stop.cancel();
+    drop(viewer);
+    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
+    let mut viewer = Viewer::open(&base, None).await;
+    assert_eq!(viewer.next().await.name, "snapshot");
+    let mut crossings = move_to(&c, &mut viewer, "drone-9", 4, (depot.0 + 0.002, depot.1)).await;
+    crossings.extend(move_to(&c, &mut viewer, "drone-9", 5, HOME).await);
+    assert!(
+        crossings.is_empty(),
+        "a move inside the fence after the restart: {crossings:?}"
+    );
+    let crossings = move_to(&c, &mut viewer, "drone-9", 6, (HOME.0 - 0.001, HOME.1)).await;
+    assert_eq!(crossings, ["leave depot"]);
 }
