@@ -18,13 +18,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cosmos::{ContainerClient, CosmosError, FeedPosition};
 use tokio::sync::broadcast;
 
 use crate::geo::LonLat;
 use crate::geofences::{FenceSet, Geofences};
+use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads};
 
 /// How often each range's feed is asked for changes.
@@ -77,6 +78,7 @@ pub struct Fleet {
     container: ContainerClient,
     reads: Reads,
     geofences: Geofences,
+    metrics: Arc<Metrics>,
     fences: RwLock<FenceSet>,
     started: OnceLock<()>,
     /// Whether the snapshot is in.
@@ -93,7 +95,12 @@ impl std::fmt::Debug for Fleet {
 
 impl Fleet {
     /// The fleet of `container`, not yet followed.
-    pub fn new(container: ContainerClient, reads: Reads, geofences: Geofences) -> Arc<Fleet> {
+    pub fn new(
+        container: ContainerClient,
+        reads: Reads,
+        geofences: Geofences,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Fleet> {
         Arc::new(Fleet {
             drones: RwLock::default(),
             recent: Mutex::default(),
@@ -102,6 +109,7 @@ impl Fleet {
             container,
             reads,
             geofences,
+            metrics,
             fences: RwLock::default(),
             started: OnceLock::new(),
             ready: tokio::sync::watch::channel(false).0,
@@ -160,6 +168,7 @@ impl Fleet {
             None => Vec::new(),
         };
         drones.insert(drone.device_id.clone(), drone.clone());
+        self.metrics.record_move();
         let mut recent = self.recent.lock().expect("never left poisoned");
         let id = self.last_id.fetch_add(1, Ordering::SeqCst) + 1;
         let change = Change {
@@ -228,9 +237,11 @@ impl Fleet {
                 .container
                 .change_feed_page(&range.id, &FeedPosition::Now, Some(PAGE))
                 .await?;
+            self.metrics.record_feed(page.request_charge, None);
             positions.push((range.id.clone(), page.next));
         }
         let snapshot = self.reads.all().await.map_err(|f| f.source)?;
+        self.metrics.record_feed(snapshot.cost.request_charge, None);
         for drone in snapshot.value {
             self.apply(drone);
         }
@@ -251,6 +262,7 @@ impl Fleet {
         mut position: FeedPosition,
     ) -> futures::future::BoxFuture<'static, ()> {
         Box::pin(async move {
+            let mut caught_up = Instant::now();
             loop {
                 match self
                     .container
@@ -259,6 +271,13 @@ impl Fleet {
                 {
                     Ok(page) => {
                         let quiet = page.documents.is_empty();
+                        if quiet {
+                            caught_up = Instant::now();
+                        }
+                        self.metrics.record_feed(
+                            page.request_charge,
+                            Some((&range, caught_up.elapsed().as_secs_f64())),
+                        );
                         for doc in page.documents {
                             if doc["kind"] == "latest" {
                                 match serde_json::from_value::<Drone>(doc) {

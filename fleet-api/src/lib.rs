@@ -70,18 +70,13 @@ pub fn router(
             .with_throttle_wait(options.throttle_wait),
         query,
     );
+    let metrics = Arc::new(metrics::Metrics::default());
     let fleet = feed::Fleet::new(
         container.with_priority(options.priority),
         reads.clone(),
         geofences.clone(),
+        metrics.clone(),
     );
     let live = stream::Live::new(fleet, options.stream_max_clients);
-    api::router(
-        reads,
-        geofences,
-        live,
-        options,
-        Arc::new(metrics::Metrics::default()),
-        &access,
-    )
+    api::router(reads, geofences, live, options, metrics, &access)
 }

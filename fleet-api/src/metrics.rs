@@ -1,13 +1,16 @@
 //! The API's Prometheus metrics, per route: requests by status, RU per operation, Cosmos
 //! calls per operation, latency, and 429s the reads met; every request (refusals included) by
-//! routed path, the caller's role and status; and the reads refused by the budgets
-//! ([`crate::budget`]) by reason. Served as text at `/metrics`.
+//! routed path, the caller's role and status; the reads refused by the budgets
+//! ([`crate::budget`]) by reason; and what the live stream's change-feed follower costs and
+//! how far behind each range is. Served as text at `/metrics`.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 use cosmos::ReadCost;
 
@@ -61,6 +64,9 @@ pub struct Metrics {
     throttled: Family<RouteLabel, Counter>,
     by_role: Family<RouteRoleStatus, Counter>,
     refused: Family<[(&'static str, &'static str); 1], Counter>,
+    feed_charge: Counter<f64, AtomicU64>,
+    feed_moves: Counter,
+    feed_behind: Family<[(&'static str, String); 1], Gauge<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -80,6 +86,9 @@ impl Default for Metrics {
             throttled: Family::default(),
             by_role: Family::default(),
             refused: Family::default(),
+            feed_charge: Counter::default(),
+            feed_moves: Counter::default(),
+            feed_behind: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -117,11 +126,42 @@ impl Default for Metrics {
             "Reads refused before Cosmos DB was asked, by reason: identity_budget (429, the caller's RU budget spent) or concurrency (503, no fan-out slot)",
             metrics.refused.clone(),
         );
+        r.register(
+            "fleet_api_feed_request_charge",
+            "Cosmos DB request units the live stream's change-feed follower spent (its snapshot query and feed pages), whoever watches",
+            metrics.feed_charge.clone(),
+        );
+        r.register(
+            "fleet_api_feed_moves",
+            "Drone moves the change-feed follower took (newer positions)",
+            metrics.feed_moves.clone(),
+        );
+        r.register(
+            "fleet_api_feed_behind_seconds",
+            "Per partition key range: seconds since the follower last read the range's feed to its end (0: caught up)",
+            metrics.feed_behind.clone(),
+        );
         metrics
     }
 }
 
 impl Metrics {
+    /// Records a change-feed read that cost `charge` RU; for a feed page, its range and how
+    /// long since the range was last read to its end.
+    pub fn record_feed(&self, charge: f64, range: Option<(&str, f64)>) {
+        self.feed_charge.inc_by(charge);
+        if let Some((range, behind_secs)) = range {
+            self.feed_behind
+                .get_or_create(&[("range", range.to_string())])
+                .set(behind_secs);
+        }
+    }
+
+    /// Counts a drone move the follower took.
+    pub fn record_move(&self) {
+        self.feed_moves.inc();
+    }
+
     /// Records one answered request of `route`.
     pub fn record(&self, route: &'static str, status: u16, cost: Option<&ReadCost>, secs: f64) {
         let label = [("route", route)];
