@@ -150,7 +150,11 @@ pub fn router(
         )))
     };
     let cors = browser::cors(&options.cors_origins);
-    let map = map::routes(options.map_refresh, options.map_sign_in.as_ref());
+    let map = map::routes(
+        options.map_updates,
+        options.map_refresh,
+        options.map_sign_in.as_ref(),
+    );
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
         reads,

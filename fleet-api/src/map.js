@@ -1,14 +1,25 @@
-// The live map (served as /map.js): draws the fleet, polls /api/drones, answers clicks; asks
-// the API with the credential of /signin.js.
+// The live map (served as /map.js): draws the fleet and its geofences, follows the live
+// stream /api/drones/stream (or polls /api/drones, when the page says so or the stream
+// refuses it), marks fence crossings, answers clicks; asks the API with the credential of
+// /signin.js.
 "use strict";
 const SVGNS = "http://www.w3.org/2000/svg";
 const EARTH_M = 6371008.8;
 const REFRESH_MS = Math.max(100, Number(document.body.dataset.refreshMs) || 2000);
+const UPDATES = document.body.dataset.updates === "poll" ? "poll" : "stream";
+// Ages are recoloured this often while streaming; the fences are read again this often.
+const RECOLOUR_MS = 5000, FENCES_MS = 30000;
+// Crossings listed in the panel.
+const CROSSINGS_KEPT = 20;
 const svg = document.getElementById("map");
 const layer = id => document.getElementById(id);
 // View: centre (lon, lat) and pixels per degree of latitude.
 let view = null;
-let drones = [];
+// The fleet by drone id; each Feature's `at` is the time its age was 0, by this page's clock.
+let fleet = new Map();
+let fences = [];
+let crossings = [];
+let moves = 0;
 let selected = null;
 let track = null;
 let query = null;
@@ -36,6 +47,8 @@ function haversine(a, b) {
   const h = Math.sin(dlat / 2) ** 2 + Math.cos(a[1] * r) * Math.cos(b[1] * r) * Math.sin(dlon / 2) ** 2;
   return 2 * EARTH_M * Math.asin(Math.min(1, Math.sqrt(h)));
 }
+function stamp(f) { f.at = Date.now() - (f.properties.ageS || 0) * 1000; return f; }
+function ageS(f) { return (Date.now() - f.at) / 1000; }
 function colour(ageS) {
   if (ageS < 30) return "#2e9d4a";
   if (ageS < 120) return "#e3b31c";
@@ -48,6 +61,7 @@ function niceStep(raw) {
   return 10 * p;
 }
 function fit() {
+  const drones = [...fleet.values()];
   if (!drones.length) { view = view || { lon: 0, lat: 0, ppd: 2 }; return; }
   const lons = drones.map(d => d.geometry.coordinates[0]);
   const lats = drones.map(d => d.geometry.coordinates[1]);
@@ -88,17 +102,43 @@ function drawScale() {
   el("path", { d: `M${x} ${y - 5}V${y}H${x + px}V${y - 5}`, fill: "none", stroke: "#1d2733", "stroke-width": 2 }, g);
   el("text", { x, y: y - 8, "font-size": 11 }, g).textContent = metres >= 1000 ? metres / 1000 + " km" : metres + " m";
 }
-function drawDrones() {
-  const g = layer("drones"); g.replaceChildren();
-  for (const f of drones) {
-    const [x, y] = project(...f.geometry.coordinates);
-    const c = el("circle", {
-      class: "drone" + (f.id === selected ? " selected" : ""), cx: x, cy: y, r: 5,
-      fill: colour(f.properties.ageS), "data-drone-id": f.id,
-    }, g);
-    el("title", {}, c).textContent = `${f.id} · ${Math.round(f.properties.ageS)} s ago`;
+// Draws drone `f`, or moves its dot where it is already drawn.
+function placeDrone(f, g) {
+  const [x, y] = project(...f.geometry.coordinates);
+  let c = g.querySelector(`[data-drone-id="${CSS.escape(f.id)}"]`);
+  if (!c) {
+    c = el("circle", { r: 5, "data-drone-id": f.id }, g);
+    el("title", {}, c);
     c.addEventListener("mousedown", e => e.stopPropagation());
     c.addEventListener("click", e => { e.stopPropagation(); select(f.id); });
+  }
+  c.setAttribute("class", "drone" + (f.id === selected ? " selected" : ""));
+  c.setAttribute("cx", x);
+  c.setAttribute("cy", y);
+  c.setAttribute("fill", colour(ageS(f)));
+  c.firstChild.textContent = `${f.id} · ${Math.round(ageS(f))} s ago`;
+}
+function drawDrones() {
+  const g = layer("drones"); g.replaceChildren();
+  for (const f of fleet.values()) placeDrone(f, g);
+}
+function drawFences() {
+  const g = layer("fences"); g.replaceChildren();
+  const marked = new Set(crossings.filter(c => Date.now() - c.at < 60000).map(c => c.fence));
+  for (const f of fences) {
+    const cls = "fence" + (marked.has(f.id) ? " crossed" : "");
+    const geom = f.geometry || {};
+    let anchor;
+    if (geom.type === "Polygon") {
+      const ring = geom.coordinates[0].map(c => project(...c));
+      el("polygon", { class: cls, points: ring.map(p => p.join(",")).join(" "), "data-fence-id": f.id }, g);
+      anchor = ring[0];
+    } else if (geom.type === "Point" && f.properties && f.properties.subType === "Circle") {
+      const [x, y] = project(...geom.coordinates);
+      el("circle", { class: cls, cx: x, cy: y, r: f.properties.radius / metresPerPixel(), "data-fence-id": f.id }, g);
+      anchor = [x, y];
+    } else continue;
+    el("text", { class: "fence-label", x: anchor[0] + 4, y: anchor[1] - 4 }, g).textContent = f.id;
   }
 }
 function drawTrack() {
@@ -119,7 +159,7 @@ function drawQuery() {
 }
 function draw() {
   if (!view) fit();
-  drawGraticule(); drawTrack(); drawQuery(); drawDrones(); drawScale();
+  drawGraticule(); drawFences(); drawTrack(); drawQuery(); drawDrones(); drawScale();
 }
 
 function status(text, error) {
@@ -139,20 +179,127 @@ async function getJson(url, init) {
   return [body, r];
 }
 
-async function refresh() {
+// The whole fleet, from a snapshot or a poll.
+function setFleet(features) {
+  const first = !view;
+  fleet = new Map(features.map(f => [f.id, stamp(f)]));
+  if (first) fit();
+  draw();
+  if (first) fromAddress();
+  document.body.dataset.updated = String(Date.now());
+}
+
+// Polling: the fleet every REFRESH_MS.
+async function poll() {
   try {
     const [body, r] = await getJson("/api/drones");
-    const first = !view;
-    drones = body.features;
-    if (first) fit();
-    draw();
-    if (first) fromAddress();
-    document.body.dataset.updated = String(Date.now());
-    status(`${drones.length} drones · ${new Date().toLocaleTimeString()} · ${cost(r)}`);
+    setFleet(body.features);
+    status(`${fleet.size} drones · ${new Date().toLocaleTimeString()} · ${cost(r)}`);
   } catch (e) {
     status("update failed: " + e.message, true);
-  } finally {
-    setTimeout(refresh, REFRESH_MS);
+  }
+}
+async function polling() {
+  await poll();
+  setTimeout(polling, REFRESH_MS);
+}
+
+// The live stream: the fleet as a snapshot, then each move and crossing as it happens.
+// After an interruption it reconnects with the last event's id and gets what it missed.
+let lastEventId = null;
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
+async function streaming() {
+  for (;;) {
+    let wait = REFRESH_MS;
+    try {
+      await fleetAuth.ready;
+      const headers = { accept: "text/event-stream", ...fleetAuth.headers() };
+      if (lastEventId !== null) headers["last-event-id"] = lastEventId;
+      const r = await fetch("/api/drones/stream", { headers });
+      if (r.status === 401) { await fleetAuth.unauthorized(); continue; }
+      if (r.status === 503) {
+        // As many viewers as the API allows: poll until a place is free.
+        const body = await r.json().catch(() => ({}));
+        wait = 1000 * (Number(r.headers.get("retry-after")) || 5);
+        await poll();
+        status(`polling: ${body.message || "the live stream is busy"}`, true);
+      } else if (!r.ok) {
+        throw new Error((await r.json().catch(() => ({}))).message || r.status);
+      } else {
+        status(`${fleet.size} drones · live`);
+        await readEvents(r.body, onEvent);
+        status("live stream ended; reconnecting", true);
+      }
+    } catch (e) {
+      status("live stream interrupted: " + e.message, true);
+    }
+    await sleep(wait);
+  }
+}
+// Reads server-sent events from `body` until it ends, calling `handle(name, data)` for each.
+async function readEvents(body, handle) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message", id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? "" : line.slice(colon + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "event") name = v;
+        else if (field === "data") data.push(v);
+        else if (field === "id") id = v;
+      }
+      if (id !== null) lastEventId = id;
+      if (data.length) handle(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+function onEvent(name, data) {
+  if (name === "snapshot") {
+    setFleet(data.features);
+  } else if (name === "position") {
+    fleet.set(data.id, stamp(data));
+    if (view) placeDrone(data, layer("drones"));
+    moves += 1;
+    document.body.dataset.updated = String(Date.now());
+  } else if (name === "enter" || name === "leave") {
+    crossings.unshift({ ...data, kind: name, at: Date.now() });
+    crossings.length = Math.min(crossings.length, CROSSINGS_KEPT);
+    if (!fences.some(f => f.id === data.fence)) loadFences();
+    drawFences();
+    drawCrossings();
+    return;
+  } else return;
+  status(`${fleet.size} drones · live · ${moves} moves since ${new Date(started).toLocaleTimeString()}`);
+}
+const started = Date.now();
+
+function drawCrossings() {
+  const out = layer("crossings");
+  if (!crossings.length) return;
+  out.className = "";
+  out.replaceChildren(table(crossings.map(c => [
+    new Date(c.at).toLocaleTimeString(), c.deviceId, c.kind, c.fence,
+  ])));
+}
+async function loadFences() {
+  try {
+    const [body] = await getJson("/api/geofences");
+    fences = body.features;
+    if (view) drawFences();
+  } catch (e) {
+    layer("crossings").textContent = "geofences: " + e.message;
   }
 }
 
@@ -252,4 +399,11 @@ svg.addEventListener("wheel", e => {
 }, { passive: false });
 layer("fit").addEventListener("click", () => { fit(); draw(); });
 window.addEventListener("resize", draw);
-refresh();
+loadFences();
+setInterval(loadFences, FENCES_MS);
+if (UPDATES === "poll") {
+  polling();
+} else {
+  streaming();
+  setInterval(() => { if (view) { drawDrones(); drawFences(); } }, RECOLOUR_MS);
+}

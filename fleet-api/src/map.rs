@@ -1,4 +1,5 @@
-//! The live map: its page, scripts and styles, embedded in the binary; how it signs in
+//! The live map: its page, scripts and styles, embedded in the binary; how it learns of
+//! the fleet's moves ([`MapUpdates`]: the live stream, or polling); how it signs in
 //! (`/map/config.json`: the issuer, client id and scope of the authorization code flow with
 //! PKCE that `signin.js` runs); and the content security policy that lets the page load and
 //! run only these files of its own origin (no inline script or style, nothing from
@@ -13,9 +14,10 @@ use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The page, with `__REFRESH_MS__` standing for the refresh interval.
+/// The page, with `__UPDATES__` standing for how it follows the fleet and `__REFRESH_MS__`
+/// for the polling interval.
 const PAGE: &str = include_str!("map.html");
 const SCRIPT: &str = include_str!("map.js");
 const SIGN_IN: &str = include_str!("signin.js");
@@ -24,6 +26,29 @@ const STYLES: &str = include_str!("map.css");
 /// The map page's policy without sign-in: its own origin's scripts, styles and API only.
 pub const MAP_POLICY: &str =
     "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// How the map follows the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MapUpdates {
+    /// The live stream (`/api/drones/stream`): one change-feed reader serves every open
+    /// map, and a move reaches the page within about a second. The page polls only while
+    /// the stream refuses it (as many viewers as `API_STREAM_MAX_CLIENTS`).
+    #[default]
+    Stream,
+    /// `GET /api/drones` every `MAP_REFRESH`: a fan-out query over every range per open
+    /// map and refresh.
+    Poll,
+}
+
+impl MapUpdates {
+    fn name(self) -> &'static str {
+        match self {
+            MapUpdates::Stream => "stream",
+            MapUpdates::Poll => "poll",
+        }
+    }
+}
 
 /// How the map signs in: the authorization code flow with PKCE at the API's issuer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,12 +74,14 @@ fn policy(sign_in: Option<&MapSignIn>) -> String {
 }
 
 /// The map's routes (`/`, `/map.js`, `/signin.js`, `/map.css`, `/map/config.json`), the page
-/// refreshing every `refresh`, signing in by `sign_in`.
-pub fn routes<S>(refresh: Duration, sign_in: Option<&MapSignIn>) -> Router<S>
+/// following the fleet by `updates`, polling every `refresh`, signing in by `sign_in`.
+pub fn routes<S>(updates: MapUpdates, refresh: Duration, sign_in: Option<&MapSignIn>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    let page = PAGE.replace("__REFRESH_MS__", &refresh.as_millis().to_string());
+    let page = PAGE
+        .replace("__UPDATES__", updates.name())
+        .replace("__REFRESH_MS__", &refresh.as_millis().to_string());
     let policy = policy(sign_in);
     let config = serde_json::json!({ "signIn": sign_in }).to_string();
     let script = |text: &'static str| {

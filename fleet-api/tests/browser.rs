@@ -2,8 +2,11 @@
 //! the local Cosmos endpoint: after the first update the page has drawn exactly as many
 //! drones as the API returns, reading anonymously, or after signing in at the local Entra ID
 //! issuer (`entra-sim`) with the authorization code flow and PKCE where only signed-in users
-//! may read. Chromium must be installed (`./scripts/test-all` installs it); without it these
-//! tests fail and say how to install it.
+//! may read (these two poll, `MAP_UPDATES=poll`: `--dump-dom` reads the page once its
+//! requests are answered, which a stream never is); and, driven by puppeteer-core, a drone's dot moves within 2 s of the write of
+//! its new position, from the live stream, without one polling request. Chromium must be
+//! installed (`./scripts/test-all` installs it); without it these tests fail and say how to
+//! install it.
 //!
 //! `FLEET_MAP_SCREENSHOT=docs/img/fleet-map.png` also saves a screenshot of the map, with a
 //! drone and its track selected and a radius query drawn (how the README's picture is made).
@@ -12,12 +15,14 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use cosmos_sim::CosmosSim;
 use entra_sim::{App, EntraSim, User};
+use serde_json::Value;
 use test_harness::Chromium;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// The `fleet-api` binary, killed when dropped.
 struct Running {
@@ -71,7 +76,10 @@ async fn the_map_draws_every_drone_the_api_returns() {
     let points = scatter(75, 0xb10b);
     seed_latest(&c, &points).await;
     seed_history(&c, "drone-3", 40, points[3]).await;
-    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let api = start_binary(
+        &sim,
+        &[("API_ALLOW_ANONYMOUS", "true"), ("MAP_UPDATES", "poll")],
+    );
 
     let listed = get(&format!("{}/api/drones", api.base)).await;
     assert_eq!(listed.status, 200, "{}", listed.body);
@@ -145,6 +153,7 @@ async fn the_map_signs_in_with_pkce_and_draws_the_fleet() {
             ("API_OIDC_ISSUER", issuer.as_str()),
             ("API_OIDC_AUDIENCE", "api://fleet-api"),
             ("API_MAP_CLIENT_ID", "fleet-map"),
+            ("MAP_UPDATES", "poll"),
         ],
     );
     // Without a token the API refuses: what the map draws, it read signed in.
@@ -161,6 +170,107 @@ async fn the_map_signs_in_with_pkce_and_draws_the_fleet() {
         "the page did not finish its first update: {dom}"
     );
     assert_eq!(dom.matches("data-drone-id=").count(), 40, "{dom}");
+    drop(api);
+    sim.shutdown().await;
+}
+
+/// `tests/browser/live_map.mjs` driving chromium on the map at `url`, watching `drone`.
+struct LiveMap {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl LiveMap {
+    fn open(chromium: &Chromium, url: &str, drone: &str) -> LiveMap {
+        let node = test_harness::node_bin()
+            .expect("node and tools/node packages (npm ci --prefix tools/node)");
+        let mut child = tokio::process::Command::new(node)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/browser/live_map.mjs"
+            ))
+            .arg(chromium.bin())
+            .arg(url)
+            .arg(drone)
+            .arg(test_harness::node_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node starts");
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        LiveMap { child, lines }
+    }
+
+    /// The driver's next line, whose one field is `key`.
+    async fn next(&mut self, key: &str) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(90), self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no {key} from the browser within 90 s"))
+            .unwrap()
+            .unwrap_or_else(|| {
+                panic!("the browser driver ended before {key} (its error is above)")
+            });
+        let mut value: Value = serde_json::from_str(&line).unwrap();
+        value[key].take()
+    }
+
+    async fn send(&mut self, command: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drone_moves_on_the_map_within_two_seconds_of_its_write_without_polling() {
+    let chromium = Chromium::find().unwrap_or_else(|e| {
+        panic!("the map test needs Debian's chromium: {e} (./scripts/test-all installs it)")
+    });
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let points = scatter(40, 0x11fe);
+    seed_latest(&c, &points).await;
+    // MAP_REFRESH is short: a page that polled would ask for the fleet several times a second.
+    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-7");
+    map.next("drawn").await;
+
+    let mut took = Vec::new();
+    for step in 1..=5u32 {
+        let to = (points[7].0 + 0.003 * f64::from(step), points[7].1);
+        let written = Instant::now();
+        move_drone(&c, "drone-7", 100 + u64::from(step), to).await;
+        map.send("moved").await;
+        map.next("moved").await;
+        took.push(written.elapsed());
+    }
+    map.send("end").await;
+    let requests = map.next("requests").await;
+    let requests: Vec<&str> = requests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    eprintln!("write to dot moved: {took:?}");
+    for t in &took {
+        assert!(
+            *t < Duration::from_secs(2),
+            "a dot moved {t:?} after its write (all: {took:?})"
+        );
+    }
+    assert!(
+        requests.contains(&"/api/drones/stream"),
+        "the page did not open the stream: {requests:?}"
+    );
+    assert!(
+        !requests.contains(&"/api/drones"),
+        "the page polled the fleet: {requests:?}"
+    );
     drop(api);
     sim.shutdown().await;
 }

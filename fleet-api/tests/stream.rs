@@ -7,91 +7,10 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::sse::Viewer;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use serde_json::Value;
-use telemetry::DocumentLayout;
-
-/// One server-sent event.
-#[derive(Debug)]
-struct Event {
-    name: String,
-    id: u64,
-    data: Value,
-}
-
-/// A viewer's stream, read one event at a time.
-struct Viewer {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Viewer {
-    async fn open(base: &str, last_event_id: Option<u64>) -> Viewer {
-        let mut request = reqwest::Client::new().get(format!("{base}/api/drones/stream"));
-        if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id.to_string());
-        }
-        let response = tokio::time::timeout(Duration::from_secs(30), request.send())
-            .await
-            .expect("the stream answers within 30 s")
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        assert_eq!(
-            response.headers()["content-type"].to_str().unwrap(),
-            "text/event-stream"
-        );
-        Viewer {
-            response,
-            buffer: String::new(),
-        }
-    }
-
-    /// The next event (keep-alive comments skipped).
-    async fn next(&mut self) -> Event {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let (mut name, mut id, mut data) = (String::new(), 0, String::new());
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        name = v.trim().to_string();
-                    } else if let Some(v) = line.strip_prefix("id:") {
-                        id = v.trim().parse().unwrap();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.trim());
-                    }
-                }
-                if !name.is_empty() {
-                    return Event {
-                        name,
-                        id,
-                        data: serde_json::from_str(&data).unwrap(),
-                    };
-                }
-                continue;
-            }
-            let chunk = self
-                .response
-                .chunk()
-                .await
-                .unwrap()
-                .expect("the stream stays open");
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-    }
-}
-
-async fn upsert(c: &cosmos::ContainerClient, device: &str, seq: u64, at: (f64, f64)) {
-    let pos = position(device, seq, at, Duration::ZERO);
-    let doc = DocumentLayout::default().latest(&pos, None);
-    c.upsert(device, &serde_json::to_vec(&doc).unwrap())
-        .await
-        .unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
@@ -105,7 +24,7 @@ async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
     assert_eq!(snapshot.name, "snapshot");
     assert_eq!(snapshot.data["features"].as_array().unwrap().len(), 6);
 
-    upsert(&c, "drone-2", 99, (HOME.0 + 0.01, HOME.1)).await;
+    move_drone(&c, "drone-2", 99, (HOME.0 + 0.01, HOME.1)).await;
     let moved = first.next().await;
     assert_eq!(moved.name, "position");
     assert_eq!(moved.data["id"], "drone-2");
@@ -117,7 +36,7 @@ async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
     assert!(moved.id > snapshot.id);
 
     // A reconnect after the move gets what followed it, no snapshot.
-    upsert(&c, "drone-4", 7, (HOME.0, HOME.1 + 0.01)).await;
+    move_drone(&c, "drone-4", 7, (HOME.0, HOME.1 + 0.01)).await;
     let next = first.next().await;
     let mut again = Viewer::open(&base, Some(moved.id)).await;
     let missed = again.next().await;
@@ -138,7 +57,7 @@ async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
         before,
         "a viewer made the API query Cosmos DB"
     );
-    upsert(&c, "drone-0", 50, HOME).await;
+    move_drone(&c, "drone-0", 50, HOME).await;
     for viewer in &mut viewers {
         let event = viewer.next().await;
         assert_eq!(
@@ -158,7 +77,7 @@ async fn move_to(
     seq: u64,
     at: (f64, f64),
 ) -> Vec<String> {
-    upsert(c, device, seq, at).await;
+    move_drone(c, device, seq, at).await;
     let mut before = Vec::new();
     loop {
         let event = viewer.next().await;
@@ -197,7 +116,7 @@ async fn a_drone_flown_across_a_fence_enters_and_leaves_once_also_across_a_resta
         .upsert("depot", &serde_json::to_vec(&fence).unwrap())
         .await
         .unwrap();
-    upsert(&c, "drone-9", 1, HOME).await;
+    move_drone(&c, "drone-9", 1, HOME).await;
 
     let (base, stop) = serve(c.clone(), ApiOptions::default()).await;
     let mut viewer = Viewer::open(&base, None).await;

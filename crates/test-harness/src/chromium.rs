@@ -37,6 +37,11 @@ impl Chromium {
         })
     }
 
+    /// The browser's executable, for a driver that starts it (puppeteer).
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
     /// The DOM of `url` once the page's scripts had `budget` of virtual time.
     pub fn dump_dom(&self, url: &str, budget: Duration) -> Result<String, HarnessError> {
         let profile = profile()?;

@@ -48,6 +48,7 @@ pub fn node_bin() -> Result<PathBuf, HarnessError> {
         "@azure/cosmos",
         "@azure/identity",
         "azurite",
+        "puppeteer-core",
     ] {
         let dir = node_dir().join("node_modules").join(package);
         if !dir.join("package.json").is_file() {

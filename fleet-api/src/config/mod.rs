@@ -19,7 +19,7 @@ use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, OidcSettings};
 use crate::budget::RuBudget;
-use crate::map::MapSignIn;
+use crate::map::{MapSignIn, MapUpdates};
 use crate::tls::TlsFiles;
 use cosmos::Priority;
 
@@ -85,7 +85,11 @@ settings::with_cosmos_account! {
         /// [default: 2s]
         #[arg(long, env = "QUERY_THROTTLE_WAIT")]
         pub query_throttle_wait: Option<DurationSetting>,
-        /// How often the map refreshes [default: 2s]
+        /// How the map follows the fleet: stream (the live stream, one change-feed reader
+        /// for every viewer) or poll (GET /api/drones every MAP_REFRESH) [default: stream]
+        #[arg(long, env = "MAP_UPDATES")]
+        pub map_updates: Option<MapUpdates>,
+        /// How often the map polls the fleet when it does not stream [default: 2s]
         #[arg(long, env = "MAP_REFRESH")]
         pub map_refresh: Option<DurationSetting>,
         /// Log format: text or json [default: text]
@@ -153,6 +157,7 @@ settings::layered!(Settings {
     query_page_size,
     near_max_radius_m,
     query_throttle_wait,
+    map_updates,
     map_refresh,
     log_format,
     api_keys_file,
@@ -201,7 +206,9 @@ pub struct ApiOptions {
     /// How long a read retries Cosmos DB's 429s before it answers 503: a caller waits for
     /// it, and at low priority a throttled read means the budget is going to the writes.
     pub throttle_wait: Duration,
-    /// How often the map refreshes.
+    /// How the map follows the fleet.
+    pub map_updates: MapUpdates,
+    /// How often the map polls, when it does.
     pub map_refresh: Duration,
     /// Other origins whose pages may call the API (CORS); none: only the API's own.
     pub cors_origins: Vec<HeaderValue>,
@@ -220,14 +227,16 @@ pub struct ApiOptions {
 }
 
 impl Default for ApiOptions {
-    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map every 2 s, no other
-    /// origin, low priority, 1,000 RU/s per caller, 16 fan-outs at once, 1,000 live streams.
+    /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map streaming (polling every
+    /// 2 s when it polls), no other origin, low priority, 1,000 RU/s per caller, 16 fan-outs
+    /// at once, 1,000 live streams.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
             page_size: 1000,
             max_radius_m: 50_000.0,
             throttle_wait: Duration::from_secs(2),
+            map_updates: MapUpdates::Stream,
             map_refresh: Duration::from_secs(2),
             cors_origins: Vec::new(),
             map_sign_in: None,
@@ -345,6 +354,7 @@ impl Settings {
                 throttle_wait: self
                     .query_throttle_wait
                     .map_or(defaults.throttle_wait, |d| d.0),
+                map_updates: self.map_updates.unwrap_or_default(),
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
                 map_sign_in,

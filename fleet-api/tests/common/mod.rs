@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod sse;
+
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -93,6 +95,16 @@ pub async fn seed_latest(container: &ContainerClient, points: &[(f64, f64)]) -> 
         docs.push(doc);
     }
     docs
+}
+
+/// Writes the latest document of `device` at `seq` and `at`, as the writer does when the
+/// drone reports from there now.
+pub async fn move_drone(c: &ContainerClient, device: &str, seq: u64, at: (f64, f64)) {
+    let pos = position(device, seq, at, Duration::ZERO);
+    let doc = DocumentLayout::default().latest(&pos, None);
+    c.upsert(device, &serde_json::to_vec(&doc).unwrap())
+        .await
+        .unwrap();
 }
 
 /// Writes `n` history documents of `device`, one a minute, the newest 30 s ago, on a
