@@ -202,7 +202,7 @@ impl LiveMap {
         LiveMap { child, lines }
     }
 
-    /// The driver's next line, whose one field is `key`.
+    /// The driver's next line, which must hold `key`.
     async fn next(&mut self, key: &str) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(90), self.lines.next_line())
             .await
@@ -211,8 +211,9 @@ impl LiveMap {
             .unwrap_or_else(|| {
                 panic!("the browser driver ended before {key} (its error is above)")
             });
-        let mut value: Value = serde_json::from_str(&line).unwrap();
-        value[key].take()
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert!(value.get(key).is_some(), "{key} expected: {line}");
+        value
     }
 
     async fn send(&mut self, command: &str) {
@@ -231,9 +232,13 @@ async fn a_drone_moves_on_the_map_within_two_seconds_of_its_write_without_pollin
         panic!("the map test needs Debian's chromium: {e} (./scripts/test-all installs it)")
     });
     let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
-    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let cosmos = client(&sim.endpoint(), sim.key());
+    let c = container(&cosmos, "positions").await;
     let points = scatter(40, 0x11fe);
     seed_latest(&c, &points).await;
+    // The third move ends at the fence's centre, the fourth 220 m away: one enter, one leave.
+    let fenced = (points[7].0 + 0.009, points[7].1);
+    put_circle_fence(&cosmos, "depot", fenced, 150.0).await;
     // MAP_REFRESH is short: a page that polled would ask for the fleet several times a second.
     let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
     let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-7");
@@ -248,9 +253,21 @@ async fn a_drone_moves_on_the_map_within_two_seconds_of_its_write_without_pollin
         map.next("moved").await;
         took.push(written.elapsed());
     }
+    map.send("crossings").await;
+    let listed = map.next("crossings").await;
+    assert_eq!(
+        listed["fences"],
+        serde_json::json!(["depot"]),
+        "the fences the map draws"
+    );
+    assert_eq!(
+        listed["crossings"],
+        serde_json::json!([["drone-7", "leave", "depot"], ["drone-7", "enter", "depot"]]),
+        "the crossings the map lists, newest first"
+    );
     map.send("end").await;
     let requests = map.next("requests").await;
-    let requests: Vec<&str> = requests
+    let requests: Vec<&str> = requests["requests"]
         .as_array()
         .unwrap()
         .iter()

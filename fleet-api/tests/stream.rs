@@ -102,20 +102,7 @@ async fn a_drone_flown_across_a_fence_enters_and_leaves_once_also_across_a_resta
     let c = container(&cosmos, "positions").await;
     // A circle of 500 m around a depot 2 km east of HOME.
     let depot = (HOME.0 + 0.0266, HOME.1);
-    let fences = cosmos.container("telemetry", "geofences");
-    fences
-        .create_if_missing(&cosmos::ContainerSetup::new("/id"))
-        .await
-        .unwrap();
-    let fence = serde_json::json!({
-        "id": "depot", "kind": "geofence",
-        "geometry": {"type": "Point", "coordinates": [depot.0, depot.1]},
-        "properties": {"subType": "Circle", "radius": 500.0},
-    });
-    fences
-        .upsert("depot", &serde_json::to_vec(&fence).unwrap())
-        .await
-        .unwrap();
+    put_circle_fence(&cosmos, "depot", depot, 500.0).await;
     move_drone(&c, "drone-9", 1, HOME).await;
 
     let (base, stop) = serve(c.clone(), ApiOptions::default()).await;

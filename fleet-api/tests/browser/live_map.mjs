@@ -3,8 +3,9 @@
 //   node live_map.mjs <chromium> <map url> <drone id> <tools/node dir>
 // Prints JSON lines: {"drawn": [cx, cy]} once the drone's dot is drawn; then, for each line
 // "moved" read on standard input, {"moved": [cx, cy]} as soon as the dot stands somewhere
-// else; on "end", {"requests": [...]}, the path of every request the page made to /api/,
-// and exits.
+// else; for "crossings", {"crossings": [[drone, enter|leave, fence], ...], "fences": [...]},
+// the crossings the page lists (newest first) and the ids of the fences it drew; on "end",
+// {"requests": [...]}, the path of every request the page made to /api/, and exits.
 import { createRequire } from "node:module";
 import readline from "node:readline";
 
@@ -38,6 +39,14 @@ try {
   print({ drawn: at });
   for await (const line of readline.createInterface({ input: process.stdin })) {
     if (line === "end") break;
+    if (line === "crossings") {
+      print(await page.evaluate(() => ({
+        crossings: [...document.querySelectorAll("#crossings tr")]
+          .map(tr => [...tr.cells].slice(1).map(td => td.textContent)),
+        fences: [...document.querySelectorAll("[data-fence-id]")].map(f => f.dataset.fenceId),
+      })));
+      continue;
+    }
     if (line !== "moved") throw new Error(`unknown command ${line}`);
     await page.waitForFunction(
       (dot, [x, y]) => {

@@ -107,6 +107,25 @@ pub async fn move_drone(c: &ContainerClient, device: &str, seq: u64, at: (f64, f
         .unwrap();
 }
 
+/// Writes a circular geofence `id` of `radius_m` around `centre` into the geofences container
+/// of the test database (created when missing), as `PUT /api/geofences/{id}` stores it.
+pub async fn put_circle_fence(cosmos: &CosmosClient, id: &str, centre: (f64, f64), radius_m: f64) {
+    let fences = cosmos.container("telemetry", "geofences");
+    fences
+        .create_if_missing(&ContainerSetup::new("/id"))
+        .await
+        .unwrap();
+    let fence = serde_json::json!({
+        "id": id, "kind": "geofence",
+        "geometry": {"type": "Point", "coordinates": [centre.0, centre.1]},
+        "properties": {"subType": "Circle", "radius": radius_m},
+    });
+    fences
+        .upsert(id, &serde_json::to_vec(&fence).unwrap())
+        .await
+        .unwrap();
+}
+
 /// Writes `n` history documents of `device`, one a minute, the newest 30 s ago, on a
 /// curve that ends at `end`; returns their device times, oldest first.
 pub async fn seed_history(
