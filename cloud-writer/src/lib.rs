@@ -48,7 +48,7 @@ pub mod internals {
     pub use crate::pipeline::coalesce::Coalescer;
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{PositionWrite, prepare_batch};
-    pub use crate::sink::{CosmosSink, Encoder, SinkSettings};
+    pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};
     pub use crate::source::eventhubs::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
     pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};

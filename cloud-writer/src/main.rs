@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cloud_writer::internals::FileSource;
-use cloud_writer::internals::{cosmos_client, open_container, patch_in_batches};
+use cloud_writer::internals::{cosmos_client, open_container, patch_in_batches, policy_cost};
 use cloud_writer::{Counts, DropReason, Writer};
 use cloud_writer::{DurationSetting, Settings, WriterConfig};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -202,6 +202,54 @@ fn not_written(counts: &Counts) -> Vec<(DropReason, u64)> {
         .collect()
 }
 
+/// Says what the container's indexing policy makes each position cost, and warns when it
+/// indexes more than the read side needs or leaves out what it needs.
+async fn report_indexing(
+    container: &cosmos::ContainerClient,
+    layout: &DocumentLayout,
+    (database, name): (&str, &str),
+) -> anyhow::Result<()> {
+    let properties = container
+        .properties()
+        .await
+        .context("reading the container's indexing policy")?;
+    let Some(policy) = properties.indexing_policy else {
+        println!("note: the container's properties name no indexing policy");
+        return Ok(());
+    };
+    let cost = match policy_cost(&policy, layout) {
+        Ok(cost) => cost,
+        Err(e) => {
+            println!("warning: the container's indexing policy could not be read: {e}");
+            return Ok(());
+        }
+    };
+    let ours = policy_cost(&telemetry::indexing_policy(), layout)
+        .map_err(|e| anyhow::anyhow!("deploy/cosmos/indexing-policy.json: {e}"))?;
+    if !cost.missing.is_empty() {
+        println!(
+            "warning: the container's indexing policy leaves out paths fleet-api filters, orders or searches on: {} (deploy/cosmos/indexing-policy.json indexes them)",
+            cost.missing.join(", ")
+        );
+    }
+    if cost.ru_per_position > ours.ru_per_position + 0.05 {
+        println!(
+            "warning: the container's indexing policy indexes more than the read side needs: about {:.1} RU per position written, against {:.1} RU under deploy/cosmos/indexing-policy.json ({:.0} % less); apply it with: az cosmosdb sql container update --account-name ACCOUNT --resource-group GROUP --database-name {} --name {} --idx @deploy/cosmos/indexing-policy.json",
+            cost.ru_per_position,
+            ours.ru_per_position,
+            100.0 * (1.0 - ours.ru_per_position / cost.ru_per_position),
+            database,
+            name,
+        );
+    } else {
+        println!(
+            "ok: the indexing policy costs about {:.1} RU per position written",
+            cost.ru_per_position
+        );
+    }
+    Ok(())
+}
+
 async fn check(config: WriterConfig) -> anyhow::Result<()> {
     let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
     let client = cosmos_client(&config.cosmos)?;
@@ -217,6 +265,12 @@ async fn check(config: WriterConfig) -> anyhow::Result<()> {
             config.cosmos.container, config.cosmos.database
         );
     }
+    report_indexing(
+        &opened.container,
+        &layout,
+        (&config.cosmos.database, &config.cosmos.container),
+    )
+    .await?;
     if patch_in_batches(&opened.container, opened.missing_partition_key).await? {
         println!("ok: the server takes Patch in batches (NEWEST_WINS=patch works)");
     } else {

@@ -70,6 +70,15 @@ async fn wrong_partition_key_path_exits_non_zero_naming_path_and_setting() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The container indexes every path (Cosmos DB's default): the check says what that
+    // costs, and that the read side's spatial index is missing.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("warning: the container's indexing policy indexes more than the read side needs: about 1")
+            && stdout.contains("--idx @deploy/cosmos/indexing-policy.json"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("/location (spatial)"), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,6 +105,10 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
     assert!(
         stdout.contains("ok: the server takes Patch in batches"),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("ok: the indexing policy costs about 1"),
+        "the container the writer creates has the project's policy: {stdout}"
     );
     // A configuration error is exit code 2 and names the variable.
     let mut bad = command(&sim.endpoint(), "http://nowhere", "absent", free_port());

@@ -387,3 +387,60 @@ async fn small_pages_follow_continuation_tokens_to_the_same_answer() {
     );
     sim.shutdown().await;
 }
+
+/// The answers' drones, positions and distances: what a read answers, without the ages.
+fn answer_of(got: &Got) -> Vec<serde_json::Value> {
+    assert_eq!(got.status, 200, "{}", got.body);
+    let features = got.body["features"].as_array().cloned();
+    features
+        .unwrap_or_else(|| vec![got.body.clone()])
+        .into_iter()
+        .map(|f| {
+            json!([
+                f["id"],
+                f["geometry"],
+                f["properties"]["distanceM"],
+                f["properties"]["seq"]
+            ])
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_answers_are_the_same_under_the_projects_indexing_policy_and_the_default() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let cosmos = client(&sim.endpoint(), sim.key());
+    let ours = container(&cosmos, "positions").await;
+    let everything = container_indexing_everything(&cosmos, "indexed").await;
+    let points = scatter(DRONES, 0x1d3);
+    for c in [&ours, &everything] {
+        seed_latest(c, &points).await;
+        seed_history(c, "drone-3", 30, points[3]).await;
+    }
+    let (a, _stop_a) = serve(ours, ApiOptions::default()).await;
+    let (b, _stop_b) = serve(everything, ApiOptions::default()).await;
+    for path in [
+        format!(
+            "/api/drones/near?lat={}&lon={}&radius_m=2500",
+            HOME.1, HOME.0
+        ),
+        format!(
+            "/api/drones/within?bbox={},{},{},{}",
+            HOME.0 - 0.03,
+            HOME.1 - 0.02,
+            HOME.0 + 0.02,
+            HOME.1 + 0.03
+        ),
+        "/api/drones".to_string(),
+        "/api/drones/drone-3".to_string(),
+        "/api/drones/drone-3/track".to_string(),
+    ] {
+        let (under_ours, under_default) = (
+            get(&format!("{a}{path}")).await,
+            get(&format!("{b}{path}")).await,
+        );
+        assert_eq!(answer_of(&under_ours), answer_of(&under_default), "{path}");
+        assert!(!answer_of(&under_ours).is_empty(), "{path}");
+    }
+    sim.shutdown().await;
+}

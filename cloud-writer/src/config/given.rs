@@ -38,7 +38,8 @@ settings::with_cosmos_account! {
         /// Partition key path the documents carry the device id at [default: /deviceId]
         #[arg(long, env = "COSMOS_PARTITION_KEY_PATH")]
         pub cosmos_partition_key_path: Option<String>,
-        /// Create the database and container when missing [default: false]
+        /// Create the database and container when missing, with the indexing policy of
+        /// deploy/cosmos/indexing-policy.json [default: false]
         #[arg(long, env = "COSMOS_CREATE_IF_MISSING")]
         pub cosmos_create_if_missing: Option<bool>,
         /// Throughput (RU/s) of a container this writer creates.

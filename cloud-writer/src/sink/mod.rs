@@ -5,4 +5,4 @@
 
 pub mod cosmos;
 
-pub use cosmos::{CosmosSink, Encoder, SinkSettings};
+pub use cosmos::{CosmosSink, Encoder, SinkSettings, policy_cost};

@@ -140,7 +140,7 @@ pub async fn open_container(
                 default_ttl,
                 throughput: settings.throughput,
                 ..ContainerSetup::new(settings.partition_key_path.to_string())
-                    .with_location("/location")
+                    .with_indexing_policy(telemetry::indexing_policy())
             };
             tracing::info!(database = %settings.database, container = %settings.container, "creating the container");
             container.create_if_missing(&setup).await?

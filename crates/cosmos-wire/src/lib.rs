@@ -8,12 +8,16 @@
 //! - [`batch`]: the JSON of transactional batch and bulk requests and of their per-operation results;
 //! - [`priority`]: the priority level of priority-based execution;
 //! - [`headers`] and [`status`]: header names, and the status and substatus codes clients act on;
-//! - [`resources`]: account, database, container and partition key range bodies.
+//! - [`resources`]: account, database, container and partition key range bodies;
+//! - [`indexing`] and [`charges`]: a container's indexing policy, the indexed terms it makes
+//!   of a document, and what the service charges a write for them.
 
 pub mod auth;
 pub mod batch;
+pub mod charges;
 pub mod epk;
 pub mod headers;
+pub mod indexing;
 pub mod priority;
 pub mod resources;
 pub mod status;

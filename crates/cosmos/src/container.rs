@@ -23,8 +23,11 @@ use crate::{CosmosClient, CosmosError, PartitionKey, Priority};
 pub struct ContainerSetup {
     /// The partition key path, e.g. `/deviceId` (hash version 2).
     pub partition_key_path: String,
-    /// Path of a GeoJSON property to index spatially (Point and Polygon), e.g. `/location`.
+    /// Path of a GeoJSON property to index spatially (Point and Polygon), e.g. `/location`,
+    /// in the default indexing policy (every path indexed).
     pub location_path: Option<String>,
+    /// An indexing policy to create the container with instead of the default one.
+    pub indexing_policy: Option<serde_json::Value>,
     /// Default time to live of documents, in seconds (-1: expiry on, no default).
     pub default_ttl: Option<i64>,
     /// Provisioned throughput (RU/s) of the container.
@@ -38,6 +41,7 @@ impl ContainerSetup {
         Self {
             partition_key_path: partition_key_path.into(),
             location_path: None,
+            indexing_policy: None,
             default_ttl: None,
             throughput: None,
         }
@@ -47,6 +51,14 @@ impl ContainerSetup {
     pub fn with_location(self, path: impl Into<String>) -> Self {
         Self {
             location_path: Some(path.into()),
+            ..self
+        }
+    }
+
+    /// The same, created with `policy` as its indexing policy.
+    pub fn with_indexing_policy(self, policy: serde_json::Value) -> Self {
+        Self {
+            indexing_policy: Some(policy),
             ..self
         }
     }
@@ -68,7 +80,7 @@ impl ContainerSetup {
         ContainerProperties {
             id: id.to_string(),
             partition_key: PartitionKeyDefinition::hash_v2(&self.partition_key_path),
-            indexing_policy: Some(policy),
+            indexing_policy: Some(self.indexing_policy.clone().unwrap_or(policy)),
             default_ttl: self.default_ttl,
         }
     }
@@ -443,10 +455,15 @@ mod tests {
         let plain = ContainerSetup {
             location_path: None,
             default_ttl: None,
-            ..setup
+            ..setup.clone()
         };
         let json = serde_json::to_value(plain.properties("p")).unwrap();
         assert!(json["indexingPolicy"].get("spatialIndexes").is_none());
         assert!(json.get("defaultTtl").is_none());
+
+        let policy = json!({"indexingMode": "none"});
+        let json = serde_json::to_value(setup.with_indexing_policy(policy.clone()).properties("p"))
+            .unwrap();
+        assert_eq!(json["indexingPolicy"], policy);
     }
 }

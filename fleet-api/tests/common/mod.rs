@@ -31,13 +31,35 @@ pub fn client(endpoint: &str, key: &str) -> CosmosClient {
     CosmosClient::new(config).unwrap()
 }
 
-/// Creates the database and a container keyed on `/deviceId`.
+/// Creates the database and a container keyed on `/deviceId` with the project's indexing
+/// policy, as the writer creates it.
 pub async fn container(client: &CosmosClient, name: &str) -> ContainerClient {
+    container_with(
+        client,
+        name,
+        ContainerSetup::new("/deviceId").with_indexing_policy(telemetry::indexing_policy()),
+    )
+    .await
+}
+
+/// Creates the database and a container keyed on `/deviceId` with Cosmos DB's default
+/// indexing policy (every path) and a spatial index on `/location`.
+pub async fn container_indexing_everything(client: &CosmosClient, name: &str) -> ContainerClient {
+    container_with(
+        client,
+        name,
+        ContainerSetup::new("/deviceId").with_location("/location"),
+    )
+    .await
+}
+
+async fn container_with(
+    client: &CosmosClient,
+    name: &str,
+    setup: ContainerSetup,
+) -> ContainerClient {
     let container = client.container("telemetry", name);
-    container
-        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
-        .await
-        .unwrap();
+    container.create_if_missing(&setup).await.unwrap();
     container
 }
 

@@ -12,7 +12,9 @@ mod tests;
 
 use std::time::Duration;
 
+use cloud_writer::internals::policy_cost;
 use serde::Serialize;
+use telemetry::DocumentLayout;
 
 pub use prices::Prices;
 pub use render::text;
@@ -138,12 +140,6 @@ const MIN_WRITERS: u64 = 2;
 const MIN_PARTITIONS: u64 = 4;
 const MAX_PARTITIONS: u64 = 32;
 
-/// Request units of one latest-position write: about 7.4 RU on the local endpoint
-/// (docs/performance.md, "Throughput against provisioned RU").
-const RU_PER_LATEST_WRITE: f64 = 7.4;
-/// A history document is under 1 KB: a 1 KB write is 4.95 RU ("Understand request unit
-/// consumption", the write cost by item size).
-const RU_PER_HISTORY_WRITE: f64 = 4.95;
 /// Provisioned throughput above the steady load, for bursts after an outage (a quarter).
 const RU_HEADROOM: f64 = 1.25;
 /// Throughput is provisioned in steps of 100 RU/s, at least 400 RU/s for a container.
@@ -250,12 +246,18 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
         .next_power_of_two()
         .clamp(MIN_PARTITIONS, MAX_PARTITIONS);
 
+    // What Cosmos DB charges the writer's documents under the indexing policy it creates the
+    // container with (deploy/cosmos/indexing-policy.json): a drone's new position is a patch
+    // of its latest document, a history document a create ("Understand request unit
+    // consumption": size and indexed terms; `cloud-writer check` says the same).
+    let charges = policy_cost(&telemetry::indexing_policy(), &DocumentLayout::default())
+        .expect("the project's indexing policy parses");
     let history_ru = if fleet.history.is_some() {
-        positions_per_sec * RU_PER_HISTORY_WRITE
+        positions_per_sec * charges.ru_per_history_document
     } else {
         0.0
     };
-    let write_ru_per_sec = positions_per_sec * RU_PER_LATEST_WRITE + history_ru;
+    let write_ru_per_sec = positions_per_sec * charges.ru_per_position + history_ru;
     let needed = (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM;
     let ru_per_sec = ((needed / RU_STEP).ceil() * RU_STEP).max(RU_MIN);
     let history_documents = fleet

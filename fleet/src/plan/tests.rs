@@ -82,12 +82,14 @@ fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
     let p = prices();
     let small = plan(&fleet(1), &p);
     assert_eq!(small.cosmos.ru_per_sec, 400.0);
-    // 1,000 drones: 200 writes/s at 7.4 RU is 1,480 RU/s; a quarter more, in steps of 100.
+    // 1,000 drones: 200 patches/s, each changing 3 indexed terms under the project's policy
+    // (5.0 + 5.0 + 0.2 × 3 + 0.2 × 3 + 0.4 × 3 = 12.4 RU), is 2,480 RU/s; a quarter more, in
+    // steps of 100.
     let plan1 = plan(&fleet(1_000), &p);
-    assert_eq!(plan1.cosmos.ru_per_sec, 1_900.0);
+    assert_eq!(plan1.cosmos.ru_per_sec, 3_100.0);
     assert_eq!(
         plan1.monthly_cost.cosmos_throughput,
-        19.0 * p.cosmos.per_100_ru_hour * 730.0
+        31.0 * p.cosmos.per_100_ru_hour * 730.0
     );
     let two_regions = plan(
         &Fleet {
@@ -115,7 +117,9 @@ fn history_adds_its_writes_and_its_storage() {
     );
     let without = plan(&fleet(1_000), &p);
     let added = with.cosmos.write_ru_per_sec - without.cosmos.write_ru_per_sec;
-    assert!((added - 200.0 * 4.95).abs() < 1e-9, "{added}");
+    // A create of a history document under the project's policy: 5.0 + 0.2 × 6 terms (id,
+    // _ts, kind, deviceId, deviceTimeMs, location).
+    assert!((added - 200.0 * 6.2).abs() < 1e-9, "{added}");
     // 200 positions a second kept a week, 1 KB each.
     let gb = (1_000.0 + 200.0 * 7.0 * 86_400.0) * 1024.0 / (1u64 << 30) as f64;
     assert!((with.cosmos.storage_gb - gb).abs() < 1e-9);

@@ -410,8 +410,9 @@ impl<'a> Ctx<'a> {
             (DocOp::Create(_), Some(_)) => conflict(),
             (DocOp::Create(body) | DocOp::Upsert(body), None) => {
                 let doc = self.build(body);
+                let terms = self.container.indexing.terms(doc.value()).len();
                 (
-                    Outcome::ok(201, ru::insert(doc.json().len()), Some(doc.clone())),
+                    Outcome::ok(201, ru::create(doc.json().len(), terms), Some(doc.clone())),
                     Effect::Put(doc),
                 )
             }
@@ -419,10 +420,12 @@ impl<'a> Ctx<'a> {
                 precondition_failed(ru::read(d.json().len()))
             }
             (DocOp::Upsert(_), Some(_)) if pre.if_none_match.as_deref() == Some("*") => conflict(),
-            (DocOp::Upsert(body) | DocOp::Replace(body), Some(_)) => {
+            (DocOp::Upsert(body) | DocOp::Replace(body), Some(d)) => {
                 let doc = self.build(body);
+                let charge =
+                    ru::replace(d.json().len(), doc.json().len(), self.term_changes(d, &doc));
                 (
-                    Outcome::ok(200, ru::overwrite(doc.json().len()), Some(doc.clone())),
+                    Outcome::ok(200, charge, Some(doc.clone())),
                     Effect::Put(doc),
                 )
             }
@@ -430,20 +433,37 @@ impl<'a> Ctx<'a> {
             (DocOp::Delete, Some(d)) if mismatch(d) => {
                 precondition_failed(ru::read(d.json().len()))
             }
-            (DocOp::Delete, Some(d)) => (
-                Outcome::ok(204, ru::delete(d.json().len()), None),
-                Effect::Remove,
-            ),
+            (DocOp::Delete, Some(d)) => {
+                let terms = self.container.indexing.terms(d.value()).len();
+                (
+                    Outcome::ok(204, ru::delete(d.json().len(), terms), None),
+                    Effect::Remove,
+                )
+            }
             (DocOp::Patch(_), Some(d)) if mismatch(d) => {
                 precondition_failed(ru::read(d.json().len()))
             }
             (DocOp::Patch(patch), Some(d)) => match self.patch(d, patch) {
-                Ok(doc) => (
-                    Outcome::ok(200, ru::overwrite(doc.json().len()), Some(doc.clone())),
-                    Effect::Put(doc),
-                ),
+                Ok(doc) => {
+                    let charge =
+                        ru::patch(d.json().len(), doc.json().len(), self.term_changes(d, &doc));
+                    (
+                        Outcome::ok(200, charge, Some(doc.clone())),
+                        Effect::Put(doc),
+                    )
+                }
                 Err(outcome) => (outcome, Effect::None),
             },
+        }
+    }
+
+    /// The indexed terms a write of `new` over `old` removes and adds.
+    fn term_changes(&self, old: &Doc, new: &Doc) -> ru::TermChanges {
+        let policy = &self.container.indexing;
+        let (before, after) = (policy.terms(old.value()), policy.terms(new.value()));
+        ru::TermChanges {
+            removed: before.difference(&after).count(),
+            added: after.difference(&before).count(),
         }
     }
 

@@ -41,6 +41,9 @@ pub(super) fn run_query(
     if is_true(headers, "x-ms-cosmos-is-query-plan-request") {
         return query_plan(&q);
     }
+    if let Some(reply) = order_by_excluded(&q, ctx) {
+        return reply;
+    }
     let params: Vec<(String, Value)> = req
         .parameters
         .into_iter()
@@ -126,6 +129,32 @@ fn query_plan_body(q: &query::ast::Query) -> Value {
             "dCountInfo": null, "hasNonStreamingOrderBy": false
         },
         "queryRanges": [{"min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false}]
+    })
+}
+
+/// The 400 of an `ORDER BY` on a path the container's indexing policy does not index: the
+/// service needs a range index for it ("fails if the path it references doesn't have one").
+/// The message is the service's, as its clients report it.
+fn order_by_excluded(q: &query::ast::Query, ctx: &Ctx<'_>) -> Option<Reply> {
+    let Some((query::ast::Expr::Path(root, segs), _)) = &q.order_by else {
+        return None;
+    };
+    if root != &q.alias {
+        return None;
+    }
+    let path: Vec<&str> = segs
+        .iter()
+        .map(|s| match s {
+            query::ast::PathSeg::Field(name) => name.as_str(),
+            query::ast::PathSeg::Index(_) => "[]",
+        })
+        .collect();
+    (!ctx.container.indexing.indexes(&path)).then(|| {
+        Reply::error(
+            400,
+            0,
+            "The index path corresponding to the specified order-by item is excluded.",
+        )
     })
 }
 

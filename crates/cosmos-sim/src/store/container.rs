@@ -4,6 +4,7 @@
 use super::key::pk_epk_of_canonical;
 use super::partition::Partition;
 use cosmos_wire::epk::{boundary_to_u128, even_ranges, u128_to_boundary};
+use cosmos_wire::indexing::IndexingPolicy;
 use cosmos_wire::resources::{PartitionKeyDefinition, PartitionKeyRange};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
@@ -106,6 +107,8 @@ pub struct Container {
     pub body: Value,
     /// The partition key path split into its segments.
     pub pk_path: Vec<String>,
+    /// Its indexing policy: which terms a write indexes, which paths a query may order by.
+    pub indexing: IndexingPolicy,
     /// `dbs/{db rid}/colls/{rid}/`.
     pub(super) self_link: String,
     /// Provisioned RU/s (f64 bits), split evenly across the live ranges.

@@ -18,6 +18,7 @@ pub use key::{PartitionKey, pk_epk_of_canonical};
 pub use partition::Partition;
 
 use crate::raw::EtagText;
+use cosmos_wire::indexing::IndexingPolicy;
 use cosmos_wire::resources::PartitionKeyDefinition;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
@@ -178,6 +179,8 @@ impl Store {
                 json!({"indexingMode":"consistent","automatic":true,
                    "includedPaths":[{"path":"/*"}],"excludedPaths":[{"path":"/\"_etag\"/?"}]})
             });
+        let indexing = IndexingPolicy::parse(&indexing_policy)
+            .map_err(|e| CreateError::Invalid(format!("The indexing policy is invalid: {e}.")))?;
         let mut body = definition.clone();
         let obj = body.as_object_mut().ok_or_else(|| {
             CreateError::Invalid("the container definition is not an object".into())
@@ -210,6 +213,7 @@ impl Store {
             partition_key,
             body,
             pk_path,
+            indexing,
             self_link,
             ru_per_sec: AtomicU64::new(ru_per_sec.to_bits()),
             ranges: RwLock::new(Ranges::even(partitions, ru_per_sec)),

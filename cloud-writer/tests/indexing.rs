@@ -1,0 +1,113 @@
+//! What the container's indexing policy costs the writer, on the local endpoint that charges
+//! writes as Microsoft publishes it (a size-based charge and 0.2 RU per indexed term a write
+//! adds or removes): the same drones' positions written through the writer's sink into a
+//! container it created (`COSMOS_CREATE_IF_MISSING`: `deploy/cosmos/indexing-policy.json`)
+//! and into one with Cosmos DB's default policy (every path indexed). A drone's new position
+//! costs at least 30 % less under the project's policy.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{TimeDelta, Utc};
+use cloud_writer::internals::{
+    Ack, CosmosSink, Encoder, PositionWrite, Rejects, SinkSettings, bulk_config, cosmos_client,
+    open_container,
+};
+use cloud_writer::{Metrics, NewestWins};
+use common::*;
+use cosmos::ContainerClient;
+use cosmos_sim::CosmosSim;
+use telemetry::{DocumentLayout, Position, StalenessPolicy};
+
+const DRONES: usize = 100;
+
+/// RU the endpoint charged `container` so far.
+fn charged(sim: &CosmosSim, container: &str) -> f64 {
+    sim.stats()
+        .containers
+        .iter()
+        .filter(|c| c.container == container)
+        .flat_map(|c| &c.partitions)
+        .map(|p| p.ru_total)
+        .sum()
+}
+
+/// Writes one position of every drone (its `seq`th) through a new sink, to the end.
+async fn round(container: &ContainerClient, seq: u64) {
+    let metrics = Arc::new(Metrics::new());
+    let sink = CosmosSink::start(
+        container.clone(),
+        Encoder::new(DocumentLayout::default(), true, None),
+        SinkSettings {
+            newest_wins: NewestWins::Patch,
+            staleness: StalenessPolicy::default(),
+            high_water_capacity: 1000,
+            bulk: bulk_config(1000),
+            key_file: None,
+        },
+        metrics.clone(),
+        Rejects::new(metrics.clone(), None).unwrap(),
+    );
+    let base = Utc::now() - TimeDelta::seconds(60);
+    for d in 0..DRONES {
+        sink.write(PositionWrite {
+            position: Position {
+                device_id: device(d),
+                seq,
+                ts: base + TimeDelta::seconds(5 * seq as i64),
+                lat: 47.6 + d as f64 / 1000.0,
+                lon: -122.3 + seq as f64 / 1000.0,
+                alt_m: Some(100.0 + seq as f64),
+                heading_deg: Some(90.0),
+                speed_mps: Some(10.0 + seq as f64),
+                battery_pct: Some(90 - seq as u8),
+            },
+            enqueued: Some(base + TimeDelta::seconds(5 * seq as i64 + 1)),
+            received_at: Instant::now(),
+            ack: Ack::none(),
+        })
+        .await;
+    }
+    sink.close().await;
+    assert_eq!(metrics.counts().written, DRONES as u64);
+}
+
+/// RU per drone of its first position (a create) and of its next (a patch) in `name`.
+async fn per_position(sim: &CosmosSim, name: &str) -> (f64, f64) {
+    let config = settings(&sim.endpoint(), "mqtt://127.0.0.1:1", name)
+        .resolve()
+        .unwrap();
+    let client = cosmos_client(&config.cosmos).unwrap();
+    let opened = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
+        .await
+        .unwrap();
+    let start = charged(sim, name);
+    round(&opened.container, 1).await;
+    let created = charged(sim, name);
+    round(&opened.container, 2).await;
+    let patched = charged(sim, name);
+    let n = DRONES as f64;
+    ((created - start) / n, (patched - created) / n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_costs_at_least_30_percent_less_under_the_projects_indexing_policy() {
+    let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
+    // Made before the writer starts, with the service's default policy; the writer creates
+    // the other.
+    sim.create_container("telemetry", "indexed", "/deviceId")
+        .unwrap();
+    let (default_create, default_patch) = per_position(&sim, "indexed").await;
+    let (create, patch) = per_position(&sim, "positions").await;
+    eprintln!(
+        "RU per position: default policy create {default_create:.2}, patch {default_patch:.2}; \
+         the project's create {create:.2}, patch {patch:.2}"
+    );
+    assert!(
+        patch <= 0.7 * default_patch,
+        "a new position costs {patch:.2} RU under the project's policy, {default_patch:.2} under the default"
+    );
+    assert!(create < default_create);
+}

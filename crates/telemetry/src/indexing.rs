@@ -1,0 +1,27 @@
+//! The indexing policy the position documents are written for: the read side's filters and
+//! orders (`kind`, `deviceId`, `deviceTimeMs`) and a spatial index on `location`, nothing
+//! else. Cosmos DB's default indexes every path, and a write is charged for every indexed
+//! term it changes; a drone's new position changes about a dozen under the default policy
+//! and three under this one (`deviceTimeMs`, `location`, and `_ts`, always indexed).
+//!
+//! The policy is `deploy/cosmos/indexing-policy.json`, embedded here, so that infrastructure
+//! code and the writer's `COSMOS_CREATE_IF_MISSING` create the same container.
+
+use serde_json::Value;
+
+/// The policy's text, as `deploy/cosmos/indexing-policy.json` holds it.
+pub const INDEXING_POLICY_JSON: &str = include_str!("../../../deploy/cosmos/indexing-policy.json");
+
+/// The indexing policy of a positions container.
+pub fn indexing_policy() -> Value {
+    serde_json::from_str(INDEXING_POLICY_JSON).expect("deploy/cosmos/indexing-policy.json is JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_policy_parses() {
+        let policy = super::indexing_policy();
+        assert_eq!(policy["excludedPaths"][0]["path"], "/*");
+    }
+}
