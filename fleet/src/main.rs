@@ -42,6 +42,10 @@ struct PlanArgs {
     /// How often each drone reports its position (the agent's REPORT_INTERVAL).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     report_interval: Duration,
+    /// The writer's MIN_WRITE_INTERVAL: each drone written at most once per this interval
+    /// (e.g. `30s`) [default: every position]
+    #[arg(long, value_parser = parse_duration)]
+    min_write_interval: Option<Duration>,
     /// Keep a history document of every position for this long (the writer's history
     /// with its TTL), e.g. `7d`.
     #[arg(long, value_parser = parse_duration)]
@@ -225,6 +229,7 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
     let fleet = plan::Fleet {
         drones: args.drones,
         report_interval: args.report_interval,
+        min_write_interval: args.min_write_interval.unwrap_or_default(),
         history: args.history,
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,

@@ -125,6 +125,11 @@ settings::with_cosmos_account! {
         /// Positions later than this are dropped as stale [default: 5m]
         #[arg(long, env = "STALE_AFTER")]
         pub stale_after: Option<DurationSetting>,
+        /// At most one write per drone per this interval, of its newest position (the
+        /// positions it supersedes are acknowledged with that write); 0 writes every
+        /// position [default: 0]
+        #[arg(long, env = "MIN_WRITE_INTERVAL")]
+        pub min_write_interval: Option<DurationSetting>,
         /// Device times further ahead of now are rejected [default: 2m]
         #[arg(long, env = "FUTURE_TOLERANCE")]
         pub future_tolerance: Option<DurationSetting>,
@@ -200,6 +205,7 @@ settings::layered!(Settings {
     eventhubs_load_balancing_strategy,
     eventhubs_checkpoint_interval,
     stale_after,
+    min_write_interval,
     future_tolerance,
     metrics_addr,
     newest_wins,
@@ -289,6 +295,16 @@ impl Settings {
                 .future_tolerance
                 .map_or(StalenessPolicy::default().future_tolerance, |d| d.0),
         };
+        let min_write_interval = self.min_write_interval.map_or(Duration::ZERO, |d| d.0);
+        if min_write_interval >= staleness.stale_after {
+            return Err(ConfigError::Invalid {
+                name: "MIN_WRITE_INTERVAL",
+                message: format!(
+                    "{min_write_interval:?} would hold positions until they are stale (STALE_AFTER {:?}): write 30s, or anything shorter than STALE_AFTER",
+                    staleness.stale_after
+                ),
+            });
+        }
         let metrics_addr = match self.metrics_addr.as_deref() {
             Some("off") => None,
             Some(addr) => Some(addr.parse().map_err(|e| ConfigError::Invalid {
@@ -417,6 +433,7 @@ impl Settings {
                 .then_some(HistorySettings { ttl: history_ttl }),
             dead_letter_file: self.dead_letter_file,
             batch_max_messages,
+            min_write_interval,
             batch_linger: self.batch_linger.map_or(Duration::from_millis(20), |d| d.0),
             max_in_flight,
             summary_interval: self

@@ -231,6 +231,8 @@ pub struct WriterConfig {
     pub dead_letter_file: Option<PathBuf>,
     /// Most messages per pipeline batch.
     pub batch_max_messages: usize,
+    /// At most one write per drone per this interval (zero: no limit).
+    pub min_write_interval: Duration,
     /// Longest wait to fill a batch.
     pub batch_linger: Duration,
     /// Most positions being written at once.

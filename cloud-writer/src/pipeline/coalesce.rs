@@ -56,6 +56,11 @@ impl<T: Ordered> Coalescer<T> {
         None
     }
 
+    /// The item kept for drone `device`.
+    pub fn kept(&self, device: &str) -> Option<&T> {
+        self.index.get(device).map(|&i| &self.winners[i])
+    }
+
     /// Number of drones kept.
     pub fn len(&self) -> usize {
         self.winners.len()

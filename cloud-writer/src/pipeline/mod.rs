@@ -1,6 +1,7 @@
 //! The pipeline between source and sink: decode, identity check, lateness and staleness
 //! ([`validate`], by the one staleness rule of [`staleness`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
-//! within a batch ([`coalesce`]), then the sink.
+//! within a batch ([`coalesce`]), at most one write per drone per `MIN_WRITE_INTERVAL`
+//! when set ([`spacing`]), then the sink.
 //!
 //! Batches are whatever the source has delivered when the pipeline is ready for more (up
 //! to a maximum), so a quiet stream is written at once and a busy one in large batches.
@@ -8,10 +9,12 @@
 pub mod coalesce;
 mod handoff;
 pub mod reject;
+mod spacing;
 pub mod staleness;
 pub mod validate;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use telemetry::{PositionOrder, StalenessPolicy};
@@ -20,6 +23,7 @@ pub use self::handoff::{PositionWrite, Sink};
 
 use self::coalesce::{Coalescer, Ordered};
 use self::reject::Rejects;
+use self::spacing::{Offer, Spacing};
 use crate::metrics::Metrics;
 use crate::source::Message;
 use crate::source::queue::QueueReceiver;
@@ -43,11 +47,15 @@ pub struct PipelineSettings {
     pub batch_max_messages: usize,
     /// The byte budget of the queue from the source ([`crate::source::queue`]).
     pub queue_max_bytes: usize,
+    /// At most one write per drone per this interval; zero: every drone's newest position
+    /// of each batch is written.
+    pub min_write_interval: Duration,
 }
 
 /// Judges and coalesces one batch of messages: rejected ones are recorded and
-/// acknowledged, superseded ones collected in `superseded`; the newest fresh position of
-/// each drone stays in `coalescer`.
+/// acknowledged, superseded ones collected in `superseded` (their messages acknowledged
+/// when the position that superseded them is final); the newest fresh position of each
+/// drone stays in `coalescer`.
 pub fn prepare_batch(
     messages: impl IntoIterator<Item = Message>,
     now: DateTime<Utc>,
@@ -72,7 +80,12 @@ pub fn prepare_batch(
                     received_at,
                     ack,
                 };
-                superseded.extend(coalescer.offer(write));
+                if let Some(loser) = coalescer.offer(write) {
+                    // Acknowledged when the position that superseded it is final.
+                    let winner = coalescer.kept(loser.device_id()).expect("kept");
+                    winner.ack.carry(loser.ack.clone());
+                    superseded.push(loser);
+                }
             }
             Err(rejection) => {
                 rejects.record(&identity, &payload, &rejection);
@@ -82,7 +95,8 @@ pub fn prepare_batch(
     }
 }
 
-/// Runs the pipeline until the source's channel closes, then waits for every write.
+/// Runs the pipeline until the source's channel closes, then writes the positions held
+/// for their drone's interval and waits for every write.
 pub async fn run(
     mut rx: QueueReceiver,
     sink: impl Sink,
@@ -93,24 +107,62 @@ pub async fn run(
     let mut batch = Vec::with_capacity(settings.batch_max_messages);
     let mut coalescer = Coalescer::default();
     let mut superseded = Vec::new();
-    while rx.recv_many(&mut batch, settings.batch_max_messages).await > 0 {
-        metrics.set_backlog(rx.len());
-        prepare_batch(
-            batch.drain(..),
-            Utc::now(),
-            &settings.staleness,
-            &rejects,
-            &mut coalescer,
-            &mut superseded,
-        );
-        rejects.flush();
-        for write in superseded.drain(..) {
-            sink.superseded(write).await;
+    let mut spacing =
+        (!settings.min_write_interval.is_zero()).then(|| Spacing::new(settings.min_write_interval));
+    loop {
+        let due = spacing.as_ref().and_then(Spacing::next_due);
+        // Cancel-safe: a batch is either taken whole or not at all.
+        let received = tokio::select! {
+            n = rx.recv_many(&mut batch, settings.batch_max_messages) => Some(n),
+            () = sleep_until(due) => None,
+        };
+        if received == Some(0) {
+            break;
         }
-        for write in coalescer.drain() {
-            sink.write(write).await;
+        if received.is_some() {
+            metrics.set_backlog(rx.len());
+            prepare_batch(
+                batch.drain(..),
+                Utc::now(),
+                &settings.staleness,
+                &rejects,
+                &mut coalescer,
+                &mut superseded,
+            );
+            rejects.flush();
+            for write in superseded.drain(..) {
+                sink.superseded(write).await;
+            }
+            let now = tokio::time::Instant::now();
+            for write in coalescer.drain() {
+                let offer = match spacing.as_mut() {
+                    Some(spacing) => spacing.offer(write, now),
+                    None => Offer::Write(write),
+                };
+                match offer {
+                    Offer::Write(write) => sink.write(write).await,
+                    Offer::Held => {}
+                    Offer::Superseded(write) => sink.superseded(write).await,
+                }
+            }
         }
+        if let Some(spacing) = spacing.as_mut() {
+            for write in spacing.take_due(tokio::time::Instant::now()) {
+                sink.write(write).await;
+            }
+        }
+    }
+    for write in spacing.iter_mut().flat_map(Spacing::drain) {
+        sink.write(write).await;
     }
     metrics.set_backlog(0);
     sink.close().await;
+}
+
+/// Waits until `due`, or forever.
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
 }

@@ -69,6 +69,8 @@ struct AckInner {
     sink: Option<Arc<dyn AckSink>>,
     index: u64,
     abandoned: AtomicBool,
+    /// Acknowledgements that wait for this one ([`Ack::carry`]).
+    carried: std::sync::Mutex<Vec<Ack>>,
 }
 
 impl std::fmt::Debug for Ack {
@@ -88,6 +90,7 @@ impl Ack {
                 sink: Some(sink),
                 index,
                 abandoned: AtomicBool::new(false),
+                carried: std::sync::Mutex::default(),
             })),
         }
     }
@@ -99,21 +102,40 @@ impl Ack {
                 sink: None,
                 index: 0,
                 abandoned: AtomicBool::new(false),
+                carried: std::sync::Mutex::default(),
             })),
         }
     }
 
-    /// This clone's outcome is final; the last clone to finish acknowledges the message.
+    /// This clone's outcome is final; the last clone to finish acknowledges the message,
+    /// then the ones it carries.
     pub fn finish(mut self) {
         let Some(inner) = self.inner.take() else {
             return;
         };
         if let Some(inner) = Arc::into_inner(inner) {
-            if !inner.abandoned.load(Ordering::Acquire) {
-                if let Some(sink) = inner.sink {
-                    sink.done(inner.index);
-                }
+            if inner.abandoned.load(Ordering::Acquire) {
+                return;
             }
+            if let Some(sink) = inner.sink {
+                sink.done(inner.index);
+            }
+            let carried = inner.carried.into_inner().unwrap_or_else(|e| e.into_inner());
+            for ack in carried {
+                ack.finish();
+            }
+        }
+    }
+
+    /// Makes `other` wait for this message: it is finished when this one is acknowledged,
+    /// and abandoned with it.
+    pub fn carry(&self, other: Ack) {
+        if let Some(inner) = &self.inner {
+            inner
+                .carried
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(other);
         }
     }
 }

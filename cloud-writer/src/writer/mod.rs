@@ -72,6 +72,7 @@ impl Writer {
         let mqtt_tls = config.mqtt_tls.clone();
         let eventhubs = config.eventhubs.clone();
         let cosmos = config.cosmos.clone();
+        let min_write_interval = config.min_write_interval;
         Writer::start_inner(config, bulk, move |metrics| {
             let source: Box<dyn Source> = match spec {
                 None => {
@@ -80,6 +81,13 @@ impl Writer {
                     ));
                 }
                 Some(SourceSpec::Mqtt(url)) => {
+                    if !min_write_interval.is_zero() {
+                        tracing::warn!(
+                            min_write_interval = ?min_write_interval,
+                            receive_maximum,
+                            "MIN_WRITE_INTERVAL keeps a drone's messages unacknowledged until its next write, and the broker sends at most MQTT_RECEIVE_MAXIMUM unacknowledged: keep it above the drones of this writer times MIN_WRITE_INTERVAL over their report interval (1,000 drones every 5 s with 30s: 6,000), or the stream slows to the releases"
+                        );
+                    }
                     let settings = MqttSettings {
                         receive_maximum,
                         ..MqttSettings::from_url(&url.0, client_id, share_group, &mqtt_tls)
@@ -203,6 +211,7 @@ impl Writer {
                 staleness: config.staleness,
                 batch_max_messages: config.batch_max_messages,
                 queue_max_bytes: config.source_max_bytes,
+                min_write_interval: config.min_write_interval,
             },
             rejects,
             metrics.clone(),

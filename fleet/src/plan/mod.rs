@@ -26,6 +26,9 @@ pub struct Fleet {
     pub drones: u64,
     /// How often each drone reports its position (one IoT Hub message per report).
     pub report_interval: Duration,
+    /// The writer's `MIN_WRITE_INTERVAL`: each drone written at most once per this interval
+    /// (zero: every position).
+    pub min_write_interval: Duration,
     /// How long history documents are kept, when the writer keeps history.
     pub history: Option<Duration>,
     /// Regions of the Cosmos DB account (throughput and storage are billed in each).
@@ -257,7 +260,11 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     } else {
         0.0
     };
-    let write_ru_per_sec = positions_per_sec * charges.ru_per_position + history_ru;
+    // With MIN_WRITE_INTERVAL a drone's latest document is written at most once per
+    // interval; its history documents still get every position.
+    let latest_writes_per_sec =
+        fleet.drones as f64 / interval.max(fleet.min_write_interval.as_secs_f64());
+    let write_ru_per_sec = latest_writes_per_sec * charges.ru_per_position + history_ru;
     let needed = (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM;
     let ru_per_sec = ((needed / RU_STEP).ceil() * RU_STEP).max(RU_MIN);
     let history_documents = fleet

@@ -11,8 +11,16 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
     let interval = fleet.report_interval.as_secs_f64();
     let _ = writeln!(
         s,
-        "{} drones, a position every {interval} s{}, Cosmos DB in {} region(s)",
+        "{} drones, a position every {interval} s{}{}, Cosmos DB in {} region(s)",
         fleet.drones,
+        if fleet.min_write_interval.is_zero() {
+            String::new()
+        } else {
+            format!(
+                ", each written at most every {} s",
+                fleet.min_write_interval.as_secs_f64()
+            )
+        },
         if fleet.history.is_some() {
             ", history kept"
         } else {

@@ -13,6 +13,7 @@ fn fleet(drones: u64) -> Fleet {
     Fleet {
         drones,
         report_interval: Duration::from_secs(5),
+        min_write_interval: Duration::ZERO,
         history: None,
         regions: 1,
         read_ru_per_sec: 0.0,
@@ -175,4 +176,37 @@ fn the_json_has_the_fields_tools_read() {
     ] {
         assert!(json.pointer(pointer).is_some(), "{pointer} in {json}");
     }
+}
+
+#[test]
+fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
+    let p = prices();
+    let week = Duration::from_secs(7 * 86_400);
+    let every = plan(&Fleet { history: Some(week), ..fleet(1_000) }, &p);
+    let spaced = plan(
+        &Fleet {
+            history: Some(week),
+            min_write_interval: Duration::from_secs(30),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    // 200 latest writes a second at 12.4 RU become 1,000 / 30; the history's 200 creates at
+    // 6.2 RU stay.
+    let history = 200.0 * 6.2;
+    assert!((every.cosmos.write_ru_per_sec - (200.0 * 12.4 + history)).abs() < 1e-6);
+    assert!(
+        (spaced.cosmos.write_ru_per_sec - (1_000.0 / 30.0 * 12.4 + history)).abs() < 1e-6,
+        "{}",
+        spaced.cosmos.write_ru_per_sec
+    );
+    // An interval shorter than the reports changes nothing.
+    let short = plan(
+        &Fleet {
+            min_write_interval: Duration::from_secs(2),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    assert_eq!(short.cosmos, plan(&fleet(1_000), &p).cosmos);
 }
