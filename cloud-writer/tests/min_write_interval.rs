@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -17,6 +17,16 @@ use cosmos_sim::CosmosSim;
 use test_harness::Mosquitto;
 
 const DRONES: usize = 100;
+
+/// A writer process, killed when dropped (also when the test fails).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// Every drone's `seq`th position, `seq` × 5 s after `start`.
 fn round(start: DateTime<Utc>, seq: u64) -> Vec<Publish> {
@@ -69,7 +79,10 @@ async fn a_drone_is_written_once_per_interval_with_its_newest_position() {
         |c| c.received == 3 * DRONES as u64,
     )
     .await;
-    assert_eq!(counts.written, DRONES as u64, "written within the interval: {counts:?}");
+    assert_eq!(
+        counts.written, DRONES as u64,
+        "written within the interval: {counts:?}"
+    );
     let cosmos = container(&sim.endpoint(), "telemetry", "spaced");
     assert!(all_at(&latest_documents(&cosmos).await, 1));
 
@@ -105,7 +118,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        (child, port)
+        (Killed(child), port)
     };
     let metric = |port: u16, name: &'static str| async move {
         let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
@@ -121,7 +134,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     const RECEIVED: &str = "cloud_writer_messages_received_total ";
     const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"} ";
 
-    let (mut first, port) = spawn("60s");
+    let (first, port) = spawn("60s");
     wait_until_async(
         "the writer subscribed",
         Duration::from_secs(30),
@@ -150,12 +163,15 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
         |r| *r == Some(5 * DRONES as u64),
     )
     .await;
-    assert_eq!(metric(port, WRITTEN).await, Some(DRONES as u64), "held, not written");
-    first.kill().unwrap();
-    first.wait().unwrap();
+    assert_eq!(
+        metric(port, WRITTEN).await,
+        Some(DRONES as u64),
+        "held, not written"
+    );
+    drop(first);
 
     // Restarted without the interval: every held and superseded message comes again.
-    let (mut second, port) = spawn("0");
+    let (_second, port) = spawn("0");
     let cosmos = container(&endpoint, "telemetry", "held");
     wait_until_async(
         "every drone at its newest position",
@@ -172,6 +188,4 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     )
     .await;
     assert_eq!(again, Some(4 * DRONES as u64));
-    second.kill().unwrap();
-    second.wait().unwrap();
 }

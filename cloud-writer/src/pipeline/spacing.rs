@@ -10,8 +10,8 @@
 //! of six times (one sixth of the write RU); its newest position in Cosmos DB is up to 30 s
 //! older than the newest the writer has received.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
@@ -59,7 +59,7 @@ impl Spacing {
     }
 
     /// Offers the newest position of a drone in its batch, at `now`.
-    pub fn offer(&mut self, mut write: PositionWrite, now: Instant) -> Offer {
+    pub fn offer(&mut self, write: PositionWrite, now: Instant) -> Offer {
         let Some(drone) = self.drones.get_mut(write.device_id()) else {
             self.drones.insert(
                 write.device_id().to_string(),
@@ -184,7 +184,10 @@ mod tests {
             panic!("a drone not written yet is written at once");
         };
         first.ack.finish();
-        assert!(matches!(spacing.offer(write(&acked, "d", 2), t0 + 5 * second), Offer::Held));
+        assert!(matches!(
+            spacing.offer(write(&acked, "d", 2), t0 + 5 * second),
+            Offer::Held
+        ));
         assert_eq!(spacing.next_due(), Some(t0 + 30 * second));
         // A newer one takes the held one's place; an older one is superseded by it.
         let replaced = spacing.offer(write(&acked, "d", 4), t0 + 10 * second);
@@ -197,7 +200,11 @@ mod tests {
             };
             w.ack.finish();
         }
-        assert_eq!(*acked.0.lock().unwrap(), [1], "superseded, not yet acknowledged");
+        assert_eq!(
+            *acked.0.lock().unwrap(),
+            [1],
+            "superseded, not yet acknowledged"
+        );
         assert!(spacing.take_due(t0 + 29 * second).is_empty());
         let due = spacing.take_due(t0 + 30 * second);
         assert_eq!(due.iter().map(|w| w.position.seq).collect::<Vec<_>>(), [4]);
@@ -206,12 +213,22 @@ mod tests {
         }
         let mut done = acked.0.lock().unwrap().clone();
         done.sort_unstable();
-        assert_eq!(done, [1, 2, 3, 4], "acknowledged with the write that superseded them");
+        assert_eq!(
+            done,
+            [1, 2, 3, 4],
+            "acknowledged with the write that superseded them"
+        );
         // The interval starts again at that write.
-        assert!(matches!(spacing.offer(write(&acked, "d", 5), t0 + 31 * second), Offer::Held));
+        assert!(matches!(
+            spacing.offer(write(&acked, "d", 5), t0 + 31 * second),
+            Offer::Held
+        ));
         assert_eq!(spacing.next_due(), Some(t0 + 60 * second));
         // Another drone is not held back by this one; at shutdown the held one is written.
-        assert!(matches!(spacing.offer(write(&acked, "e", 1), t0 + 31 * second), Offer::Write(_)));
+        assert!(matches!(
+            spacing.offer(write(&acked, "e", 1), t0 + 31 * second),
+            Offer::Write(_)
+        ));
         let left: Vec<u64> = spacing.drain().iter().map(|w| w.position.seq).collect();
         assert_eq!(left, [5]);
     }
@@ -221,8 +238,14 @@ mod tests {
         let acked = Arc::new(Acked::default());
         let t0 = Instant::now();
         let mut spacing = Spacing::new(Duration::from_secs(30));
-        assert!(matches!(spacing.offer(write(&acked, "d", 1), t0), Offer::Write(_)));
+        assert!(matches!(
+            spacing.offer(write(&acked, "d", 1), t0),
+            Offer::Write(_)
+        ));
         let later = t0 + Duration::from_secs(30);
-        assert!(matches!(spacing.offer(write(&acked, "d", 2), later), Offer::Write(_)));
+        assert!(matches!(
+            spacing.offer(write(&acked, "d", 2), later),
+            Offer::Write(_)
+        ));
     }
 }

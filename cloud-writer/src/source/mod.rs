@@ -120,7 +120,10 @@ impl Ack {
             if let Some(sink) = inner.sink {
                 sink.done(inner.index);
             }
-            let carried = inner.carried.into_inner().unwrap_or_else(|e| e.into_inner());
+            let carried = inner
+                .carried
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner());
             for ack in carried {
                 ack.finish();
             }

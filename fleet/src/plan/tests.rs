@@ -182,7 +182,13 @@ fn the_json_has_the_fields_tools_read() {
 fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
     let p = prices();
     let week = Duration::from_secs(7 * 86_400);
-    let every = plan(&Fleet { history: Some(week), ..fleet(1_000) }, &p);
+    let every = plan(
+        &Fleet {
+            history: Some(week),
+            ..fleet(1_000)
+        },
+        &p,
+    );
     let spaced = plan(
         &Fleet {
             history: Some(week),
