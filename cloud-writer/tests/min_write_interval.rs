@@ -134,12 +134,18 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     const RECEIVED: &str = "cloud_writer_messages_received_total ";
     const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"} ";
 
+    let ready = |port: u16| async move {
+        reqwest::get(format!("http://127.0.0.1:{port}/readyz"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    };
     let (first, port) = spawn("60s");
+    // Ready once its subscription is acknowledged: what is published from then on is its.
     wait_until_async(
         "the writer subscribed",
         Duration::from_secs(30),
-        || metric(port, RECEIVED),
-        |r| r.is_some(),
+        || ready(port),
+        |r| *r,
     )
     .await;
     let start = Utc::now() - TimeDelta::seconds(60);
