@@ -8,7 +8,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::internals::{
@@ -34,8 +34,8 @@ fn charged(sim: &CosmosSim, container: &str) -> f64 {
         .sum()
 }
 
-/// Writes one position of every drone (its `seq`th) through a new sink, to the end.
-async fn round(container: &ContainerClient, seq: u64) {
+/// The writer's sink over `container`, and its metrics.
+fn sink(container: &ContainerClient) -> (CosmosSink, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let sink = CosmosSink::start(
         container.clone(),
@@ -50,6 +50,12 @@ async fn round(container: &ContainerClient, seq: u64) {
         metrics.clone(),
         Rejects::new(metrics.clone(), None).unwrap(),
     );
+    (sink, metrics)
+}
+
+/// Writes one position of every drone (its `seq`th) through `sink` and waits until all
+/// are written.
+async fn round(sink: &CosmosSink, metrics: &Metrics, seq: u64) {
     let base = Utc::now() - TimeDelta::seconds(60);
     for d in 0..DRONES {
         sink.write(PositionWrite {
@@ -70,11 +76,17 @@ async fn round(container: &ContainerClient, seq: u64) {
         })
         .await;
     }
-    sink.close().await;
-    assert_eq!(metrics.counts().written, DRONES as u64);
+    wait_until(
+        "the round written",
+        Duration::from_secs(30),
+        || metrics.counts().written,
+        |w| *w == seq * DRONES as u64,
+    )
+    .await;
 }
 
-/// RU per drone of its first position (a create) and of its next (a patch) in `name`.
+/// RU per drone of its first position (a create) and of its next (a patch) in `name`,
+/// through one sink, as a running writer writes them.
 async fn per_position(sim: &CosmosSim, name: &str) -> (f64, f64) {
     let config = settings(&sim.endpoint(), "mqtt://127.0.0.1:1", name)
         .resolve()
@@ -83,11 +95,23 @@ async fn per_position(sim: &CosmosSim, name: &str) -> (f64, f64) {
     let opened = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
         .await
         .unwrap();
+    let (sink, metrics) = sink(&opened.container);
     let start = charged(sim, name);
-    round(&opened.container, 1).await;
+    round(&sink, &metrics, 1).await;
     let created = charged(sim, name);
-    round(&opened.container, 2).await;
+    // The service stamps `_ts` in seconds, and a drone's next report comes 5 s later: its
+    // new position changes `_ts` too, so the round starts in a later second.
+    let first_second = Utc::now().timestamp();
+    wait_until(
+        "the next second",
+        Duration::from_secs(2),
+        || Utc::now().timestamp(),
+        |now| *now > first_second,
+    )
+    .await;
+    round(&sink, &metrics, 2).await;
     let patched = charged(sim, name);
+    sink.close().await;
     let n = DRONES as f64;
     ((created - start) / n, (patched - created) / n)
 }
