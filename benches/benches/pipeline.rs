@@ -74,11 +74,20 @@ fn to_batches(
     messages: Vec<Message>,
     policy: &StalenessPolicy,
     rejects: &Rejects,
+    metrics: &Metrics,
     encoder: &Encoder,
     coalescer: &mut Coalescer<PositionWrite>,
     superseded: &mut Vec<PositionWrite>,
 ) -> Vec<Vec<u8>> {
-    prepare_batch(messages, Utc::now(), policy, rejects, coalescer, superseded);
+    prepare_batch(
+        messages,
+        Utc::now(),
+        policy,
+        rejects,
+        metrics,
+        coalescer,
+        superseded,
+    );
     let mut bodies = Vec::new();
     // As the bulk writer: a batch's operations are collected with their encoded length,
     // then written into a body reserved at their total.
@@ -146,6 +155,7 @@ fn bytes_to_batched_document(c: &mut Criterion) {
                     messages,
                     &policy,
                     &rejects,
+                    &metrics,
                     &encoder,
                     &mut coalescer,
                     &mut superseded,

@@ -1,14 +1,18 @@
 //! The agent: every interval the latest fix becomes a message with the next `seq`, is
-//! written to the disk buffer, and is published; the transport reports which record the
-//! broker acknowledged (it keeps the packet ids, which hold even when the broker
-//! acknowledges out of order and reuses them), and that record leaves the buffer.
+//! written to the disk buffer, and is published, alone or, with `PUBLISH_EVERY`, in a
+//! batch with the samples since the last publish ([`crate::batch`]); the transport
+//! reports which publish the broker acknowledged (it keeps the packet ids, which hold even
+//! when the broker acknowledges out of order and reuses them), and its records leave the
+//! buffer.
 //!
 //! # Delivery order
-//! - While connected, a new message is published at once (it has priority).
-//! - After a (re)connect, the newest buffered message goes first, so the fleet map is
-//!   current at once; then the backlog drains oldest first, at most
-//!   [`AgentConfig::backlog_rate`] messages per second and never filling the last
-//!   in-flight slot, so live positions are never held up behind the backlog.
+//! - While connected, a new message is published at once (it has priority); with
+//!   batching, a batch as soon as it is due.
+//! - After a (re)connect, the newest buffered position goes first (with batching, in the
+//!   batch being gathered), so the fleet map is current at once; then the backlog drains
+//!   oldest first, at most [`AgentConfig::backlog_rate`] messages per second (with
+//!   batching, each a batch of up to 4 KB) and never filling the last in-flight slot, so
+//!   live positions are never held up behind the backlog.
 //! - At most [`crate::transport::TransportConfig::max_inflight`] publishes await PUBACK.
 //!   Whatever a link did not acknowledge is sent again from the buffer on the next link
 //!   (at-least-once; the cloud keeps the newest position of each drone).
@@ -16,7 +20,7 @@
 //! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
 //! reader), so a process can run a fleet of them.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,6 +30,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::batch::{self, Batching};
 use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES};
 use crate::clock::{Clock, ClockSource, EARLIEST_PLAUSIBLE, kernel_synchronised};
@@ -46,6 +51,10 @@ pub struct AgentConfig {
     pub source: SourceConfig,
     /// How often the latest fix becomes a message.
     pub report_interval: Duration,
+    /// How often messages are published: `None` (or the report interval) publishes every
+    /// sample alone; a longer interval publishes the samples since the last publish in one
+    /// batch.
+    pub publish_every: Option<Duration>,
     /// A fix older than this is no fix (the interval is skipped and counted).
     pub max_fix_age: Duration,
     /// The board clock is corrected when GPS time differs from it by more than this.
@@ -69,6 +78,7 @@ impl AgentConfig {
             device_id: device_id.to_owned(),
             source: SourceConfig::Sim(SimConfig::default()),
             report_interval: Duration::from_secs(5),
+            publish_every: None,
             max_fix_age: Duration::from_secs(10),
             clock_max_skew: DEFAULT_CLOCK_MAX_SKEW,
             buffer: BufferConfig {
@@ -124,6 +134,8 @@ pub struct Agent {
     buffer: DiskBuffer,
     /// Records the disk refused, kept in memory until acknowledged or their link ends.
     unbuffered: HashSet<u64>,
+    /// The samples waiting for the next batch, when publishing in batches.
+    batching: Option<Batching>,
 }
 
 impl Agent {
@@ -133,6 +145,14 @@ impl Agent {
         if config.report_interval.is_zero() {
             return Err(AgentError::Timing("the report interval must be above zero"));
         }
+        if config
+            .publish_every
+            .is_some_and(|p| p < config.report_interval)
+        {
+            return Err(AgentError::Timing(
+                "the publish interval must be at least the report interval",
+            ));
+        }
         if !(config.backlog_rate.is_finite() && config.backlog_rate >= 0.01) {
             return Err(AgentError::Timing(
                 "the backlog rate must be at least 0.01 messages per second",
@@ -141,12 +161,16 @@ impl Agent {
         let buffer = DiskBuffer::open(&config.buffer)?;
         let status = StatusCell::new(&config.device_id);
         let clock = Clock::new(config.clock_max_skew);
+        let batching = config.publish_every.and_then(|publish_every| {
+            Batching::new(&config.device_id, config.report_interval, publish_every)
+        });
         let agent = Agent {
             config,
             status,
             clock,
             buffer,
             unbuffered: HashSet::new(),
+            batching,
         };
         agent.refresh_status();
         Ok(agent)
@@ -219,12 +243,38 @@ impl Agent {
         })
     }
 
-    /// Makes the message of this interval, if there is a fix and a time for it.
+    /// Takes this interval's sample and publishes what is due: the sample alone, or the
+    /// batch it completes.
     fn report(&mut self, source: &Source, link: Option<&mut Link>) {
+        let record = self.sample(source);
+        let now = Instant::now();
+        let due = match self.batching.as_mut() {
+            None => record.map(|record| vec![record]),
+            Some(batching) => {
+                if let Some(record) = record {
+                    batching.hold(record, now);
+                }
+                batching.due(now).then(|| batching.take())
+            }
+        };
+        if let Some(records) = due {
+            match link {
+                Some(link) => {
+                    link.live.push_back(records);
+                    self.pump(link);
+                }
+                // Buffered records go with the backlog of the next link.
+                None => self.lose_unbuffered(),
+            }
+        }
+        self.write_status_file();
+    }
+
+    /// The record of this interval, if there is a fix and a time for it.
+    fn sample(&mut self, source: &Source) -> Option<Record> {
         let Some(fix) = source.latest(Instant::now(), self.config.max_fix_age) else {
             self.status.update(|s| s.no_fix += 1);
-            self.write_status_file();
-            return;
+            return None;
         };
         let Some(ts) = self.stamp(&fix) else {
             if self.status.handle().status().no_time == 0 {
@@ -233,19 +283,9 @@ impl Agent {
                 );
             }
             self.status.update(|s| s.no_time += 1);
-            self.write_status_file();
-            return;
+            return None;
         };
-        if let Some(record) = self.store(&fix, ts) {
-            match link {
-                Some(link) => {
-                    link.live.push_back(record);
-                    self.pump(link);
-                }
-                None => self.lose_unbuffered(),
-            }
-        }
-        self.write_status_file();
+        self.store(&fix, ts)
     }
 
     /// The time to publish for `fix`, if a clock vouches for it; notes which one did.
@@ -299,10 +339,14 @@ impl Agent {
                 publisher,
             } => {
                 let mut fresh = Link::new(id, publisher, self.config.transport.max_inflight);
-                // The newest position first, so the fleet map is current at once.
-                if let Some(newest) = self.buffer.newest_pending() {
+                // The newest position first, so the fleet map is current at once: in the
+                // batch being gathered, if any.
+                let held = self.batching.as_mut().map(Batching::take);
+                if let Some(held) = held.filter(|held| !held.is_empty()) {
+                    fresh.live.push_back(held);
+                } else if let Some(newest) = self.buffer.newest_pending() {
                     if let Some(record) = self.read(newest) {
-                        fresh.live.push_back(record);
+                        fresh.live.push_back(vec![record]);
                     }
                 }
                 self.pump(&mut fresh);
@@ -321,11 +365,14 @@ impl Agent {
                 let Some(link) = link.as_mut().filter(|l| l.id == id) else {
                     return;
                 };
-                self.unbuffered.remove(&record_id);
-                if let Err(err) = self.buffer.ack(record_id) {
-                    tracing::error!(%err, "acknowledgement not recorded");
+                let records = link.acked(record_id);
+                for &record in &records {
+                    self.unbuffered.remove(&record);
+                    if let Err(err) = self.buffer.ack(record) {
+                        tracing::error!(%err, "acknowledgement not recorded");
+                    }
                 }
-                self.status.update(|s| s.acked += 1);
+                self.status.update(|s| s.acked += records.len() as u64);
                 self.pump(link);
             }
         }
@@ -334,21 +381,34 @@ impl Agent {
     /// Publishes live messages while there is room in flight.
     fn pump(&mut self, link: &mut Link) {
         while link.in_flight() < link.max_inflight {
-            let Some(record) = link.live.pop_front() else {
+            let Some(records) = link.live.pop_front() else {
                 break;
             };
-            self.publish(link, record);
+            self.publish(link, records);
         }
     }
 
-    /// Publishes the oldest backlog message not yet on this link.
+    /// Publishes the oldest backlog record not yet on this link: alone, or with batching
+    /// in a batch with the records after it, up to 4 KB.
     fn send_backlog(&mut self, link: &mut Link) {
-        while let Some(id) = link.next_backlog(&self.buffer) {
-            link.backlog_from = id + 1;
-            if let Some(record) = self.read(id) {
-                self.publish(link, record);
-                return;
+        let before = self.batching.as_ref().and_then(Batching::first_held);
+        let mut records = Vec::new();
+        while let Some(id) = link.next_backlog(&self.buffer, before) {
+            let Some(record) = self.read(id) else {
+                link.backlog_from = id + 1;
+                continue;
+            };
+            if !records.is_empty() && !batch::fits(&self.config.device_id, &records, &record) {
+                break;
             }
+            link.backlog_from = id + 1;
+            records.push(record);
+            if self.batching.is_none() {
+                break;
+            }
+        }
+        if !records.is_empty() {
+            self.publish(link, records);
         }
     }
 
@@ -363,15 +423,21 @@ impl Agent {
         }
     }
 
-    fn publish(&mut self, link: &mut Link, record: Record) {
-        let known = self.buffer.is_pending(record.id) || self.unbuffered.contains(&record.id);
-        if !known || link.publisher.carries(record.id) {
+    /// Publishes `records` (oldest first) in one message, leaving out those acknowledged
+    /// or already on this link.
+    fn publish(&mut self, link: &mut Link, mut records: Vec<Record>) {
+        records.retain(|r| {
+            (self.buffer.is_pending(r.id) || self.unbuffered.contains(&r.id)) && !link.carries(r.id)
+        });
+        let (Some(first), Some(newest)) = (records.first(), records.last()) else {
             return;
-        }
-        let created = DateTime::from_timestamp_millis(record.created_ms).unwrap_or_default();
+        };
+        let created = DateTime::from_timestamp_millis(newest.created_ms).unwrap_or_default();
         let topic = event_topic(&self.config.device_id, created);
-        if link.publisher.publish(record.id, topic, record.payload) {
-            self.status.update(|s| s.sent += 1);
+        let payload = batch::payload(&self.config.device_id, &records);
+        if link.publisher.publish(first.id, topic, payload) {
+            link.carry(first.id, records[1..].iter().map(|r| r.id).collect());
+            self.status.update(|s| s.sent += records.len() as u64);
         }
     }
 
@@ -416,10 +482,15 @@ struct Link {
     id: u64,
     publisher: Publisher,
     max_inflight: usize,
-    /// New messages to publish before any backlog.
-    live: VecDeque<Record>,
+    /// New messages to publish before any backlog, each one or more records.
+    live: VecDeque<Vec<Record>>,
     /// The backlog continues at this id.
     backlog_from: u64,
+    /// The other records of each batch on this link, by the record the publisher knows
+    /// the batch by (its first).
+    batches: HashMap<u64, Vec<u64>>,
+    /// Every record in `batches`.
+    in_batches: HashSet<u64>,
 }
 
 impl Link {
@@ -430,6 +501,8 @@ impl Link {
             max_inflight: usize::from(max_inflight.max(1)),
             live: VecDeque::new(),
             backlog_from: 0,
+            batches: HashMap::new(),
+            in_batches: HashSet::new(),
         }
     }
 
@@ -437,18 +510,46 @@ impl Link {
         self.publisher.in_flight()
     }
 
+    /// Whether `record` is on this link and not yet acknowledged.
+    fn carries(&self, record: u64) -> bool {
+        self.publisher.carries(record) || self.in_batches.contains(&record)
+    }
+
+    /// Notes that the publish of `first` carries `others` too.
+    fn carry(&mut self, first: u64, others: Vec<u64>) {
+        if !others.is_empty() {
+            self.in_batches.extend(others.iter().copied());
+            self.batches.insert(first, others);
+        }
+    }
+
+    /// The records the broker acknowledged with the publish of `first`.
+    fn acked(&mut self, first: u64) -> Vec<u64> {
+        let mut records = vec![first];
+        if let Some(others) = self.batches.remove(&first) {
+            for record in &others {
+                self.in_batches.remove(record);
+            }
+            records.extend(others);
+        }
+        records
+    }
+
     /// Whether a backlog message may go now: one is waiting, and a slot stays free for
     /// live messages.
     fn backlog_slot(&self, agent: &Agent) -> bool {
         let reserve = usize::from(self.max_inflight > 1);
+        let before = agent.batching.as_ref().and_then(Batching::first_held);
         self.live.is_empty()
             && self.in_flight() + reserve < self.max_inflight
-            && self.next_backlog(&agent.buffer).is_some()
+            && self.next_backlog(&agent.buffer, before).is_some()
     }
 
-    fn next_backlog(&self, buffer: &DiskBuffer) -> Option<u64> {
+    /// The oldest buffered record not on this link, before the batch being gathered.
+    fn next_backlog(&self, buffer: &DiskBuffer, before: Option<u64>) -> Option<u64> {
         buffer
             .pending_from(self.backlog_from)
-            .find(|id| !self.publisher.carries(*id))
+            .take_while(|id| before.is_none_or(|before| *id < before))
+            .find(|id| !self.carries(*id))
     }
 }

@@ -121,6 +121,11 @@ pub struct Settings {
     /// Time between reports (`5`, `5s`, `500ms`), default 5 s.
     #[arg(long, env = "REPORT_INTERVAL")]
     pub report_interval: Option<DurationSetting>,
+    /// Time between publishes (`30s`), default the report interval: longer publishes the
+    /// samples since the last publish in one batch of at most 4 KB (writers that read
+    /// batches only).
+    #[arg(long, env = "PUBLISH_EVERY")]
+    pub publish_every: Option<DurationSetting>,
     /// Age after which a fix counts as lost, default twice the interval.
     #[arg(long, env = "MAX_FIX_AGE")]
     pub max_fix_age: Option<DurationSetting>,
@@ -235,6 +240,7 @@ settings::layered!(Settings {
     sim_speed_mps,
     sim_speedup,
     report_interval,
+    publish_every,
     max_fix_age,
     clock_max_skew,
     connection_string,
@@ -306,6 +312,15 @@ impl Settings {
             self.report_interval
                 .map_or(Duration::from_secs(5), DurationSetting::get),
         )?;
+        let publish_every = self.publish_every.map(DurationSetting::get);
+        if let Some(publish_every) = publish_every.filter(|p| *p < report_interval) {
+            return Err(invalid(
+                "PUBLISH_EVERY",
+                format!(
+                    "{publish_every:?} is shorter than REPORT_INTERVAL ({report_interval:?}): set it to REPORT_INTERVAL to publish every sample, or to a multiple of it (e.g. 30s) to publish them in batches"
+                ),
+            ));
+        }
         let max_fix_age = match self.max_fix_age {
             Some(age) => positive("MAX_FIX_AGE", age.get())?,
             None => report_interval * 2,
@@ -367,6 +382,7 @@ impl Settings {
             device_id,
             source,
             report_interval,
+            publish_every,
             max_fix_age,
             clock_max_skew,
             buffer: BufferConfig {

@@ -3,7 +3,7 @@
 //! publishes it over MQTT in Azure IoT Hub's device dialect (or to a plain MQTT broker).
 //!
 //! ```text
-//! source/ (mavlink, gpsd, sim) -> agent (interval, seq) -> buffer/ (disk) -> transport/ (MQTT)
+//! source/ (mavlink, gpsd, sim) -> agent (interval, seq) -> buffer/ (disk) -> batch (PUBLISH_EVERY) -> transport/ (MQTT)
 //! ```
 //!
 //! The library has no global state and handles no signals: a process can run many
@@ -27,6 +27,7 @@
 //! ```
 
 pub mod agent;
+mod batch;
 pub mod buffer;
 pub mod clock;
 pub mod config;

@@ -12,11 +12,13 @@ use super::DropReason;
 pub struct Counts {
     /// Messages received from the source.
     pub received: u64,
+    /// Positions those messages carried (a batch carries several).
+    pub positions: u64,
     /// Latest-position documents written.
     pub written: u64,
     /// History documents written.
     pub history_written: u64,
-    /// Messages dropped, by reason.
+    /// Positions dropped, by reason (a message of one position counts once).
     pub dropped: BTreeMap<DropReason, u64>,
     /// Invalid messages (dropped as [`DropReason::Invalid`]) by why they are invalid;
     /// reasons with none are left out.
@@ -36,7 +38,8 @@ impl Counts {
         self.dropped.get(&reason).copied().unwrap_or(0)
     }
 
-    /// Messages with a final outcome: written, or dropped for any reason.
+    /// Positions with a final outcome: written, or dropped for any reason (superseded
+    /// is one).
     pub fn finished(&self) -> u64 {
         self.written + self.dropped.values().sum::<u64>()
     }

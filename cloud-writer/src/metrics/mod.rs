@@ -46,6 +46,7 @@ type Typed<T> = [(&'static str, T); 1];
 pub struct Metrics {
     registry: Registry,
     received: Counter,
+    positions: Counter,
     written: Family<Typed<DocumentKind>, Counter>,
     dropped: Family<Typed<DropReason>, Counter>,
     invalid: Family<Typed<InvalidLabel>, Counter>,
@@ -107,6 +108,7 @@ impl Metrics {
         let mut m = Metrics {
             registry: Registry::with_prefix("cloud_writer"),
             received: Counter::default(),
+            positions: Counter::default(),
             written: Family::default(),
             dropped: Family::default(),
             invalid: Family::default(),
@@ -151,6 +153,11 @@ impl Metrics {
             "messages_received",
             "Messages received from the source",
             m.received.clone(),
+        );
+        r.register(
+            "positions_received",
+            "Positions the received messages carried (a batch carries several; each position is written, superseded or dropped)",
+            m.positions.clone(),
         );
         r.register(
             "documents_written",
@@ -302,6 +309,11 @@ impl Metrics {
         self.received.inc();
     }
 
+    /// A received message carried `n` positions.
+    pub fn positions_received(&self, n: usize) {
+        self.positions.inc_by(n as u64);
+    }
+
     /// One document of `kind` written.
     pub fn written(&self, kind: DocumentKind) {
         self.written.get_or_create(&[("kind", kind)]).inc();
@@ -404,6 +416,7 @@ impl Metrics {
         };
         Counts {
             received: self.received.get(),
+            positions: self.positions.get(),
             written: kind(DocumentKind::Latest),
             history_written: kind(DocumentKind::History),
             dropped: DropReason::ALL

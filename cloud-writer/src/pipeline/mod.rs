@@ -52,15 +52,17 @@ pub struct PipelineSettings {
     pub min_write_interval: Duration,
 }
 
-/// Judges and coalesces one batch of messages: rejected ones are recorded and
-/// acknowledged, superseded ones collected in `superseded` (their messages acknowledged
-/// when the position that superseded them is final); the newest fresh position of each
-/// drone stays in `coalescer`.
+/// Judges and coalesces one batch of messages, position by position (a message may be a
+/// batch of one drone's positions): rejected positions are recorded, superseded ones
+/// collected in `superseded` (acknowledged when the position that superseded them is
+/// final); the newest fresh position of each drone stays in `coalescer`. A message is
+/// acknowledged when every position it carries is final.
 pub fn prepare_batch(
     messages: impl IntoIterator<Item = Message>,
     now: DateTime<Utc>,
     policy: &StalenessPolicy,
     rejects: &Rejects,
+    metrics: &Metrics,
     coalescer: &mut Coalescer<PositionWrite>,
     superseded: &mut Vec<PositionWrite>,
 ) {
@@ -72,26 +74,33 @@ pub fn prepare_batch(
             received_at,
             ack,
         } = message;
-        match validate::judge(&identity, &payload, enqueued_time, now, policy) {
-            Ok(accepted) => {
-                let write = PositionWrite {
-                    position: accepted.position,
-                    enqueued: enqueued_time,
-                    received_at,
-                    ack,
-                };
-                if let Some(loser) = coalescer.offer(write) {
-                    // Acknowledged when the position that superseded it is final.
-                    let winner = coalescer.kept(loser.device_id()).expect("kept");
-                    winner.ack.carry(loser.ack.clone());
-                    superseded.push(loser);
+        let verdicts = validate::judge(&identity, &payload, enqueued_time, now, policy);
+        metrics.positions_received(verdicts.len());
+        for verdict in verdicts {
+            // One share of the message's acknowledgement per position.
+            let ack = ack.clone();
+            match verdict {
+                Ok(accepted) => {
+                    let write = PositionWrite {
+                        position: accepted.position,
+                        enqueued: accepted.enqueued,
+                        received_at,
+                        ack,
+                    };
+                    if let Some(loser) = coalescer.offer(write) {
+                        // Acknowledged when the position that superseded it is final.
+                        let winner = coalescer.kept(loser.device_id()).expect("kept");
+                        winner.ack.carry(loser.ack.clone());
+                        superseded.push(loser);
+                    }
+                }
+                Err(rejection) => {
+                    rejects.record(&identity, &payload, &rejection);
+                    ack.finish();
                 }
             }
-            Err(rejection) => {
-                rejects.record(&identity, &payload, &rejection);
-                ack.finish();
-            }
         }
+        ack.finish();
     }
 }
 
@@ -126,6 +135,7 @@ pub async fn run(
                 Utc::now(),
                 &settings.staleness,
                 &rejects,
+                &metrics,
                 &mut coalescer,
                 &mut superseded,
             );

@@ -1,9 +1,10 @@
-//! Judging one message: decode, identity check, staleness. Pure; no I/O.
+//! Judging one message: decode (one position or a batch), identity check, staleness of
+//! each position. Pure; no I/O.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use telemetry::wire::{self, Invalid, Position};
+use telemetry::wire::{self, Decoded, Invalid, Position};
 use telemetry::{Freshness, StalenessPolicy};
 
 use super::staleness;
@@ -13,7 +14,7 @@ use crate::metrics::DropReason;
 /// Why a message is not written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rejection {
-    /// The payload is not a valid version 1 position.
+    /// The payload, or one position of a batch, is not a valid position.
     Invalid(Invalid),
     /// The payload's `deviceId` differs from the identity the transport authenticated.
     Spoofed {
@@ -58,32 +59,79 @@ impl Rejection {
     }
 }
 
-/// A message that passed every check.
+/// A position that passed every check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accepted {
     /// The position.
     pub position: Position,
+    /// The reference time of its staleness judgement when the hub's enqueued time is
+    /// known (for a batch's position, moved back by how much older it is than the
+    /// batch's newest): judged again by it if its write waits.
+    pub enqueued: Option<DateTime<Utc>>,
     /// How late it was when judged.
     pub lateness: Duration,
 }
 
-/// Decodes `payload`, checks it against the authenticated `identity` and the staleness
-/// `policy` at `now` (`enqueued` is the hub's enqueued time, when known).
+/// Decodes `payload` (one position or a batch of them, [`wire::decode_message`]) and
+/// judges each position it carries, in message order: its `deviceId` against the
+/// authenticated `identity`, then the staleness `policy` at `now` (`enqueued` is the hub's
+/// enqueued time, when known). A message that cannot be read at all, or a batch that names
+/// another drone, is one rejection.
+///
+/// A batch's positions share the hub's enqueued time, but the drone held the older ones
+/// for a while: each is judged by the enqueued time less its age relative to the batch's
+/// newest position (both device times come from the same clock, so their difference
+/// holds even when that clock is off).
 pub fn judge(
     identity: &str,
     payload: &[u8],
     enqueued: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     policy: &StalenessPolicy,
+) -> Vec<Result<Accepted, Rejection>> {
+    match wire::decode_message(payload) {
+        Err(invalid) => vec![Err(Rejection::Invalid(invalid))],
+        Ok(Decoded::One(position)) => {
+            vec![judge_position(identity, position, enqueued, now, policy)]
+        }
+        Ok(Decoded::Batch(batch)) if batch.device_id != identity => vec![Err(Rejection::Spoofed {
+            claimed: batch.device_id,
+        })],
+        Ok(Decoded::Batch(batch)) => {
+            let newest = batch.positions.iter().flatten().map(|p| p.ts).max();
+            batch
+                .positions
+                .into_iter()
+                .map(|element| {
+                    let position = element.map_err(Rejection::Invalid)?;
+                    let held = newest.map_or(chrono::TimeDelta::zero(), |n| n - position.ts);
+                    let reference = enqueued.map(|e| e - held);
+                    judge_position(identity, position, reference, now, policy)
+                })
+                .collect()
+        }
+    }
+}
+
+/// Judges one decoded position.
+fn judge_position(
+    identity: &str,
+    position: Position,
+    enqueued: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    policy: &StalenessPolicy,
 ) -> Result<Accepted, Rejection> {
-    let position = wire::decode(payload).map_err(Rejection::Invalid)?;
     if position.device_id != identity {
         return Err(Rejection::Spoofed {
             claimed: position.device_id,
         });
     }
     match staleness::judge(policy, now, position.ts, enqueued) {
-        Freshness::Fresh { lateness } => Ok(Accepted { position, lateness }),
+        Freshness::Fresh { lateness } => Ok(Accepted {
+            position,
+            enqueued,
+            lateness,
+        }),
         Freshness::Stale { lateness } => Err(Rejection::Stale { lateness }),
         Freshness::FromFuture { ahead } => Err(Rejection::FromFuture { ahead }),
     }
@@ -102,9 +150,22 @@ mod tests {
         "2026-11-22T09:20:00Z".parse().unwrap()
     }
 
+    /// The verdict on a message that carries one position.
+    fn one(
+        identity: &str,
+        payload: &[u8],
+        enqueued: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        policy: &StalenessPolicy,
+    ) -> Result<Accepted, Rejection> {
+        let mut verdicts = judge(identity, payload, enqueued, now, policy);
+        assert_eq!(verdicts.len(), 1);
+        verdicts.remove(0)
+    }
+
     #[test]
     fn fresh_positions_pass_with_their_lateness() {
-        let ok = judge(
+        let ok = one(
             "d1",
             &payload("d1", "2026-11-22T09:19:58Z"),
             None,
@@ -155,9 +216,91 @@ mod tests {
             ),
         ];
         for (identity, bytes, enqueued, reason) in cases {
-            let err = judge(identity, &bytes, enqueued, now(), &policy).unwrap_err();
+            let err = one(identity, &bytes, enqueued, now(), &policy).unwrap_err();
             assert_eq!(err.reason(), reason, "{err:?}");
             assert!(!err.detail().is_empty());
         }
+    }
+
+    /// A batch of hand-written version 1 elements (not our builder's output).
+    fn batch(device: &str, elements: &[Vec<u8>]) -> Vec<u8> {
+        let elements: Vec<String> = elements
+            .iter()
+            .map(|e| String::from_utf8(e.clone()).unwrap())
+            .collect();
+        format!(
+            r#"{{"v":2,"deviceId":"{device}","positions":[{}]}}"#,
+            elements.join(",")
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn a_batch_is_judged_position_by_position() {
+        let policy = StalenessPolicy::default();
+        let bad =
+            br#"{"v":1,"deviceId":"d1","seq":9,"ts":"2026-11-22T09:19:50Z","lat":91,"lon":0}"#;
+        let message = batch(
+            "d1",
+            &[
+                payload("d1", "2026-11-22T09:19:30Z"),
+                bad.to_vec(),
+                payload("d2", "2026-11-22T09:19:40Z"),
+                payload("d1", "2026-11-22T09:19:55Z"),
+            ],
+        );
+        let verdicts = judge("d1", &message, None, now(), &policy);
+        assert_eq!(verdicts.len(), 4);
+        assert_eq!(
+            verdicts[0].as_ref().unwrap().lateness,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            verdicts[1].as_ref().unwrap_err().reason(),
+            DropReason::Invalid
+        );
+        assert_eq!(
+            verdicts[2].as_ref().unwrap_err().reason(),
+            DropReason::Spoofed
+        );
+        assert_eq!(
+            verdicts[3].as_ref().unwrap().lateness,
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn a_batch_naming_another_drone_is_one_rejection() {
+        let message = batch("d2", &[payload("d2", "2026-11-22T09:19:55Z")]);
+        let verdicts = judge("d1", &message, None, now(), &StalenessPolicy::default());
+        assert_eq!(verdicts.len(), 1);
+        assert_eq!(
+            verdicts[0].as_ref().unwrap_err().reason(),
+            DropReason::Spoofed
+        );
+    }
+
+    #[test]
+    fn a_batch_position_held_on_the_drone_is_judged_by_its_own_age() {
+        // Enqueued 4 min 50 s ago: the newest position is fresh, the one the drone took
+        // 30 s before it is more than 5 minutes old by the hub's clock.
+        let enqueued = Some(now() - chrono::TimeDelta::seconds(290));
+        let message = batch(
+            "d1",
+            &[
+                payload("d1", "2026-11-22T09:14:00Z"),
+                payload("d1", "2026-11-22T09:14:30Z"),
+            ],
+        );
+        let verdicts = judge("d1", &message, enqueued, now(), &StalenessPolicy::default());
+        assert_eq!(
+            verdicts[0].as_ref().unwrap_err(),
+            &Rejection::Stale {
+                lateness: Duration::from_secs(320)
+            }
+        );
+        let fresh = verdicts[1].as_ref().unwrap();
+        assert_eq!(fresh.lateness, Duration::from_secs(290));
+        assert_eq!(fresh.enqueued, enqueued);
     }
 }

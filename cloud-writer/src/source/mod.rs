@@ -131,9 +131,20 @@ impl Ack {
     }
 
     /// Makes `other` wait for this message: it is finished when this one is acknowledged,
-    /// and abandoned with it.
+    /// and abandoned with it. A share of this same message (two positions of one batch)
+    /// is finished at once: this share already holds the message back.
     pub fn carry(&self, other: Ack) {
-        if let Some(inner) = &self.inner {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        if other
+            .inner
+            .as_ref()
+            .is_some_and(|theirs| Arc::ptr_eq(inner, theirs))
+        {
+            // Carried by itself, the message would never be acknowledged.
+            other.finish();
+        } else {
             inner
                 .carried
                 .lock()
@@ -315,5 +326,30 @@ mod tests {
         assert!(recorder.0.lock().unwrap().is_empty());
         drop(Ack::new(recorder.clone(), 4));
         assert!(recorder.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_position_superseded_by_another_of_its_batch_waits_for_no_one_else() {
+        let recorder = Arc::new(Recorder::default());
+        let message = Ack::new(recorder.clone(), 5);
+        let (older, newer) = (message.clone(), message.clone());
+        message.finish();
+        // The newer position of the batch supersedes the older one.
+        newer.carry(older.clone());
+        older.finish();
+        assert!(recorder.0.lock().unwrap().is_empty());
+        newer.finish();
+        assert_eq!(*recorder.0.lock().unwrap(), [5]);
+    }
+
+    #[test]
+    fn a_carried_message_is_acknowledged_after_its_carrier() {
+        let recorder = Arc::new(Recorder::default());
+        let (old, new) = (Ack::new(recorder.clone(), 1), Ack::new(recorder.clone(), 2));
+        new.carry(old.clone());
+        old.finish();
+        assert!(recorder.0.lock().unwrap().is_empty());
+        new.finish();
+        assert_eq!(*recorder.0.lock().unwrap(), [2, 1]);
     }
 }

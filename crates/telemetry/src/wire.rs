@@ -1,7 +1,8 @@
 //! The wire message, version 1: one drone position, device to cloud, as UTF-8 JSON.
 //!
 //! Owns the message's fields, its validation rules and their typed reasons ([`Invalid`]),
-//! and the codec ([`decode`], [`Position::encode`]).
+//! and the codec ([`decode`], [`Position::encode`]). Version 2, a batch of version 1
+//! messages, is [`batch`]'s; [`decode_message`] reads both.
 //!
 //! ```json
 //! {"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z",
@@ -23,7 +24,10 @@ use serde::{Deserialize, Serialize};
 use crate::order::PositionOrder;
 use crate::time::{self, MillisTime, TimeError};
 
+mod batch;
 mod scan;
+
+pub use batch::{BATCH_MAX_BYTES, BATCH_VERSION, Batch, BatchBuilder, Decoded, decode_message};
 
 /// The major version this crate reads and writes (the `v` field).
 pub const WIRE_VERSION: u64 = 1;
@@ -80,7 +84,9 @@ pub enum Invalid {
         field: &'static str,
     },
     /// The message is of another major version.
-    #[error("wire version {found} is not supported (this reader reads version {WIRE_VERSION})")]
+    #[error(
+        "wire version {found} is not supported (this reader reads version {WIRE_VERSION}, one position, and version {BATCH_VERSION}, a batch of them)"
+    )]
     UnsupportedVersion {
         /// The `v` the message carries.
         found: u64,

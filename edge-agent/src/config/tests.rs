@@ -17,6 +17,19 @@ fn base() -> Settings {
 }
 
 #[test]
+fn samples_are_published_alone_unless_publish_every_is_longer() {
+    assert_eq!(base().resolve().unwrap().publish_every, None);
+    let batched = Settings {
+        publish_every: Some("30s".parse().unwrap()),
+        ..base()
+    };
+    assert_eq!(
+        batched.resolve().unwrap().publish_every,
+        Some(Duration::from_secs(30))
+    );
+}
+
+#[test]
 fn plain_mqtt_with_defaults() {
     let config = base().resolve().unwrap();
     assert_eq!(config.device_id, "drone-1");
@@ -130,6 +143,13 @@ fn wrong_settings_name_what_to_fix() {
                 ..base()
             },
             "REPORT_INTERVAL",
+        ),
+        (
+            Settings {
+                publish_every: Some("2s".parse().unwrap()),
+                ..base()
+            },
+            "PUBLISH_EVERY",
         ),
         (
             Settings {
@@ -352,6 +372,7 @@ fn the_prefixes_come_from_the_settings() {
             "MAX_FIX_",
             "MQTT_",
             "POSITION_",
+            "PUBLISH_",
             "RECONNECT_",
             "REPORT_",
             "SAS_",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use edge_agent::{Agent, AgentConfig, AgentHandle, AgentReport, AgentStatus, CancellationToken};
 use retry_backoff::BackoffConfig;
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
-use telemetry::wire::Position;
+use telemetry::wire::{Decoded, Position};
 use test_harness::Mosquitto;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -82,7 +82,12 @@ impl Running {
 #[derive(Debug, Clone)]
 pub struct Received {
     pub topic: String,
+    /// The newest position of the message (its only one unless it is a batch).
     pub position: Position,
+    /// Every position of the message, oldest first.
+    pub positions: Vec<Position>,
+    /// The payload's size in bytes.
+    pub bytes: usize,
     /// The broker's DUP flag: a redelivery by the broker to this subscriber's session
     /// (after the broker restarted before it saw the subscriber's PUBACK), not a publish
     /// of the agent (each agent link is a fresh client, which never sets it).
@@ -124,11 +129,21 @@ impl Subscriber {
                         let _ = ready_tx.try_send(());
                     }
                     Ok(Event::Incoming(Incoming::Publish(publish))) => {
-                        let position = telemetry::wire::decode(&publish.payload)
-                            .expect("the agent publishes valid messages");
+                        let positions = match telemetry::wire::decode_message(&publish.payload)
+                            .expect("the agent publishes valid messages")
+                        {
+                            Decoded::One(position) => vec![position],
+                            Decoded::Batch(batch) => batch
+                                .positions
+                                .into_iter()
+                                .map(|p| p.expect("the agent batches valid positions"))
+                                .collect(),
+                        };
                         let _ = tx.send(Received {
                             topic: publish.topic.clone(),
-                            position,
+                            position: positions.last().expect("a position").clone(),
+                            positions,
+                            bytes: publish.payload.len(),
                             dup: publish.dup,
                         });
                     }
