@@ -120,17 +120,6 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
             .unwrap();
         (Killed(child), port)
     };
-    let metric = |port: u16, name: &'static str| async move {
-        let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .map(|v| v as u64)
-    };
     const RECEIVED: &str = "cloud_writer_messages_received_total ";
     const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"} ";
 

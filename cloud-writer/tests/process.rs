@@ -118,19 +118,6 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("WRITER_SOURCE"));
 }
 
-async fn metric(port: u16, name: &str) -> Option<u64> {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-}
-
 async fn wait_ready(port: u16, child: &mut Child) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {

@@ -41,7 +41,9 @@ impl Batching {
             device_id: device_id.to_owned(),
             publish_every,
             report_interval,
-            per_message: (publish_every.as_nanos() / report_interval.as_nanos().max(1)) as usize,
+            // Rounded intervals (30 s / 30 against 5 s / 30) still make whole samples.
+            per_message: (publish_every.as_secs_f64() / report_interval.as_secs_f64() + 1e-6)
+                .floor() as usize,
             held: Vec::new(),
             since: None,
         })

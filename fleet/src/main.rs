@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use std::io::IsTerminal as _;
 
 use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig, HubKind, Output, Scenario};
+use fleet::demo::{self, DemoConfig, HubKind, Indexing, Output, Scenario};
 use fleet::loadgen::{self, LoadgenConfig, Target};
 use fleet::plan;
 
@@ -42,6 +42,14 @@ struct PlanArgs {
     /// How often each drone reports its position (the agent's REPORT_INTERVAL).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     report_interval: Duration,
+    /// The agent's PUBLISH_EVERY: the samples since the last publish in one message every
+    /// this often (e.g. `30s`) [default: every sample alone]
+    #[arg(long, value_parser = parse_duration)]
+    publish_every: Option<Duration>,
+    /// The container's indexing policy, a JSON file (the `indexingPolicy` of `az cosmosdb
+    /// sql container show`) [default: the project's, deploy/cosmos/indexing-policy.json]
+    #[arg(long)]
+    indexing_policy: Option<std::path::PathBuf>,
     /// The writer's MIN_WRITE_INTERVAL: each drone written at most once per this interval
     /// (e.g. `30s`) [default: every position]
     #[arg(long, value_parser = parse_duration)]
@@ -95,6 +103,16 @@ struct DemoArgs {
     /// (a killed replica's partitions move after it), e.g. `10s`.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     ownership_expiry: Duration,
+    /// The drones' PUBLISH_EVERY, flight time: the samples since the last publish in one
+    /// batch every this often (e.g. `30s`) [default: every sample alone]
+    #[arg(long, value_parser = parse_duration)]
+    publish_every: Option<Duration>,
+    /// The writers' MIN_WRITE_INTERVAL, flight time (e.g. `30s`) [default: every position]
+    #[arg(long, value_parser = parse_duration)]
+    min_write_interval: Option<Duration>,
+    /// The container's indexing policy: the project's, or Cosmos DB's default (every path).
+    #[arg(long, value_enum, default_value = "project")]
+    indexing_policy: Indexing,
     /// Physical partitions of the container.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
@@ -226,14 +244,34 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         !args.report_interval.is_zero(),
         "--report-interval must be longer than 0, e.g. 5s"
     );
+    let publish_every = args.publish_every.unwrap_or(args.report_interval);
+    anyhow::ensure!(
+        publish_every >= args.report_interval,
+        "--publish-every must be at least --report-interval ({:?}), e.g. 30s",
+        args.report_interval
+    );
+    let indexing_policy = match &args.indexing_policy {
+        None => telemetry::indexing_policy(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--indexing-policy {}", path.display()))?;
+            let policy: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("--indexing-policy {}: not JSON", path.display()))?;
+            cloud_writer::internals::policy_cost(&policy, &telemetry::DocumentLayout::default())
+                .map_err(|e| anyhow::anyhow!("--indexing-policy {}: {e}", path.display()))?;
+            policy
+        }
+    };
     let fleet = plan::Fleet {
         drones: args.drones,
         report_interval: args.report_interval,
+        publish_every,
         min_write_interval: args.min_write_interval.unwrap_or_default(),
         history: args.history,
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,
         standard_only: args.standard_only,
+        indexing_policy,
     };
     let planned = plan::plan(&fleet, &prices);
     if args.json {
@@ -255,6 +293,9 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         broker: args.broker,
         hub: args.hub,
         ownership_expiry: args.ownership_expiry,
+        publish_every: args.publish_every,
+        min_write_interval: args.min_write_interval,
+        indexing: args.indexing_policy,
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),

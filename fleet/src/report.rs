@@ -8,6 +8,10 @@ use std::fmt::Write as _;
 use cloud_writer::DropReason;
 use serde::Serialize;
 
+mod cost;
+
+pub use cost::{CostComparison, PerDroneCost};
+
 use crate::onboard::Onboarding;
 use crate::view::{ReplicaState, bar};
 
@@ -76,6 +80,8 @@ pub struct DemoReport {
     pub abandoned: u64,
     /// Every drone's document against its newest published position.
     pub newest: Option<NewestCheck>,
+    /// What the run cost per drone, beside what `fleet plan` predicts.
+    pub cost: Option<CostComparison>,
 }
 
 /// One writer replica's part.
@@ -387,6 +393,9 @@ impl DemoReport {
             let _ = writeln!(s, "{line}");
         }
         self.render_replicas(&mut s);
+        if let Some(cost) = &self.cost {
+            cost.render(&mut s);
+        }
         if let Some(q) = &self.query {
             let _ = writeln!(
                 s,

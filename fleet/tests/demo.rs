@@ -1,12 +1,13 @@
 //! A short, small demo end to end: real agents onboarded through the local IoT Hub's DPS,
 //! the hub (SAS over TLS) and two real writer replicas on its Event Hubs endpoint (or, with `--hub mqtt`, the embedded
 //! broker and one writer), and the local endpoint; the report's figures, every drone's
-//! document and the spatial query are checked, and a killed replica's partitions move.
+//! document and the spatial query are checked, a killed replica's partitions move, and
+//! the cost per drone it measures is what `fleet plan` predicts.
 
 use std::time::Duration;
 
 use cloud_writer::DropReason;
-use fleet::demo::{self, DemoConfig, HubKind, Output, Scenario};
+use fleet::demo::{self, DemoConfig, HubKind, Indexing, Output, Scenario};
 use fleet::report::DemoReport;
 use tokio_util::sync::CancellationToken;
 
@@ -246,4 +247,44 @@ async fn forced_hot_partition_demo_shows_one_hot_range_with_429s() {
         "{line}"
     );
     assert!(report.render().contains(&line));
+}
+
+/// The demo's cost per drone, measured, against the plan's prediction for its settings.
+async fn cost(config: DemoConfig) -> fleet::report::CostComparison {
+    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+    let text = report.render();
+    eprintln!("{text}");
+    assert_every_drone_newest(&report);
+    report.cost.expect("the run's cost")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_costs_what_the_plan_predicts_with_and_without_the_levers() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // 5 minutes of flight (10 s at 30x): ten 30 s publishes per drone.
+    let flight = |publish_every, min_write_interval, indexing| DemoConfig {
+        drones: 40,
+        duration: Duration::from_secs(10),
+        speedup: 30.0,
+        publish_every,
+        min_write_interval,
+        indexing,
+        ..small(Scenario::Bulk)
+    };
+    let every = cost(flight(None, None, Indexing::Project)).await;
+    let thirty = Some(Duration::from_secs(30));
+    let levers = cost(flight(thirty, thirty, Indexing::Project)).await;
+    for run in [&every, &levers] {
+        assert!(
+            run.worst_deviation() <= 0.15,
+            "measured {:?} against planned {:?}",
+            run.measured,
+            run.planned
+        );
+        assert!(run.largest_message_bytes < 4096);
+    }
+    // The levers cut messages and writes six times.
+    assert!(levers.measured.messages_per_day * 5.0 < every.measured.messages_per_day);
+    assert!(levers.measured.writes_per_hour * 5.0 < every.measured.writes_per_hour);
+    assert!(levers.measured.ru_per_hour * 5.0 < every.measured.ru_per_hour);
 }

@@ -42,6 +42,7 @@ impl Snapshot {
         for s in snapshots {
             let c = &mut total.counts;
             c.received += s.counts.received;
+            c.positions += s.counts.positions;
             c.written += s.counts.written;
             c.history_written += s.counts.history_written;
             c.in_flight += s.counts.in_flight;

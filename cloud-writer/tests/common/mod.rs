@@ -313,6 +313,22 @@ pub async fn wait_final(writer: &cloud_writer::Writer, total: u64) -> cloud_writ
     .await
 }
 
+/// The value of the first series starting with `name` (a metric name, with its labels if
+/// it has any) on a writer process's metrics endpoint at `port`; `None` while it does not
+/// answer.
+pub async fn metric(port: u16, name: &str) -> Option<u64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
 /// with `what` and the last state otherwise.
 pub async fn wait_until<S: std::fmt::Debug>(

@@ -276,15 +276,30 @@ impl CosmosSim {
         self.state.set_ru_per_sec(db, coll, ru)
     }
 
-    /// Creates a database and a container with a hash v2 key on `pk_path` (also possible
-    /// over REST; this is a shortcut for tests and benches).
+    /// Creates a database and a container with a hash v2 key on `pk_path` and the default
+    /// indexing policy (also possible over REST; this is a shortcut for tests and benches).
     pub fn create_container(&self, db: &str, coll: &str, pk_path: &str) -> Result<(), SimError> {
+        self.create_container_indexed(db, coll, pk_path, None)
+    }
+
+    /// Like [`CosmosSim::create_container`], with `indexing_policy` (a container's
+    /// `indexingPolicy`) instead of the default when given.
+    pub fn create_container_indexed(
+        &self,
+        db: &str,
+        coll: &str,
+        pk_path: &str,
+        indexing_policy: Option<&serde_json::Value>,
+    ) -> Result<(), SimError> {
         match self.state.store.create_database(db) {
             Ok(_) | Err(CreateError::Conflict) => {}
             Err(e) => return Err(SimError::Create(format!("database {db}: {e:?}"))),
         }
-        let definition =
+        let mut definition =
             json!({"id": coll, "partitionKey": {"paths": [pk_path], "kind": "Hash", "version": 2}});
+        if let Some(policy) = indexing_policy {
+            definition["indexingPolicy"] = policy.clone();
+        }
         self.state
             .store
             .create_container(

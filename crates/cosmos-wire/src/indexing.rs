@@ -78,15 +78,21 @@ pub struct IndexingPolicy {
     spatial: Vec<Rule>,
 }
 
+/// The `indexingPolicy` Cosmos DB gives a container created without one: every path but
+/// `_etag`, no spatial index.
+pub fn default_policy() -> Value {
+    serde_json::json!({
+        "indexingMode": "consistent",
+        "automatic": true,
+        "includedPaths": [{"path": "/*"}],
+        "excludedPaths": [{"path": "/\"_etag\"/?"}],
+    })
+}
+
 impl Default for IndexingPolicy {
-    /// The service's default: every path but `_etag`, no spatial index.
+    /// The service's default ([`default_policy`]).
     fn default() -> Self {
-        IndexingPolicy::parse(&serde_json::json!({
-            "indexingMode": "consistent",
-            "includedPaths": [{"path": "/*"}],
-            "excludedPaths": [{"path": "/\"_etag\"/?"}],
-        }))
-        .expect("the default policy parses")
+        IndexingPolicy::parse(&default_policy()).expect("the default policy parses")
     }
 }
 

@@ -88,6 +88,7 @@ pub(super) fn start_fleet(
             ..SimConfig::default()
         });
         agent_config.report_interval = interval;
+        agent_config.publish_every = config.publish_every.map(|p| p.div_f64(config.speedup));
         agent_config.max_fix_age = interval * 4;
         // A simulation: the buffer is a temporary directory, no fsync per record.
         agent_config.buffer.fsync = false;

@@ -34,6 +34,7 @@
 //! `5 s / speedup`, so a minute shows minutes of flight. The staleness cutoff (5 minutes of
 //! flight time) is scaled the same way, so that falling behind shows within the run.
 
+mod cost;
 mod fleet;
 mod kill;
 mod observer;
@@ -132,6 +133,35 @@ pub struct DemoConfig {
     /// On the hub: how long a replica's partition ownership holds without renewal (a
     /// killed replica's partitions move after it).
     pub ownership_expiry: Duration,
+    /// The agents' `PUBLISH_EVERY`, flight time: the samples since the last publish in one
+    /// batch; `None` publishes every sample alone.
+    pub publish_every: Option<Duration>,
+    /// The writers' `MIN_WRITE_INTERVAL`, flight time; `None` writes every position.
+    pub min_write_interval: Option<Duration>,
+    /// The container's indexing policy.
+    pub indexing: Indexing,
+}
+
+/// The indexing policy of the demo's container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Indexing {
+    /// The project's (`deploy/cosmos/indexing-policy.json`), as the writer creates a
+    /// container with.
+    #[default]
+    Project,
+    /// Cosmos DB's default: every path.
+    CosmosDefault,
+}
+
+impl Indexing {
+    /// The `indexingPolicy` of the container.
+    pub fn policy(self) -> serde_json::Value {
+        match self {
+            Indexing::Project => telemetry::indexing_policy(),
+            Indexing::CosmosDefault => cosmos_wire::indexing::default_policy(),
+        }
+    }
 }
 
 impl Default for DemoConfig {
@@ -156,6 +186,9 @@ impl Default for DemoConfig {
             api_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             hub: HubKind::Iothub,
             ownership_expiry: Duration::from_secs(10),
+            publish_every: None,
+            min_write_interval: None,
+            indexing: Indexing::Project,
         }
     }
 }
@@ -218,6 +251,12 @@ impl DemoConfig {
             return bad(
                 "--scenario replica-killed needs the hub's two writer replicas, not --hub mqtt",
             );
+        }
+        if self.publish_every.is_some_and(|p| p < REPORT_INTERVAL) {
+            return bad("--publish-every must be at least the report interval (5s), e.g. 30s");
+        }
+        if self.min_write_interval.is_some_and(|m| m >= CUTOFF) {
+            return bad("--min-write-interval must be shorter than the cutoff (5m), e.g. 30s");
         }
         if self.ownership_expiry < BALANCING_INTERVAL * 2 {
             return bad("--ownership-expiry must be at least twice the balancing interval (2 s)");
@@ -287,7 +326,12 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         Scenario::HotPartition => MISSING_KEY,
         Scenario::Bulk | Scenario::Serial | Scenario::ReplicaKilled => DEVICE_KEY,
     };
-    sim.create_container(DATABASE, CONTAINER, container_key)?;
+    sim.create_container_indexed(
+        DATABASE,
+        CONTAINER,
+        container_key,
+        Some(&config.indexing.policy()),
+    )?;
     let api = ServedApi::start(&sim, DATABASE, CONTAINER, config.api_addr).await?;
     if config.output != Output::Quiet {
         println!(
@@ -388,7 +432,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
             ReplicaTotals {
                 name: r.name().to_owned(),
                 state: r.view().state,
-                received: counts.received,
+                received: counts.positions,
                 written: counts.written,
                 dropped: counts.dropped.values().sum(),
                 partitions: match &kill {
@@ -403,14 +447,22 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         .filter(|r| !r.running())
         .map(|r| {
             let counts = r.counts();
-            counts.received.saturating_sub(counts.finished())
+            counts.positions.saturating_sub(counts.finished())
         })
         .sum();
     replicas.stop().await?;
     let writers = replicas.snapshot();
     let published_positions = transport.published();
 
-    sampler.finish(&mut report, &writers, &sim.stats());
+    let stats = sim.stats();
+    sampler.finish(&mut report, &writers, &stats);
+    report.cost = cost::compare(
+        &config,
+        report.wall_secs,
+        &published_positions,
+        &writers.counts,
+        &stats,
+    );
     report.published = published;
     report.partition_move = kill.map(|k| k.report(config.ownership_expiry));
     report.query = Some(spatial_query(&config, &api, &published_positions).await?);
@@ -441,7 +493,7 @@ async fn settle(
         }
         let lag = replicas.lag();
         let caught_up = lag.values().all(|events| *events <= 0);
-        if replicas.counts().received >= published
+        if replicas.counts().positions >= published
             && replicas.drained()
             && caught_up
             && kill.as_ref().is_none_or(|k| !k.pending())

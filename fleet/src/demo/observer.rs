@@ -15,31 +15,47 @@ use crate::broker::Broker;
 use crate::report::{NewestCheck, SpatialAnswer};
 use hub_sim::HubSim;
 use telemetry::geo::haversine_m;
+use telemetry::wire::Decoded;
 
 /// Per device id: the order, latitude and longitude of its newest position.
 type LastPositions = HashMap<String, (telemetry::PositionOrder, f64, f64)>;
 
-/// The newest position each drone published.
+/// The newest position each drone published, and the messages that carried them.
 #[derive(Debug, Default)]
 pub(super) struct Published {
     last: LastPositions,
+    /// Messages (a position, or a batch of them).
+    pub(super) messages: u64,
+    /// The largest message, bytes.
+    pub(super) largest_bytes: usize,
 }
 
 impl Published {
-    /// Keeps `pos` if it is the newest of its drone so far.
-    fn record(last: &mut LastPositions, pos: telemetry::wire::Position) {
-        let order = pos.order();
-        let entry = last
-            .entry(pos.device_id)
-            .or_insert((order, pos.lat, pos.lon));
-        if order >= entry.0 {
-            *entry = (order, pos.lat, pos.lon);
+    /// Counts the message `payload` and keeps each of its positions that is the newest of
+    /// its drone so far.
+    fn record(&mut self, payload: &[u8]) {
+        self.messages += 1;
+        self.largest_bytes = self.largest_bytes.max(payload.len());
+        let positions = match telemetry::wire::decode_message(payload) {
+            Ok(Decoded::One(position)) => vec![position],
+            Ok(Decoded::Batch(batch)) => batch.positions.into_iter().flatten().collect(),
+            Err(_) => Vec::new(),
+        };
+        for pos in positions {
+            let order = pos.order();
+            let entry = self
+                .last
+                .entry(pos.device_id)
+                .or_insert((order, pos.lat, pos.lon));
+            if order >= entry.0 {
+                *entry = (order, pos.lat, pos.lon);
+            }
         }
     }
 
     /// What the hub accepted: every event of every partition.
     pub(super) fn from_hub(hub: &HubSim) -> Published {
-        let mut last = LastPositions::new();
+        let mut published = Published::default();
         let mut events = Vec::new();
         for index in 0..hub.partitions().count() {
             events.clear();
@@ -47,12 +63,10 @@ impl Published {
                 partition.read(0, usize::MAX, &mut events);
             }
             for event in &events {
-                if let Ok(pos) = telemetry::wire::decode(&event.message.body) {
-                    Published::record(&mut last, pos);
-                }
+                published.record(&event.message.body);
             }
         }
-        Published { last }
+        published
     }
 
     /// Drones that published.
@@ -86,7 +100,7 @@ impl Published {
 /// The last position each drone published, as seen by a subscriber on the broker: the
 /// independent check of the spatial query's answer.
 pub(super) struct Observer {
-    last: Arc<Mutex<LastPositions>>,
+    last: Arc<Mutex<Published>>,
     stop: CancellationToken,
 }
 
@@ -97,7 +111,7 @@ impl Observer {
         options.set_keep_alive(Duration::from_secs(30));
         options.set_max_packet_size(1 << 20, 1 << 20);
         let (client, mut events) = AsyncClient::new(options, 1024);
-        let last = Arc::new(Mutex::new(HashMap::new()));
+        let last = Arc::new(Mutex::new(Published::default()));
         let stop = CancellationToken::new();
         let (subscribed_tx, subscribed) = tokio::sync::oneshot::channel();
         let _ = client
@@ -120,9 +134,7 @@ impl Observer {
                             }
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
-                            if let Ok(pos) = telemetry::wire::decode(&p.payload) {
-                                Published::record(&mut last.lock().expect("observer lock"), pos);
-                            }
+                            last.lock().expect("observer lock").record(&p.payload);
                         }
                         Ok(_) => {}
                         Err(err) => {
@@ -141,8 +153,7 @@ impl Observer {
     /// Unsubscribes; returns what it saw.
     pub(super) fn stop(self) -> Published {
         self.stop.cancel();
-        let last = std::mem::take(&mut *self.last.lock().expect("observer lock"));
-        Published { last }
+        std::mem::take(&mut *self.last.lock().expect("observer lock"))
     }
 }
 

@@ -216,7 +216,7 @@ impl Replicas {
     pub(super) fn drained(&self) -> bool {
         self.list.iter().filter(|r| r.running()).all(|r| {
             let counts = r.counts();
-            counts.finished() >= counts.received
+            counts.finished() >= counts.positions
         })
     }
 

@@ -59,7 +59,7 @@ impl Sampler {
     ) -> Snapshot {
         let writer = replicas.snapshot();
         let dt = (elapsed - self.last_at).as_secs_f64().max(1e-3);
-        let received = writer.counts.received as f64;
+        let received = writer.counts.positions as f64;
         let written = written(&writer) as f64;
         let lateness = buckets(&writer);
         let interval = prom::bucket_delta(&lateness, &self.last_lateness);
@@ -123,7 +123,7 @@ impl Sampler {
         writer: &WriterSnapshot,
         stats: &cosmos_sim::Stats,
     ) {
-        report.received = writer.counts.received;
+        report.received = writer.counts.positions;
         report.written = written(writer);
         report.dropped = writer
             .counts

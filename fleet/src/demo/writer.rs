@@ -56,6 +56,9 @@ pub(super) fn config_for(
         .resolve()
         .expect("the demo's writer settings are complete and valid");
     writer.staleness.stale_after = config.cutoff();
+    if let Some(interval) = config.min_write_interval {
+        writer.min_write_interval = interval.div_f64(config.speedup);
+    }
     if config.scenario == Scenario::Serial {
         // One message per pipeline batch: no coalescing of a drone's positions either.
         writer.batch_max_messages = 1;

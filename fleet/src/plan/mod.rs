@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use cloud_writer::internals::policy_cost;
 use serde::Serialize;
+use serde_json::Value;
 use telemetry::DocumentLayout;
+use telemetry::wire::{BatchBuilder, Position};
 
 pub use prices::Prices;
 pub use render::text;
@@ -24,8 +26,12 @@ pub use render::text;
 pub struct Fleet {
     /// Drones.
     pub drones: u64,
-    /// How often each drone reports its position (one IoT Hub message per report).
+    /// How often each drone samples its position.
     pub report_interval: Duration,
+    /// The agent's `PUBLISH_EVERY`: each drone publishes the samples since its last
+    /// publish in one batch every this often (zero, or the report interval: each sample
+    /// alone).
+    pub publish_every: Duration,
     /// The writer's `MIN_WRITE_INTERVAL`: each drone written at most once per this interval
     /// (zero: every position).
     pub min_write_interval: Duration,
@@ -38,6 +44,9 @@ pub struct Fleet {
     /// Only IoT Hub's standard tiers (for cloud-to-device messages, twins or methods,
     /// which the agent does not use).
     pub standard_only: bool,
+    /// The container's indexing policy (what each write is charged for); the project's
+    /// (`deploy/cosmos/indexing-policy.json`) unless told otherwise.
+    pub indexing_policy: Value,
 }
 
 /// An IoT Hub tier and its published limits ("IoT Hub quotas and throttling"; the units per
@@ -126,9 +135,29 @@ impl Tier {
     }
 }
 
-/// One 4 KB chunk per position: the wire message with its properties is about 200 bytes
-/// (IoT Hub meters messages in 4 KB chunks, properties included).
-const CHUNKS_PER_POSITION: f64 = 1.0;
+/// The wire message of one position with every field, as the agent writes it (about 200
+/// bytes): how many fit in one batch (`telemetry::wire::BATCH_MAX_BYTES`), which IoT Hub meters as one
+/// message (4 KB chunks, properties included).
+fn positions_per_message() -> u64 {
+    let message = Position {
+        device_id: "drone-00042".into(),
+        seq: 1_000_000,
+        ts: chrono::DateTime::UNIX_EPOCH,
+        lat: -33.868_820_123_456,
+        lon: 151.209_296_123_456,
+        alt_m: Some(121.512_345),
+        heading_deg: Some(270.123_456),
+        speed_mps: Some(12.345_678),
+        battery_pct: Some(81),
+    }
+    .encode()
+    .expect("a valid position");
+    let mut batch = BatchBuilder::new("drone-00042");
+    while batch.fits(&message) {
+        batch.push(&message);
+    }
+    batch.len() as u64
+}
 
 /// The writer's CPU per event from Event Hubs: 20.75 µs (docs/performance.md, the floors
 /// table: one writer from 4 Event Hubs partitions of the local hub, `cargo bench -p
@@ -157,6 +186,8 @@ const HOURS_PER_MONTH: f64 = 730.0;
 /// What to provision and what it costs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
+    /// What one drone costs: the figures the demo measures.
+    pub per_drone: PerDrone,
     /// IoT Hub.
     pub iothub: IotHubPlan,
     /// The hubs' built-in Event Hubs endpoints.
@@ -167,6 +198,17 @@ pub struct Plan {
     pub cosmos: CosmosPlan,
     /// The month's cost.
     pub monthly_cost: MonthlyCost,
+}
+
+/// What one drone costs, whatever the fleet's size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerDrone {
+    /// IoT Hub messages (4 KB chunks) a day.
+    pub messages_per_day: f64,
+    /// Writes of its latest-position document an hour.
+    pub writes_per_hour: f64,
+    /// Request units its writes spend an hour (latest and history documents).
+    pub ru_per_hour: f64,
 }
 
 /// IoT Hub: the tier, the units of each hub, and the hubs.
@@ -230,13 +272,19 @@ pub struct MonthlyCost {
 pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     let interval = fleet.report_interval.as_secs_f64();
     let positions_per_sec = fleet.drones as f64 / interval;
-    let messages_per_day = fleet.drones as f64 * (86_400.0 / interval) * CHUNKS_PER_POSITION;
+    // A publish carries every sample since the last one, in as many 4 KB messages as it
+    // takes (the agent starts a new one when the next sample might not fit).
+    let publish_interval = interval.max(fleet.publish_every.as_secs_f64());
+    let samples_per_publish = (publish_interval / interval).floor().max(1.0);
+    let messages_per_publish = (samples_per_publish / positions_per_message() as f64).ceil();
+    let sends_per_sec = fleet.drones as f64 * messages_per_publish / publish_interval;
+    let messages_per_day = fleet.drones as f64 * messages_per_publish * 86_400.0 / publish_interval;
 
     let (tier, hubs, units, iothub_cost) = TIERS
         .iter()
         .filter(|t| !(fleet.standard_only && t.basic))
         .map(|tier| {
-            let (hubs, units) = hubs_and_units(tier, messages_per_day, positions_per_sec);
+            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec);
             let price = prices.iothub.unit_month[tier.name];
             (tier, hubs, units, (hubs * units) as f64 * price)
         })
@@ -253,17 +301,18 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     // container with (deploy/cosmos/indexing-policy.json): a drone's new position is a patch
     // of its latest document, a history document a create ("Understand request unit
     // consumption": size and indexed terms; `cloud-writer check` says the same).
-    let charges = policy_cost(&telemetry::indexing_policy(), &DocumentLayout::default())
-        .expect("the project's indexing policy parses");
+    let charges = policy_cost(&fleet.indexing_policy, &DocumentLayout::default())
+        .expect("an indexing policy checked when read");
     let history_ru = if fleet.history.is_some() {
         positions_per_sec * charges.ru_per_history_document
     } else {
         0.0
     };
-    // With MIN_WRITE_INTERVAL a drone's latest document is written at most once per
-    // interval; its history documents still get every position.
-    let latest_writes_per_sec =
-        fleet.drones as f64 / interval.max(fleet.min_write_interval.as_secs_f64());
+    // A drone's latest document is written once per message: the writer keeps the newest
+    // position of a batch. With MIN_WRITE_INTERVAL at most once per interval. Its history
+    // documents still get every position.
+    let latest_writes_per_sec = fleet.drones as f64
+        / (publish_interval / messages_per_publish).max(fleet.min_write_interval.as_secs_f64());
     let write_ru_per_sec = latest_writes_per_sec * charges.ru_per_position + history_ru;
     let needed = (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM;
     let ru_per_sec = ((needed / RU_STEP).ceil() * RU_STEP).max(RU_MIN);
@@ -277,13 +326,19 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     let cosmos_throughput =
         ru_per_sec / RU_STEP * prices.cosmos.per_100_ru_hour * HOURS_PER_MONTH * regions;
     let cosmos_storage = storage_gb * prices.cosmos.per_gb_month * regions;
+    let drones = fleet.drones as f64;
     Plan {
+        per_drone: PerDrone {
+            messages_per_day: messages_per_day / drones,
+            writes_per_hour: latest_writes_per_sec * 3_600.0 / drones,
+            ru_per_hour: write_ru_per_sec * 3_600.0 / drones,
+        },
         iothub: IotHubPlan {
             tier: tier.name,
             units,
             hubs,
             messages_per_day,
-            sends_per_sec: positions_per_sec,
+            sends_per_sec,
         },
         eventhubs: EventHubsPlan { partitions },
         writers: WritersPlan { replicas, cores },

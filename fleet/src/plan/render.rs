@@ -11,8 +11,16 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
     let interval = fleet.report_interval.as_secs_f64();
     let _ = writeln!(
         s,
-        "{} drones, a position every {interval} s{}{}, Cosmos DB in {} region(s)",
+        "{} drones, a position every {interval} s{}{}{}, Cosmos DB in {} region(s)",
         fleet.drones,
+        if fleet.publish_every > fleet.report_interval {
+            format!(
+                ", published in batches every {} s",
+                fleet.publish_every.as_secs_f64()
+            )
+        } else {
+            String::new()
+        },
         if fleet.min_write_interval.is_zero() {
             String::new()
         } else {
@@ -58,6 +66,12 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
         s,
         "Cosmos DB      {:.0} RU/s provisioned (writes {:.0} RU/s, reads {:.0} RU/s), {:.2} GB",
         c.ru_per_sec, c.write_ru_per_sec, fleet.read_ru_per_sec, c.storage_gb
+    );
+    let d = &plan.per_drone;
+    let _ = writeln!(
+        s,
+        "per drone      {:.0} IoT Hub messages/day, {:.0} writes/hour, {:.0} RU/hour",
+        d.messages_per_day, d.writes_per_hour, d.ru_per_hour
     );
     let m = &plan.monthly_cost;
     let _ = writeln!(s, "\nper month");

@@ -13,11 +13,13 @@ fn fleet(drones: u64) -> Fleet {
     Fleet {
         drones,
         report_interval: Duration::from_secs(5),
+        publish_every: Duration::ZERO,
         min_write_interval: Duration::ZERO,
         history: None,
         regions: 1,
         read_ru_per_sec: 0.0,
         standard_only: true,
+        indexing_policy: telemetry::indexing_policy(),
     }
 }
 
@@ -215,4 +217,61 @@ fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
         &p,
     );
     assert_eq!(short.cosmos, plan(&fleet(1_000), &p).cosmos);
+}
+
+#[test]
+fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_history() {
+    let p = prices();
+    let week = Duration::from_secs(7 * 86_400);
+    let batched = plan(
+        &Fleet {
+            publish_every: Duration::from_secs(30),
+            history: Some(week),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    // Six samples of about 200 bytes in one message of IoT Hub's 4 KB.
+    assert_eq!(batched.per_drone.messages_per_day, 17_280.0 / 6.0);
+    assert_eq!(batched.iothub.sends_per_sec, 1_000.0 / 30.0);
+    assert!((batched.per_drone.writes_per_hour - 120.0).abs() < 1e-9);
+    let history = 720.0 * 6.2;
+    assert!((batched.per_drone.ru_per_hour - (120.0 * 12.4 + history)).abs() < 1e-6);
+    // Samples beyond one message's 4 KB take more messages: a publish every 5 minutes
+    // carries 60 samples.
+    let rare = plan(
+        &Fleet {
+            publish_every: Duration::from_secs(300),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    let per_message = positions_per_message();
+    assert!((15..=20).contains(&per_message), "{per_message}");
+    assert_eq!(
+        rare.per_drone.messages_per_day,
+        288.0 * (60.0 / per_message as f64).ceil()
+    );
+}
+
+#[test]
+fn the_default_indexing_policy_costs_more_per_write() {
+    let p = prices();
+    let default = plan(
+        &Fleet {
+            indexing_policy: serde_json::json!({"indexingMode": "consistent", "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]}),
+            ..fleet(1_000)
+        },
+        &p,
+    );
+    assert_eq!(default.per_drone.writes_per_hour, 720.0);
+    // The project's policy charges at least 30 % less per write (12.4 RU a patch).
+    let project = plan(&fleet(1_000), &p);
+    assert!((project.per_drone.ru_per_hour - 720.0 * 12.4).abs() < 1e-6);
+    assert!(
+        project.per_drone.ru_per_hour <= 0.7 * default.per_drone.ru_per_hour,
+        "{} against {}",
+        project.per_drone.ru_per_hour,
+        default.per_drone.ru_per_hour
+    );
 }

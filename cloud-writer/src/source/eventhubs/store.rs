@@ -70,6 +70,52 @@ impl Scope {
             sequence_number,
         }
     }
+
+    /// An ownership of `partition_id` in this scope, as a store read it.
+    pub fn ownership(
+        &self,
+        partition_id: String,
+        owner_id: Option<String>,
+        etag: Option<String>,
+        last_modified_time: Option<OffsetDateTime>,
+    ) -> Ownership {
+        Ownership {
+            fully_qualified_namespace: self.namespace.clone(),
+            event_hub_name: self.event_hub.clone(),
+            consumer_group: self.consumer_group.clone(),
+            partition_id,
+            owner_id,
+            etag: etag.map(Etag::from),
+            last_modified_time,
+        }
+    }
+}
+
+/// A store's failure as the SDK's [`CheckpointStore`] reports it.
+pub(super) fn azure_error(
+    err: impl std::error::Error + Send + Sync + 'static,
+) -> azure_core::Error {
+    azure_core::Error::new(AzureErrorKind::Io, err)
+}
+
+/// Claims each of `ownerships` in turn with `claim` (which answers `None` when another
+/// processor won it); the ones won, as the SDK's [`CheckpointStore::claim_ownership`]
+/// returns them.
+pub(super) async fn claim_each<'a, E, F>(
+    ownerships: &'a [Ownership],
+    claim: impl Fn(&'a Ownership) -> F,
+) -> azure_core::Result<Vec<Ownership>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    F: Future<Output = Result<Option<Ownership>, E>>,
+{
+    let mut claimed = Vec::with_capacity(ownerships.len());
+    for wanted in ownerships {
+        if let Some(ownership) = claim(wanted).await.map_err(azure_error)? {
+            claimed.push(ownership);
+        }
+    }
+    Ok(claimed)
 }
 
 /// Why the checkpoint container cannot be used.
@@ -127,10 +173,6 @@ const OWNERSHIP: &str = "ownership";
 #[derive(Debug, Clone)]
 pub struct CosmosCheckpointStore {
     container: ContainerClient,
-}
-
-fn azure_error(err: CosmosError) -> azure_core::Error {
-    azure_core::Error::new(AzureErrorKind::Io, err)
 }
 
 fn timestamp(ts: Option<i64>) -> Option<OffsetDateTime> {
@@ -267,13 +309,7 @@ impl CheckpointStore for CosmosCheckpointStore {
         &self,
         ownerships: &[Ownership],
     ) -> azure_core::Result<Vec<Ownership>> {
-        let mut claimed = Vec::with_capacity(ownerships.len());
-        for claim in ownerships {
-            if let Some(ownership) = self.claim(claim).await.map_err(azure_error)? {
-                claimed.push(ownership);
-            }
-        }
-        Ok(claimed)
+        claim_each(ownerships, |claim| self.claim(claim)).await
     }
 
     async fn list_checkpoints(
@@ -300,15 +336,7 @@ impl CheckpointStore for CosmosCheckpointStore {
         let docs = self.list(&scope, OWNERSHIP).await.map_err(azure_error)?;
         Ok(docs
             .into_iter()
-            .map(|d| Ownership {
-                fully_qualified_namespace: scope.namespace.clone(),
-                event_hub_name: scope.event_hub.clone(),
-                consumer_group: scope.consumer_group.clone(),
-                partition_id: d.partition_id,
-                owner_id: d.owner_id,
-                etag: d.etag.map(Etag::from),
-                last_modified_time: timestamp(d.ts),
-            })
+            .map(|d| scope.ownership(d.partition_id, d.owner_id, d.etag, timestamp(d.ts)))
             .collect())
     }
 

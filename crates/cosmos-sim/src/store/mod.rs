@@ -175,10 +175,7 @@ impl Store {
         let indexing_policy = definition
             .get("indexingPolicy")
             .cloned()
-            .unwrap_or_else(|| {
-                json!({"indexingMode":"consistent","automatic":true,
-                   "includedPaths":[{"path":"/*"}],"excludedPaths":[{"path":"/\"_etag\"/?"}]})
-            });
+            .unwrap_or_else(cosmos_wire::indexing::default_policy);
         let indexing = IndexingPolicy::parse(&indexing_policy)
             .map_err(|e| CreateError::Invalid(format!("The indexing policy is invalid: {e}.")))?;
         let mut body = definition.clone();

@@ -21,7 +21,6 @@ mod shared_key;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::http::Etag;
 use azure_core::time::OffsetDateTime;
 use azure_messaging_eventhubs::CheckpointStore;
@@ -32,7 +31,7 @@ pub use client::BlobError;
 use client::ContainerClient;
 use listing::ListedBlob;
 
-use super::store::Scope;
+use super::store::{Scope, azure_error, claim_each};
 use crate::config::BlobCheckpoints;
 
 const CHECKPOINT: &str = "checkpoint";
@@ -42,10 +41,6 @@ const OWNERSHIP: &str = "ownership";
 #[derive(Debug, Clone)]
 pub struct BlobCheckpointStore {
     client: ContainerClient,
-}
-
-fn azure_error(err: BlobError) -> azure_core::Error {
-    azure_core::Error::new(AzureErrorKind::Io, err)
 }
 
 /// The blob name prefix of `kind` in `scope`, in lower case as the SDKs write it.
@@ -219,13 +214,7 @@ impl CheckpointStore for BlobCheckpointStore {
         &self,
         ownerships: &[Ownership],
     ) -> azure_core::Result<Vec<Ownership>> {
-        let mut claimed = Vec::with_capacity(ownerships.len());
-        for claim in ownerships {
-            if let Some(ownership) = self.claim(claim).await.map_err(azure_error)? {
-                claimed.push(ownership);
-            }
-        }
-        Ok(claimed)
+        claim_each(ownerships, |claim| self.claim(claim)).await
     }
 
     async fn list_checkpoints(
@@ -264,14 +253,13 @@ impl CheckpointStore for BlobCheckpointStore {
             .map_err(azure_error)?;
         Ok(blobs
             .iter()
-            .map(|blob| Ownership {
-                fully_qualified_namespace: scope.namespace.clone(),
-                event_hub_name: scope.event_hub.clone(),
-                consumer_group: scope.consumer_group.clone(),
-                partition_id: partition_of(blob),
-                owner_id: metadata(&blob.metadata, "ownerid").map(str::to_owned),
-                etag: blob.etag.clone().map(Etag::from),
-                last_modified_time: http_time(blob.last_modified.as_deref()),
+            .map(|blob| {
+                scope.ownership(
+                    partition_of(blob),
+                    metadata(&blob.metadata, "ownerid").map(str::to_owned),
+                    blob.etag.clone(),
+                    http_time(blob.last_modified.as_deref()),
+                )
             })
             .collect())
     }
