@@ -41,8 +41,8 @@ pub use writer::{RunError, StartError, Writer};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::config::{
-        BlobAuth, BlobCheckpoints, EventHubsConnection, EventHubsSettings, SOURCE_MAX_BYTES_FLOOR,
-        StartAt,
+        BlobAuth, BlobCheckpoints, CheckpointStoreKind, EventHubsConnection, EventHubsSettings,
+        SOURCE_MAX_BYTES_FLOOR, SourceSpec, StartAt,
     };
     pub use crate::import::FileSource;
     pub use crate::pipeline::coalesce::Coalescer;
@@ -51,6 +51,7 @@ pub mod internals {
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};
     pub use crate::source::eventhubs::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
+    pub use crate::source::eventhubs::transfer;
     pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
     pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
     pub use crate::source::queue::channel;

@@ -1,12 +1,17 @@
 //! `cloud-writer`: runs the writer (`run`, the default), backfills from a file
-//! (`import FILE.jsonl`), or checks the configuration and the container (`check`).
+//! (`import FILE.jsonl`), checks the configuration and the container (`check`), or shows
+//! and copies the Event Hubs checkpoints (`checkpoints show|copy`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use azure_messaging_eventhubs::CheckpointStore;
 use clap::{Parser, Subcommand};
-use cloud_writer::internals::FileSource;
+use cloud_writer::internals::{
+    BlobCheckpointStore, CheckpointStoreKind, CosmosCheckpointStore, FileSource, Scope, SourceSpec,
+    transfer,
+};
 use cloud_writer::internals::{cosmos_client, open_container, patch_in_batches, policy_cost};
 use cloud_writer::{Counts, DropReason, Writer};
 use cloud_writer::{DurationSetting, Settings, WriterConfig};
@@ -40,6 +45,32 @@ enum Command {
     },
     /// Check the configuration and the container, then exit.
     Check,
+    /// The Event Hubs source's checkpoints: see them, or copy them between the stores.
+    Checkpoints {
+        #[command(subcommand)]
+        action: CheckpointsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CheckpointsAction {
+    /// Print each partition's checkpoint and owner.
+    Show {
+        /// The store [default: the one the writer runs with].
+        #[arg(long, value_enum)]
+        store: Option<CheckpointStoreKind>,
+    },
+    /// Copy every partition's checkpoint from one store to the other (the Cosmos
+    /// container EVENTHUBS_CHECKPOINT_CONTAINER, the blob container of CHECKPOINT_BLOB_*);
+    /// ownerships are not copied: the writers claim the partitions afresh.
+    Copy {
+        /// The store to read.
+        #[arg(long, value_enum)]
+        from: CheckpointStoreKind,
+        /// The store to write.
+        #[arg(long, value_enum)]
+        to: CheckpointStoreKind,
+    },
 }
 
 fn resolve(cli: &Cli) -> anyhow::Result<WriterConfig> {
@@ -60,6 +91,7 @@ async fn main() -> ExitCode {
         None | Some(Command::Run) => run(config).await,
         Some(Command::Import { file, stale_after }) => import(config, file, stale_after).await,
         Some(Command::Check) => check(config).await,
+        Some(Command::Checkpoints { action }) => checkpoints(config, action).await,
     };
     settings::exit_code("cloud-writer", result)
 }
@@ -279,4 +311,90 @@ async fn check(config: WriterConfig) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+async fn checkpoints(config: WriterConfig, action: CheckpointsAction) -> anyhow::Result<()> {
+    match action {
+        CheckpointsAction::Show { store } => {
+            let kind = store.unwrap_or(if config.eventhubs.blob_checkpoints.is_some() {
+                CheckpointStoreKind::Blob
+            } else {
+                CheckpointStoreKind::Cosmos
+            });
+            let (scope, store) = open_checkpoints(&config, kind).await?;
+            let partitions = transfer::show(store.as_ref(), &scope).await?;
+            println!(
+                "checkpoints of {}/{}/{} in the {} store:",
+                scope.namespace,
+                scope.event_hub,
+                scope.consumer_group,
+                kind.name()
+            );
+            println!(
+                "{:<10} {:>16} {:>20}  owner",
+                "partition", "sequence number", "offset"
+            );
+            let or_none = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+            for (partition, state) in partitions {
+                println!(
+                    "{partition:<10} {:>16} {:>20}  {}",
+                    or_none(state.sequence_number.map(|n| n.to_string())),
+                    or_none(state.offset),
+                    or_none(state.owner)
+                );
+            }
+        }
+        CheckpointsAction::Copy { from, to } => {
+            anyhow::ensure!(from != to, "--from and --to name the same store");
+            let (scope, source) = open_checkpoints(&config, from).await?;
+            let (_, target) = open_checkpoints(&config, to).await?;
+            let copied = transfer::copy(source.as_ref(), target.as_ref(), &scope).await?;
+            println!(
+                "copied the checkpoints of {} partition(s) ({}) of {}/{}/{} from the {} store to the {} store",
+                copied.len(),
+                copied.join(", "),
+                scope.namespace,
+                scope.event_hub,
+                scope.consumer_group,
+                from.name(),
+                to.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The consumer group the Event Hubs source reads, and its checkpoint store of `kind`.
+async fn open_checkpoints(
+    config: &WriterConfig,
+    kind: CheckpointStoreKind,
+) -> anyhow::Result<(Scope, Box<dyn CheckpointStore>)> {
+    let Some(SourceSpec::EventHubs(connection)) = &config.source else {
+        anyhow::bail!(
+            "WRITER_SOURCE is not an Event Hubs source: checkpoints belong to one (an Event Hubs connection string, or sb://{{namespace}}/{{event hub}})"
+        );
+    };
+    let scope = Scope::new(
+        &connection.namespace,
+        &connection.entity_path,
+        &config.eventhubs.consumer_group,
+    );
+    let store: Box<dyn CheckpointStore> = match kind {
+        CheckpointStoreKind::Cosmos => Box::new(
+            CosmosCheckpointStore::open(
+                &cosmos_client(&config.cosmos)?,
+                &config.cosmos.database,
+                &config.eventhubs.checkpoint_container,
+                config.cosmos.create_if_missing,
+            )
+            .await?,
+        ),
+        CheckpointStoreKind::Blob => {
+            let blob = config.eventhubs.blob_checkpoints.as_ref().context(
+                "no blob checkpoint store is configured: set CHECKPOINT_BLOB_CONNECTION_STRING (or CHECKPOINT_BLOB_ACCOUNT_URL) and CHECKPOINT_BLOB_CONTAINER",
+            )?;
+            Box::new(BlobCheckpointStore::open(blob).await?)
+        }
+    };
+    Ok((scope, store))
 }

@@ -8,16 +8,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use chrono::Utc;
-use common::replica::{Replica, hub_events, wait_for};
-use common::{device, wire};
-use cosmos_sim::CosmosSim;
-use hub_sim::partitions::{AuthMethod, Incoming};
-use hub_sim::{HubConfig, HubSim};
+use common::replica::{BlobRig, hub_events, route_round, wait_for};
+use hub_sim::HubSim;
 use test_harness::Azurite;
 
 const DRONES: usize = 20;
@@ -26,14 +21,8 @@ const PATIENCE: Duration = Duration::from_secs(120);
 
 /// [`ROUNDS`] positions of each of [`DRONES`] drones, seqs from `first`, routed into the hub.
 fn route(hub: &HubSim, first: u64) {
-    let now = Utc::now();
     for seq in first..first + ROUNDS {
-        for d in 0..DRONES {
-            let id = device(d);
-            let mut message = Incoming::new(&id, wire(&id, seq, now, 47.0, -122.0));
-            message.auth = AuthMethod::Sas;
-            hub.partitions().route(message);
-        }
+        route_round(hub, DRONES, seq);
     }
 }
 
@@ -52,19 +41,12 @@ async fn python_receives(
     azurite: &Azurite,
     wanted: usize,
 ) -> HashMap<String, Vec<i64>> {
-    let venv = std::env::var_os("CHECKPOINTSTORE_VENV").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/venv-checkpointstore"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: scripts/test-all installs it (cloud-writer/tests/python/requirements-checkpointstore.txt)",
-        python.display()
-    );
-    let mut command = Command::new(python);
+    let mut command = Command::new(common::blobs::python());
     command
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/checkpointstore.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/checkpointstore.py"
+        ))
         .arg(wanted.to_string())
         .env("HUB_SIM_EVENTHUB", hub.eventhub_connection_string())
         .env(
@@ -97,26 +79,14 @@ async fn python_receives(
 #[ignore = "namespace of emulator connection strings differs from the Python SDK's (host vs host:port)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
-    let dir = tempfile::tempdir().unwrap();
-    let hub = HubSim::start(HubConfig::new(dir.path().join("hub")))
-        .await
-        .unwrap();
-    let sim = CosmosSim::unthrottled().await.unwrap();
-    let azurite = Azurite::start().unwrap();
-    let connection = azurite.connection_string();
-    let env = [
-        ("CHECKPOINT_BLOB_CONNECTION_STRING", connection.as_str()),
-        ("CHECKPOINT_BLOB_CONTAINER", "checkpoints"),
-        ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
-        ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
-        ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
-    ];
+    let rig = BlobRig::start().await;
+    let (hub, azurite) = (&rig.hub, &rig.azurite);
     let batch = DRONES * ROUNDS as usize;
 
     // 1. The writer reads the first batch, settles it and stops: its checkpoints name the
     //    last event of each partition.
-    route(&hub, 1);
-    let mut writer = Replica::start("writer-1", &hub, &sim, dir.path(), &env);
+    route(hub, 1);
+    let mut writer = rig.writer("writer-1", "checkpoints");
     wait_for(
         "the writer settling the first batch",
         PATIENCE,
@@ -125,12 +95,12 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     )
     .await;
     writer.stop(PATIENCE).await;
-    let first = sequence_numbers(&hub);
+    let first = sequence_numbers(hub);
 
     // 2. Python continues from the writer's checkpoints: exactly the second batch.
-    route(&hub, 1 + ROUNDS);
-    let all = sequence_numbers(&hub);
-    let python = python_receives(&hub, &azurite, batch).await;
+    route(hub, 1 + ROUNDS);
+    let all = sequence_numbers(hub);
+    let python = python_receives(hub, azurite, batch).await;
     for (partition, seqs) in &all {
         let before = first.get(partition).map_or(0, Vec::len);
         let mut got = python.get(partition).cloned().unwrap_or_default();
@@ -143,8 +113,8 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     }
 
     // 3. The writer continues from Python's checkpoints: exactly the third batch.
-    route(&hub, 1 + 2 * ROUNDS);
-    let mut writer = Replica::start("writer-2", &hub, &sim, dir.path(), &env);
+    route(hub, 1 + 2 * ROUNDS);
+    let mut writer = rig.writer("writer-2", "checkpoints");
     wait_for(
         "the writer settling the third batch",
         PATIENCE,
@@ -160,6 +130,6 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
         "nothing read again: {counts:?}"
     );
     writer.stop(PATIENCE).await;
-    sim.shutdown().await;
-    hub.shutdown().await;
+    rig.sim.shutdown().await;
+    rig.hub.shutdown().await;
 }

@@ -16,6 +16,16 @@ pub enum CheckpointStoreKind {
     Cosmos,
 }
 
+impl CheckpointStoreKind {
+    /// Its name, as the settings write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckpointStoreKind::Blob => "blob",
+            CheckpointStoreKind::Cosmos => "cosmos",
+        }
+    }
+}
+
 /// How requests to the storage account are authorized.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BlobAuth {

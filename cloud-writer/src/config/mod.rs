@@ -18,7 +18,7 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-pub use checkpoint_blob::{BlobAuth, BlobCheckpoints};
+pub use checkpoint_blob::{BlobAuth, BlobCheckpoints, CheckpointStoreKind};
 pub use given::Settings;
 pub use resolved::{
     CosmosSettings, DEFAULT_MQTT_RECEIVE_MAXIMUM, EventHubsSettings, LoadBalancing, MqttTls,

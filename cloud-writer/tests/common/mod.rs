@@ -2,6 +2,7 @@
 //! settings, reading back the container, and waiting on conditions.
 #![allow(dead_code)]
 
+pub mod blobs;
 pub mod entra;
 pub mod hold;
 pub mod replica;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cloud_writer::DropReason;
 use cosmos_sim::CosmosSim;
 use hub_sim::HubSim;
-use hub_sim::partitions::Event;
+use hub_sim::partitions::{AuthMethod, Event, Incoming};
 
 use super::{KEY, free_port};
 
@@ -100,6 +100,23 @@ impl Replica {
             metrics_port,
             log,
         }
+    }
+
+    /// Its checkpoint lag of each partition (`cloud_writer_eventhubs_lag_events`), empty
+    /// while it does not answer.
+    pub async fn lag_events(&self) -> BTreeMap<String, i64> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let Ok(response) = reqwest::get(&url).await else {
+            return BTreeMap::new();
+        };
+        let text = response.text().await.unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("cloud_writer_eventhubs_lag_events{partition=\"")?;
+                let (partition, value) = rest.split_once("\"} ")?;
+                Some((partition.to_owned(), value.parse::<f64>().ok()? as i64))
+            })
+            .collect()
     }
 
     /// Its counters and partitions from its metrics endpoint (all zero while it does not
@@ -232,6 +249,68 @@ impl Counts {
 
 /// A drone's position as `common::assert_newest` checks it: (deviceTimeMs, seq, lat, lon).
 pub type Newest = HashMap<String, (i64, u64, f64, f64)>;
+
+/// A local hub, a local Cosmos endpoint and Azurite, for writers that keep their
+/// checkpoints in Blob Storage.
+pub struct BlobRig {
+    /// Where the hub and the writers' logs live.
+    pub dir: tempfile::TempDir,
+    /// The hub.
+    pub hub: HubSim,
+    /// The Cosmos endpoint.
+    pub sim: CosmosSim,
+    /// The storage emulator.
+    pub azurite: test_harness::Azurite,
+}
+
+impl BlobRig {
+    /// Starts the three.
+    pub async fn start() -> BlobRig {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = HubSim::start(hub_sim::HubConfig::new(dir.path().join("hub")))
+            .await
+            .unwrap();
+        let sim = CosmosSim::unthrottled().await.unwrap();
+        let azurite = test_harness::Azurite::start().unwrap();
+        BlobRig {
+            dir,
+            hub,
+            sim,
+            azurite,
+        }
+    }
+
+    /// A writer process keeping its checkpoints in blob `container`, balancing and
+    /// checkpointing every second, ownerships expiring after 4 s.
+    pub fn writer(&self, name: &str, container: &str) -> Replica {
+        let connection = self.azurite.connection_string();
+        Replica::start(
+            name,
+            &self.hub,
+            &self.sim,
+            self.dir.path(),
+            &[
+                ("CHECKPOINT_BLOB_CONNECTION_STRING", connection.as_str()),
+                ("CHECKPOINT_BLOB_CONTAINER", container),
+                ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+                ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
+                ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
+            ],
+        )
+    }
+}
+
+/// One position of each of `drones` drones (`common::device(0..drones)`), all with `seq`,
+/// routed into the hub as devices authenticated with SAS send them.
+pub fn route_round(hub: &HubSim, drones: usize, seq: u64) {
+    let now = chrono::Utc::now();
+    for d in 0..drones {
+        let id = super::device(d);
+        let mut message = Incoming::new(&id, super::wire(&id, seq, now, 47.0, -122.0));
+        message.auth = AuthMethod::Sas;
+        hub.partitions().route(message);
+    }
+}
 
 /// Every event the hub's partitions hold, by partition id.
 pub fn hub_events(hub: &HubSim) -> HashMap<String, Vec<Arc<Event>>> {
