@@ -4,6 +4,13 @@
 //! `EventHubConsumerClient` with `BlobCheckpointStore` continues from, receiving exactly
 //! the events after it; and what Python checkpointed, the writer continues from. Nothing
 //! lost, nothing read again.
+//!
+//! Both clients read a production-form connection string (`Endpoint=sb://{namespace}/`, no
+//! `UseDevelopmentEmulator`) and dial the hub through their custom-endpoint settings, so
+//! that the blob names carry the namespace as they do against Event Hubs. With an emulator
+//! connection string the SDKs disagree: Python names the namespace `host:port`, the writer
+//! (as .NET's `FullyQualifiedNamespace`) `host`, and neither would see the other's
+//! checkpoints.
 
 mod common;
 
@@ -11,13 +18,41 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use common::replica::{BlobRig, hub_events, route_round, wait_for};
+use common::replica::{BlobRig, Replica, hub_events, route_round, wait_for};
 use hub_sim::HubSim;
 use test_harness::Azurite;
 
 const DRONES: usize = 20;
 const ROUNDS: u64 = 10;
 const PATIENCE: Duration = Duration::from_secs(120);
+/// The namespace both clients name; the hub plays it.
+const NAMESPACE: &str = "fleet-telemetry.servicebus.windows.net";
+
+/// The hub's connection string in the service's form, for [`NAMESPACE`].
+fn service_form(hub: &HubSim) -> String {
+    let emulator = hub.eventhub_connection_string();
+    let rest: Vec<&str> = emulator
+        .split(';')
+        .filter(|part| {
+            !part.starts_with("Endpoint=") && !part.starts_with("UseDevelopmentEmulator=")
+        })
+        .collect();
+    format!("Endpoint=sb://{NAMESPACE}/;{}", rest.join(";"))
+}
+
+/// A writer reading [`NAMESPACE`] through the hub, its checkpoints in `checkpoints`.
+fn start_writer(rig: &BlobRig, name: &str) -> Replica {
+    let source = service_form(&rig.hub);
+    let endpoint = format!("amqp://{}", rig.hub.amqp_addr());
+    rig.writer_with(
+        name,
+        "checkpoints",
+        &[
+            ("WRITER_SOURCE", source.as_str()),
+            ("EVENTHUBS_CUSTOM_ENDPOINT", endpoint.as_str()),
+        ],
+    )
+}
 
 /// [`ROUNDS`] positions of each of [`DRONES`] drones, seqs from `first`, routed into the hub.
 fn route(hub: &HubSim, first: u64) {
@@ -48,7 +83,11 @@ async fn python_receives(
             "/tests/python/checkpointstore.py"
         ))
         .arg(wanted.to_string())
-        .env("HUB_SIM_EVENTHUB", hub.eventhub_connection_string())
+        .env("HUB_SIM_EVENTHUB", service_form(hub))
+        .env(
+            "EVENTHUB_CUSTOM_ENDPOINT",
+            format!("sb://{}", hub.amqp_addr()),
+        )
         .env(
             "CHECKPOINT_BLOB_CONNECTION_STRING",
             azurite.connection_string(),
@@ -72,11 +111,6 @@ async fn python_receives(
     serde_json::from_value(outcome["received"].clone()).unwrap()
 }
 
-/// Fails today on the local hub: for an emulator connection string
-/// (`UseDevelopmentEmulator=true`) the Python SDK names the namespace `host:port` in the
-/// blob names, the writer `host`, so neither sees the other's checkpoints (Python read the
-/// first batch again). Against a real namespace both use `{ns}.servicebus.windows.net`.
-#[ignore = "namespace of emulator connection strings differs from the Python SDK's (host vs host:port)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     let rig = BlobRig::start().await;
@@ -86,7 +120,7 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     // 1. The writer reads the first batch, settles it and stops: its checkpoints name the
     //    last event of each partition.
     route(hub, 1);
-    let mut writer = rig.writer("writer-1", "checkpoints");
+    let mut writer = start_writer(&rig, "writer-1");
     wait_for(
         "the writer settling the first batch",
         PATIENCE,
@@ -114,7 +148,7 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
 
     // 3. The writer continues from Python's checkpoints: exactly the third batch.
     route(hub, 1 + 2 * ROUNDS);
-    let mut writer = rig.writer("writer-2", "checkpoints");
+    let mut writer = start_writer(&rig, "writer-2");
     wait_for(
         "the writer settling the third batch",
         PATIENCE,

@@ -283,20 +283,21 @@ impl BlobRig {
     /// A writer process keeping its checkpoints in blob `container`, balancing and
     /// checkpointing every second, ownerships expiring after 4 s.
     pub fn writer(&self, name: &str, container: &str) -> Replica {
+        self.writer_with(name, container, &[])
+    }
+
+    /// [`BlobRig::writer`] with `env` overriding or adding settings.
+    pub fn writer_with(&self, name: &str, container: &str, env: &[(&str, &str)]) -> Replica {
         let connection = self.azurite.connection_string();
-        Replica::start(
-            name,
-            &self.hub,
-            &self.sim,
-            self.dir.path(),
-            &[
-                ("CHECKPOINT_BLOB_CONNECTION_STRING", connection.as_str()),
-                ("CHECKPOINT_BLOB_CONTAINER", container),
-                ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
-                ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
-                ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
-            ],
-        )
+        let mut settings = vec![
+            ("CHECKPOINT_BLOB_CONNECTION_STRING", connection.as_str()),
+            ("CHECKPOINT_BLOB_CONTAINER", container),
+            ("EVENTHUBS_LOAD_BALANCING_INTERVAL", "1s"),
+            ("EVENTHUBS_OWNERSHIP_EXPIRY", "4s"),
+            ("EVENTHUBS_CHECKPOINT_INTERVAL", "1s"),
+        ];
+        settings.extend_from_slice(env);
+        Replica::start(name, &self.hub, &self.sim, self.dir.path(), &settings)
     }
 }
 

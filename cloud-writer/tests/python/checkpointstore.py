@@ -7,7 +7,8 @@ CHECKPOINT_TIMEOUT seconds of silence. Prints one JSON line: the sequence number
 per partition, and the checkpoints the store lists at the end.
 
 Environment: HUB_SIM_EVENTHUB (the hub's connection string), CHECKPOINT_BLOB_CONNECTION_STRING,
-CHECKPOINT_BLOB_CONTAINER. Usage: checkpointstore.py N
+CHECKPOINT_BLOB_CONTAINER, and EVENTHUB_CUSTOM_ENDPOINT (sb://host:port, plain AMQP) when the
+connection string names a namespace the hub only plays. Usage: checkpointstore.py N
 """
 import json
 import os
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../../crates/hub-
 # Imported for its socket-option workaround for loopback (applied on import).
 import eventhub  # noqa: E402,F401
 
-from azure.eventhub import EventHubConsumerClient  # noqa: E402
+from azure.eventhub import EventHubConsumerClient, TransportType  # noqa: E402
 from azure.eventhub.extensions.checkpointstoreblob import BlobCheckpointStore  # noqa: E402
 
 QUIET = float(os.environ.get("CHECKPOINT_TIMEOUT", "20"))
@@ -30,8 +31,16 @@ def main():
     store = BlobCheckpointStore.from_connection_string(
         os.environ["CHECKPOINT_BLOB_CONNECTION_STRING"], os.environ["CHECKPOINT_BLOB_CONTAINER"]
     )
+    # The namespace stays the connection string's (it names the checkpoint blobs); the
+    # connection goes to the custom endpoint, without TLS, as the emulator's does.
+    custom = os.environ.get("EVENTHUB_CUSTOM_ENDPOINT")
+    endpoint = (
+        {"custom_endpoint_address": custom, "transport_type": TransportType.Amqp, "use_tls": False}
+        if custom
+        else {}
+    )
     client = EventHubConsumerClient.from_connection_string(
-        os.environ["HUB_SIM_EVENTHUB"], consumer_group="$Default", checkpoint_store=store
+        os.environ["HUB_SIM_EVENTHUB"], consumer_group="$Default", checkpoint_store=store, **endpoint
     )
     received = {}
     lock = threading.Lock()
