@@ -102,6 +102,11 @@ struct RunArgs {
     /// certificate signed by ca.pem; writes eventhub-tls-connection-string. Off when not given.
     #[arg(long, env = "HUB_SIM_AMQP_TLS_PORT")]
     amqp_tls_port: Option<u16>,
+    /// Answer clients' detaches of $cbs and $management links after 100 ms, for clients on
+    /// fe2o3-amqp 0.16 without upstream's fix (their session ends with UnattachedHandle when
+    /// the answer comes after the link was dropped). Event Hubs answers at once.
+    #[arg(long, env = "HUB_SIM_UNATTACHED_HANDLE_WORKAROUND")]
+    unattached_handle_workaround: bool,
     /// Admin HTTP port (faults, devices, metrics; no authentication). Off when not given.
     #[arg(long, env = "HUB_SIM_ADMIN_PORT")]
     admin_port: Option<u16>,
@@ -217,6 +222,7 @@ async fn main() -> anyhow::Result<()> {
     config.amqp_port = run.amqp_port;
     config.amqp_tls_port = run.amqp_tls_port;
     config.admin_port = run.admin_port;
+    config.unattached_handle_workaround = run.unattached_handle_workaround;
     config.retention = Retention {
         max_events: run.retain_events,
         max_bytes: run.retain_bytes,

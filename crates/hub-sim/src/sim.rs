@@ -96,6 +96,12 @@ pub struct HubConfig {
     /// The built-in endpoint plays an Event Hubs namespace that takes Entra ID tokens
     /// ([`crate::amqp::entra`]); `None`: shared access signatures only, as IoT Hub's.
     pub entra: Option<EntraTrust>,
+    /// Holds the answer to a client's detach of a `$cbs` or `$management` link for 100 ms,
+    /// for clients on fe2o3-amqp 0.16 without the fix the workspace carries
+    /// (`vendor/fe2o3-amqp/PATCHED.md`), whose session ends with `UnattachedHandle` when
+    /// the answer arrives after the link was dropped. Off by default: Event Hubs answers at
+    /// once.
+    pub unattached_handle_workaround: bool,
 }
 
 impl HubConfig {
@@ -118,6 +124,7 @@ impl HubConfig {
             device_prefix: "device-".into(),
             dps: DpsConfig::default(),
             entra: None,
+            unattached_handle_workaround: false,
         }
     }
 }
@@ -235,6 +242,7 @@ impl HubSim {
                 entra: entra.clone(),
                 owners: Owners::default(),
                 created_ms: now_ms(),
+                unattached_handle_workaround: config.unattached_handle_workaround,
             },
             amqp_addr,
             amqp_tls,

@@ -14,6 +14,7 @@ mod partitions;
 mod processor;
 pub mod store;
 mod stores;
+mod takeover;
 pub mod transfer;
 
 use std::sync::Arc;

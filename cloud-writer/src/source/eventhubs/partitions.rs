@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
 use super::event::EventParts;
 use super::failure::SessionHealth;
+use super::takeover::Takeovers;
 use crate::metrics::{DropReason, Metrics, OwnershipChange};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
@@ -50,6 +51,8 @@ pub(super) struct Readers {
     pub(super) stop: CancellationToken,
     /// Learns how readings end.
     pub(super) health: SessionHealth,
+    /// Ends the readings of partitions another replica took over.
+    pub(super) takeovers: Takeovers,
 }
 
 /// How a reading ended.
@@ -59,6 +62,8 @@ enum ReadEnd {
     Cancelled,
     /// The stream failed or closed after `events` events: the partition is lost.
     Lost { why: String, events: u64 },
+    /// The checkpoint store names another owner: the partition is lost.
+    TakenOver,
 }
 
 /// The source stopped and gave its partitions up: every partition still read is
@@ -125,6 +130,7 @@ impl Readers {
         &self,
         queue: &PartitionQueue,
         events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
+        taken_over: &CancellationToken,
     ) -> ReadEnd {
         futures::pin_mut!(events);
         let mut ticker = tokio::time::interval(self.checkpoint_interval);
@@ -136,6 +142,7 @@ impl Readers {
             tokio::select! {
                 biased;
                 () = self.reading.cancelled() => return ReadEnd::Cancelled,
+                () = taken_over.cancelled() => return ReadEnd::TakenOver,
                 _ = ticker.tick() => self.checkpoints.flush(queue).await,
                 event = events.next() => match event {
                     Some(Ok(event)) => {
@@ -217,13 +224,18 @@ impl Readers {
         let partition = client.get_partition_id().to_owned();
         tracing::info!(%partition, "reading partition");
         let queue = self.open(&partition);
-        let end = self.read(&queue, client.stream_events()).await;
+        let reading = self.takeovers.reading(&partition);
+        let end = self
+            .read(&queue, client.stream_events(), &reading.taken_over)
+            .await;
+        self.takeovers.ended(&partition, &reading);
         if !self.stop.is_cancelled() {
             let why = match end {
                 ReadEnd::Lost { why, events } => {
                     self.health.reading_ended(&partition, events, &why);
                     why
                 }
+                ReadEnd::TakenOver => "the checkpoint store names another owner".into(),
                 ReadEnd::Cancelled => "the processor is rebuilt".into(),
             };
             tracing::info!(%partition, %why, "partition lost");
@@ -298,6 +310,7 @@ mod tests {
             reading: CancellationToken::new(),
             stop: CancellationToken::new(),
             health: SessionHealth::default(),
+            takeovers: Takeovers::default(),
         };
         // Events 10..=13 of partition 4 (11 without a device identity), then 10 and 12
         // again (a receiver attached again from its first position), then the partition
@@ -321,6 +334,7 @@ mod tests {
             .filter_map(|()| async { None }),
         );
         let queue = readers.open("4");
+        let never = CancellationToken::new();
         let pipeline = async {
             let mut messages: Vec<Message> = Vec::new();
             for _ in 0..3 {
@@ -343,7 +357,7 @@ mod tests {
             assert_eq!(metrics.counts().dropped(DropReason::Unroutable), 1);
             let _ = lose.send(());
         };
-        let (end, ()) = tokio::join!(readers.read(&queue, stream), pipeline);
+        let (end, ()) = tokio::join!(readers.read(&queue, stream, &never), pipeline);
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         // Nothing delivered again reached the pipeline.
         assert!(rx.is_empty());
@@ -365,11 +379,12 @@ mod tests {
         // The partition comes back from 12: 12 and 13 are taken again and counted as read
         // again, 14 is new.
         let queue = readers.open("4");
+        let never = CancellationToken::new();
         let again =
             futures::stream::iter([(12, "b"), (13, "c"), (14, "d")].map(|(seq, device)| {
                 Ok(amqp_message(seq, Some(device), 1_795_338_903_000).into())
             }));
-        let end = readers.read(&queue, again).await;
+        let end = readers.read(&queue, again, &never).await;
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         let counts = metrics.counts();
         assert_eq!((counts.received, counts.read_again), (6, 2));

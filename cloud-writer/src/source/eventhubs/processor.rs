@@ -39,6 +39,7 @@ use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
 use super::store::Scope;
 use super::stores::{self, Store};
+use super::takeover::{Takeovers, Watch};
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
 };
@@ -347,6 +348,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     };
     let reading = stop.child_token();
     let health = SessionHealth::default();
+    let takeovers = Takeovers::default();
     let readers = Readers {
         checkpoints: ctx.checkpoints.clone(),
         metrics: ctx.metrics.clone(),
@@ -355,6 +357,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         reading: reading.clone(),
         stop: stop.clone(),
         health: health.clone(),
+        takeovers: takeovers.clone(),
     };
     let (clients, readers_done) = match readers.spawn() {
         Ok(readers) => readers,
@@ -380,6 +383,16 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
+    let takeover_task = tokio::spawn(
+        Watch {
+            store: ctx.store.clone(),
+            scope: ctx.scope.clone(),
+            owner: ctx.owner.clone(),
+            interval: ctx.settings.balancing.interval,
+            expiry: ctx.settings.balancing.ownership_expiry,
+        }
+        .run(takeovers, reading.clone()),
+    );
     tracing::info!(hub = %ctx.hub, "Event Hubs processor running");
     let failed = |what: &'static str, cause: String| {
         SessionEnd::Failed(Failure {
@@ -419,6 +432,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     drop(clients);
     let _ = readers_done.await;
     let _ = monitor_task.await;
+    let _ = takeover_task.await;
     match Arc::try_unwrap(processor) {
         Ok(processor) => {
             tokio::spawn(async move {

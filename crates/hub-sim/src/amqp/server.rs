@@ -294,6 +294,7 @@ async fn session_loop(
                         node,
                         replies,
                         settled,
+                        shared.unattached_handle_workaround,
                         ended.clone(),
                     ));
                 } else if let Some(partition) = parse_address(&address) {

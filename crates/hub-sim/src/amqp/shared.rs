@@ -14,4 +14,7 @@ pub(crate) struct AmqpShared {
     pub(crate) entra: Option<Arc<EntraAccess>>,
     pub(crate) owners: Owners,
     pub(crate) created_ms: i64,
+    /// Whether detaches of `$cbs` and `$management` links are answered after a hold
+    /// ([`crate::HubConfig::unattached_handle_workaround`]).
+    pub(crate) unattached_handle_workaround: bool,
 }
