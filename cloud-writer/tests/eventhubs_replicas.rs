@@ -30,7 +30,7 @@ use cloud_writer::internals::EventHubsConnection;
 use cloud_writer::internals::{
     BlobAuth, BlobCheckpointStore, BlobCheckpoints, CosmosCheckpointStore,
 };
-use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for};
+use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for, watch_documents};
 use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
 use cosmos_sim::CosmosSim;
@@ -217,45 +217,6 @@ fn events_after<'a>(
                 .count() as u64
         })
         .sum()
-}
-
-/// Reads every drone's document every 100 ms until cancelled; tells how many reads were
-/// made and each time a drone's stored (deviceTimeMs, seq) went backwards.
-fn watch_documents(
-    endpoint: String,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<(u64, Vec<String>)>,
-) {
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            let positions = container(&endpoint, "telemetry", "positions");
-            let mut seen: HashMap<String, (i64, u64)> = HashMap::new();
-            let (mut reads, mut backwards) = (0, Vec::new());
-            while !stop.is_cancelled() {
-                for (id, doc) in latest_documents(&positions).await {
-                    let now = (
-                        doc["deviceTimeMs"].as_i64().unwrap(),
-                        doc["seq"].as_u64().unwrap(),
-                    );
-                    if let Some(before) = seen.insert(id.clone(), now)
-                        && now < before
-                    {
-                        backwards.push(format!("{id}: {before:?} -> {now:?}"));
-                    }
-                }
-                reads += 1;
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                }
-            }
-            (reads, backwards)
-        }
-    });
-    (stop, task)
 }
 
 /// Replica a reading the 4 partitions, then replica b taking 2 of them; returns both with

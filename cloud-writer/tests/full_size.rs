@@ -139,6 +139,64 @@ async fn eight_replicas_balance_32_partitions_without_reading_one_twice() {
         balanced_after <= BALANCED_WITHIN,
         "balanced {balanced_after:?} after the last start, more than {BALANCED_WITHIN:?}: {timeline:?}"
     );
+    for replica in &replicas {
+        assert!(
+            replica.ready().await,
+            "a replica owning partitions is ready"
+        );
+    }
+    for mut replica in replicas {
+        replica.stop(Duration::from_secs(30)).await;
+    }
+    hub.shutdown().await;
+}
+
+/// More replicas than partitions, as when KEDA scales past the partition count: each
+/// replica that owns a partition is ready, and so is the one left without, since none is
+/// free to own; before the partitions are taken, none is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_is_ready_when_it_owns_a_partition_or_none_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = HubConfig::new(dir.path().join("hub"));
+    config.partitions = 2;
+    let hub = HubSim::start(config).await.unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
+    let first = Replica::start("writer-0", &hub, &sim, dir.path(), &[]);
+    // Alone, it is ready once it reads a partition (it then owns both).
+    let (_, owned) = wait_for(
+        "the first replica ready",
+        Duration::from_secs(60),
+        async || (first.ready().await, first.counts().await.owned.len()),
+        |(ready, _)| *ready,
+    )
+    .await;
+    assert!(
+        owned > 0,
+        "ready while owning nothing, with partitions free"
+    );
+    let replicas = [
+        first,
+        Replica::start("writer-1", &hub, &sim, dir.path(), &[]),
+        Replica::start("writer-2", &hub, &sim, dir.path(), &[]),
+    ];
+    let states = wait_for(
+        "one partition each for two replicas, and all three ready",
+        Duration::from_secs(60),
+        async || {
+            let mut states = Vec::new();
+            for replica in &replicas {
+                states.push((replica.counts().await.owned.len(), replica.ready().await));
+            }
+            states
+        },
+        |states| {
+            states.iter().map(|(owned, _)| owned).sum::<usize>() == 2
+                && states.iter().all(|(owned, _)| *owned <= 1)
+                && states.iter().all(|(_, ready)| *ready)
+        },
+    )
+    .await;
+    assert!(states.iter().any(|(owned, _)| *owned == 0), "{states:?}");
     for mut replica in replicas {
         replica.stop(Duration::from_secs(30)).await;
     }

@@ -1,6 +1,7 @@
 //! The Event Hubs source's metrics: which partitions this replica owns and how its
-//! ownership changed, every partition's checkpoint lag in events, and the events read
-//! again after a partition changed hands.
+//! ownership changed, every partition's checkpoint lag in events, the events read again
+//! after a partition changed hands, and the breaks of the source's connection and
+//! receivers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::RwLock;
@@ -11,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{Label, Metrics, OwnershipChange, label, remember};
+use super::{Label, Metrics, OwnershipChange, SessionBreak, Typed, label, remember};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ChangeLabels {
@@ -26,6 +27,7 @@ pub(super) struct EventHubsFamilies {
     lag_events: Family<Label, Gauge>,
     ownership_changes: Family<ChangeLabels, Counter>,
     read_again: Family<Label, Counter>,
+    session_breaks: Family<Typed<SessionBreak>, Counter>,
     /// The partitions seen (labels of the families above): a family's label sets cannot
     /// be listed.
     partitions: RwLock<BTreeSet<String>>,
@@ -52,6 +54,14 @@ impl EventHubsFamilies {
             "eventhubs_events_read_again",
             "Events of the partition this process had already taken in an earlier reading and received again (counted in messages_received too)",
             self.read_again.clone(),
+        );
+        for cause in SessionBreak::ALL {
+            let _ = self.session_breaks.get_or_create(&[("cause", cause)]);
+        }
+        r.register(
+            "eventhubs_session_breaks",
+            "Breaks of the Event Hubs source's connection (rebuilt after a backoff) and failures of a partition's receiver not displaced by another owner, by cause",
+            self.session_breaks.clone(),
         );
     }
 
@@ -99,6 +109,14 @@ impl Metrics {
                 partition: partition.to_owned(),
                 change,
             })
+            .inc();
+    }
+
+    /// One break of the source's connection, or of a partition's receiver.
+    pub fn session_break(&self, cause: SessionBreak) {
+        self.eventhubs
+            .session_breaks
+            .get_or_create(&[("cause", cause)])
             .inc();
     }
 

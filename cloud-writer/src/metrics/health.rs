@@ -37,11 +37,13 @@ impl Metrics {
         self.ready.store(ready, Ordering::Release);
     }
 
-    /// Whether the writer is ready: started, its source connected, and not holding the
-    /// stream.
+    /// Whether the writer is ready: started, its source connected and with its share of the
+    /// work (an Event Hubs replica owns a partition, or there is none left to own), and not
+    /// holding the stream.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
             && self.source_connected.get() == 1
+            && self.source_assigned.get() == 1
             && self.blocked().is_none()
     }
 }

@@ -19,7 +19,9 @@ mod snapshot;
 
 pub use counts::Counts;
 pub use histogram::BucketHistogram;
-pub use reason::{DocumentKind, DropReason, HoldReason, OwnershipChange, UnknownDropReason};
+pub use reason::{
+    DocumentKind, DropReason, HoldReason, OwnershipChange, SessionBreak, UnknownDropReason,
+};
 pub use snapshot::Snapshot;
 
 use std::collections::BTreeSet;
@@ -59,6 +61,7 @@ pub struct Metrics {
     backlog: Gauge,
     ack_lag: Family<Label, Gauge>,
     source_connected: Gauge,
+    source_assigned: Gauge,
     queue_bytes: Gauge,
     queue_bytes_peak: Gauge,
     queue_budget: Gauge,
@@ -121,6 +124,7 @@ impl Metrics {
             backlog: Gauge::default(),
             ack_lag: Family::default(),
             source_connected: Gauge::default(),
+            source_assigned: Gauge::default(),
             queue_bytes: Gauge::default(),
             queue_bytes_peak: Gauge::default(),
             queue_budget: Gauge::default(),
@@ -214,6 +218,12 @@ impl Metrics {
             "source_connected",
             "1 while the source is connected",
             m.source_connected.clone(),
+        );
+        m.source_assigned.set(1);
+        r.register(
+            "source_assigned",
+            "1 while the source has its share of the work: an Event Hubs replica owns a partition, or every partition has another current owner (always 1 for MQTT)",
+            m.source_assigned.clone(),
         );
         r.register(
             "source_queue_bytes",
@@ -392,6 +402,11 @@ impl Metrics {
     /// Whether the source is connected.
     pub fn set_source_connected(&self, connected: bool) {
         self.source_connected.set(i64::from(connected));
+    }
+
+    /// Sets whether the source has its share of the work (`source_assigned`).
+    pub fn set_source_assigned(&self, assigned: bool) {
+        self.source_assigned.set(i64::from(assigned));
     }
 
     /// Bytes held in the source queue now, and the most it has held.

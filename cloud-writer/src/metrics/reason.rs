@@ -1,7 +1,8 @@
 //! The names of the writer's outcomes, each set defined once: why a message is not written
 //! ([`DropReason`]), why the writer holds the stream ([`HoldReason`]), which document a
 //! write stored ([`DocumentKind`]), how this replica's ownership of an Event Hubs partition
-//! changed ([`OwnershipChange`]), and why a message is invalid ([`InvalidLabel`] over
+//! changed ([`OwnershipChange`]), why the Event Hubs source's connection or a partition's
+//! receiver broke ([`SessionBreak`]), and why a message is invalid ([`InvalidLabel`] over
 //! telemetry's [`InvalidReason`]). Each value carries its label as the metrics, the logs,
 //! the dead-letter file and the reports spell it, so a misspelt reason does not compile.
 
@@ -123,6 +124,48 @@ label_values! {
     }
 }
 
+label_values! {
+    /// Why the Event Hubs source rebuilt its connection, or a partition's receiver ended
+    /// without another owner taking the partition (`eventhubs_session_breaks_total{cause}`).
+    pub enum SessionBreak {
+        /// The connection to the hub could not be opened.
+        Connect => "connect",
+        /// The hub did not answer a management request.
+        HubSilent => "hub_silent",
+        /// The SDK's processor could not start.
+        ProcessorStart => "processor_start",
+        /// The partition readers' thread could not start.
+        ReadersStart => "readers_start",
+        /// The partitions' receivers could not attach on the AMQP session (it broke).
+        ReceiversCannotAttach => "receivers_cannot_attach",
+        /// The SDK's processor failed or stopped.
+        ProcessorFailed => "processor_failed",
+        /// The partition readers stopped.
+        ReadersStopped => "readers_stopped",
+        /// A partition's receiver failed or closed (its link or session broke); the
+        /// partition is read again from its checkpoint.
+        ReceiverFailed => "receiver_failed",
+    }
+}
+
+impl SessionBreak {
+    /// What broke, as the logs say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SessionBreak::Connect => "cannot connect to the hub",
+            SessionBreak::HubSilent => "the hub does not answer",
+            SessionBreak::ProcessorStart => "cannot start the processor",
+            SessionBreak::ReadersStart => "cannot start the partition readers",
+            SessionBreak::ReceiversCannotAttach => {
+                "the partition receivers cannot attach on the AMQP session"
+            }
+            SessionBreak::ProcessorFailed => "the processor failed",
+            SessionBreak::ReadersStopped => "the partition readers stopped",
+            SessionBreak::ReceiverFailed => "a partition's receiver failed",
+        }
+    }
+}
+
 /// Telemetry's [`InvalidReason`] as the label of `messages_invalid_total{reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct InvalidLabel(pub(super) InvalidReason);
@@ -189,7 +232,8 @@ mod tests {
         let labels = DropReason::ALL.map(DropReason::as_str).into_iter();
         let labels = labels.chain(HoldReason::ALL.map(HoldReason::as_str));
         let labels = labels.chain(DocumentKind::ALL.map(DocumentKind::as_str));
-        for label in labels.chain(OwnershipChange::ALL.map(OwnershipChange::as_str)) {
+        let labels = labels.chain(OwnershipChange::ALL.map(OwnershipChange::as_str));
+        for label in labels.chain(SessionBreak::ALL.map(SessionBreak::as_str)) {
             assert!(seen.insert(label), "{label} twice");
             assert!(
                 label.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),

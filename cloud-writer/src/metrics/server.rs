@@ -244,6 +244,10 @@ mod tests {
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 1\n"), "{text}");
         assert!(get(addr, "/readyz").await.contains("200"));
+        // A replica without a partition while some are free to own is not ready.
+        metrics.set_source_assigned(false);
+        assert!(get(addr, "/readyz").await.contains("503"));
+        metrics.set_source_assigned(true);
         metrics.set_blocked(Some(HoldReason::Unavailable));
         metrics.set_in_flight(1);
         let text = scrape(addr).await;

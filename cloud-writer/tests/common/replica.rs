@@ -129,6 +129,14 @@ impl Replica {
         Counts::of_metrics(&response.text().await.unwrap_or_default())
     }
 
+    /// Whether its `/readyz` answers 200.
+    pub async fn ready(&self) -> bool {
+        let url = format!("http://127.0.0.1:{}/readyz", self.metrics_port);
+        reqwest::get(&url)
+            .await
+            .is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
+    }
+
     /// Kills it with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -188,6 +196,8 @@ pub struct Counts {
     pub ownership_changes: u64,
     /// Whether its source is connected.
     pub connected: bool,
+    /// Breaks of its source's connection or of a partition's receiver, by cause.
+    pub session_breaks: BTreeMap<String, u64>,
 }
 
 impl Counts {
@@ -225,6 +235,9 @@ impl Counts {
                 counts.ownership_changes += value;
             } else if name.starts_with("cloud_writer_eventhubs_events_read_again_total{") {
                 counts.read_again += value;
+            } else if name.starts_with("cloud_writer_eventhubs_session_breaks_total{") && value > 0
+            {
+                counts.session_breaks.insert(label("cause"), value);
             }
         }
         counts
@@ -242,6 +255,9 @@ impl Counts {
         self.written += other.written;
         for (reason, n) in &other.dropped {
             *self.dropped.entry(*reason).or_default() += n;
+        }
+        for (cause, n) in &other.session_breaks {
+            *self.session_breaks.entry(cause.clone()).or_default() += n;
         }
         self
     }
@@ -357,4 +373,74 @@ pub fn newest_accepted(hub: &HubSim) -> (Newest, u64) {
         }
     }
     (newest, events_seen)
+}
+
+/// Reads every drone's document every 100 ms until cancelled; tells how many reads were
+/// made and each time a drone's stored (deviceTimeMs, seq) went backwards.
+pub fn watch_documents(
+    endpoint: String,
+) -> (
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<(u64, Vec<String>)>,
+) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let positions = super::container(&endpoint, "telemetry", "positions");
+            let mut seen: HashMap<String, (i64, u64)> = HashMap::new();
+            let (mut reads, mut backwards) = (0, Vec::new());
+            while !stop.is_cancelled() {
+                for (id, doc) in super::latest_documents(&positions).await {
+                    let now = (
+                        doc["deviceTimeMs"].as_i64().unwrap(),
+                        doc["seq"].as_u64().unwrap(),
+                    );
+                    if let Some(before) = seen.insert(id.clone(), now)
+                        && now < before
+                    {
+                        backwards.push(format!("{id}: {before:?} -> {now:?}"));
+                    }
+                }
+                reads += 1;
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+            (reads, backwards)
+        }
+    });
+    (stop, task)
+}
+
+/// What a replica that exited reported receiving in its last log line (`stopped`,
+/// `received=N`), if it got that far.
+pub fn received_at_exit(log: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| l.contains("stopped"))?;
+    // The log may carry ANSI colour codes around `=`.
+    let plain: String = strip_ansi(line);
+    let rest = plain.split("received=").nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

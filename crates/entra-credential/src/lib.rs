@@ -157,6 +157,14 @@ pub struct EntraCredential {
 /// token expired) costs the issuer one token request, not one each.
 const RENEW_EVERY: Duration = Duration::from_secs(5);
 
+/// A token handed to the Azure SDKs expires later than this, or is asked for anew.
+/// The Event Hubs SDK renews its CBS token 6 minutes (and up to 5 s) before it expires;
+/// `azure_identity`'s cache hands the same token out until 5 minutes before; and the SDK,
+/// given a token whose expiry did not advance, stops renewing that link for good and
+/// leaves the service to drop it when the token expires: a session break an hour into
+/// every run (seen against the local hub with 7-minute tokens).
+const SDK_RENEWS_AHEAD: Duration = Duration::from_secs(7 * 60);
+
 impl fmt::Debug for EntraCredential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EntraCredential")
@@ -206,6 +214,11 @@ impl EntraCredential {
             *renewed = Some(Instant::now());
         }
         tracing::info!(credential = %self.source, "a service refused the Entra ID token: asking for a new one");
+        self.rebuild();
+    }
+
+    /// A new inner credential: its cache starts empty.
+    fn rebuild(&self) {
         match build(self.source) {
             Ok(fresh) => *self.inner.write().expect("never left poisoned") = fresh,
             Err(e) => tracing::warn!(error = %e, "cannot renew the Entra ID credential"),
@@ -234,6 +247,13 @@ impl AzureTokenCredential for ForAzureSdk {
         scopes: &[&str],
         options: Option<azure_core::credentials::TokenRequestOptions<'_>>,
     ) -> azure_core::Result<azure_core::credentials::AccessToken> {
+        let token = self.0.current().get_token(scopes, options.clone()).await?;
+        let left = token.expires_on - azure_core::time::OffsetDateTime::now_utc();
+        if left > SDK_RENEWS_AHEAD {
+            return Ok(token);
+        }
+        tracing::debug!(credential = %self.0.source, seconds_left = left.whole_seconds(), "the cached token expires soon: asking for a new one");
+        self.0.rebuild();
         self.0.current().get_token(scopes, options).await
     }
 }

@@ -43,6 +43,11 @@ pub struct Stats {
     pub events_delivered: u64,
     /// AMQP requests refused (CBS, management, links), by reason.
     pub amqp_refused: BTreeMap<String, u64>,
+    /// CBS tokens accepted (`put-token` answered 202).
+    pub amqp_tokens_accepted: u64,
+    /// Receivers' links the hub ended with an error, by reason (`stolen`: another receiver
+    /// took the partition; `token_expired`: the connection's token ran out unrenewed).
+    pub amqp_links_dropped: BTreeMap<String, u64>,
     /// Per partition.
     pub partitions: Vec<PartitionStats>,
 }
@@ -76,6 +81,8 @@ impl Stats {
                 "registrations_refused" => by_reason(&mut stats.registrations_refused),
                 "events_delivered" => stats.events_delivered = value,
                 "amqp_refused" => by_reason(&mut stats.amqp_refused),
+                "amqp_tokens_accepted" => stats.amqp_tokens_accepted = value,
+                "amqp_links_dropped" => by_reason(&mut stats.amqp_links_dropped),
                 _ => {}
             }
         }
@@ -153,6 +160,16 @@ impl Stats {
             "amqp_refused_total",
             "AMQP requests refused, by reason.",
             reasons(&self.amqp_refused),
+        );
+        counter(
+            "amqp_tokens_accepted_total",
+            "CBS tokens accepted.",
+            vec![(String::new(), self.amqp_tokens_accepted)],
+        );
+        counter(
+            "amqp_links_dropped_total",
+            "Receivers' links the hub ended with an error, by reason.",
+            reasons(&self.amqp_links_dropped),
         );
         for (name, help, value) in [
             (

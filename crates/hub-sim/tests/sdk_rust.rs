@@ -61,3 +61,36 @@ async fn a_fe2o3_reader_keeps_receiving_in_every_settle_mode_it_asks_for() {
     reader.close().await;
     assert_eq!(hub.hub.stats().events_delivered, 1_500);
 }
+
+/// Event Hubs drops the links of a connection whose CBS token expired unrenewed: a
+/// receiver reading with a 2-second token is detached with `amqp:unauthorized-access` once
+/// it runs out, and the hub counts the drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_whose_token_expired_is_detached_as_unauthorized() {
+    let hub = common::TestHub::start(0).await;
+    fill(&hub.hub, 1, 10);
+    let mut reader = Fe2o3Reader::connect_for(&hub.hub, std::time::Duration::from_secs(2)).await;
+    let mut receiver = reader
+        .receiver(&hub.hub, 0, SenderSettleMode::Settled, 50)
+        .await;
+    assert_eq!(
+        fe2o3_read(&mut receiver, 10).await,
+        (0..10).collect::<Vec<i64>>()
+    );
+    let ended = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        receiver.recv::<fe2o3_amqp::types::messaging::Body<fe2o3_amqp::types::primitives::Value>>(),
+    )
+    .await
+    .expect("the link ends once the token expired");
+    let error = ended.expect_err("no event after the expiry").to_string();
+    assert!(
+        error.contains("unauthorized") || error.contains("Unauthorized"),
+        "{error}"
+    );
+    assert_eq!(
+        hub.hub.stats().amqp_links_dropped.get("token_expired"),
+        Some(&1)
+    );
+    reader.close().await;
+}

@@ -13,6 +13,8 @@ use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
 use azure_messaging_eventhubs::EventHubsError;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::SessionBreak;
+
 /// Whether the hub refused the client itself: a management or claims-based-security
 /// answer 401, 403 or 404, or a link refused as unauthorized or not found. The connection
 /// string (its key, policy or entity) is wrong, not the network.
@@ -67,7 +69,7 @@ pub(super) enum SessionEnd {
 /// A failed session.
 pub(super) struct Failure {
     /// What failed.
-    pub(super) what: &'static str,
+    pub(super) what: SessionBreak,
     /// Why.
     pub(super) cause: String,
     /// The hub refused the connection string.
@@ -75,7 +77,7 @@ pub(super) struct Failure {
 }
 
 impl Failure {
-    pub(super) fn of(what: &'static str, err: &EventHubsError) -> SessionEnd {
+    pub(super) fn of(what: SessionBreak, err: &EventHubsError) -> SessionEnd {
         SessionEnd::Failed(Failure {
             what,
             cause: cause_of(err),
@@ -95,12 +97,12 @@ impl Reporter {
     pub(super) fn failed(&mut self, hub: &str, failure: &Failure, retry_in: Duration) {
         if self.last.is_some_and(|last| last.elapsed() < self.every) {
             self.quiet += 1;
-            tracing::debug!(%hub, what = failure.what, cause = %failure.cause, ?retry_in, "Event Hubs source: rebuilding");
+            tracing::debug!(%hub, what = failure.what.describe(), cause = %failure.cause, ?retry_in, "Event Hubs source: rebuilding");
             return;
         }
         tracing::warn!(
             %hub,
-            what = failure.what,
+            what = failure.what.describe(),
             cause = %failure.cause,
             ?retry_in,
             failures_since_last_line = self.quiet + 1,
@@ -111,9 +113,8 @@ impl Reporter {
     }
 }
 
-/// How many readings of one partition in a row may end before delivering any event
-/// (and not because another replica took the partition) before the session is taken as
-/// broken.
+/// How many readings of one partition in a row may fail before delivering any event
+/// before the session is taken as broken.
 const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
 
 /// Whether the AMQP session the partition readers share is broken, so that the source
@@ -123,8 +124,9 @@ const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
 /// recovery attaches again under link names the session already holds ("Link name is not
 /// unique") and from then on every attach fails ("Illegal session state"), while the
 /// processor keeps the partition's ownership and hands it out again every interval: a
-/// partition owned and never read. A partition whose readings end twice in a row before
-/// any event (other than by a takeover, `amqp:link:stolen`) marks the session broken.
+/// partition owned and never read. A partition whose readings fail twice in a row before
+/// any event marks the session broken (a reading displaced by another owner's receiver,
+/// `amqp:link:stolen`, is not a failure and is not told here).
 #[derive(Debug, Clone, Default)]
 pub(super) struct SessionHealth {
     broken: CancellationToken,
@@ -134,14 +136,11 @@ pub(super) struct SessionHealth {
 }
 
 impl SessionHealth {
-    /// A reading of `partition` ended after `events` events because of `why`.
-    pub(super) fn reading_ended(&self, partition: &str, events: u64, why: &str) {
+    /// A reading of `partition` failed after `events` events because of `why`.
+    pub(super) fn reading_failed(&self, partition: &str, events: u64, why: &str) {
         let mut unread = self.unread.lock().unwrap_or_else(|e| e.into_inner());
         if events > 0 {
             unread.remove(partition);
-            return;
-        }
-        if why.to_ascii_lowercase().contains("stolen") {
             return;
         }
         let count = unread.entry(partition.to_owned()).or_default();
@@ -201,15 +200,13 @@ mod tests {
     async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
         let health = SessionHealth::default();
         let broken = |health: &SessionHealth| health.broken.is_cancelled();
-        // Takeovers by another replica and readings that delivered do not count.
-        health.reading_ended("1", 0, "amqp:link:stolen: a higher owner level");
-        health.reading_ended("1", 0, "Link detached: amqp:link:stolen");
-        health.reading_ended("2", 0, "Illegal session state");
-        health.reading_ended("2", 5, "Illegal session state");
-        health.reading_ended("2", 0, "Illegal session state");
+        // A reading that delivered resets the count.
+        health.reading_failed("2", 0, "Illegal session state");
+        health.reading_failed("2", 5, "Illegal session state");
+        health.reading_failed("2", 0, "Illegal session state");
         assert!(!broken(&health));
-        health.reading_ended("3", 0, "Session has dropped");
-        health.reading_ended("3", 0, "Illegal session state");
+        health.reading_failed("3", 0, "Session has dropped");
+        health.reading_failed("3", 0, "Illegal session state");
         assert!(broken(&health));
         assert_eq!(
             health.broken().await,

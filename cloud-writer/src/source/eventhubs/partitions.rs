@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use azure_messaging_eventhubs::EventHubsError;
+use azure_messaging_eventhubs::error::ErrorKind;
 use azure_messaging_eventhubs::models::ReceivedEventData;
 use azure_messaging_eventhubs::processor::PartitionClient;
 use futures::{Stream, StreamExt};
@@ -31,7 +32,7 @@ use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
 use super::event::EventParts;
 use super::failure::SessionHealth;
 use super::takeover::Takeovers;
-use crate::metrics::{DropReason, Metrics, OwnershipChange};
+use crate::metrics::{DropReason, Metrics, OwnershipChange, SessionBreak};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
 
@@ -60,8 +61,13 @@ pub(super) struct Readers {
 enum ReadEnd {
     /// The source stops, or the processor is rebuilt.
     Cancelled,
-    /// The stream failed or closed after `events` events: the partition is lost.
-    Lost { why: String, events: u64 },
+    /// The stream failed or closed after `events` events: the partition is lost, displaced
+    /// by another owner's receiver (or revoked by the processor) or not.
+    Lost {
+        why: String,
+        events: u64,
+        displaced: bool,
+    },
     /// The checkpoint store names another owner: the partition is lost.
     TakenOver,
 }
@@ -169,8 +175,16 @@ impl Readers {
                             return ReadEnd::Cancelled;
                         }
                     }
-                    Some(Err(err)) => return ReadEnd::Lost { why: err.to_string(), events: events_read },
-                    None => return ReadEnd::Lost { why: "the receiver closed".into(), events: events_read },
+                    Some(Err(err)) => return ReadEnd::Lost {
+                        why: err.to_string(),
+                        events: events_read,
+                        displaced: matches!(err.kind, ErrorKind::ConsumerDisconnected(_)),
+                    },
+                    None => return ReadEnd::Lost {
+                        why: "the receiver closed".into(),
+                        events: events_read,
+                        displaced: false,
+                    },
                 },
             }
         }
@@ -231,8 +245,15 @@ impl Readers {
         self.takeovers.ended(&partition, &reading);
         if !self.stop.is_cancelled() {
             let why = match end {
-                ReadEnd::Lost { why, events } => {
-                    self.health.reading_ended(&partition, events, &why);
+                ReadEnd::Lost {
+                    why,
+                    events,
+                    displaced,
+                } => {
+                    if !displaced {
+                        self.metrics.session_break(SessionBreak::ReceiverFailed);
+                        self.health.reading_failed(&partition, events, &why);
+                    }
                     why
                 }
                 ReadEnd::TakenOver => "the checkpoint store names another owner".into(),

@@ -43,7 +43,7 @@ use super::takeover::{Takeovers, Watch};
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
 };
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SessionBreak};
 use crate::source::queue::QueueSender;
 use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
 use retry_backoff::Backoff;
@@ -232,6 +232,8 @@ pub(super) async fn run(
         metrics: metrics.clone(),
         tx,
     };
+    // Not ready before this replica reads a partition or finds none free.
+    metrics.set_source_assigned(false);
     let mut backoff = Backoff::new(RECONNECT_BACKOFF);
     let mut reporter = Reporter {
         every: interval,
@@ -245,6 +247,7 @@ pub(super) async fn run(
             SessionEnd::Stopped => break Ok(()),
             SessionEnd::Failed(failure) => {
                 metrics.set_source_connected(false);
+                metrics.session_break(failure.what);
                 if failure.refused && !ran {
                     let check = match ctx.connection.auth {
                         EventHubsAuth::SharedAccessKey { .. } => {
@@ -318,7 +321,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     // the processor takes its client.
     let monitor = match until(stop, ctx.open(format!("{}-monitor", ctx.owner))).await {
         None => return SessionEnd::Stopped,
-        Some(Err(err)) => return Failure::of("cannot connect to the hub", &err),
+        Some(Err(err)) => return Failure::of(SessionBreak::Connect, &err),
         Some(Ok(client)) => client,
     };
     let partitions = match until(stop, monitor.get_eventhub_properties()).await {
@@ -326,7 +329,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         other => {
             close_client(monitor);
             return match other {
-                Some(Err(err)) => Failure::of("the hub does not answer", &err),
+                Some(Err(err)) => Failure::of(SessionBreak::HubSilent, &err),
                 _ => SessionEnd::Stopped,
             };
         }
@@ -341,7 +344,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         other => {
             close_client(monitor);
             return match other {
-                Some(Err(err)) => Failure::of("cannot start the processor", &err),
+                Some(Err(err)) => Failure::of(SessionBreak::ProcessorStart, &err),
                 _ => SessionEnd::Stopped,
             };
         }
@@ -364,7 +367,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         Err(err) => {
             close_client(monitor);
             return SessionEnd::Failed(Failure {
-                what: "cannot start the partition readers",
+                what: SessionBreak::ReadersStart,
                 cause: err.to_string(),
                 refused: false,
             });
@@ -375,6 +378,18 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         let processor = processor.clone();
         async move { processor.run().await }
     });
+    let takeover_task = tokio::spawn(
+        Watch {
+            store: ctx.store.clone(),
+            scope: ctx.scope.clone(),
+            owner: ctx.owner.clone(),
+            interval: ctx.settings.balancing.interval,
+            expiry: ctx.settings.balancing.ownership_expiry,
+            partitions: partitions.clone(),
+            metrics: ctx.metrics.clone(),
+        }
+        .run(takeovers, reading.clone()),
+    );
     let monitor_task = tokio::spawn(monitor_hub(
         monitor,
         partitions,
@@ -383,18 +398,8 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
-    let takeover_task = tokio::spawn(
-        Watch {
-            store: ctx.store.clone(),
-            scope: ctx.scope.clone(),
-            owner: ctx.owner.clone(),
-            interval: ctx.settings.balancing.interval,
-            expiry: ctx.settings.balancing.ownership_expiry,
-        }
-        .run(takeovers, reading.clone()),
-    );
     tracing::info!(hub = %ctx.hub, "Event Hubs processor running");
-    let failed = |what: &'static str, cause: String| {
+    let failed = |what: SessionBreak, cause: String| {
         SessionEnd::Failed(Failure {
             what,
             cause,
@@ -405,22 +410,22 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         tokio::select! {
             biased;
             () = stop.cancelled() => break SessionEnd::Stopped,
-            cause = health.broken() => break failed("the partition receivers cannot attach on the AMQP session", cause),
+            cause = health.broken() => break failed(SessionBreak::ReceiversCannotAttach, cause),
             joined = &mut processor_task => {
                 let cause = match joined {
                     Ok(Ok(())) => "it stopped".to_owned(),
                     Ok(Err(err)) => cause_of(&err),
                     Err(err) => err.to_string(),
                 };
-                break failed("the processor failed", cause);
+                break failed(SessionBreak::ProcessorFailed, cause);
             }
             client = processor.next_partition_client() => match client {
                 Ok(client) => {
                     if clients.send(client).is_err() {
-                        break failed("the partition readers stopped", String::new());
+                        break failed(SessionBreak::ReadersStopped, String::new());
                     }
                 }
-                Err(err) => break failed("the processor failed", cause_of(&err)),
+                Err(err) => break failed(SessionBreak::ProcessorFailed, cause_of(&err)),
             },
         }
     };

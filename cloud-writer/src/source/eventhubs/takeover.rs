@@ -1,5 +1,7 @@
 //! Ending the readings of partitions another replica has taken over, from the checkpoint
-//! store's ownerships.
+//! store's ownerships; and, from the same listing, whether this replica has its share of
+//! the work (the readiness of an Event Hubs replica: it reads a partition, or every
+//! partition has another current owner, as when there are more replicas than partitions).
 //!
 //! The hub displaces a receiver when another attaches to its partition with an equal or
 //! higher owner level (`amqp:link:stolen`), and the SDK's processor asks a revoked
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::store::Scope;
 use super::stores::Store;
+use crate::metrics::Metrics;
 
 /// The running readings' tokens, by partition: cancelled when the partition was taken over.
 #[derive(Debug, Clone, Default)]
@@ -94,6 +97,9 @@ pub(super) struct Watch {
     pub(super) interval: Duration,
     /// How long an ownership holds without renewal.
     pub(super) expiry: Duration,
+    /// The hub's partitions.
+    pub(super) partitions: Vec<String>,
+    pub(super) metrics: Arc<Metrics>,
 }
 
 impl Watch {
@@ -124,6 +130,7 @@ impl Watch {
             };
             let read = takeovers.read();
             let now = OffsetDateTime::now_utc();
+            let mut owned_by_others = Vec::new();
             for ownership in ownerships {
                 let Some(owner) = ownership.owner_id.as_deref() else {
                     continue;
@@ -131,15 +138,19 @@ impl Watch {
                 let current = ownership
                     .last_modified_time
                     .is_some_and(|at| now - at < self.expiry);
-                if owner != self.owner
-                    && !owner.is_empty()
-                    && current
-                    && read.contains(&ownership.partition_id)
+                if owner == self.owner || owner.is_empty() || !current {
+                    continue;
+                }
+                if read.contains(&ownership.partition_id)
                     && takeovers.take_over(&ownership.partition_id)
                 {
                     tracing::info!(partition = %ownership.partition_id, %owner, "partition taken over by another replica: its reading here ends");
                 }
+                owned_by_others.push(ownership.partition_id);
             }
+            let reads_some = !takeovers.read().is_empty();
+            let none_free = self.partitions.iter().all(|p| owned_by_others.contains(p));
+            self.metrics.set_source_assigned(reads_some || none_free);
         }
     }
 }

@@ -170,8 +170,10 @@ pub(crate) async fn request_link(
             NodeKind::Cbs => requests::cbs(&context, &auth, delivery.message()).await,
             NodeKind::Management => requests::management(&context, &auth, delivery.message()),
         };
-        if let Some(reason) = refused {
-            amqp.hub.counters.add("amqp_refused", reason, 1);
+        match (refused, node) {
+            (Some(reason), _) => amqp.hub.counters.add("amqp_refused", reason, 1),
+            (None, NodeKind::Cbs) => amqp.hub.counters.add("amqp_tokens_accepted", "", 1),
+            (None, NodeKind::Management) => {}
         }
         let reply = replies.lock().get(node.name()).cloned();
         match reply {
@@ -266,17 +268,20 @@ pub(crate) async fn partition_link(
         Err(refused) => return refuse_sender(sender, &amqp, "owner_level", refused.0).await,
     };
     let stolen_text = || format!("a receiver with a higher owner level took partition {index}");
+    let expired = auth.expired();
+    tokio::pin!(expired);
     let partition = amqp.hub.partitions.get(index).expect("index checked");
     let mut next = partition.resolve(start);
     let mut watch = partition.watch();
     let mut batch = Vec::with_capacity(256);
-    let outcome: Option<String> = 'deliver: loop {
+    let outcome: Option<LinkEnd> = 'deliver: loop {
         batch.clear();
         partition.read(next, 256, &mut batch);
         if batch.is_empty() {
             tokio::select! {
                 _ = stop.cancelled() => break None,
-                _ = stolen.cancelled() => break Some(stolen_text()),
+                _ = stolen.cancelled() => break Some(LinkEnd::Stolen(stolen_text())),
+                () = &mut expired => break Some(LinkEnd::Expired(auth.until())),
                 _ = watch.changed() => continue,
                 _ = sender.on_detach() => break None,
             }
@@ -290,7 +295,8 @@ pub(crate) async fn partition_link(
             // outcomes, and the client's credit alone paces delivery.
             tokio::select! {
                 _ = stop.cancelled() => break 'deliver None,
-                _ = stolen.cancelled() => break 'deliver Some(stolen_text()),
+                _ = stolen.cancelled() => break 'deliver Some(LinkEnd::Stolen(stolen_text())),
+                () = &mut expired => break 'deliver Some(LinkEnd::Expired(auth.until())),
                 sent = sender.send_batchable(message) => if sent.is_err() { break 'deliver None },
             }
             next = event.sequence_number + 1;
@@ -298,16 +304,36 @@ pub(crate) async fn partition_link(
         }
     };
     amqp.owners.release(&address.group, index, reader);
-    match outcome {
-        Some(text) => {
-            let _ = sender
-                .close_with_error(link_error(LinkError::Stolen, text))
-                .await;
+    let error = match outcome {
+        Some(LinkEnd::Stolen(text)) => {
+            amqp.hub.counters.add("amqp_links_dropped", "stolen", 1);
+            link_error(LinkError::Stolen, text)
+        }
+        Some(LinkEnd::Expired(until)) => {
+            amqp.hub
+                .counters
+                .add("amqp_links_dropped", "token_expired", 1);
+            link_error(
+                AmqpError::UnauthorizedAccess,
+                format!(
+                    "the token put on $cbs expired at {until} (seconds since the epoch) and no fresh one was put"
+                ),
+            )
         }
         None => {
             let _ = sender.close().await;
+            return;
         }
-    }
+    };
+    let _ = sender.close_with_error(error).await;
+}
+
+/// Why the hub ends a receiver's link.
+enum LinkEnd {
+    /// Another receiver took the partition.
+    Stolen(String),
+    /// The connection's token expired at these seconds since the epoch.
+    Expired(u64),
 }
 
 #[cfg(test)]

@@ -26,6 +26,24 @@ impl ConnectionAuth {
     pub(crate) fn is_authorized(&self) -> bool {
         self.until.load(Ordering::Relaxed) > now_secs()
     }
+
+    /// Resolves once the authorization has run out: the last token put expired and no
+    /// later one was put. Event Hubs drops the links of a connection whose token expired;
+    /// a client keeps them by putting a fresh token before.
+    pub(crate) async fn expired(&self) {
+        loop {
+            let (until, now) = (self.until.load(Ordering::Relaxed), now_secs());
+            if until <= now {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(until - now)).await;
+        }
+    }
+
+    /// Seconds since the epoch until which the connection is authorized.
+    pub(crate) fn until(&self) -> u64 {
+        self.until.load(Ordering::Relaxed)
+    }
 }
 
 /// What a request handler needs of the hub.

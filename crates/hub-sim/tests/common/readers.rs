@@ -102,8 +102,13 @@ pub struct Fe2o3Reader {
 }
 
 impl Fe2o3Reader {
-    /// Connects (SASL ANONYMOUS, then a CBS token for the hub).
+    /// Connects (SASL ANONYMOUS, then a CBS token for the hub valid for an hour).
     pub async fn connect(hub: &HubSim) -> Fe2o3Reader {
+        Fe2o3Reader::connect_for(hub, Duration::from_secs(3600)).await
+    }
+
+    /// Connects with a CBS token valid for `lifetime`, never renewed.
+    pub async fn connect_for(hub: &HubSim, lifetime: Duration) -> Fe2o3Reader {
         let mut connection = Connection::builder()
             .container_id("hub-sim-tests")
             .hostname("localhost")
@@ -121,7 +126,7 @@ impl Fe2o3Reader {
         let token = hub_sim::sas::make_token(
             &audience,
             hub.policy_keys().service.as_bytes(),
-            hub_sim::sas::now_secs() + 3600,
+            hub_sim::sas::now_secs() + lifetime.as_secs(),
             Some("service"),
         );
         cbs.put_token(
