@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cloud_writer::{DropReason, HoldReason};
-use common::entra::{WRITER, reader, workload_identity};
+use common::entra::{WRITER, account, reader, workload_identity};
 use common::hold::{hold_mid_stream, publish_and_finish};
 use common::*;
-use cosmos_sim::{CosmosSim, DataRole, EntraTrust};
+use cosmos_sim::DataRole;
 use entra_sim::EntraSim;
 use settings::CosmosAuth;
 use test_harness::Mosquitto;
@@ -33,15 +33,7 @@ async fn the_writer_writes_with_entra_tokens_only_and_holds_while_its_role_is_mi
     let (entra, _dir) =
         workload_identity(EntraSim::builder().clock_behind(Duration::from_secs(50 * 60))).await;
     let oid = entra.object_id(WRITER).unwrap().to_owned();
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .entra(EntraTrust::new(entra.issuer(), entra.tenant_id()).ca_pem(entra.ca_pem().unwrap()))
-        .role_assignment(&oid, DataRole::Contributor)
-        .local_auth(false)
-        .start()
-        .await
-        .unwrap();
+    let sim = account(&entra).await;
     sim.create_container("telemetry", "positions", "/deviceId")
         .unwrap();
     let broker = Mosquitto::start().unwrap();

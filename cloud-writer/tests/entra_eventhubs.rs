@@ -11,41 +11,18 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use cloud_writer::{DropReason, Secret};
-use common::entra::{WRITER, reader, workload_identity};
+use cloud_writer::DropReason;
+use common::entra::{WRITER, namespace_and_account, reader, token_settings, workload_identity};
 use common::*;
-use cosmos_sim::{CosmosSim, DataRole, EntraTrust};
 use entra_sim::EntraSim;
+use hub_sim::EventHubsRole;
 use hub_sim::partitions::{AuthMethod, Incoming};
-use hub_sim::{EventHubsRole, HubConfig, HubSim};
-use settings::CosmosAuth;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() {
     let (entra, dir) = workload_identity(EntraSim::builder()).await;
     let oid = entra.object_id(WRITER).unwrap().to_owned();
-    let mut config = HubConfig::new(dir.path().join("hub"));
-    config.entra = Some(hub_sim::EntraTrust {
-        issuer: entra.issuer(),
-        tenant_id: entra.tenant_id().to_owned(),
-        ca_pem: entra.ca_pem().map(str::to_owned),
-        roles: HashMap::new(),
-        local_auth: false,
-    });
-    let hub = HubSim::start(config).await.unwrap();
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .entra(EntraTrust::new(entra.issuer(), entra.tenant_id()).ca_pem(entra.ca_pem().unwrap()))
-        .role_assignment(&oid, DataRole::Contributor)
-        .local_auth(false)
-        .start()
-        .await
-        .unwrap();
-    sim.create_container("telemetry", "hub", "/deviceId")
-        .unwrap();
-    sim.create_container("telemetry", "checkpoints", "/scope")
-        .unwrap();
+    let (hub, sim) = namespace_and_account(&entra, dir.path()).await;
 
     let now = Utc::now();
     let mut expected = HashMap::new();
@@ -60,20 +37,7 @@ async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() 
             expected.insert(id.clone(), (ts.timestamp_millis(), seq, lat, lon));
         }
     }
-    let settings = || {
-        let mut settings = settings(&sim.endpoint(), "mqtt://unused:1883", "hub");
-        settings.cosmos_auth = Some(CosmosAuth::Entra);
-        settings.cosmos_key = None;
-        settings.cosmos_create_if_missing = None;
-        settings.writer_source = Some(Secret::new(format!(
-            "sb://localhost/{}",
-            hub.config().hub_name
-        )));
-        settings.eventhubs_custom_endpoint =
-            Some(format!("amqp://{}", hub.amqp_addr()).parse().unwrap());
-        settings.eventhubs_start_position = Some("earliest".into());
-        settings
-    };
+    let settings = || token_settings(&hub, &sim);
 
     // No role on the hub yet: refused at start, naming the role.
     let refused = cloud_writer::Writer::start(settings().resolve().unwrap()).await;

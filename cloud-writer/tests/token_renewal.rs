@@ -15,14 +15,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use cloud_writer::Secret;
-use common::entra::{WRITER, reader, workload_identity};
+use common::entra::{WRITER, namespace_and_account, reader, token_settings, workload_identity};
 use common::*;
-use cosmos_sim::{CosmosSim, DataRole, EntraTrust};
 use entra_sim::EntraSim;
+use hub_sim::EventHubsRole;
 use hub_sim::partitions::{AuthMethod, Incoming};
-use hub_sim::{EventHubsRole, HubConfig, HubSim};
-use settings::CosmosAuth;
 
 const TOKEN_LIFETIME: Duration = Duration::from_secs(7 * 60);
 const RUN: Duration = Duration::from_secs(10 * 60);
@@ -42,40 +39,10 @@ fn session_breaks(metrics: &str) -> u64 {
 async fn the_writer_renews_its_token_every_minute_without_a_break() {
     let (entra, dir) = workload_identity(EntraSim::builder().token_lifetime(TOKEN_LIFETIME)).await;
     let oid = entra.object_id(WRITER).unwrap().to_owned();
-    let mut config = HubConfig::new(dir.path().join("hub"));
-    config.entra = Some(hub_sim::EntraTrust {
-        issuer: entra.issuer(),
-        tenant_id: entra.tenant_id().to_owned(),
-        ca_pem: entra.ca_pem().map(str::to_owned),
-        roles: HashMap::new(),
-        local_auth: false,
-    });
-    let hub = HubSim::start(config).await.unwrap();
+    let (hub, sim) = namespace_and_account(&entra, dir.path()).await;
     hub.assign_role(&oid, Some(EventHubsRole::Receiver))
         .unwrap();
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .entra(EntraTrust::new(entra.issuer(), entra.tenant_id()).ca_pem(entra.ca_pem().unwrap()))
-        .role_assignment(&oid, DataRole::Contributor)
-        .start()
-        .await
-        .unwrap();
-    sim.create_container("telemetry", "hub", "/deviceId")
-        .unwrap();
-    sim.create_container("telemetry", "checkpoints", "/scope")
-        .unwrap();
-    let mut settings = settings(&sim.endpoint(), "mqtt://unused:1883", "hub");
-    settings.cosmos_auth = Some(CosmosAuth::Entra);
-    settings.cosmos_key = None;
-    settings.cosmos_create_if_missing = None;
-    settings.writer_source = Some(Secret::new(format!(
-        "sb://localhost/{}",
-        hub.config().hub_name
-    )));
-    settings.eventhubs_custom_endpoint =
-        Some(format!("amqp://{}", hub.amqp_addr()).parse().unwrap());
-    settings.eventhubs_start_position = Some("earliest".into());
+    let settings = token_settings(&hub, &sim);
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
