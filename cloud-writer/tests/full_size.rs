@@ -139,12 +139,14 @@ async fn eight_replicas_balance_32_partitions_without_reading_one_twice() {
         balanced_after <= BALANCED_WITHIN,
         "balanced {balanced_after:?} after the last start, more than {BALANCED_WITHIN:?}: {timeline:?}"
     );
-    for replica in &replicas {
-        assert!(
-            replica.ready().await,
-            "a replica owning partitions is ready"
-        );
-    }
+    // Readiness follows ownership within a listing of the ownerships (a second).
+    wait_for(
+        "every replica owning partitions ready",
+        Duration::from_secs(10),
+        async || futures::future::join_all(replicas.iter().map(Replica::ready)).await,
+        |ready| ready.iter().all(|r| *r),
+    )
+    .await;
     for mut replica in replicas {
         replica.stop(Duration::from_secs(30)).await;
     }
