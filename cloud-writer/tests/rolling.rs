@@ -27,6 +27,9 @@ use cosmos_sim::CosmosSim;
 use hub_sim::{HubConfig, HubSim};
 use tokio_util::sync::CancellationToken;
 
+/// The two scenarios run one after the other: each is 8 writer processes on 2 cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const PARTITIONS: usize = 32;
 const DRONES: usize = 160;
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -215,6 +218,7 @@ impl Rig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_8_replicas_loses_and_repeats_nothing() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut rig = Rig::start().await;
     let stream = rig.stream(1);
     let mut replicas: Vec<Replica> = (0..8).map(|_| rig.replica()).collect();
@@ -245,6 +249,7 @@ async fn a_rolling_restart_of_8_replicas_loses_and_repeats_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_2_to_8_to_2_replicas_loses_and_repeats_nothing() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let mut rig = Rig::start().await;
     let stream = rig.stream(1);
     let mut replicas: Vec<Replica> = (0..2).map(|_| rig.replica()).collect();
