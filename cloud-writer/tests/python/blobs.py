@@ -24,7 +24,15 @@ def main():
     client = ContainerClient.from_connection_string(connection, container)
     if command == "list":
         blobs = client.list_blobs(include=["metadata"])
-        print(json.dumps({blob.name: dict(blob.metadata or {}) for blob in blobs}))
+        # An empty value (a given-up ownership's ownerid) is listed as None.
+        print(
+            json.dumps(
+                {
+                    blob.name: {k: v or "" for k, v in (blob.metadata or {}).items()}
+                    for blob in blobs
+                }
+            )
+        )
     elif command == "put":
         name, metadata = sys.argv[4], json.loads(sys.argv[5])
         try:

@@ -296,11 +296,16 @@ pub fn cosmos_credential(auth: &settings::AccountAuth) -> Result<cosmos::Credent
     }
 }
 
-fn client_options() -> ClientOptions {
-    ClientOptions {
-        transport: Some(Transport::new(transport::http_client())),
+/// The options of every credential: its requests through [`transport::http_client`].
+fn client_options(source: Source) -> Result<ClientOptions, EntraError> {
+    let client = transport::http_client().map_err(|e| EntraError::Setup {
+        credential: source,
+        message: format!("no HTTP client for the token requests (check SSL_CERT_FILE): {e}"),
+    })?;
+    Ok(ClientOptions {
+        transport: Some(Transport::new(client)),
         ..ClientOptions::default()
-    }
+    })
 }
 
 fn build(source: Source) -> Result<Arc<dyn AzureTokenCredential>, EntraError> {
@@ -318,14 +323,14 @@ fn build(source: Source) -> Result<Arc<dyn AzureTokenCredential>, EntraError> {
         Source::Workload => {
             WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
                 credential_options: ClientAssertionCredentialOptions {
-                    client_options: client_options(),
+                    client_options: client_options(source)?,
                 },
                 ..Default::default()
             }))
             .map_err(setup)?
         }
         Source::Managed => ManagedIdentityCredential::new(Some(ManagedIdentityCredentialOptions {
-            client_options: client_options(),
+            client_options: client_options(source)?,
             ..Default::default()
         }))
         .map_err(setup)?,
@@ -344,7 +349,7 @@ fn build(source: Source) -> Result<Arc<dyn AzureTokenCredential>, EntraError> {
                 required("AZURE_CLIENT_ID")?,
                 secret.expose().to_string().into(),
                 Some(ClientSecretCredentialOptions {
-                    client_options: client_options(),
+                    client_options: client_options(source)?,
                 }),
             )
             .map_err(setup)?

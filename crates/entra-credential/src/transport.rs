@@ -1,8 +1,7 @@
 //! The HTTP client `azure_identity` sends its token requests through: the workspace's
-//! reqwest over rustls, trusting the public roots (webpki) and the system's store
-//! (`rustls-native-certs`, which honours `SSL_CERT_FILE` and `SSL_CERT_DIR`: the CA of a
-//! private or local issuer). `azure_identity`'s own transport is reqwest 0.13, a second
-//! HTTP stack in the build for a few requests an hour.
+//! reqwest, which trusts the public roots and the system's store (`SSL_CERT_FILE`,
+//! `SSL_CERT_DIR`: the CA of a private or local issuer). `azure_identity`'s own transport
+//! is reqwest 0.13, a second HTTP stack in the build for a few requests an hour.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,27 +14,14 @@ use azure_core::{Error, error::ErrorKind};
 /// Longest wait for a token endpoint's answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The client; a store that cannot be read leaves the public roots (logged).
-pub(crate) fn http_client() -> Arc<dyn HttpClient> {
-    let mut builder = reqwest::Client::builder()
+/// The client.
+pub(crate) fn http_client() -> Result<Arc<dyn HttpClient>, reqwest::Error> {
+    let client = reqwest::Client::builder()
         .use_rustls_tls()
         .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none());
-    match rustls_native_certs::load_native_certs() {
-        Ok(certs) => {
-            for cert in certs {
-                if let Ok(cert) = reqwest::Certificate::from_der(&cert) {
-                    builder = builder.add_root_certificate(cert);
-                }
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "cannot read the system's trust store"),
-    }
-    Arc::new(Reqwest(
-        builder
-            .build()
-            .expect("a rustls client with these settings builds"),
-    ))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    Ok(Arc::new(Reqwest(client)))
 }
 
 #[derive(Debug)]

@@ -55,16 +55,22 @@ impl Ca {
         })
     }
 
-    /// A server configuration whose certificate names `127.0.0.1` and `localhost`.
-    pub fn server_config(&self) -> Result<Arc<ServerConfig>, CertError> {
+    /// A server certificate of `common_name` naming `127.0.0.1` and `localhost`, and its key.
+    fn server_cert(&self, common_name: &str) -> Result<(rcgen::Certificate, KeyPair), CertError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])?;
         params
             .distinguished_name
-            .push(DnType::CommonName, "entra-sim");
+            .push(DnType::CommonName, common_name);
         params.use_authority_key_identifier_extension = true;
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let cert = params.signed_by(&key, &self.issuer)?;
+        Ok((cert, key))
+    }
+
+    /// A server configuration whose certificate names `127.0.0.1` and `localhost`.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, CertError> {
+        let (cert, key) = self.server_cert("entra-sim")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -74,6 +80,13 @@ impl Ca {
                 PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
             )?;
         Ok(Arc::new(config))
+    }
+
+    /// A certificate for another local server (`127.0.0.1`, `localhost`) that the clients
+    /// trusting this CA trust: the certificate and its PKCS#8 key, PEM.
+    pub fn server_pem(&self, common_name: &str) -> Result<(String, String), CertError> {
+        let (cert, key) = self.server_cert(common_name)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 }
 

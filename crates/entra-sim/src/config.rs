@@ -100,6 +100,37 @@ pub struct App {
     /// App roles assigned to its service principal, by resource.
     #[serde(default)]
     pub roles: RoleAssignments,
+    /// The shape of the access tokens issued for it, as an API (the manifest's
+    /// `accessTokenAcceptedVersion`): 2 here by default; Microsoft's own resources, such as
+    /// Azure Storage, take version 1.
+    #[serde(default)]
+    pub access_token_accepted_version: TokenVersion,
+}
+
+/// The shape of an access token: Entra's v1.0 (`iss` `https://sts.windows.net/{tenant}/`,
+/// `appid`) or v2.0 (`iss` `{authority}/v2.0`, `azp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "u8")]
+pub enum TokenVersion {
+    /// Version 1.0.
+    V1,
+    /// Version 2.0.
+    #[default]
+    V2,
+}
+
+impl TryFrom<u8> for TokenVersion {
+    type Error = String;
+
+    fn try_from(version: u8) -> Result<Self, Self::Error> {
+        match version {
+            1 => Ok(TokenVersion::V1),
+            2 => Ok(TokenVersion::V2),
+            other => Err(format!(
+                "access_token_accepted_version {other} is not a token version: write 1 or 2"
+            )),
+        }
+    }
 }
 
 /// A user of the tenant.
@@ -183,6 +214,12 @@ impl App {
     /// Sets its application id URI (it is an API).
     pub fn app_id_uri(mut self, uri: impl Into<String>) -> App {
         self.app_id_uri = Some(uri.into());
+        self
+    }
+
+    /// Issues its access tokens in version 1.0 (as an API), as Entra does for Azure Storage.
+    pub fn v1_tokens(mut self) -> App {
+        self.access_token_accepted_version = TokenVersion::V1;
         self
     }
 

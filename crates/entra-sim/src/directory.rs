@@ -227,6 +227,13 @@ impl Directory {
         self.by_resource.get(name).copied()
     }
 
+    /// The token shape the resource at `index` takes (`None`, Microsoft Graph: v2.0 here).
+    pub fn token_version(&self, index: Option<usize>) -> crate::config::TokenVersion {
+        index
+            .map(|i| self.apps[i].app.access_token_accepted_version)
+            .unwrap_or_default()
+    }
+
     /// The index of the user `login_hint` names (case-insensitively), or of the first user
     /// without one.
     pub fn user(&self, login_hint: Option<&str>) -> Option<usize> {

@@ -1,8 +1,10 @@
-//! The claims of the tokens the issuer signs, in Entra's v2.0 shape (the access token claims
-//! reference and the ID token claims reference on learn.microsoft.com): who the token is
-//! about ([`Subject`]: an app, a managed identity, or a user signed in to a client), which
-//! resource it is for and under what name (`aud`), and how long it lives.
+//! The claims of the tokens the issuer signs, in Entra's v2.0 shape or, for a resource that
+//! takes them, its v1.0 shape (the access token claims reference and the ID token claims
+//! reference on learn.microsoft.com): who the token is about ([`Subject`]: an app, a
+//! managed identity, or a user signed in to a client), which resource it is for and under
+//! what name (`aud`), and how long it lives.
 
+use crate::config::TokenVersion;
 use crate::directory::{AppEntry, Directory, IdentityEntry, Roles, UserEntry};
 use crate::keys::new_opaque;
 use aws_lc_rs::digest::{SHA256, digest};
@@ -61,6 +63,8 @@ pub struct Audience<'a> {
     pub resource: Option<usize>,
     /// Delegated scope values (`scp`), for user tokens.
     pub scp: Vec<String>,
+    /// The token shape the resource takes.
+    pub version: TokenVersion,
 }
 
 /// Seconds since the Unix epoch.
@@ -97,16 +101,31 @@ impl Validity {
     }
 }
 
-fn common(issuer: &str, tid: &str, aud: &str, validity: Validity) -> Map<String, Value> {
+/// The issuer of v1.0 tokens of tenant `tid`, whatever the authority that signs them.
+pub fn v1_issuer(tid: &str) -> String {
+    format!("https://sts.windows.net/{tid}/")
+}
+
+fn common(
+    issuer: &str,
+    tid: &str,
+    aud: &str,
+    validity: Validity,
+    version: TokenVersion,
+) -> Map<String, Value> {
     let (iat, lifetime) = (validity.issued_at, validity.lifetime);
     let mut claims = Map::new();
     claims.insert("aud".into(), aud.into());
+    let (issuer, ver) = match version {
+        TokenVersion::V1 => (v1_issuer(tid), "1.0"),
+        TokenVersion::V2 => (issuer.to_owned(), "2.0"),
+    };
     claims.insert("iss".into(), issuer.into());
     claims.insert("iat".into(), iat.into());
     claims.insert("nbf".into(), iat.into());
     claims.insert("exp".into(), (iat + lifetime).into());
     claims.insert("tid".into(), tid.into());
-    claims.insert("ver".into(), "2.0".into());
+    claims.insert("ver".into(), ver.into());
     claims
 }
 
@@ -117,7 +136,9 @@ fn roles_on(roles: &Roles, resource: Option<usize>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The claims of an access token for `subject` to call `audience`.
+/// The claims of an access token for `subject` to call `audience`, in the shape its
+/// resource takes: v1.0 names the client `appid` and the user `upn`, v2.0 `azp` and
+/// `preferred_username`.
 pub fn access_claims(
     issuer: &str,
     tid: &str,
@@ -125,7 +146,8 @@ pub fn access_claims(
     subject: &Subject<'_>,
     audience: &Audience<'_>,
 ) -> Value {
-    let mut claims = common(issuer, tid, audience.aud, validity);
+    let v1 = audience.version == TokenVersion::V1;
+    let mut claims = common(issuer, tid, audience.aud, validity, audience.version);
     claims.insert("uti".into(), new_opaque()[..22].into());
     let (azp, acr, oid, sub, roles) = match subject {
         Subject::App(app, auth) => (
@@ -144,10 +166,14 @@ pub fn access_claims(
         ),
         Subject::User { user, client, auth } => {
             claims.insert("name".into(), user.user.name.clone().into());
-            claims.insert(
-                "preferred_username".into(),
-                user.user.username.clone().into(),
-            );
+            let names: &[&str] = if v1 {
+                &["upn", "unique_name"]
+            } else {
+                &["preferred_username"]
+            };
+            for name in names {
+                claims.insert((*name).into(), user.user.username.clone().into());
+            }
             claims.insert("scp".into(), audience.scp.join(" ").into());
             (
                 &client.app.client_id,
@@ -161,8 +187,13 @@ pub fn access_claims(
     if !matches!(subject, Subject::User { .. }) {
         claims.insert("idtyp".into(), "app".into());
     }
-    claims.insert("azp".into(), azp.clone().into());
-    claims.insert("azpacr".into(), acr.azpacr().into());
+    let (azp_name, acr_name) = if v1 {
+        ("appid", "appidacr")
+    } else {
+        ("azp", "azpacr")
+    };
+    claims.insert(azp_name.into(), azp.clone().into());
+    claims.insert(acr_name.into(), acr.azpacr().into());
     claims.insert("oid".into(), oid.clone().into());
     claims.insert("sub".into(), sub.into());
     if !roles.is_empty() {
@@ -180,7 +211,13 @@ pub fn id_claims(
     client: &AppEntry,
     nonce: Option<&str>,
 ) -> Value {
-    let mut claims = common(issuer, tid, &client.app.client_id, validity);
+    let mut claims = common(
+        issuer,
+        tid,
+        &client.app.client_id,
+        validity,
+        TokenVersion::V2,
+    );
     claims.insert("sub".into(), pairwise_sub(user, client).into());
     claims.insert("oid".into(), user.user.object_id.clone().into());
     claims.insert("name".into(), user.user.name.clone().into());

@@ -4,7 +4,10 @@
 //!
 //! Azurite checks Shared Key signatures against its well-known development account
 //! ([`Azurite::ACCOUNT`], [`Azurite::KEY`]), so a request it takes was signed as Azure
-//! Storage signs.
+//! Storage signs. Started with [`Azurite::start_oauth`], it serves HTTPS and also takes
+//! Entra ID bearer tokens, checked as its `--oauth basic` level does: the issuer
+//! (`https://sts.windows.net/...`, a v1.0 token's), the audience (`https://storage.azure.com`
+//! or the account's blob endpoint) and the token's times, not its signature.
 
 use std::fs::File;
 use std::process::{Child, Stdio};
@@ -26,6 +29,7 @@ const PORT_ATTEMPTS: usize = 3;
 pub struct Azurite {
     child: Child,
     port: u16,
+    https: bool,
     // Dropped after the child is reaped.
     dir: TempDir,
 }
@@ -39,9 +43,19 @@ impl Azurite {
 
     /// Starts the Blob service and waits until it accepts connections.
     pub fn start() -> Result<Azurite, HarnessError> {
+        Azurite::start_with(None)
+    }
+
+    /// Starts the Blob service over HTTPS with the server certificate `cert_pem` and its key
+    /// `key_pem`, taking bearer tokens besides Shared Key.
+    pub fn start_oauth(cert_pem: &str, key_pem: &str) -> Result<Azurite, HarnessError> {
+        Azurite::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Result<Azurite, HarnessError> {
         let mut attempt = 1;
         loop {
-            match Azurite::launch() {
+            match Azurite::launch(tls) {
                 Err(HarnessError::ExitedEarly { log, .. })
                     if attempt < PORT_ATTEMPTS && log.contains("EADDRINUSE") =>
                 {
@@ -52,7 +66,7 @@ impl Azurite {
         }
     }
 
-    fn launch() -> Result<Azurite, HarnessError> {
+    fn launch(tls: Option<(&str, &str)>) -> Result<Azurite, HarnessError> {
         let node = node_bin()?;
         let main = node_dir().join("node_modules/azurite/dist/src/blob/main.js");
         let dir = tempfile::Builder::new()
@@ -67,21 +81,34 @@ impl Azurite {
             .map_err(HarnessError::io("share the azurite log"))?;
         let data = dir.path().join("data");
         let port_text = port.to_string();
-        let mut command = process::command(
-            &node,
-            [
-                main.as_os_str(),
-                "--blobHost".as_ref(),
-                "127.0.0.1".as_ref(),
-                "--blobPort".as_ref(),
-                port_text.as_ref(),
-                "--location".as_ref(),
-                data.as_os_str(),
-                "--silent".as_ref(),
-                "--skipApiVersionCheck".as_ref(),
-                "--disableProductStyleUrl".as_ref(),
-            ],
-        );
+        let mut args: Vec<std::ffi::OsString> = vec![
+            main.into(),
+            "--blobHost".into(),
+            "127.0.0.1".into(),
+            "--blobPort".into(),
+            port_text.into(),
+            "--location".into(),
+            data.into(),
+            "--silent".into(),
+            "--skipApiVersionCheck".into(),
+            "--disableProductStyleUrl".into(),
+        ];
+        if let Some((cert_pem, key_pem)) = tls {
+            let cert = dir.path().join("cert.pem");
+            let key = dir.path().join("key.pem");
+            std::fs::write(&cert, cert_pem)
+                .map_err(HarnessError::io("write azurite's certificate"))?;
+            std::fs::write(&key, key_pem).map_err(HarnessError::io("write azurite's key"))?;
+            args.extend([
+                "--cert".into(),
+                cert.into(),
+                "--key".into(),
+                key.into(),
+                "--oauth".into(),
+                "basic".into(),
+            ]);
+        }
+        let mut command = process::command(&node, args);
         command
             .current_dir(node_dir())
             .stdin(Stdio::null())
@@ -89,7 +116,12 @@ impl Azurite {
             .stderr(Stdio::from(log_err));
         let child = process::spawn(command)
             .map_err(HarnessError::io(format!("spawn {}", node.display())))?;
-        let mut azurite = Azurite { child, port, dir };
+        let mut azurite = Azurite {
+            child,
+            port,
+            https: tls.is_some(),
+            dir,
+        };
         match process::wait_until_accepting(&mut azurite.child, &[port], READY_TIMEOUT)
             .map_err(HarnessError::io("wait for azurite"))?
         {
@@ -108,16 +140,19 @@ impl Azurite {
         }
     }
 
-    /// The Blob service of the development account, `http://127.0.0.1:PORT/devstoreaccount1`.
+    /// The Blob service of the development account, `http://127.0.0.1:PORT/devstoreaccount1`
+    /// (`https://` when started with [`Azurite::start_oauth`]).
     pub fn blob_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}/{}", self.port, Self::ACCOUNT)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}/{}", self.port, Self::ACCOUNT)
     }
 
     /// The development account's connection string for this service, as Azure Storage
     /// clients take it.
     pub fn connection_string(&self) -> String {
         format!(
-            "DefaultEndpointsProtocol=http;AccountName={};AccountKey={};BlobEndpoint={};",
+            "DefaultEndpointsProtocol={};AccountName={};AccountKey={};BlobEndpoint={};",
+            if self.https { "https" } else { "http" },
             Self::ACCOUNT,
             Self::KEY,
             self.blob_endpoint()

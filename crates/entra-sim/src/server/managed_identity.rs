@@ -86,6 +86,7 @@ pub async fn token(
         aud: &resource.aud,
         resource: resource.index,
         scp: Vec::new(),
+        version: directory.token_version(resource.index),
     };
     let claims = tokens::access_claims(
         &issuer.issuer(),

@@ -176,6 +176,7 @@ fn client_credentials(
         aud: &resource.aud,
         resource: resource.index,
         scp: Vec::new(),
+        version: issuer.directory.token_version(resource.index),
     };
     let claims = tokens::access_claims(
         &issuer.issuer(),
@@ -212,6 +213,7 @@ fn user_response(
         aud: &scopes.resource.aud,
         resource: scopes.resource.index,
         scp: scopes.scp.clone(),
+        version: issuer.directory.token_version(scopes.resource.index),
     };
     let subject = Subject::User {
         user,

@@ -26,7 +26,7 @@ pub enum BlobError {
     #[error("Blob Storage request failed: {0}")]
     Http(#[from] reqwest::Error),
     /// The service refused the request.
-    #[error("Blob Storage refused to {operation}: {status} {code}")]
+    #[error("Blob Storage refused to {operation}: {status} {code}{hint}")]
     Status {
         /// What was asked.
         operation: &'static str,
@@ -34,6 +34,8 @@ pub enum BlobError {
         status: StatusCode,
         /// `x-ms-error-code`.
         code: String,
+        /// What to check, for a refused credential (empty otherwise).
+        hint: &'static str,
     },
     /// The account key is unusable.
     #[error(transparent)]
@@ -100,7 +102,8 @@ impl ContainerClient {
             .pop_if_empty()
             .push(&settings.container);
         Ok(ContainerClient {
-            http: reqwest::Client::new(),
+            // The workspace's reqwest trusts the public roots and SSL_CERT_FILE's.
+            http: reqwest::Client::builder().use_rustls_tls().build()?,
             container,
             auth: Arc::new(auth),
         })
@@ -172,15 +175,22 @@ impl ContainerClient {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-            && let Auth::Entra(credential) = self.auth.as_ref()
-        {
-            credential.renew();
-        }
+        let refused = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+        let hint = match self.auth.as_ref() {
+            Auth::Entra(credential) if refused => {
+                credential.renew();
+                "; check that the writer's identity has the role \"Storage Blob Data Contributor\" on the container or its account (az role assignment create), and its tenant (AZURE_TENANT_ID); a new token is asked for at the next attempt"
+            }
+            Auth::SharedKey(_) if refused => {
+                "; check the account name and key of CHECKPOINT_BLOB_CONNECTION_STRING"
+            }
+            _ => "",
+        };
         Err(BlobError::Status {
             operation,
             status,
             code,
+            hint,
         })
     }
 }
