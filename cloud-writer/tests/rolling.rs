@@ -9,10 +9,13 @@
 //! - Scaling 2 → 8 → 2: six replicas started, then stopped with SIGTERM.
 //!
 //! Each checks: nothing lost (every drone ends at its newest position), no document ever
-//! goes backwards, nothing read twice across the processes (the positions received, summed
-//! over every process that ran, equal what the hub enqueued: a replica stopped with
-//! SIGTERM checkpoints what it finished and gives its partitions up), and reports how long
-//! a stopped replica took to release and the longest time a partition had no owner.
+//! goes backwards, and little read twice across the processes: a replica stopped with
+//! SIGTERM checkpoints what it finished and gives its partitions up, and a partition the
+//! balancing moves between running replicas is opened at its previous owner's last
+//! checkpoint (`source/eventhubs/handover.rs`), so at most [`REPLAYS_AT_MOST`] positions
+//! are received again in a phase (without the handover, 456 to 1,860: each moved
+//! partition re-read from a checkpoint up to 5 s old). It reports how long a stopped
+//! replica took to release, the longest time a partition had no owner, and the replays.
 
 mod common;
 
@@ -33,6 +36,10 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 const PARTITIONS: usize = 32;
 const DRONES: usize = 160;
 const PATIENCE: Duration = Duration::from_secs(60);
+/// Positions received again during a phase, at most. Seen with the handover: 1 to 198; a
+/// moved partition whose previous owner is late to see the takeover (beyond the
+/// handover's wait) is re-read from its last checkpoint.
+const REPLAYS_AT_MOST: u64 = 400;
 
 /// The drones' rounds, routed until stopped.
 struct Stream {
@@ -206,6 +213,10 @@ impl Rig {
         eprintln!(
             "{what}: releases {:?}; longest a partition was unowned {:?}; {enqueued} positions enqueued, {replays} received again during the phase ({replays_before} before it)",
             self.releases, self.longest_unowned
+        );
+        assert!(
+            replays <= REPLAYS_AT_MOST,
+            "{what}: {replays} of {enqueued} positions received again"
         );
         for mut replica in replicas {
             replica.stop(PATIENCE).await;

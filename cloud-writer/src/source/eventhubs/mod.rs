@@ -9,6 +9,7 @@ pub mod blob_store;
 mod checkpoints;
 mod event;
 mod failure;
+mod handover;
 mod lag;
 mod partitions;
 mod processor;

@@ -35,7 +35,8 @@ use tokio_util::sync::CancellationToken;
 use super::EventHubsSource;
 use super::checkpoints::PartitionCheckpoints;
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
-use super::lag::{self, PollError};
+use super::handover::Handovers;
+use super::lag::{self, Enqueued, PollError};
 use super::partitions::{self, Readers};
 use super::store::Scope;
 use super::stores::{self, Store};
@@ -101,6 +102,8 @@ struct Context {
     store: Store,
     scope: Scope,
     checkpoints: Arc<PartitionCheckpoints>,
+    /// The partitions' last enqueued events, by the lag monitor.
+    enqueued: Enqueued,
     metrics: Arc<Metrics>,
     tx: QueueSender,
 }
@@ -137,10 +140,11 @@ impl Context {
         }
     }
 
-    /// Builds the processor on `consumer`.
+    /// Builds the processor on `consumer`, using the checkpoint store through `handovers`.
     async fn processor(
         &self,
         consumer: ConsumerClient,
+        handovers: Handovers,
     ) -> Result<Arc<EventProcessor>, EventHubsError> {
         let balancing = self.settings.balancing;
         EventProcessor::builder()
@@ -154,7 +158,7 @@ impl Context {
                 per_partition: Default::default(),
                 default: start_position(self.settings.start_position),
             })
-            .build(consumer, Arc::new(self.store.clone()))
+            .build(consumer, Arc::new(handovers))
             .await
     }
 }
@@ -229,6 +233,7 @@ pub(super) async fn run(
         store,
         scope,
         checkpoints,
+        enqueued: Enqueued::default(),
         metrics: metrics.clone(),
         tx,
     };
@@ -334,9 +339,15 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
             };
         }
     };
+    let handovers = Handovers::new(
+        ctx.store.clone(),
+        ctx.owner.clone(),
+        ctx.settings.balancing.ownership_expiry,
+        ctx.enqueued.clone(),
+    );
     let processor = match until(stop, async {
         let consumer = ctx.open(ctx.owner.clone()).await?;
-        ctx.processor(consumer).await
+        ctx.processor(consumer, handovers).await
     })
     .await
     {
@@ -395,6 +406,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         partitions,
         ctx.checkpoints.clone(),
         ctx.metrics.clone(),
+        ctx.enqueued.clone(),
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
@@ -460,6 +472,7 @@ async fn monitor_hub(
     partitions: Vec<String>,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
+    enqueued: Enqueued,
     interval: Duration,
     reading: CancellationToken,
 ) {
@@ -474,7 +487,7 @@ async fn monitor_hub(
             &reading,
             tokio::time::timeout(
                 interval,
-                lag::poll(&hub, &partitions, &checkpoints, &metrics),
+                lag::poll(&hub, &partitions, &checkpoints, &metrics, &enqueued),
             ),
         )
         .await

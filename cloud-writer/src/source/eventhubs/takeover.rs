@@ -64,15 +64,23 @@ impl Takeovers {
         }
     }
 
-    /// Ends the reading of `partition`, if one runs; true if it did.
-    fn take_over(&self, partition: &str) -> bool {
-        match self.lock().remove(partition) {
-            Some(reading) => {
-                reading.taken_over.cancel();
-                true
-            }
-            None => false,
+    /// Where the readings started from now on begin: a listing sent before a reading
+    /// began may predate this replica's claim, so it ends only the readings before it.
+    fn mark(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+
+    /// Ends the reading of `partition` if one runs that began before `mark`; true if it did.
+    fn take_over(&self, partition: &str, mark: u64) -> bool {
+        let mut readings = self.lock();
+        if readings.get(partition).is_none_or(|r| r.id >= mark) {
+            return false;
         }
+        let reading = readings
+            .remove(partition)
+            .expect("looked up under the same lock");
+        reading.taken_over.cancel();
+        true
     }
 
     fn read(&self) -> Vec<String> {
@@ -113,6 +121,7 @@ impl Watch {
                 () = reading.cancelled() => return,
                 _ = ticker.tick() => {}
             }
+            let mark = takeovers.mark();
             let listed = self
                 .store
                 .list_ownerships(
@@ -128,7 +137,6 @@ impl Watch {
                     continue;
                 }
             };
-            let read = takeovers.read();
             let now = OffsetDateTime::now_utc();
             let mut owned_by_others = Vec::new();
             for ownership in ownerships {
@@ -141,9 +149,7 @@ impl Watch {
                 if owner == self.owner || owner.is_empty() || !current {
                     continue;
                 }
-                if read.contains(&ownership.partition_id)
-                    && takeovers.take_over(&ownership.partition_id)
-                {
+                if takeovers.take_over(&ownership.partition_id, mark) {
                     tracing::info!(partition = %ownership.partition_id, %owner, "partition taken over by another replica: its reading here ends");
                 }
                 owned_by_others.push(ownership.partition_id);
@@ -164,9 +170,10 @@ mod tests {
         let takeovers = Takeovers::default();
         let first = takeovers.reading("3");
         assert_eq!(takeovers.read(), vec!["3".to_owned()]);
-        assert!(takeovers.take_over("3"));
+        let mark = takeovers.mark();
+        assert!(takeovers.take_over("3", mark));
         assert!(first.taken_over.is_cancelled());
-        assert!(!takeovers.take_over("3"), "nothing left to end");
+        assert!(!takeovers.take_over("3", mark), "nothing left to end");
         // A later reading of the partition is a new one; the earlier one ending does not
         // forget it.
         let second = takeovers.reading("3");
@@ -175,5 +182,20 @@ mod tests {
         takeovers.ended("3", &second);
         assert!(takeovers.read().is_empty());
         assert!(!second.taken_over.is_cancelled());
+    }
+
+    #[test]
+    fn a_listing_sent_before_a_reading_began_does_not_end_it() {
+        let takeovers = Takeovers::default();
+        let before = takeovers.reading("3");
+        // The listing is sent here; it may show the partition's previous owner, as this
+        // replica's claim may land after it.
+        let mark = takeovers.mark();
+        takeovers.ended("3", &before);
+        let after = takeovers.reading("3");
+        assert!(!takeovers.take_over("3", mark));
+        assert!(!after.taken_over.is_cancelled());
+        assert!(takeovers.take_over("3", takeovers.mark()));
+        assert!(after.taken_over.is_cancelled());
     }
 }
