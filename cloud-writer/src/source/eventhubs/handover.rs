@@ -146,7 +146,14 @@ impl CheckpointStore for Handovers {
         let mut last = first;
         while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(POLL).await;
-            last = list().await?;
+            // A listing that fails while waiting ends the wait, not the processor's round.
+            last = match list().await {
+                Ok(listed) => listed,
+                Err(err) => {
+                    tracing::debug!(error = %err, "checkpoints not listed: the moved partitions open at the last listing");
+                    return Ok(last);
+                }
+            };
             if all_moved(&moved, &before, &last) {
                 tracing::debug!(partitions = ?moved, "moved partitions: the previous owners' last checkpoints are in");
                 return Ok(last);
