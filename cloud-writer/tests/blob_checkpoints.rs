@@ -127,6 +127,20 @@ async fn checkpoints_are_written_and_listed_back() {
         ))
         .await
         .unwrap();
+    // A handover (a blob of this writer's own, beside the SDKs' layout) is listed as one,
+    // and neither as a checkpoint nor as an ownership.
+    let claim = "\"0x8DE2B9C3A1F0E55\"";
+    store.hand_over(&scope, "1", claim).await.unwrap();
+    let handed = store.handed_over(&scope).await.unwrap();
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed["1"], claim.trim_matches('"'));
+    assert!(
+        store
+            .list_ownerships(NAMESPACE, HUB, GROUP)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let mut listed = store.list_checkpoints(NAMESPACE, HUB, GROUP).await.unwrap();
     listed.sort_by(|x, y| x.partition_id.cmp(&y.partition_id));
     let listed: Vec<_> = listed

@@ -216,7 +216,6 @@ impl<T> AckQueue<T> {
     }
 
     /// Whether every entered message has been released.
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }

@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use azure_messaging_eventhubs::CheckpointStore;
+use tokio::sync::Notify;
 
 use super::store::Scope;
 use super::stores::Store;
@@ -72,6 +74,8 @@ pub struct PartitionQueue {
 struct Queue {
     id: String,
     state: Mutex<QueueState>,
+    /// Woken when an event's outcome is final.
+    finished: Notify,
     metrics: Arc<Metrics>,
 }
 
@@ -89,6 +93,8 @@ impl AckSink for Queue {
             state.checkpoint = Some(last);
         }
         self.metrics.set_ack_lag(&self.id, state.queue.len());
+        drop(state);
+        self.finished.notify_waiters();
     }
 }
 
@@ -120,6 +126,21 @@ impl PartitionQueue {
     pub fn checkpoint(&self) -> Option<EventPosition> {
         self.state().checkpoint.clone()
     }
+
+    /// Waits until every event this reading took is final, at most `within`; true if
+    /// they all are.
+    pub async fn settled(&self, within: Duration) -> bool {
+        let wait = async {
+            loop {
+                let finished = self.queue.finished.notified();
+                if self.state().queue.is_empty() {
+                    return;
+                }
+                finished.await;
+            }
+        };
+        tokio::time::timeout(within, wait).await.is_ok()
+    }
 }
 
 impl PartitionCheckpoints {
@@ -146,6 +167,7 @@ impl PartitionCheckpoints {
             queue: Arc::new(Queue {
                 id: partition_id.to_owned(),
                 state: Mutex::default(),
+                finished: Notify::new(),
                 metrics: self.metrics.clone(),
             }),
             taken: partition.taken.clone(),
@@ -153,6 +175,13 @@ impl PartitionCheckpoints {
         partition.current = Some(queue.clone());
         partition.readings += 1;
         (queue, partition.readings == 1)
+    }
+
+    /// Whether `queue` is the only reading of its partition that runs.
+    pub fn only_reading(&self, queue: &PartitionQueue) -> bool {
+        self.lock()
+            .get(queue.id())
+            .is_none_or(|partition| partition.readings <= 1)
     }
 
     /// Ends a reading whose partition was lost: its pending events are forgotten
@@ -229,6 +258,14 @@ impl PartitionCheckpoints {
             Err(err) => {
                 tracing::warn!(%partition, error = %err, "checkpoint not written; trying again at the next interval");
             }
+        }
+    }
+
+    /// Records that this replica's reading of `partition` ended, checkpointed, for the
+    /// new owner's claim with ETag `claim`, which waits for it (`super::handover`).
+    pub async fn hand_over(&self, partition: &str, claim: &str) {
+        if let Err(err) = self.store.hand_over(&self.scope, partition, claim).await {
+            tracing::warn!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
         }
     }
 
@@ -371,6 +408,32 @@ mod tests {
         assert_eq!(second.checkpoint().unwrap().sequence_number, 11);
         assert_eq!(listed(&checkpoints), ["0"]);
         assert_eq!(checkpoints.stop_reading(), ["0"]);
+    }
+
+    /// A reading taken over waits for its events in flight: settled once each is final,
+    /// whatever the order; an abandoned one (never final) holds it until the bound.
+    #[tokio::test(start_paused = true)]
+    async fn a_reading_settles_when_its_events_in_flight_are_final() {
+        let checkpoints = PartitionCheckpoints::unwritten(Arc::new(Metrics::new()));
+        let (queue, _) = checkpoints.open("0");
+        assert!(queue.settled(Duration::ZERO).await, "nothing in flight");
+        let (m1, m2) = (enter(&queue, 1), enter(&queue, 2));
+        let finishing = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            m2.finish();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            m1.finish();
+        };
+        let started = tokio::time::Instant::now();
+        let (settled, ()) = tokio::join!(queue.settled(Duration::from_secs(1)), finishing);
+        assert!(settled);
+        assert_eq!(started.elapsed(), Duration::from_millis(600));
+        assert_eq!(queue.checkpoint().unwrap().sequence_number, 2);
+
+        drop(enter(&queue, 3));
+        let started = tokio::time::Instant::now();
+        assert!(!queue.settled(Duration::from_secs(1)).await);
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
     }
 
     /// Events taken by any reading of a partition are known as read again by the next.

@@ -1,39 +1,50 @@
 //! Taking a partition from a replica that still reads it without reading again what that
-//! replica finished: the checkpoint store as the SDK's processor sees it ([`Handovers`]).
+//! replica finished: the checkpoint store as the SDK's processor sees it ([`Handovers`]),
+//! which also spreads the partitions the processor steals ([`super::balance`]).
 //!
 //! The processor claims a partition from another current owner when balancing moves it
 //! (a replica started, or one above its share), then lists the checkpoints and opens the
 //! partition from its checkpoint at once. The previous owner reads on until it sees the
-//! takeover (its watch lists the ownerships every second: [`super::takeover`]), then
-//! checkpoints what it finished; everything between the checkpoint the new owner started
-//! from and that last one would be read twice (up to a checkpoint interval's events,
-//! written to Cosmos DB twice: 2.5 to 12.5 % of the stream in rolling restarts and scaling
-//! on 32 partitions). So after a claim that took a partition from another current owner,
-//! the checkpoint listing the processor opens it with waits until that partition's
-//! checkpoint moves (the previous owner's last one), at most [`WAIT`]; the partition is
-//! then read from there. A partition already checkpointed at its last enqueued event (by
-//! the lag monitor's latest poll, one balancing interval old at most) has nothing to hand
-//! over and is not waited for.
+//! takeover (its watch lists the ownerships every second: [`super::takeover`]); everything
+//! it took after the checkpoint the new owner started from would be read twice (up to a
+//! checkpoint interval's events, written to Cosmos DB twice: 2.5 to 12.5 % of the stream
+//! in rolling restarts and scaling on 32 partitions). So the previous owner, once it sees
+//! the takeover, lets its events in flight reach their outcome, writes its last
+//! checkpoint, and records the handover for the new owner's claim (its ETag: a
+//! `handover` document or blob, [`Store::hand_over`]); and after a claim that took a
+//! partition from another current owner, the checkpoint listing the processor opens it
+//! with waits for that record, at most [`WAIT`]. A checkpoint that merely moved proves
+//! nothing: the previous owner writes one every checkpoint interval while it reads on.
 //!
-//! Its cost: the processor's balancing round, and so the moved partitions, wait up to
-//! [`WAIT`] longer, and the checkpoints are listed every [`POLL`] meanwhile (a query of
-//! about 3 RU on the Cosmos store, a listing on Blob Storage).
+//! Its cost: per moved partition one more write by the previous owner (a Cosmos upsert of
+//! about 6 RU, or a blob PUT); the processor's balancing round, and so the moved
+//! partitions, wait until it is in (about a second: the previous owner's watch), and the
+//! handovers and the ownerships are listed every [`POLL`] meanwhile (two queries of about
+//! 3 RU, or two blob listings). A previous owner that is gone (ended without giving its partitions up) is
+//! waited for the whole [`WAIT`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+#[cfg(test)]
+use azure_core::http::Etag;
 use azure_core::time::OffsetDateTime;
 use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
 
-use super::lag::Enqueued;
-use super::stores::Store;
+use super::balance::even_steals;
+use super::store::Scope;
+use super::stores::{Store, unquoted};
+use super::takeover::Takeovers;
 
-/// Longest wait for a moved partition's last checkpoint: the previous owner's ownership
-/// listing (every second) and its checkpoint write, with room for a busy machine.
+/// Longest wait for a moved partition's handover: the previous owner's ownership listing
+/// (every second), its events in flight reaching their outcome (a batch's write, up to
+/// `partitions::SETTLE`) and its two writes. Longer, it holds the processor's round past
+/// the balancing interval, while the other replicas, balancing, take partitions claimed
+/// here and not yet read.
 const WAIT: Duration = Duration::from_millis(2000);
-/// How often the checkpoints are listed meanwhile.
+/// How often the handovers and ownerships are listed meanwhile.
 const POLL: Duration = Duration::from_millis(100);
 
 /// The checkpoint store as this replica's processor uses it, and which partitions it last
@@ -43,32 +54,41 @@ pub(super) struct Handovers {
     store: Store,
     owner: String,
     expiry: Duration,
-    enqueued: Enqueued,
+    /// The hub's partition count.
+    partitions: usize,
+    /// Learns of partitions claimed here and by another replica before they opened.
+    takeovers: Takeovers,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// The current ownerships, by the last listing.
+    listed: Vec<Ownership>,
     /// The partitions another current owner holds, by the last listing.
     others: HashSet<String>,
-    /// Partitions claimed from another current owner since the checkpoints were listed.
-    moved: HashSet<String>,
+    /// Partitions claimed from another current owner since the checkpoints were listed,
+    /// with the claim's ETag (unquoted).
+    moved: HashMap<String, String>,
 }
 
 impl Handovers {
-    /// `store` as this replica's processor (`owner`) uses it, ownerships holding `expiry`,
-    /// the partitions' last events as `enqueued` has them.
+    /// `store` as this replica's processor (`owner`) uses it, ownerships holding `expiry`
+    /// on a hub of `partitions` partitions, telling `takeovers` of the partitions claimed
+    /// here that another replica claimed before they opened.
     pub(super) fn new(
         store: Store,
         owner: String,
         expiry: Duration,
-        enqueued: Enqueued,
+        partitions: usize,
+        takeovers: Takeovers,
     ) -> Handovers {
         Handovers {
             store,
             owner,
             expiry,
-            enqueued,
+            partitions,
+            takeovers,
             state: Mutex::new(State::default()),
         }
     }
@@ -76,31 +96,54 @@ impl Handovers {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-/// Whether a partition whose last enqueued event is `last` (unknown: `None`) may hold
-/// events after `checkpoint` that its previous owner read.
-fn unfinished(last: Option<i64>, checkpoint: Option<i64>) -> bool {
-    match (last, checkpoint) {
-        (None, _) => true,
-        (Some(last), None) => last >= 0,
-        (Some(last), Some(checkpoint)) => last > checkpoint,
+    /// Waits until every one of `moved` (partition, claim) is handed over for its claim,
+    /// or is no longer this replica's (another claimed it meanwhile: its previous owner
+    /// hands it over to that one), at most [`WAIT`].
+    async fn handed_over(&self, scope: &Scope, moved: &HashMap<String, String>) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut pending = moved.clone();
+        loop {
+            let listed = tokio::try_join!(
+                self.store.handed_over(scope),
+                self.store.list_ownerships(
+                    &scope.namespace,
+                    &scope.event_hub,
+                    &scope.consumer_group
+                )
+            );
+            match listed {
+                Ok((handed, ownerships)) => {
+                    let mine: HashSet<&str> = ownerships
+                        .iter()
+                        .filter(|o| o.owner_id.as_deref() == Some(self.owner.as_str()))
+                        .map(|o| o.partition_id.as_str())
+                        .collect();
+                    pending.retain(|p, claim| {
+                        if !mine.contains(p.as_str()) {
+                            self.takeovers.forsake(p);
+                            return false;
+                        }
+                        handed.get(p) != Some(claim)
+                    });
+                    if pending.is_empty() {
+                        tracing::debug!(partitions = ?moved.keys(), "moved partitions handed over by their previous owners");
+                        return;
+                    }
+                }
+                // A listing that fails ends the wait, not the processor's round.
+                Err(err) => {
+                    tracing::debug!(error = %err, "handovers not listed: the moved partitions open at their checkpoints");
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(partitions = ?pending.keys(), waited = ?WAIT, "moved partitions not handed over by their previous owner: what it had not finished is read again");
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
-}
-
-/// Whether the checkpoint of every one of `moved` differs in `now` from `before`.
-fn all_moved(
-    moved: &HashSet<String>,
-    before: &HashMap<String, Option<i64>>,
-    now: &[Checkpoint],
-) -> bool {
-    moved.iter().all(|partition| {
-        let current = now
-            .iter()
-            .find(|c| &c.partition_id == partition)
-            .and_then(|c| c.sequence_number);
-        current != before.get(partition).copied().flatten()
-    })
 }
 
 #[async_trait::async_trait]
@@ -109,11 +152,23 @@ impl CheckpointStore for Handovers {
         &self,
         ownerships: &[Ownership],
     ) -> azure_core::Result<Vec<Ownership>> {
-        let claimed = self.store.claim_ownership(ownerships).await?;
+        let claim = {
+            let state = self.state();
+            even_steals(
+                ownerships.to_vec(),
+                &state.listed,
+                &self.owner,
+                self.partitions,
+            )
+        };
+        let claimed = self.store.claim_ownership(&claim).await?;
         let mut state = self.state();
         for ownership in &claimed {
-            if state.others.contains(&ownership.partition_id) {
-                state.moved.insert(ownership.partition_id.clone());
+            if let Some(etag) = &ownership.etag
+                && state.others.contains(&ownership.partition_id)
+            {
+                let etag = unquoted(etag.as_ref()).to_owned();
+                state.moved.insert(ownership.partition_id.clone(), etag);
             }
         }
         Ok(claimed)
@@ -125,42 +180,14 @@ impl CheckpointStore for Handovers {
         event_hub_name: &str,
         consumer_group: &str,
     ) -> azure_core::Result<Vec<Checkpoint>> {
-        let list = || {
-            self.store
-                .list_checkpoints(namespace, event_hub_name, consumer_group)
-        };
-        let first = list().await?;
-        let mut moved = std::mem::take(&mut self.state().moved);
-        let before: HashMap<String, Option<i64>> = moved
-            .iter()
-            .map(|p| {
-                let checkpoint = first.iter().find(|c| &c.partition_id == p);
-                (p.clone(), checkpoint.and_then(|c| c.sequence_number))
-            })
-            .collect();
-        moved.retain(|p| unfinished(self.enqueued.last(p), before[p]));
-        if moved.is_empty() {
-            return Ok(first);
+        let moved = std::mem::take(&mut self.state().moved);
+        if !moved.is_empty() {
+            let scope = Scope::new(namespace, event_hub_name, consumer_group);
+            self.handed_over(&scope, &moved).await;
         }
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let mut last = first;
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(POLL).await;
-            // A listing that fails while waiting ends the wait, not the processor's round.
-            last = match list().await {
-                Ok(listed) => listed,
-                Err(err) => {
-                    tracing::debug!(error = %err, "checkpoints not listed: the moved partitions open at the last listing");
-                    return Ok(last);
-                }
-            };
-            if all_moved(&moved, &before, &last) {
-                tracing::debug!(partitions = ?moved, "moved partitions: the previous owners' last checkpoints are in");
-                return Ok(last);
-            }
-        }
-        tracing::info!(partitions = ?moved, waited = ?WAIT, "moved partitions without a later checkpoint from their previous owner: what it had not finished is read again");
-        Ok(last)
+        self.store
+            .list_checkpoints(namespace, event_hub_name, consumer_group)
+            .await
     }
 
     async fn list_ownerships(
@@ -174,17 +201,24 @@ impl CheckpointStore for Handovers {
             .list_ownerships(namespace, event_hub_name, consumer_group)
             .await?;
         let now = OffsetDateTime::now_utc();
-        let others = ownerships
+        let listed: Vec<Ownership> = ownerships
             .iter()
-            .filter_map(|o| {
-                let owner = o.owner_id.as_deref().filter(|owner| !owner.is_empty())?;
-                let current = o
-                    .last_modified_time
-                    .is_some_and(|at| now - at < self.expiry);
-                (owner != self.owner && current).then(|| o.partition_id.clone())
+            .filter(|o| {
+                o.owner_id.as_deref().is_some_and(|owner| !owner.is_empty())
+                    && o.last_modified_time
+                        .is_some_and(|at| now - at < self.expiry)
             })
+            .cloned()
             .collect();
-        self.state().others = others;
+        let others = listed
+            .iter()
+            .filter(|o| o.owner_id.as_deref() != Some(self.owner.as_str()))
+            .map(|o| o.partition_id.clone())
+            .collect();
+        let mut state = self.state();
+        state.others = others;
+        state.listed = listed;
+        drop(state);
         Ok(ownerships)
     }
 
@@ -196,36 +230,79 @@ impl CheckpointStore for Handovers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::eventhubs::store::CosmosCheckpointStore;
 
-    fn checkpoint(partition: &str, seq: Option<i64>) -> Checkpoint {
-        Checkpoint {
-            partition_id: partition.into(),
-            sequence_number: seq,
-            ..Checkpoint::default()
+    /// A partition claimed from a replica that still reads it opens at the checkpoint
+    /// that replica wrote before it handed the partition over for this claim, not at the
+    /// one it wrote before: the listing waits for the handover.
+    #[tokio::test]
+    async fn a_moved_partition_opens_at_its_previous_owners_last_checkpoint() {
+        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
+        let store = Store::Cosmos(store);
+        let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
+        let (namespace, hub, group) = (&scope.namespace, &scope.event_hub, &scope.consumer_group);
+        let ownership = |partition: &str, owner: &str, etag: Option<Etag>| Ownership {
+            owner_id: Some(owner.into()),
+            etag,
+            ..scope.ownership(partition.into(), None, None, None)
+        };
+        // The previous owner holds both partitions, checkpointed at 10.
+        let previous = store
+            .claim_ownership(&[
+                ownership("0", "previous", None),
+                ownership("1", "previous", None),
+            ])
+            .await
+            .unwrap();
+        for partition in ["0", "1"] {
+            let checkpoint = scope.checkpoint(partition, Some(10), None);
+            store.update_checkpoint(checkpoint).await.unwrap();
         }
-    }
 
-    #[test]
-    fn a_partition_checkpointed_at_its_last_event_has_nothing_to_hand_over() {
-        assert!(!unfinished(Some(41), Some(41)));
-        assert!(!unfinished(Some(-1), None), "empty");
-        assert!(unfinished(Some(42), Some(41)));
-        assert!(unfinished(Some(0), None));
-        assert!(unfinished(None, Some(41)), "not polled yet");
-    }
-
-    #[test]
-    fn a_moved_partition_waits_for_its_checkpoint_to_change() {
-        let moved: HashSet<String> = ["1".to_owned(), "2".to_owned()].into();
-        let before = HashMap::from([("1".to_owned(), Some(10)), ("2".to_owned(), None)]);
-        let unchanged = [checkpoint("1", Some(10)), checkpoint("3", Some(5))];
-        assert!(!all_moved(&moved, &before, &unchanged));
-        let one = [checkpoint("1", Some(14))];
-        assert!(
-            !all_moved(&moved, &before, &one),
-            "partition 2 has none yet"
+        let handovers = Handovers::new(
+            store.clone(),
+            "next".into(),
+            Duration::from_secs(10),
+            2,
+            Takeovers::default(),
         );
-        let both = [checkpoint("1", Some(14)), checkpoint("2", Some(0))];
-        assert!(all_moved(&moved, &before, &both));
+        handovers
+            .list_ownerships(namespace, hub, group)
+            .await
+            .unwrap();
+        let claimed = handovers
+            .claim_ownership(&[ownership("0", "next", previous[0].etag.clone())])
+            .await
+            .unwrap();
+        let [claimed] = claimed.as_slice() else {
+            panic!("one partition claimed: {claimed:?}");
+        };
+        let (partition, claim) = (
+            &claimed.partition_id,
+            claimed.etag.clone().unwrap().to_string(),
+        );
+        // The previous owner, reading on, writes a checkpoint (not a handover), then sees
+        // the takeover, writes its last one and hands over.
+        let previous_owner = async {
+            let checkpoint = |seq| scope.checkpoint(partition, Some(seq), None);
+            store.update_checkpoint(checkpoint(20)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            store.update_checkpoint(checkpoint(42)).await.unwrap();
+            store.hand_over(&scope, partition, &claim).await.unwrap();
+        };
+        let (listed, ()) = tokio::join!(
+            handovers.list_checkpoints(namespace, hub, group),
+            previous_owner
+        );
+        let of = |listed: Vec<Checkpoint>| {
+            listed
+                .into_iter()
+                .find(|c| &c.partition_id == partition)
+                .and_then(|c| c.sequence_number)
+        };
+        assert_eq!(of(listed.unwrap()), Some(42));
+        // Nothing moved since: the next listing does not wait.
+        let listed = handovers.list_checkpoints(namespace, hub, group).await;
+        assert_eq!(of(listed.unwrap()), Some(42));
     }
 }

@@ -5,9 +5,6 @@
 //! (partition)` and sums over partitions. Polled every load-balancing interval; a poll the
 //! hub does not answer also tells the source that the hub is out of reach.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use azure_messaging_eventhubs::ConsumerClient;
 use azure_messaging_eventhubs::models::EventHubPartitionProperties;
 
@@ -26,31 +23,6 @@ pub fn lag_events(partition: &EventHubPartitionProperties, checkpoint: Option<i6
     (partition.last_enqueued_sequence_number - done).max(0)
 }
 
-/// Each partition's last enqueued sequence number by the latest poll (-1: empty), shared
-/// with the [`super::handover`], which need not wait for a partition checkpointed at it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Enqueued(Arc<Mutex<HashMap<String, i64>>>);
-
-impl Enqueued {
-    fn record(&self, partition: &EventHubPartitionProperties) {
-        let last = if partition.is_empty {
-            -1
-        } else {
-            partition.last_enqueued_sequence_number
-        };
-        self.lock().insert(partition.id.clone(), last);
-    }
-
-    /// The last sequence number enqueued in `partition` when the hub was last asked.
-    pub(super) fn last(&self, partition: &str) -> Option<i64> {
-        self.lock().get(partition).copied()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// Why a poll could not report every partition.
 #[derive(Debug, thiserror::Error)]
 pub enum PollError {
@@ -67,14 +39,13 @@ pub enum PollError {
     Store(String),
 }
 
-/// Reads every partition's properties (recorded in `enqueued`) and the checkpoints, and
+/// Reads every partition's properties and the checkpoints, and
 /// sets `eventhubs_lag_events` of each partition.
 pub(super) async fn poll(
     hub: &ConsumerClient,
     partitions: &[String],
     checkpoints: &PartitionCheckpoints,
     metrics: &Metrics,
-    enqueued: &Enqueued,
 ) -> Result<(), PollError> {
     let mut last = Vec::with_capacity(partitions.len());
     for partition in partitions {
@@ -85,7 +56,6 @@ pub(super) async fn poll(
                     partition: partition.clone(),
                     cause: e.to_string(),
                 })?;
-        enqueued.record(&properties);
         last.push(properties);
     }
     let stored = checkpoints

@@ -5,6 +5,7 @@
 //! last event whose outcome is final and all of whose predecessors are final, so that a
 //! restart resumes after written events only.
 
+mod balance;
 pub mod blob_store;
 mod checkpoints;
 mod event;

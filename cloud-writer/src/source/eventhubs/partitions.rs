@@ -36,6 +36,11 @@ use crate::metrics::{DropReason, Metrics, OwnershipChange, SessionBreak};
 use crate::source::SourceError;
 use crate::source::queue::QueueSender;
 
+/// How long a reading taken over by another replica waits for its events in flight to
+/// reach their outcome before its last checkpoint: a batch's write to Cosmos DB, with room
+/// for throttling retries.
+const SETTLE: Duration = Duration::from_millis(500);
+
 /// The partition readers of one session and what they share.
 #[derive(Clone)]
 pub(super) struct Readers {
@@ -85,12 +90,22 @@ impl Readers {
     /// Starts a reading of `partition`: claimed, if no other reading of it runs.
     fn open(&self, partition: &str) -> PartitionQueue {
         let (queue, first) = self.checkpoints.open(partition);
+        // Owned even if an earlier reading, ending, stopped counting it (`stopped`).
+        self.metrics.set_partition_owned(partition, true);
         if first {
-            self.metrics.set_partition_owned(partition, true);
             self.metrics
                 .ownership_change(partition, OwnershipChange::Claimed);
         }
         queue
+    }
+
+    /// A reading no longer takes events: the partition stops counting as owned here if
+    /// no other reading of it runs, before its last checkpoint is written (which a new
+    /// owner waits for), so that no two replicas count it at once.
+    fn stopped(&self, queue: &PartitionQueue) {
+        if self.checkpoints.only_reading(queue) {
+            self.metrics.set_partition_owned(queue.id(), false);
+        }
     }
 
     /// A reading ended without the source stopping: it is forgotten, and the partition
@@ -236,6 +251,11 @@ impl Readers {
     /// Reads one partition until it is lost, the processor is rebuilt or the source stops.
     async fn read_partition(self, client: Arc<PartitionClient>) {
         let partition = client.get_partition_id().to_owned();
+        if self.takeovers.forsaken(&partition) {
+            tracing::info!(%partition, "partition claimed by another replica before its reading here began: not read");
+            close(client, &partition).await;
+            return;
+        }
         tracing::info!(%partition, "reading partition");
         let queue = self.open(&partition);
         let reading = self.takeovers.reading(&partition);
@@ -244,6 +264,7 @@ impl Readers {
             .await;
         self.takeovers.ended(&partition, &reading);
         if !self.stop.is_cancelled() {
+            self.stopped(&queue);
             let why = match end {
                 ReadEnd::Lost {
                     why,
@@ -256,19 +277,34 @@ impl Readers {
                     }
                     why
                 }
-                ReadEnd::TakenOver => "the checkpoint store names another owner".into(),
+                ReadEnd::TakenOver => {
+                    // The new owner waits for this last checkpoint (`handover.rs`): the
+                    // events in flight reach it first, so that none is read again.
+                    if !queue.settled(SETTLE).await {
+                        tracing::info!(%partition, within = ?SETTLE, "taken over with events still in flight: the new owner reads them again");
+                    }
+                    "the checkpoint store names another owner".into()
+                }
                 ReadEnd::Cancelled => "the processor is rebuilt".into(),
             };
             tracing::info!(%partition, %why, "partition lost");
             self.checkpoints.flush(&queue).await;
+            if let Some(claim) = reading.claim() {
+                self.checkpoints.hand_over(&partition, claim).await;
+            }
             self.lost(&queue);
         }
-        // Closing removes it from the processor, which may hand it out again later.
-        if let Ok(client) = Arc::try_unwrap(client) {
-            if let Err(err) = client.close().await {
-                tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
-            }
-        }
+        close(client, &partition).await;
+    }
+}
+
+/// Closes a partition's client, which removes it from the processor: it may hand the
+/// partition out again later.
+async fn close(client: Arc<PartitionClient>, partition: &str) {
+    if let Ok(client) = Arc::try_unwrap(client)
+        && let Err(err) = client.close().await
+    {
+        tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
     }
 }
 

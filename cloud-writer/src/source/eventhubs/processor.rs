@@ -36,7 +36,7 @@ use super::EventHubsSource;
 use super::checkpoints::PartitionCheckpoints;
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::handover::Handovers;
-use super::lag::{self, Enqueued, PollError};
+use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
 use super::store::Scope;
 use super::stores::{self, Store};
@@ -102,8 +102,6 @@ struct Context {
     store: Store,
     scope: Scope,
     checkpoints: Arc<PartitionCheckpoints>,
-    /// The partitions' last enqueued events, by the lag monitor.
-    enqueued: Enqueued,
     metrics: Arc<Metrics>,
     tx: QueueSender,
 }
@@ -233,7 +231,6 @@ pub(super) async fn run(
         store,
         scope,
         checkpoints,
-        enqueued: Enqueued::default(),
         metrics: metrics.clone(),
         tx,
     };
@@ -339,11 +336,13 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
             };
         }
     };
+    let takeovers = Takeovers::default();
     let handovers = Handovers::new(
         ctx.store.clone(),
         ctx.owner.clone(),
         ctx.settings.balancing.ownership_expiry,
-        ctx.enqueued.clone(),
+        partitions.len(),
+        takeovers.clone(),
     );
     let processor = match until(stop, async {
         let consumer = ctx.open(ctx.owner.clone()).await?;
@@ -362,7 +361,6 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     };
     let reading = stop.child_token();
     let health = SessionHealth::default();
-    let takeovers = Takeovers::default();
     let readers = Readers {
         checkpoints: ctx.checkpoints.clone(),
         metrics: ctx.metrics.clone(),
@@ -406,7 +404,6 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         partitions,
         ctx.checkpoints.clone(),
         ctx.metrics.clone(),
-        ctx.enqueued.clone(),
         ctx.settings.balancing.interval,
         reading.clone(),
     ));
@@ -472,7 +469,6 @@ async fn monitor_hub(
     partitions: Vec<String>,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
-    enqueued: Enqueued,
     interval: Duration,
     reading: CancellationToken,
 ) {
@@ -487,7 +483,7 @@ async fn monitor_hub(
             &reading,
             tokio::time::timeout(
                 interval,
-                lag::poll(&hub, &partitions, &checkpoints, &metrics, &enqueued),
+                lag::poll(&hub, &partitions, &checkpoints, &metrics),
             ),
         )
         .await

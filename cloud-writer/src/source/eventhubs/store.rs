@@ -6,9 +6,12 @@
 //! `EventProcessor` balances partitions between replicas through it. One logical
 //! partition per consumer scope (`{namespace}/{event hub}/{consumer group}`), holding one
 //! `checkpoint-{partition}` and one `ownership-{partition}` document per Event Hubs
-//! partition. Ownership claims are optimistic: a claim that names the ETag it last saw
+//! partition, and a `handover-{partition}` document once a replica handed the partition
+//! over (`super::handover`). Ownership claims are optimistic: a claim that names the ETag it last saw
 //! is a Replace with `ifMatch`, a first claim a Create; a 412 or 409 means another
 //! replica won, and the claim is left out of the result (the SDK's contract).
+
+use std::collections::HashMap;
 
 use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::http::Etag;
@@ -160,6 +163,9 @@ struct Doc {
     offset: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner_id: Option<String>,
+    /// Of a handover: the ETag of the claim the partition was handed over for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claim: Option<String>,
     #[serde(rename = "_etag", default, skip_serializing)]
     etag: Option<String>,
     #[serde(rename = "_ts", default, skip_serializing)]
@@ -168,6 +174,7 @@ struct Doc {
 
 const CHECKPOINT: &str = "checkpoint";
 const OWNERSHIP: &str = "ownership";
+const HANDOVER: &str = "handover";
 
 /// Checkpoints and ownerships in a Cosmos DB container partitioned on `SCOPE_PATH`.
 #[derive(Debug, Clone)]
@@ -219,6 +226,45 @@ impl CosmosCheckpointStore {
         Ok(CosmosCheckpointStore::new(client_container))
     }
 
+    /// Records that a replica ended its reading of `partition` in `scope` for the claim
+    /// with ETag `claim` (a `handover-{partition}` document).
+    pub(super) async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> Result<(), CosmosError> {
+        let key = scope.key();
+        let doc = Doc {
+            id: format!("{HANDOVER}-{partition}"),
+            scope: key.clone(),
+            kind: HANDOVER.into(),
+            partition_id: partition.to_owned(),
+            sequence_number: None,
+            offset: None,
+            owner_id: None,
+            claim: Some(claim.to_owned()),
+            etag: None,
+            ts: None,
+        };
+        let body = serde_json::to_vec(&doc).expect("a handover serializes");
+        self.container.upsert(key.as_str(), &body).await?;
+        Ok(())
+    }
+
+    /// The claim each partition of `scope` was last handed over for.
+    pub(super) async fn handed_over(
+        &self,
+        scope: &Scope,
+    ) -> Result<HashMap<String, String>, CosmosError> {
+        Ok(self
+            .list(scope, HANDOVER)
+            .await?
+            .into_iter()
+            .filter_map(|d| Some((d.partition_id, d.claim?)))
+            .collect())
+    }
+
     async fn list(&self, scope: &Scope, kind: &str) -> Result<Vec<Doc>, CosmosError> {
         // The scope filter repeats the partition key the query is sent to: servers that
         // route by the query text (`@vercel/cosmosdb-server`) need it.
@@ -267,6 +313,7 @@ impl CosmosCheckpointStore {
             sequence_number: None,
             offset: None,
             owner_id: claim.owner_id.clone(),
+            claim: None,
             etag: None,
             ts: None,
         };
@@ -355,6 +402,7 @@ impl CheckpointStore for CosmosCheckpointStore {
             sequence_number: checkpoint.sequence_number,
             offset: checkpoint.offset,
             owner_id: None,
+            claim: None,
             etag: None,
             ts: None,
         };

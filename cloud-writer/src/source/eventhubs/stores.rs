@@ -3,12 +3,14 @@
 //! [`CheckpointContainer`] the writer chose, and giving a replica's partitions up in
 //! either ([`relinquish`], through the SDK's [`CheckpointStore`] trait alone).
 
+use std::collections::HashMap;
+
 use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
 
 use super::CheckpointContainer;
 use super::blob_store::BlobCheckpointStore;
-use super::store::{CosmosCheckpointStore, Scope};
+use super::store::{CosmosCheckpointStore, Scope, azure_error};
 use crate::config::EventHubsSettings;
 
 /// The checkpoint store of a running source.
@@ -45,6 +47,40 @@ impl Store {
                 .map(Store::Blob)
                 .map_err(|e| e.to_string()),
         }
+    }
+
+    /// Records that this replica ended its reading of `partition` in `scope`, and
+    /// checkpointed it, for the claim with ETag `claim` (the new owner's, which waits for
+    /// it: `super::handover`).
+    pub async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> azure_core::Result<()> {
+        match self {
+            Store::Cosmos(store) => store
+                .hand_over(scope, partition, claim)
+                .await
+                .map_err(azure_error),
+            Store::Blob(store) => store
+                .hand_over(scope, partition, claim)
+                .await
+                .map_err(azure_error),
+        }
+    }
+
+    /// The claim each partition of `scope` was last handed over for, its ETag without
+    /// quotes.
+    pub async fn handed_over(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        let handed = match self {
+            Store::Cosmos(store) => store.handed_over(scope).await.map_err(azure_error),
+            Store::Blob(store) => store.handed_over(scope).await.map_err(azure_error),
+        }?;
+        Ok(handed
+            .into_iter()
+            .map(|(partition, claim)| (partition, unquoted(&claim).to_owned()))
+            .collect())
     }
 
     fn inner(&self) -> &dyn CheckpointStore {
@@ -89,6 +125,11 @@ impl CheckpointStore for Store {
     async fn update_checkpoint(&self, checkpoint: Checkpoint) -> azure_core::Result<()> {
         self.inner().update_checkpoint(checkpoint).await
     }
+}
+
+/// An ETag without the quotes some stores and listings give it.
+pub fn unquoted(etag: &str) -> &str {
+    etag.trim_matches('"')
 }
 
 /// Gives up `owner`'s partitions in `scope`: each of its ownerships is claimed, with the

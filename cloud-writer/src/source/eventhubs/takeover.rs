@@ -14,9 +14,9 @@
 //! expiry. Its cost: one listing a second per replica, a query of the Cosmos container
 //! (about 3 RU for 32 ownerships, so 3 RU/s per replica) or a blob listing (no RU).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use azure_core::time::OffsetDateTime;
@@ -32,6 +32,9 @@ use crate::metrics::Metrics;
 pub(super) struct Takeovers {
     readings: Arc<Mutex<HashMap<String, Reading>>>,
     next: Arc<AtomicU64>,
+    /// Partitions the processor claimed here that another replica claimed before their
+    /// reading began (`super::handover`): the processor opens them all the same.
+    forsaken: Arc<Mutex<HashSet<String>>>,
 }
 
 /// One reading's place in [`Takeovers`]: cancelled when its partition was taken over.
@@ -40,6 +43,15 @@ pub(super) struct Reading {
     id: u64,
     /// Cancelled on a takeover.
     pub(super) taken_over: CancellationToken,
+    /// The ETag of the new owner's claim, once taken over.
+    claim: Arc<OnceLock<String>>,
+}
+
+impl Reading {
+    /// The ETag of the claim that took the partition over, if it was.
+    pub(super) fn claim(&self) -> Option<&str> {
+        self.claim.get().map(String::as_str)
+    }
 }
 
 impl Takeovers {
@@ -48,6 +60,7 @@ impl Takeovers {
         let reading = Reading {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             taken_over: CancellationToken::new(),
+            claim: Arc::default(),
         };
         self.lock().insert(partition.to_owned(), reading.clone());
         reading
@@ -70,8 +83,9 @@ impl Takeovers {
         self.next.load(Ordering::Relaxed)
     }
 
-    /// Ends the reading of `partition` if one runs that began before `mark`; true if it did.
-    fn take_over(&self, partition: &str, mark: u64) -> bool {
+    /// Ends the reading of `partition` if one runs that began before `mark`, for the claim
+    /// with ETag `claim`; true if it did.
+    fn take_over(&self, partition: &str, mark: u64, claim: Option<String>) -> bool {
         let mut readings = self.lock();
         if readings.get(partition).is_none_or(|r| r.id >= mark) {
             return false;
@@ -79,8 +93,22 @@ impl Takeovers {
         let reading = readings
             .remove(partition)
             .expect("looked up under the same lock");
+        if let Some(claim) = claim {
+            let _ = reading.claim.set(claim);
+        }
         reading.taken_over.cancel();
         true
+    }
+
+    /// `partition`, claimed here, was claimed by another replica before its reading
+    /// began: the reading the processor opens for it ends at once.
+    pub(super) fn forsake(&self, partition: &str) {
+        lock(&self.forsaken).insert(partition.to_owned());
+    }
+
+    /// Whether `partition` was forsaken since it was last opened; its next opening is not.
+    pub(super) fn forsaken(&self, partition: &str) -> bool {
+        lock(&self.forsaken).remove(partition)
     }
 
     fn read(&self) -> Vec<String> {
@@ -88,8 +116,12 @@ impl Takeovers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Reading>> {
-        self.readings.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.readings)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How often the ownerships are listed at most.
@@ -149,7 +181,8 @@ impl Watch {
                 if owner == self.owner || owner.is_empty() || !current {
                     continue;
                 }
-                if takeovers.take_over(&ownership.partition_id, mark) {
+                let claim = ownership.etag.as_ref().map(ToString::to_string);
+                if takeovers.take_over(&ownership.partition_id, mark, claim) {
                     tracing::info!(partition = %ownership.partition_id, %owner, "partition taken over by another replica: its reading here ends");
                 }
                 owned_by_others.push(ownership.partition_id);
@@ -171,9 +204,10 @@ mod tests {
         let first = takeovers.reading("3");
         assert_eq!(takeovers.read(), vec!["3".to_owned()]);
         let mark = takeovers.mark();
-        assert!(takeovers.take_over("3", mark));
+        assert!(takeovers.take_over("3", mark, Some("\"e1\"".into())));
         assert!(first.taken_over.is_cancelled());
-        assert!(!takeovers.take_over("3", mark), "nothing left to end");
+        assert_eq!(first.claim(), Some("\"e1\""));
+        assert!(!takeovers.take_over("3", mark, None), "nothing left to end");
         // A later reading of the partition is a new one; the earlier one ending does not
         // forget it.
         let second = takeovers.reading("3");
@@ -193,9 +227,18 @@ mod tests {
         let mark = takeovers.mark();
         takeovers.ended("3", &before);
         let after = takeovers.reading("3");
-        assert!(!takeovers.take_over("3", mark));
+        assert!(!takeovers.take_over("3", mark, None));
         assert!(!after.taken_over.is_cancelled());
-        assert!(takeovers.take_over("3", takeovers.mark()));
+        assert!(takeovers.take_over("3", takeovers.mark(), None));
         assert!(after.taken_over.is_cancelled());
+    }
+
+    #[test]
+    fn a_forsaken_partition_is_skipped_at_its_next_opening_only() {
+        let takeovers = Takeovers::default();
+        takeovers.forsake("5");
+        assert!(!takeovers.forsaken("4"));
+        assert!(takeovers.forsaken("5"));
+        assert!(!takeovers.forsaken("5"), "opened again later, it is read");
     }
 }

@@ -10,7 +10,9 @@
 //! `ownerid` (empty when unowned), names in lower case. A claim naming the ETag it last
 //! saw sets the ownership's metadata with `If-Match`; a first claim creates the blob with
 //! `If-None-Match: *`; 412, 409 or 404 means another processor won, and the claim is left
-//! out of the result (the SDK's contract). [`BlobCheckpointStore`] implements the SDK's
+//! out of the result (the SDK's contract). Beside them, this writer's own
+//! `.../handover/{partition}` blobs (metadata `claim`: `super::handover`), which the SDKs
+//! do not list. [`BlobCheckpointStore`] implements the SDK's
 //! [`CheckpointStore`]; [`client`] sends the requests, [`shared_key`] signs them,
 //! [`listing`] reads List Blobs.
 
@@ -36,6 +38,7 @@ use crate::config::BlobCheckpoints;
 
 const CHECKPOINT: &str = "checkpoint";
 const OWNERSHIP: &str = "ownership";
+const HANDOVER: &str = "handover";
 
 /// Checkpoints and ownerships as blobs of one container.
 #[derive(Debug, Clone)]
@@ -120,6 +123,44 @@ impl BlobCheckpointStore {
                 None => return Ok(blobs),
             }
         }
+    }
+
+    /// Records that a replica ended its reading of `partition` in `scope` for the claim
+    /// with ETag `claim`: an empty blob `.../handover/{partition}` with metadata `claim`
+    /// (the ETag without its quotes).
+    pub async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> Result<(), BlobError> {
+        let name = format!("{}{partition}", prefix(scope, HANDOVER));
+        self.client
+            .send(
+                "record a handover",
+                Method::PUT,
+                self.client.blob_url(&name),
+                &[
+                    ("x-ms-blob-type", "BlockBlob"),
+                    ("x-ms-meta-claim", claim.trim_matches('"')),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The claim (its ETag without quotes) each partition of `scope` was last handed over
+    /// for.
+    pub async fn handed_over(&self, scope: &Scope) -> Result<HashMap<String, String>, BlobError> {
+        Ok(self
+            .list(&prefix(scope, HANDOVER))
+            .await?
+            .iter()
+            .filter_map(|blob| {
+                let claim = metadata(&blob.metadata, "claim")?;
+                Some((partition_of(blob), claim.to_owned()))
+            })
+            .collect())
     }
 
     /// Claims one partition; `None` when another processor claimed it first.
