@@ -2,10 +2,11 @@
 //! through the SDK's `EventProcessor` and the Cosmos checkpoint store, each balancing every
 //! 2 s with a 10 s ownership expiry. Sampled every 250 ms from their metrics
 //! (`cloud_writer_eventhubs_partition_owned`): from a cold start the replicas balance (each
-//! 4, within one, summing to 32) within 5 balancing intervals of the last one's start, and
-//! stay so; a partition that moves is counted by its old owner for a second at most (the
-//! hub lets one receiver read it). Every event routed before, during and after the
-//! balancing ends in Cosmos DB, each drone at its newest position.
+//! 4, within one, summing to 32) within [`BALANCED_WITHIN`] of the last one's start, and
+//! stay so; at no sample, balancing or balanced, do the owned partitions sum to more than
+//! 32 (a partition moves only once its previous owner handed it over). Every event routed
+//! before, during and after the balancing ends in Cosmos DB, each drone at its newest
+//! position.
 
 mod common;
 
@@ -22,12 +23,9 @@ const REPLICAS: usize = 8;
 const INTERVAL: Duration = Duration::from_secs(2);
 const DRONES: usize = 320;
 /// How soon after the last replica's start they balance: the target is 3 balancing
-/// intervals (met in 3 of 4 runs on a quiet machine, 2.9 s typical); the SDK's greedy
-/// strategy sometimes moves the last partition one interval later (6.8 s seen).
+/// intervals (6 s), met in 4 of 4 runs on a quiet machine (2.9 to 5.3 s) and in 9 of 10
+/// beside two busy loops (2.0 to 7.0 s); the bound leaves room for a busier one.
 const BALANCED_WITHIN: Duration = Duration::from_secs(10);
-/// How long a replica may still count a partition another took over: the writer's takeover
-/// watch lists the ownerships every second; a quarter second for the sampling.
-const TAKEOVER_SEEN: Duration = Duration::from_millis(1250);
 
 /// Every replica's owned partitions, sampled at once.
 async fn sample(replicas: &[Replica]) -> Vec<Counts> {
@@ -62,13 +60,18 @@ async fn eight_replicas_balance_32_partitions_without_reading_one_twice() {
     }
     let last_start = Instant::now();
     let mut seq = 3;
-    let mut most = 0;
     let mut timeline = Vec::new();
+    let owned_at_most = |owned: &[usize], timeline: &[(Duration, Vec<usize>)]| {
+        assert!(
+            owned.iter().sum::<usize>() <= PARTITIONS,
+            "a partition counted by two replicas: {timeline:?}"
+        );
+    };
     let balanced_after = loop {
         let counts = sample(&replicas).await;
         let owned: Vec<usize> = counts.iter().map(|c| c.owned.len()).collect();
-        most = most.max(owned.iter().sum());
         timeline.push((last_start.elapsed(), owned.clone()));
+        owned_at_most(&owned, &timeline);
         if balanced(&owned) {
             break last_start.elapsed();
         }
@@ -82,12 +85,10 @@ async fn eight_replicas_balance_32_partitions_without_reading_one_twice() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    eprintln!("balanced after {balanced_after:?}; most owned at once {most}");
+    eprintln!("balanced after {balanced_after:?}");
     // Balanced, it stays within one of fair for two balancing intervals more, while the
-    // greedy processors even it out: a partition that moves is counted by its old owner
-    // too until that owner's takeover watch ends its reading, within a second.
+    // greedy processors even it out.
     let settled = Instant::now();
-    let mut counted_twice_since: Option<Instant> = None;
     while settled.elapsed() < 2 * INTERVAL {
         let owned: Vec<usize> = sample(&replicas)
             .await
@@ -95,20 +96,12 @@ async fn eight_replicas_balance_32_partitions_without_reading_one_twice() {
             .map(|c| c.owned.len())
             .collect();
         timeline.push((last_start.elapsed(), owned.clone()));
+        owned_at_most(&owned, &timeline);
         let fair = PARTITIONS / REPLICAS;
         assert!(
             owned.iter().all(|n| n.abs_diff(fair) <= 1),
             "the balance did not hold: {timeline:?}"
         );
-        if owned.iter().sum::<usize>() > PARTITIONS {
-            let since = *counted_twice_since.get_or_insert_with(Instant::now);
-            assert!(
-                since.elapsed() <= TAKEOVER_SEEN,
-                "a partition counted by two replicas for more than {TAKEOVER_SEEN:?}: {timeline:?}"
-            );
-        } else {
-            counted_twice_since = None;
-        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // The balance holds (no late thefts) while the last rounds are read.

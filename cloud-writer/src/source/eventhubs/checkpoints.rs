@@ -269,6 +269,31 @@ impl PartitionCheckpoints {
         }
     }
 
+    /// Records that this replica's reading of `partition` ended, checkpointed, for
+    /// whichever claim holds the partition now (the processor revoked it, or another
+    /// owner's receiver displaced this one, before the takeover watch saw the claim).
+    pub async fn hand_over_to_owner(&self, partition: &str) {
+        let scope = &self.scope;
+        let listed = self
+            .store
+            .list_ownerships(&scope.namespace, &scope.event_hub, &scope.consumer_group)
+            .await;
+        match listed {
+            Ok(ownerships) => {
+                let claim = ownerships
+                    .into_iter()
+                    .find(|o| o.partition_id == partition)
+                    .and_then(|o| o.etag);
+                if let Some(claim) = claim {
+                    self.hand_over(partition, claim.as_ref()).await;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
+            }
+        }
+    }
+
     /// The current reading of every partition.
     fn current(&self) -> Vec<PartitionQueue> {
         self.lock()

@@ -265,6 +265,21 @@ impl Readers {
         self.takeovers.ended(&partition, &reading);
         if !self.stop.is_cancelled() {
             self.stopped(&queue);
+            // Another owner has the partition (its claim seen by the watch, or its
+            // receiver displacing this one, or the processor revoking it): it waits for
+            // this reading's last checkpoint (`handover.rs`), which the events in flight
+            // reach first, so that none is read again.
+            let handing_over = matches!(
+                end,
+                ReadEnd::TakenOver
+                    | ReadEnd::Lost {
+                        displaced: true,
+                        ..
+                    }
+            );
+            if handing_over && !queue.settled(SETTLE).await {
+                tracing::info!(%partition, within = ?SETTLE, "taken over with events still in flight: the new owner reads them again");
+            }
             let why = match end {
                 ReadEnd::Lost {
                     why,
@@ -277,20 +292,16 @@ impl Readers {
                     }
                     why
                 }
-                ReadEnd::TakenOver => {
-                    // The new owner waits for this last checkpoint (`handover.rs`): the
-                    // events in flight reach it first, so that none is read again.
-                    if !queue.settled(SETTLE).await {
-                        tracing::info!(%partition, within = ?SETTLE, "taken over with events still in flight: the new owner reads them again");
-                    }
-                    "the checkpoint store names another owner".into()
-                }
+                ReadEnd::TakenOver => "the checkpoint store names another owner".into(),
                 ReadEnd::Cancelled => "the processor is rebuilt".into(),
             };
             tracing::info!(%partition, %why, "partition lost");
             self.checkpoints.flush(&queue).await;
-            if let Some(claim) = reading.claim() {
-                self.checkpoints.hand_over(&partition, claim).await;
+            if handing_over {
+                match reading.claim() {
+                    Some(claim) => self.checkpoints.hand_over(&partition, claim).await,
+                    None => self.checkpoints.hand_over_to_owner(&partition).await,
+                }
             }
             self.lost(&queue);
         }
