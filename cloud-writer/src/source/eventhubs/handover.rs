@@ -5,7 +5,8 @@
 //! The processor claims a partition from another current owner when balancing moves it
 //! (a replica started, or one above its share), then lists the checkpoints and opens the
 //! partition from its checkpoint at once. The previous owner reads on until it sees the
-//! takeover (its watch lists the ownerships every second: [`super::takeover`]); everything
+//! takeover (its watch lists the ownerships every second or more often:
+//! [`super::takeover`]); everything
 //! it took after the checkpoint the new owner started from would be read twice (up to a
 //! checkpoint interval's events, written to Cosmos DB twice: 2.5 to 12.5 % of the stream
 //! in rolling restarts and scaling on 32 partitions). So the previous owner, once it sees
@@ -18,7 +19,7 @@
 //!
 //! Its cost: per moved partition one more write by the previous owner (a Cosmos upsert of
 //! about 6 RU, or a blob PUT); the processor's balancing round, and so the moved
-//! partitions, wait until it is in (about a second: the previous owner's watch), and the
+//! partitions, wait until it is in (up to a second: the previous owner's watch), and the
 //! handovers and the ownerships are listed every [`POLL`] meanwhile (two queries of about
 //! 3 RU, or two blob listings). A previous owner that is gone (ended without giving its partitions up) is
 //! waited for the whole [`WAIT`].
@@ -39,7 +40,7 @@ use super::stores::{Store, unquoted};
 use super::takeover::Takeovers;
 
 /// Longest wait for a moved partition's handover: the previous owner's ownership listing
-/// (every second), its events in flight reaching their outcome (a batch's write, up to
+/// (every second at most), its events in flight reaching their outcome (a batch's write, up to
 /// `partitions::SETTLE`) and its two writes. Longer, it holds the processor's round past
 /// the balancing interval, while the other replicas, balancing, take partitions claimed
 /// here and not yet read.
@@ -70,6 +71,8 @@ struct State {
     /// Partitions claimed from another current owner since the checkpoints were listed,
     /// with the claim's ETag (unquoted).
     moved: HashMap<String, String>,
+    /// Every partition claimed since the checkpoints were listed.
+    claimed: HashSet<String>,
 }
 
 impl Handovers {
@@ -98,9 +101,16 @@ impl Handovers {
     }
 
     /// Waits until every one of `moved` (partition, claim) is handed over for its claim,
-    /// or is no longer this replica's (another claimed it meanwhile: its previous owner
-    /// hands it over to that one), at most [`WAIT`].
-    async fn handed_over(&self, scope: &Scope, moved: &HashMap<String, String>) {
+    /// or is no longer this replica's, at most [`WAIT`]. A partition of `claimed` that
+    /// another replica claimed meanwhile, and that is not read here yet, is not read here
+    /// at all (the processor opens it all the same: [`Takeovers::forsake`]); if no other
+    /// replica reads it either, it is handed over to that replica's claim at once.
+    async fn handed_over(
+        &self,
+        scope: &Scope,
+        moved: &HashMap<String, String>,
+        mut claimed: HashSet<String>,
+    ) {
         let deadline = tokio::time::Instant::now() + WAIT;
         let mut pending = moved.clone();
         loop {
@@ -114,18 +124,30 @@ impl Handovers {
             );
             match listed {
                 Ok((handed, ownerships)) => {
-                    let mine: HashSet<&str> = ownerships
-                        .iter()
-                        .filter(|o| o.owner_id.as_deref() == Some(self.owner.as_str()))
-                        .map(|o| o.partition_id.as_str())
-                        .collect();
-                    pending.retain(|p, claim| {
-                        if !mine.contains(p.as_str()) {
-                            self.takeovers.forsake(p);
-                            return false;
+                    for ownership in &ownerships {
+                        let partition = &ownership.partition_id;
+                        let taken = ownership.owner_id.as_deref() != Some(self.owner.as_str());
+                        if !taken || !claimed.remove(partition) || self.takeovers.reads(partition) {
+                            continue;
                         }
-                        handed.get(p) != Some(claim)
-                    });
+                        self.takeovers.forsake(partition);
+                        pending.remove(partition);
+                        // Handed over only where no replica reads it: claimed here unowned,
+                        // or handed over here by the replica that read it. A replica still
+                        // reading it hands it over itself, to the claim it sees.
+                        let unread = match moved.get(partition) {
+                            None => true,
+                            Some(claim) => handed.get(partition) == Some(claim),
+                        };
+                        if unread
+                            && let Some(etag) = &ownership.etag
+                            && let Err(err) =
+                                self.store.hand_over(scope, partition, etag.as_ref()).await
+                        {
+                            tracing::debug!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
+                        }
+                    }
+                    pending.retain(|p, claim| handed.get(p) != Some(claim));
                     if pending.is_empty() {
                         tracing::debug!(partitions = ?moved.keys(), "moved partitions handed over by their previous owners");
                         return;
@@ -164,6 +186,7 @@ impl CheckpointStore for Handovers {
         let claimed = self.store.claim_ownership(&claim).await?;
         let mut state = self.state();
         for ownership in &claimed {
+            state.claimed.insert(ownership.partition_id.clone());
             if let Some(etag) = &ownership.etag
                 && state.others.contains(&ownership.partition_id)
             {
@@ -180,10 +203,16 @@ impl CheckpointStore for Handovers {
         event_hub_name: &str,
         consumer_group: &str,
     ) -> azure_core::Result<Vec<Checkpoint>> {
-        let moved = std::mem::take(&mut self.state().moved);
+        let (moved, claimed) = {
+            let mut state = self.state();
+            (
+                std::mem::take(&mut state.moved),
+                std::mem::take(&mut state.claimed),
+            )
+        };
         if !moved.is_empty() {
             let scope = Scope::new(namespace, event_hub_name, consumer_group);
-            self.handed_over(&scope, &moved).await;
+            self.handed_over(&scope, &moved, claimed).await;
         }
         self.store
             .list_checkpoints(namespace, event_hub_name, consumer_group)
@@ -304,5 +333,75 @@ mod tests {
         // Nothing moved since: the next listing does not wait.
         let listed = handovers.list_checkpoints(namespace, hub, group).await;
         assert_eq!(of(listed.unwrap()), Some(42));
+    }
+
+    /// Partitions claimed here and, while this replica waits for a handover, by another
+    /// replica before they were read here: they are not read here; the one claimed here
+    /// unowned is handed over to the other claim at once (nobody read it), the one claimed
+    /// from a replica still reading it is not (that replica hands it over itself).
+    #[tokio::test]
+    async fn partitions_claimed_away_before_they_opened_are_not_read_here() {
+        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
+        let store = Store::Cosmos(store);
+        let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
+        let (namespace, hub, group) = (&scope.namespace, &scope.event_hub, &scope.consumer_group);
+        let ownership = |partition: &str, owner: &str, etag: Option<Etag>| Ownership {
+            owner_id: Some(owner.into()),
+            etag,
+            ..scope.ownership(partition.into(), None, None, None)
+        };
+        // The previous owner holds partitions 0 and 1; 2 is free.
+        let previous = store
+            .claim_ownership(&[
+                ownership("0", "previous", None),
+                ownership("1", "previous", None),
+            ])
+            .await
+            .unwrap();
+        let takeovers = Takeovers::default();
+        let handovers = Handovers::new(
+            store.clone(),
+            "next".into(),
+            Duration::from_secs(10),
+            3,
+            takeovers.clone(),
+        );
+        handovers
+            .list_ownerships(namespace, hub, group)
+            .await
+            .unwrap();
+        let claimed = handovers
+            .claim_ownership(&[
+                ownership("0", "next", previous[0].etag.clone()),
+                ownership("2", "next", None),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 2, "{claimed:?}");
+        // A third replica claims both from this one before the previous owner saw the
+        // first claim.
+        let third = store
+            .claim_ownership(
+                &claimed
+                    .iter()
+                    .map(|o| ownership(&o.partition_id, "third", o.etag.clone()))
+                    .collect::<Vec<_>>(),
+            )
+            .await
+            .unwrap();
+        handovers
+            .list_checkpoints(namespace, hub, group)
+            .await
+            .unwrap();
+        let handed = store.handed_over(&scope).await.unwrap();
+        let free = third.iter().find(|o| o.partition_id == "2").unwrap();
+        let moved = third.iter().find(|o| o.partition_id != "2").unwrap();
+        assert_eq!(
+            handed.get("2").map(String::as_str),
+            Some(unquoted(free.etag.as_ref().unwrap().as_ref()))
+        );
+        assert_eq!(handed.get(&moved.partition_id), None, "{handed:?}");
+        assert!(takeovers.forsaken("2"), "not read here");
+        assert!(takeovers.forsaken(&moved.partition_id), "not read here");
     }
 }

@@ -8,9 +8,12 @@
 //! A reading ends when the partition is lost (another replica took it over and its
 //! receiver displaced this one, the receiver failed, or the processor failed and the
 //! source rebuilds it): it is checkpointed as far as it is final and forgotten, its pending
-//! events come again to whoever reads the partition next. When the source stops, a
-//! reading ends without forgetting anything: once the pipeline has drained, the source
-//! checkpoints every partition a last time and gives it up.
+//! events come again to whoever reads the partition next. Lost to another owner, it first
+//! stops counting as owned and lets its events in flight reach their outcome, then
+//! checkpoints and hands the partition over to the new owner, which waits for that
+//! (`super::handover`). When the source stops, a reading ends without forgetting
+//! anything: once the pipeline has drained, the source checkpoints every partition a last
+//! time and gives it up.
 //!
 //! The SDK's receiver recovers a dropped link by attaching again with the filter it was
 //! opened with, so after a hub restart it delivers again from where the reading began:

@@ -9,10 +9,13 @@
 //! processor revoked it cannot be detached by the SDK, and its stream may wait on: the
 //! reading went on, the partition counted as owned here and read by the new owner too
 //! (seen with 8 replicas on 32 partitions: 36 partitions owned in all, for minutes). Every
-//! second (every balancing interval, if shorter) the watch lists the ownerships and ends
-//! the reading of each partition this replica reads that another owner holds, within its
-//! expiry. Its cost: one listing a second per replica, a query of the Cosmos container
-//! (about 3 RU for 32 ownerships, so 3 RU/s per replica) or a blob listing (no RU).
+//! second (four times a balancing interval, if that is more often) the watch lists the
+//! ownerships and ends the reading of each partition this replica reads that another owner
+//! holds, within its expiry, telling it the new owner's claim (its ETag), for which the
+//! reading hands the partition over (`super::handover`). Its cost: with the default
+//! interval, one listing a second per replica, a query of the Cosmos container (about 3 RU
+//! for 32 ownerships, so 3 RU/s per replica) or a blob listing (no RU, a list operation);
+//! with a 2 s interval, twice that.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,6 +114,11 @@ impl Takeovers {
         lock(&self.forsaken).remove(partition)
     }
 
+    /// Whether a reading of `partition` runs.
+    pub(super) fn reads(&self, partition: &str) -> bool {
+        self.lock().contains_key(partition)
+    }
+
     fn read(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }
@@ -124,8 +132,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// How often the ownerships are listed at most.
+/// How often the ownerships are listed at least (with the default 10 s balancing interval,
+/// this often).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// Listings per balancing interval at least: a new owner waits for the handover up to a
+/// listing period, so a short interval gets a short period (2 s: every 500 ms).
+const WATCHES_PER_INTERVAL: u32 = 4;
 
 /// What the watch needs.
 pub(super) struct Watch {
@@ -146,7 +158,8 @@ impl Watch {
     /// Lists the ownerships every interval until `reading` is cancelled, ending the
     /// readings of partitions another owner holds.
     pub(super) async fn run(self, takeovers: Takeovers, reading: CancellationToken) {
-        let mut ticker = tokio::time::interval(self.interval.min(WATCH_EVERY));
+        let period = (self.interval / WATCHES_PER_INTERVAL).min(WATCH_EVERY);
+        let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
