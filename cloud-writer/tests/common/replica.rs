@@ -428,7 +428,8 @@ pub fn received_at_exit(log: &Path) -> Option<u64> {
         .ok()
 }
 
-fn strip_ansi(text: &str) -> String {
+/// `text` without its ANSI colour codes.
+pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {

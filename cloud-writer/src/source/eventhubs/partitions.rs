@@ -280,9 +280,6 @@ impl Readers {
                         ..
                     }
             );
-            if handing_over && !queue.settled(SETTLE).await {
-                tracing::info!(%partition, within = ?SETTLE, "taken over with events still in flight: the new owner reads them again");
-            }
             let why = match end {
                 ReadEnd::Lost {
                     why,
@@ -299,6 +296,9 @@ impl Readers {
                 ReadEnd::Cancelled => "the processor is rebuilt".into(),
             };
             tracing::info!(%partition, %why, "partition lost");
+            if handing_over && !queue.settled(SETTLE).await {
+                tracing::info!(%partition, within = ?SETTLE, "taken over with events still in flight: the new owner reads them again");
+            }
             self.checkpoints.flush(&queue).await;
             if handing_over {
                 match reading.claim() {
