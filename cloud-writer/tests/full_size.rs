@@ -24,8 +24,9 @@ const REPLICAS: usize = 8;
 const INTERVAL: Duration = Duration::from_secs(2);
 const DRONES: usize = 320;
 /// How soon after the last replica's start they balance: the target is 3 balancing
-/// intervals (6 s), met in 4 of 4 runs on a quiet machine (2.9 to 5.3 s) and in 9 of 10
-/// beside two busy loops (2.0 to 7.0 s); the bound leaves room for a busier one.
+/// intervals (6 s), met in 7 of 8 runs on a quiet machine (1.7 to 6.0 s, 4.1 typical) and
+/// in 19 of 24 beside two busy loops (1.6 to 7.8 s, 4.2 typical); the bound leaves room
+/// for a busier one.
 const BALANCED_WITHIN: Duration = Duration::from_secs(10);
 
 /// Every replica's owned partitions, sampled at once.

@@ -13,8 +13,8 @@
 //! SIGTERM checkpoints what it finished and gives its partitions up, and a partition the
 //! balancing moves between running replicas is handed over by its previous owner, once
 //! its events in flight are final, and opened where it left off
-//! (`source/eventhubs/handover.rs`). None was received again in the last 8 phases run beside
-//! two busy loops; the test allows [`REPLAYS_AT_MOST`] a phase, for a previous owner too slow
+//! (`source/eventhubs/handover.rs`). None was received again in 18 phases run beside two busy
+//! loops; the test allows [`REPLAYS_AT_MOST`] a phase, for a previous owner too slow
 //! to see the takeover within the new owner's wait (without the handover, 456 to 1,860:
 //! each moved partition re-read from a checkpoint up to 5 s old). It reports how long a
 //! stopped replica took to release, the longest time a partition had no owner, and the
