@@ -261,46 +261,85 @@ mod tests {
     use super::*;
     use crate::source::eventhubs::store::CosmosCheckpointStore;
 
+    /// A Cosmos checkpoint store on a local endpoint where replica `previous` holds
+    /// partitions 0 and 1, and the processor of replica `next` on a hub of `partitions`
+    /// partitions, having listed the ownerships, sees the store through [`Handovers`].
+    struct Fixture {
+        _sim: cosmos_sim::CosmosSim,
+        store: Store,
+        scope: Scope,
+        /// The previous owner's ownerships of partitions 0 and 1.
+        previous: Vec<Ownership>,
+        takeovers: Takeovers,
+        handovers: Handovers,
+    }
+
+    impl Fixture {
+        async fn new(partitions: usize) -> Fixture {
+            let (sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
+            let store = Store::Cosmos(store);
+            let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
+            let takeovers = Takeovers::default();
+            let handovers = Handovers::new(
+                store.clone(),
+                "next".into(),
+                Duration::from_secs(10),
+                partitions,
+                takeovers.clone(),
+            );
+            let mut fixture = Fixture {
+                _sim: sim,
+                store,
+                scope,
+                previous: Vec::new(),
+                takeovers,
+                handovers,
+            };
+            let held = [
+                fixture.ownership("0", "previous", None),
+                fixture.ownership("1", "previous", None),
+            ];
+            fixture.previous = fixture.store.claim_ownership(&held).await.unwrap();
+            let scope = &fixture.scope;
+            fixture
+                .handovers
+                .list_ownerships(&scope.namespace, &scope.event_hub, &scope.consumer_group)
+                .await
+                .unwrap();
+            fixture
+        }
+
+        fn ownership(&self, partition: &str, owner: &str, etag: Option<Etag>) -> Ownership {
+            Ownership {
+                owner_id: Some(owner.into()),
+                etag,
+                ..self.scope.ownership(partition.into(), None, None, None)
+            }
+        }
+
+        /// The checkpoints, as the processor lists them before it opens the partitions.
+        async fn list_checkpoints(&self) -> Vec<Checkpoint> {
+            let scope = &self.scope;
+            self.handovers
+                .list_checkpoints(&scope.namespace, &scope.event_hub, &scope.consumer_group)
+                .await
+                .unwrap()
+        }
+    }
+
     /// A partition claimed from a replica that still reads it opens at the checkpoint
     /// that replica wrote before it handed the partition over for this claim, not at the
     /// one it wrote before: the listing waits for the handover.
     #[tokio::test]
     async fn a_moved_partition_opens_at_its_previous_owners_last_checkpoint() {
-        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
-        let store = Store::Cosmos(store);
-        let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
-        let (namespace, hub, group) = (&scope.namespace, &scope.event_hub, &scope.consumer_group);
-        let ownership = |partition: &str, owner: &str, etag: Option<Etag>| Ownership {
-            owner_id: Some(owner.into()),
-            etag,
-            ..scope.ownership(partition.into(), None, None, None)
-        };
-        // The previous owner holds both partitions, checkpointed at 10.
-        let previous = store
-            .claim_ownership(&[
-                ownership("0", "previous", None),
-                ownership("1", "previous", None),
-            ])
-            .await
-            .unwrap();
+        let f = Fixture::new(2).await;
         for partition in ["0", "1"] {
-            let checkpoint = scope.checkpoint(partition, Some(10), None);
-            store.update_checkpoint(checkpoint).await.unwrap();
+            let checkpoint = f.scope.checkpoint(partition, Some(10), None);
+            f.store.update_checkpoint(checkpoint).await.unwrap();
         }
-
-        let handovers = Handovers::new(
-            store.clone(),
-            "next".into(),
-            Duration::from_secs(10),
-            2,
-            Takeovers::default(),
-        );
-        handovers
-            .list_ownerships(namespace, hub, group)
-            .await
-            .unwrap();
-        let claimed = handovers
-            .claim_ownership(&[ownership("0", "next", previous[0].etag.clone())])
+        let claimed = f
+            .handovers
+            .claim_ownership(&[f.ownership("0", "next", f.previous[0].etag.clone())])
             .await
             .unwrap();
         let [claimed] = claimed.as_slice() else {
@@ -313,26 +352,25 @@ mod tests {
         // The previous owner, reading on, writes a checkpoint (not a handover), then sees
         // the takeover, writes its last one and hands over.
         let previous_owner = async {
-            let checkpoint = |seq| scope.checkpoint(partition, Some(seq), None);
-            store.update_checkpoint(checkpoint(20)).await.unwrap();
+            let checkpoint = |seq| f.scope.checkpoint(partition, Some(seq), None);
+            f.store.update_checkpoint(checkpoint(20)).await.unwrap();
             tokio::time::sleep(Duration::from_millis(300)).await;
-            store.update_checkpoint(checkpoint(42)).await.unwrap();
-            store.hand_over(&scope, partition, &claim).await.unwrap();
+            f.store.update_checkpoint(checkpoint(42)).await.unwrap();
+            f.store
+                .hand_over(&f.scope, partition, &claim)
+                .await
+                .unwrap();
         };
-        let (listed, ()) = tokio::join!(
-            handovers.list_checkpoints(namespace, hub, group),
-            previous_owner
-        );
+        let (listed, ()) = tokio::join!(f.list_checkpoints(), previous_owner);
         let of = |listed: Vec<Checkpoint>| {
             listed
                 .into_iter()
                 .find(|c| &c.partition_id == partition)
                 .and_then(|c| c.sequence_number)
         };
-        assert_eq!(of(listed.unwrap()), Some(42));
+        assert_eq!(of(listed), Some(42));
         // Nothing moved since: the next listing does not wait.
-        let listed = handovers.list_checkpoints(namespace, hub, group).await;
-        assert_eq!(of(listed.unwrap()), Some(42));
+        assert_eq!(of(f.list_checkpoints().await), Some(42));
     }
 
     /// Partitions claimed here and, while this replica waits for a handover, by another
@@ -341,67 +379,34 @@ mod tests {
     /// from a replica still reading it is not (that replica hands it over itself).
     #[tokio::test]
     async fn partitions_claimed_away_before_they_opened_are_not_read_here() {
-        let (_sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
-        let store = Store::Cosmos(store);
-        let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
-        let (namespace, hub, group) = (&scope.namespace, &scope.event_hub, &scope.consumer_group);
-        let ownership = |partition: &str, owner: &str, etag: Option<Etag>| Ownership {
-            owner_id: Some(owner.into()),
-            etag,
-            ..scope.ownership(partition.into(), None, None, None)
-        };
-        // The previous owner holds partitions 0 and 1; 2 is free.
-        let previous = store
+        let f = Fixture::new(3).await;
+        let claimed = f
+            .handovers
             .claim_ownership(&[
-                ownership("0", "previous", None),
-                ownership("1", "previous", None),
-            ])
-            .await
-            .unwrap();
-        let takeovers = Takeovers::default();
-        let handovers = Handovers::new(
-            store.clone(),
-            "next".into(),
-            Duration::from_secs(10),
-            3,
-            takeovers.clone(),
-        );
-        handovers
-            .list_ownerships(namespace, hub, group)
-            .await
-            .unwrap();
-        let claimed = handovers
-            .claim_ownership(&[
-                ownership("0", "next", previous[0].etag.clone()),
-                ownership("2", "next", None),
+                f.ownership("0", "next", f.previous[0].etag.clone()),
+                f.ownership("2", "next", None),
             ])
             .await
             .unwrap();
         assert_eq!(claimed.len(), 2, "{claimed:?}");
         // A third replica claims both from this one before the previous owner saw the
         // first claim.
-        let third = store
-            .claim_ownership(
-                &claimed
-                    .iter()
-                    .map(|o| ownership(&o.partition_id, "third", o.etag.clone()))
-                    .collect::<Vec<_>>(),
-            )
-            .await
-            .unwrap();
-        handovers
-            .list_checkpoints(namespace, hub, group)
-            .await
-            .unwrap();
-        let handed = store.handed_over(&scope).await.unwrap();
+        let third: Vec<Ownership> = claimed
+            .iter()
+            .map(|o| f.ownership(&o.partition_id, "third", o.etag.clone()))
+            .collect();
+        let third = f.store.claim_ownership(&third).await.unwrap();
+        f.list_checkpoints().await;
+        let handed = f.store.handed_over(&f.scope).await.unwrap();
         let free = third.iter().find(|o| o.partition_id == "2").unwrap();
         let moved = third.iter().find(|o| o.partition_id != "2").unwrap();
+        let free_claim = free.etag.as_ref().unwrap();
         assert_eq!(
             handed.get("2").map(String::as_str),
-            Some(unquoted(free.etag.as_ref().unwrap().as_ref()))
+            Some(unquoted(free_claim.as_ref()))
         );
         assert_eq!(handed.get(&moved.partition_id), None, "{handed:?}");
-        assert!(takeovers.forsaken("2"), "not read here");
-        assert!(takeovers.forsaken(&moved.partition_id), "not read here");
+        assert!(f.takeovers.forsaken("2"), "not read here");
+        assert!(f.takeovers.forsaken(&moved.partition_id), "not read here");
     }
 }
