@@ -11,6 +11,8 @@
 //!   about one balancing interval, far less than the expiry;
 //! - the hub's AMQP side restarted and every device connection dropped mid-stream: the
 //!   writer and the agents recover by themselves, nothing is lost;
+//! - the hub's receivers stalled mid-stream (attached, delivering nothing): the writer
+//!   counts the stall and reads on through a new connection, nothing lost or read again;
 //! - a writer restarted on the same consumer group reads again nothing after a graceful
 //!   stop, and after SIGKILL at most what arrived in the last checkpoint interval.
 //!
@@ -613,6 +615,64 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
         "hub accepted {accepted} ({} while the AMQP side was down); the writer {counts:?}: {} read again",
         at_restart - at_fault,
         counts.received - accepted
+    );
+    let mut writer = writer;
+    writer.stop(PATIENCE).await;
+    rig.shutdown().await;
+}
+
+/// A writer reading the 4 partitions under a stream; the hub stalls its receivers (they
+/// stay attached and deliver nothing, as one writer's did for minutes after another's
+/// AMQP session dropped). The writer sees its readers wait for events the hub holds,
+/// counts the stall and reads on through a new connection: every event read exactly once,
+/// every drone at its newest position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_receivers_are_replaced_through_a_new_connection() {
+    let rig = Rig::start(0).await;
+    let writer = rig.replica("writer", &FAST);
+    wait_for(
+        "the writer owning the 4 partitions",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.owned.len() == 4 && c.connected,
+    )
+    .await;
+    let (stop_stream, stream) = rig.stream(1);
+    wait_for(
+        "positions written",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.written >= 200,
+    )
+    .await;
+    rig.hub.stall_receivers();
+    let stalled = Instant::now();
+    let at_stall = rig.enqueued();
+    let counts = wait_for(
+        "the writer reading past the stall",
+        PATIENCE,
+        async || writer.counts().await,
+        |c| c.received > at_stall,
+    )
+    .await;
+    eprintln!(
+        "the writer read past the stall {:.1} s after it; session breaks {:?}",
+        stalled.elapsed().as_secs_f64(),
+        counts.session_breaks
+    );
+    assert_eq!(
+        counts.session_breaks.get("receivers_stalled"),
+        Some(&1),
+        "{counts:?}"
+    );
+    stop_stream.cancel();
+    stream.await.unwrap();
+    let (expected, accepted) = newest_accepted(&rig.hub);
+    let counts = settled(&rig, &writer, accepted, &expected).await;
+    assert_eq!(
+        (counts.received, counts.read_again),
+        (accepted, 0),
+        "every event read once: {counts:?}"
     );
     let mut writer = writer;
     writer.stop(PATIENCE).await;

@@ -145,6 +145,9 @@ label_values! {
         /// A partition's receiver failed or closed (its link or session broke); the
         /// partition is read again from its checkpoint.
         ReceiverFailed => "receiver_failed",
+        /// Partitions' receivers delivered nothing while the hub held newer events
+        /// (`source::eventhubs::stall`).
+        ReceiversStalled => "receivers_stalled",
     }
 }
 
@@ -162,6 +165,9 @@ impl SessionBreak {
             SessionBreak::ProcessorFailed => "the processor failed",
             SessionBreak::ReadersStopped => "the partition readers stopped",
             SessionBreak::ReceiverFailed => "a partition's receiver failed",
+            SessionBreak::ReceiversStalled => {
+                "the partition receivers stalled: the hub holds events they do not deliver"
+            }
         }
     }
 }

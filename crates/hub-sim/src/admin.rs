@@ -10,6 +10,7 @@
 //! | `POST /faults/drop-devices` | | closes every device connection |
 //! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
 //! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
+//! | `POST /faults/amqp/stall` | | every partition receiver attached so far stays attached and delivers nothing more |
 //! | `POST /devices/{id}` | optional `{"x509Thumbprint": "..."}` | `{"connectionString": ...}` for a SAS device, `{}` for X.509 |
 //! | `GET /dps` | | `{"idScope", "linkedHubs", "registrations"}` of the provisioning service |
 //! | `POST /enrollments/groups/{name}` | optional `{"x509CaPem": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric-key group, `{}` for X.509 |
@@ -148,6 +149,10 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
         }
         (&Method::POST, "/faults/amqp/stop") => {
             admin.amqp.stop();
+            reply(StatusCode::OK, json!({}))
+        }
+        (&Method::POST, "/faults/amqp/stall") => {
+            hub.faults.stall_receivers();
             reply(StatusCode::OK, json!({}))
         }
         (&Method::POST, "/faults/amqp/start") => match admin.amqp.restart().await {

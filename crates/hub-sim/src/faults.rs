@@ -1,7 +1,9 @@
 //! Faults switchable while the hub runs: drop every device connection, latency added before a
-//! device message is enqueued, and a device-to-cloud throttle (messages per second across the
+//! device message is enqueued, a device-to-cloud throttle (messages per second across the
 //! hub, as IoT Hub's tiers meter them: a message over the rate waits, which holds its PUBACK
-//! back). Stopping and restarting the AMQP side is the server's own switch
+//! back), and stalled receivers (every partition receiver attached so far stays attached and
+//! delivers nothing more, as a connection seen once to stop delivering after a session
+//! drop; receivers attached later deliver). Stopping and restarting the AMQP side is the server's own switch
 //! ([`crate::HubSim::stop_amqp`]).
 
 use parking_lot::Mutex;
@@ -28,6 +30,7 @@ pub struct Faults {
     throttle_per_sec: AtomicU64,
     next_slot: Mutex<Option<Instant>>,
     drop_devices: watch::Sender<u64>,
+    stall_receivers: watch::Sender<u64>,
 }
 
 impl Default for Faults {
@@ -37,6 +40,7 @@ impl Default for Faults {
             throttle_per_sec: AtomicU64::new(0),
             next_slot: Mutex::new(None),
             drop_devices: watch::channel(0).0,
+            stall_receivers: watch::channel(0).0,
         }
     }
 }
@@ -67,6 +71,18 @@ impl Faults {
     /// A watch that changes whenever device connections are to be dropped.
     pub(crate) fn device_drops(&self) -> watch::Receiver<u64> {
         self.drop_devices.subscribe()
+    }
+
+    /// Stalls every partition receiver attached so far: each stays attached and delivers
+    /// nothing more until it detaches.
+    pub fn stall_receivers(&self) {
+        self.stall_receivers
+            .send_modify(|generation| *generation += 1);
+    }
+
+    /// A watch that changes whenever the receivers attached so far are to stall.
+    pub(crate) fn receiver_stalls(&self) -> watch::Receiver<u64> {
+        self.stall_receivers.subscribe()
     }
 
     /// Waits as the settings demand before one device message is enqueued; true if the

@@ -522,6 +522,12 @@ impl HubSim {
         self.hub.faults.drop_device_connections();
     }
 
+    /// Stalls every partition receiver attached so far: it stays attached and delivers
+    /// nothing more (receivers attached later deliver).
+    pub fn stall_receivers(&self) {
+        self.hub.faults.stall_receivers();
+    }
+
     /// Stops every listener and connection, and with a data directory writes what is pending
     /// and closes it (the same directory can then be opened again).
     pub async fn shutdown(self) {

@@ -13,6 +13,7 @@ use azure_core_amqp::error::{AmqpErrorCondition, AmqpErrorKind};
 use azure_messaging_eventhubs::EventHubsError;
 use tokio_util::sync::CancellationToken;
 
+use super::stall::Stall;
 use crate::metrics::SessionBreak;
 
 /// Whether the hub refused the client itself: a management or claims-based-security
@@ -118,7 +119,8 @@ impl Reporter {
 const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
 
 /// Whether the AMQP session the partition readers share is broken, so that the source
-/// rebuilds its connection.
+/// rebuilds its connection: its receivers cannot attach, or they stalled
+/// ([`super::stall`]).
 ///
 /// The SDK's receivers share one session. When the hub drops that session, the SDK's
 /// recovery attaches again under link names the session already holds ("Link name is not
@@ -130,7 +132,7 @@ const UNREAD_LOSSES_BEFORE_REBUILD: u32 = 2;
 #[derive(Debug, Clone, Default)]
 pub(super) struct SessionHealth {
     broken: CancellationToken,
-    cause: Arc<Mutex<Option<String>>>,
+    cause: Arc<Mutex<Option<(SessionBreak, String)>>>,
     /// Readings in a row of each partition that ended before any event.
     unread: Arc<Mutex<HashMap<String, u32>>>,
 }
@@ -146,21 +148,52 @@ impl SessionHealth {
         let count = unread.entry(partition.to_owned()).or_default();
         *count += 1;
         if *count >= UNREAD_LOSSES_BEFORE_REBUILD {
-            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+            let cause = format!(
                 "partition {partition} lost {count} times in a row before any event: {why}"
-            ));
-            self.broken.cancel();
+            );
+            drop(unread);
+            self.broke(SessionBreak::ReceiversCannotAttach, cause);
         }
     }
 
-    /// Resolves with the cause once the session is taken as broken.
-    pub(super) async fn broken(&self) -> String {
+    /// The receivers of `stalls` deliver nothing while the hub holds newer events.
+    pub(super) fn stalled(&self, stalls: &[Stall]) {
+        let each: Vec<String> = stalls
+            .iter()
+            .map(|s| {
+                let delivered = s.delivered.map_or("none".into(), |d| d.to_string());
+                format!(
+                    "partition {} (the hub holds up to {}, delivered up to {delivered}, for {:.1} s)",
+                    s.partition,
+                    s.held,
+                    s.undelivered_for.as_secs_f64()
+                )
+            })
+            .collect();
+        let cause = format!(
+            "receivers waiting for events the hub holds: {}",
+            each.join(", ")
+        );
+        self.broke(SessionBreak::ReceiversStalled, cause);
+    }
+
+    /// The first break is kept.
+    fn broke(&self, what: SessionBreak, cause: String) {
+        let mut kept = self.cause.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.is_none() {
+            *kept = Some((what, cause));
+        }
+        self.broken.cancel();
+    }
+
+    /// Resolves with what broke and why once the session is taken as broken.
+    pub(super) async fn broken(&self) -> (SessionBreak, String) {
         self.broken.cancelled().await;
         self.cause
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .unwrap_or_default()
+            .unwrap_or((SessionBreak::ReceiversCannotAttach, String::new()))
     }
 }
 
@@ -197,6 +230,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stalled_receivers_mark_the_session_broken_and_the_first_break_is_kept() {
+        let health = SessionHealth::default();
+        health.stalled(&[Stall {
+            partition: "7".into(),
+            held: 20,
+            delivered: Some(12),
+            undelivered_for: Duration::from_millis(15_400),
+        }]);
+        health.reading_failed("3", 0, "Illegal session state");
+        health.reading_failed("3", 0, "Illegal session state");
+        assert_eq!(
+            health.broken().await,
+            (
+                SessionBreak::ReceiversStalled,
+                "receivers waiting for events the hub holds: partition 7 (the hub holds up to 20, delivered up to 12, for 15.4 s)".into()
+            )
+        );
+    }
+
+    #[tokio::test]
     async fn a_partition_lost_twice_before_any_event_marks_the_session_broken() {
         let health = SessionHealth::default();
         let broken = |health: &SessionHealth| health.broken.is_cancelled();
@@ -210,7 +263,10 @@ mod tests {
         assert!(broken(&health));
         assert_eq!(
             health.broken().await,
-            "partition 3 lost 2 times in a row before any event: Illegal session state"
+            (
+                SessionBreak::ReceiversCannotAttach,
+                "partition 3 lost 2 times in a row before any event: Illegal session state".into()
+            )
         );
     }
 }

@@ -5,6 +5,8 @@
 //! (partition)` and sums over partitions. Polled every load-balancing interval; a poll the
 //! hub does not answer also tells the source that the hub is out of reach.
 
+use std::collections::HashMap;
+
 use azure_messaging_eventhubs::ConsumerClient;
 use azure_messaging_eventhubs::models::EventHubPartitionProperties;
 
@@ -39,14 +41,15 @@ pub enum PollError {
     Store(String),
 }
 
-/// Reads every partition's properties and the checkpoints, and
-/// sets `eventhubs_lag_events` of each partition.
+/// Reads every partition's properties and the checkpoints, sets `eventhubs_lag_events` of
+/// each partition, and returns each partition's last enqueued sequence number (`None`:
+/// the partition is empty).
 pub(super) async fn poll(
     hub: &ConsumerClient,
     partitions: &[String],
     checkpoints: &PartitionCheckpoints,
     metrics: &Metrics,
-) -> Result<(), PollError> {
+) -> Result<HashMap<String, Option<i64>>, PollError> {
     // All at once: one after another, 32 partitions' answers took longer than a 2 s
     // balancing interval on a busy machine, and the source reported the hub out of reach.
     let last = futures::future::try_join_all(partitions.iter().map(|partition| async move {
@@ -62,11 +65,16 @@ pub(super) async fn poll(
         .stored()
         .await
         .map_err(|e| PollError::Store(e.to_string()))?;
+    let mut held = HashMap::with_capacity(partitions.len());
     for (partition, properties) in partitions.iter().zip(&last) {
         let checkpoint = stored.get(partition).copied().flatten();
         metrics.set_lag_events(partition, lag_events(properties, checkpoint));
+        held.insert(
+            partition.clone(),
+            (!properties.is_empty).then_some(properties.last_enqueued_sequence_number),
+        );
     }
-    Ok(())
+    Ok(held)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod handover;
 mod lag;
 mod partitions;
 mod processor;
+mod stall;
 pub mod store;
 mod stores;
 mod takeover;

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
 use super::event::EventParts;
 use super::failure::SessionHealth;
+use super::stall::{Progress, Readings};
 use super::takeover::Takeovers;
 use crate::metrics::{DropReason, Metrics, OwnershipChange, SessionBreak};
 use crate::source::SourceError;
@@ -62,6 +63,8 @@ pub(super) struct Readers {
     pub(super) health: SessionHealth,
     /// Ends the readings of partitions another replica took over.
     pub(super) takeovers: Takeovers,
+    /// Each reading's progress, for the stall watchdog.
+    pub(super) progress: Readings,
 }
 
 /// How a reading ended.
@@ -155,6 +158,7 @@ impl Readers {
         queue: &PartitionQueue,
         events: impl Stream<Item = Result<ReceivedEventData, EventHubsError>>,
         taken_over: &CancellationToken,
+        progress: &Progress,
     ) -> ReadEnd {
         futures::pin_mut!(events);
         let mut ticker = tokio::time::interval(self.checkpoint_interval);
@@ -163,6 +167,7 @@ impl Readers {
         let mut skipped = 0u64;
         let mut events_read = 0u64;
         loop {
+            progress.ready();
             tokio::select! {
                 biased;
                 () = self.reading.cancelled() => return ReadEnd::Cancelled,
@@ -172,6 +177,7 @@ impl Readers {
                     Some(Ok(event)) => {
                         events_read += 1;
                         let seq = event.sequence_number();
+                        progress.arrived(seq);
                         if let (Some(seq), Some(last)) = (seq, last_taken) {
                             if seq <= last {
                                 if skipped == 0 {
@@ -262,9 +268,16 @@ impl Readers {
         tracing::info!(%partition, "reading partition");
         let queue = self.open(&partition);
         let reading = self.takeovers.reading(&partition);
+        let progress = self.progress.begin(&partition);
         let end = self
-            .read(&queue, client.stream_events(), &reading.taken_over)
+            .read(
+                &queue,
+                client.stream_events(),
+                &reading.taken_over,
+                &progress,
+            )
             .await;
+        self.progress.ended(&partition, &progress);
         self.takeovers.ended(&partition, &reading);
         if !self.stop.is_cancelled() {
             self.stopped(&queue);
@@ -382,6 +395,7 @@ mod tests {
             stop: CancellationToken::new(),
             health: SessionHealth::default(),
             takeovers: Takeovers::default(),
+            progress: Readings::default(),
         };
         // Events 10..=13 of partition 4 (11 without a device identity), then 10 and 12
         // again (a receiver attached again from its first position), then the partition
@@ -428,7 +442,8 @@ mod tests {
             assert_eq!(metrics.counts().dropped(DropReason::Unroutable), 1);
             let _ = lose.send(());
         };
-        let (end, ()) = tokio::join!(readers.read(&queue, stream, &never), pipeline);
+        let progress = Progress::default();
+        let (end, ()) = tokio::join!(readers.read(&queue, stream, &never, &progress), pipeline);
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         // Nothing delivered again reached the pipeline.
         assert!(rx.is_empty());
@@ -455,7 +470,9 @@ mod tests {
             futures::stream::iter([(12, "b"), (13, "c"), (14, "d")].map(|(seq, device)| {
                 Ok(amqp_message(seq, Some(device), 1_795_338_903_000).into())
             }));
-        let end = readers.read(&queue, again, &never).await;
+        let end = readers
+            .read(&queue, again, &never, &Progress::default())
+            .await;
         assert!(matches!(end, ReadEnd::Lost { .. }), "{end:?}");
         let counts = metrics.counts();
         assert_eq!((counts.received, counts.read_again), (6, 2));

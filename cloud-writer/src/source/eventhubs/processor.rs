@@ -13,7 +13,8 @@
 //! the same owner id, so the ownerships that did not expire meanwhile are still this
 //! replica's. A receiver that fails alone is opened again by the processor at its next
 //! balancing; a partition whose readings end twice in a row before any event ends the
-//! session too (its AMQP session is broken: [`SessionHealth`]). Only a hub that refuses
+//! session too (its AMQP session is broken: [`SessionHealth`]), and so do receivers that
+//! wait for events the hub holds and are delivered none (stalled: [`stall`]). Only a hub that refuses
 //! the connection string (key, policy or entity) before any session ran stops the source,
 //! with a message naming the setting.
 //!
@@ -38,6 +39,7 @@ use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
 use super::handover::Handovers;
 use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
+use super::stall::{self, Readings, Watchdog};
 use super::store::Scope;
 use super::stores::{self, Store};
 use super::takeover::{Takeovers, Watch};
@@ -361,6 +363,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     };
     let reading = stop.child_token();
     let health = SessionHealth::default();
+    let progress = Readings::default();
     let readers = Readers {
         checkpoints: ctx.checkpoints.clone(),
         metrics: ctx.metrics.clone(),
@@ -370,6 +373,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         stop: stop.clone(),
         health: health.clone(),
         takeovers: takeovers.clone(),
+        progress: progress.clone(),
     };
     let (clients, readers_done) = match readers.spawn() {
         Ok(readers) => readers,
@@ -399,14 +403,18 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         }
         .run(takeovers, reading.clone()),
     );
-    let monitor_task = tokio::spawn(monitor_hub(
-        monitor,
-        partitions,
-        ctx.checkpoints.clone(),
-        ctx.metrics.clone(),
-        ctx.settings.balancing.interval,
-        reading.clone(),
-    ));
+    let monitor_task = tokio::spawn(
+        Monitor {
+            hub: monitor,
+            partitions,
+            checkpoints: ctx.checkpoints.clone(),
+            metrics: ctx.metrics.clone(),
+            interval: ctx.settings.balancing.interval,
+            readings: progress,
+            health: health.clone(),
+        }
+        .run(reading.clone()),
+    );
     tracing::info!(hub = %ctx.hub, "Event Hubs processor running");
     let failed = |what: SessionBreak, cause: String| {
         SessionEnd::Failed(Failure {
@@ -419,7 +427,7 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         tokio::select! {
             biased;
             () = stop.cancelled() => break SessionEnd::Stopped,
-            cause = health.broken() => break failed(SessionBreak::ReceiversCannotAttach, cause),
+            (what, cause) = health.broken() => break failed(what, cause),
             joined = &mut processor_task => {
                 let cause = match joined {
                     Ok(Ok(())) => "it stopped".to_owned(),
@@ -462,59 +470,86 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     end
 }
 
-/// Reports every partition's lag every interval, and whether the hub answers
-/// (`source_connected`), until `reading` is cancelled.
-async fn monitor_hub(
+/// The lag monitor of a session, on a client of its own.
+struct Monitor {
     hub: ConsumerClient,
     partitions: Vec<String>,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
+    /// The balancing interval: how often the hub is asked.
     interval: Duration,
-    reading: CancellationToken,
-) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut answered = None;
-    loop {
-        if until(&reading, ticker.tick()).await.is_none() {
-            break;
-        }
-        let Some(polled) = until(
-            &reading,
-            tokio::time::timeout(
-                interval,
-                lag::poll(&hub, &partitions, &checkpoints, &metrics),
-            ),
-        )
-        .await
-        else {
-            break;
-        };
-        let unanswered = match polled {
-            Ok(Ok(())) => None,
-            Ok(Err(PollError::Store(cause))) => {
-                tracing::warn!(%cause, "the partitions' lag is not updated");
-                None
+    /// The readings' progress, for the stall watchdog.
+    readings: Readings,
+    /// Told of stalled receivers.
+    health: SessionHealth,
+}
+
+impl Monitor {
+    /// Reports every partition's lag every interval, whether the hub answers
+    /// (`source_connected`), and stalled receivers ([`stall`]), until `reading` is
+    /// cancelled.
+    async fn run(self, reading: CancellationToken) {
+        let Monitor {
+            hub,
+            partitions,
+            checkpoints,
+            metrics,
+            interval,
+            readings,
+            health,
+        } = self;
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watchdog = Watchdog::new(stall::stall_after(interval));
+        let mut answered = None;
+        loop {
+            if until(&reading, ticker.tick()).await.is_none() {
+                break;
             }
-            Ok(Err(err @ PollError::Hub { .. })) => Some(err.to_string()),
-            Err(_) => Some(format!("the hub does not answer within {interval:?}")),
-        };
-        match unanswered {
-            None => {
-                if answered != Some(true) {
-                    tracing::info!("Event Hubs source connected");
-                    metrics.set_source_connected(true);
+            let before = readings.snapshot();
+            let Some(polled) = until(
+                &reading,
+                tokio::time::timeout(
+                    interval,
+                    lag::poll(&hub, &partitions, &checkpoints, &metrics),
+                ),
+            )
+            .await
+            else {
+                break;
+            };
+            let unanswered = match polled {
+                Ok(Ok(held)) => {
+                    let stalls = watchdog.observe(before, &held, Instant::now());
+                    if !stalls.is_empty() {
+                        health.stalled(&stalls);
+                    }
+                    None
                 }
-                answered = Some(true);
-            }
-            Some(cause) => {
-                metrics.set_source_connected(false);
-                tracing::warn!(%cause, "Event Hubs source: the hub is out of reach; the receivers retry, and the processor opens them again");
-                answered = Some(false);
+                Ok(Err(PollError::Store(cause))) => {
+                    tracing::warn!(%cause, "the partitions' lag is not updated");
+                    None
+                }
+                Ok(Err(err @ PollError::Hub { .. })) => Some(err.to_string()),
+                Err(_) => Some(format!("the hub does not answer within {interval:?}")),
+            };
+            match unanswered {
+                None => {
+                    if answered != Some(true) {
+                        tracing::info!("Event Hubs source connected");
+                        metrics.set_source_connected(true);
+                    }
+                    answered = Some(true);
+                }
+                Some(cause) => {
+                    metrics.set_source_connected(false);
+                    tracing::warn!(%cause, "Event Hubs source: the hub is out of reach; the receivers retry, and the processor opens them again");
+                    answered = Some(false);
+                }
             }
         }
+        close_client(hub);
     }
-    close_client(hub);
 }
 
 #[cfg(test)]

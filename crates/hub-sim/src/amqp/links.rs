@@ -224,7 +224,8 @@ pub(crate) struct PartitionReceiver {
 }
 
 /// Delivers a partition's events to one receiver until it detaches, is stolen, or the
-/// server stops.
+/// server stops; stalled by the fault ([`crate::HubSim::stall_receivers`]), it delivers
+/// nothing more meanwhile.
 pub(crate) async fn partition_link(
     mut sender: Sender,
     receiver: PartitionReceiver,
@@ -273,16 +274,26 @@ pub(crate) async fn partition_link(
     let partition = amqp.hub.partitions.get(index).expect("index checked");
     let mut next = partition.resolve(start);
     let mut watch = partition.watch();
+    // The fault that stalls the receivers attached so far: this one then delivers nothing
+    // more, and stays attached.
+    let mut stalls = amqp.hub.faults.receiver_stalls();
+    let mut stalled = false;
     let mut batch = Vec::with_capacity(256);
     let outcome: Option<LinkEnd> = 'deliver: loop {
         batch.clear();
-        partition.read(next, 256, &mut batch);
+        if !stalled {
+            partition.read(next, 256, &mut batch);
+        }
         if batch.is_empty() {
             tokio::select! {
                 _ = stop.cancelled() => break None,
                 _ = stolen.cancelled() => break Some(LinkEnd::Stolen(stolen_text())),
                 () = &mut expired => break Some(LinkEnd::Expired(auth.until())),
-                _ = watch.changed() => continue,
+                _ = watch.changed(), if !stalled => continue,
+                Ok(()) = stalls.changed(), if !stalled => {
+                    stalled = true;
+                    continue;
+                }
                 _ = sender.on_detach() => break None,
             }
         }
@@ -297,6 +308,10 @@ pub(crate) async fn partition_link(
                 _ = stop.cancelled() => break 'deliver None,
                 _ = stolen.cancelled() => break 'deliver Some(LinkEnd::Stolen(stolen_text())),
                 () = &mut expired => break 'deliver Some(LinkEnd::Expired(auth.until())),
+                Ok(()) = stalls.changed() => {
+                    stalled = true;
+                    continue 'deliver;
+                }
                 sent = sender.send_batchable(message) => if sent.is_err() { break 'deliver None },
             }
             next = event.sequence_number + 1;
