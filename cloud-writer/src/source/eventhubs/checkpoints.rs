@@ -74,7 +74,7 @@ pub struct PartitionQueue {
 struct Queue {
     id: String,
     state: Mutex<QueueState>,
-    /// Woken when an event's outcome is final.
+    /// Woken when the last pending event's outcome is final.
     finished: Notify,
     metrics: Arc<Metrics>,
 }
@@ -92,9 +92,14 @@ impl AckSink for Queue {
         if let Some(last) = state.queue.complete(index).pop() {
             state.checkpoint = Some(last);
         }
-        self.metrics.set_ack_lag(&self.id, state.queue.len());
+        let pending = state.queue.len();
+        self.metrics.set_ack_lag(&self.id, pending);
         drop(state);
-        self.finished.notify_waiters();
+        // Only an empty queue is waited for (`settled`): the notifier's lock is not taken
+        // on every acknowledgement.
+        if pending == 0 {
+            self.finished.notify_waiters();
+        }
     }
 }
 
@@ -264,9 +269,8 @@ impl PartitionCheckpoints {
     /// Records that this replica's reading of `partition` ended, checkpointed, for the
     /// new owner's claim with ETag `claim`, which waits for it (`super::handover`).
     pub async fn hand_over(&self, partition: &str, claim: &str) {
-        if let Err(err) = self.store.hand_over(&self.scope, partition, claim).await {
-            tracing::warn!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
-        }
+        let recorded = self.store.hand_over(&self.scope, partition, claim).await;
+        not_recorded(partition, recorded);
     }
 
     /// Records that this replica's reading of `partition` ended, checkpointed, for
@@ -278,20 +282,18 @@ impl PartitionCheckpoints {
             .store
             .list_ownerships(&scope.namespace, &scope.event_hub, &scope.consumer_group)
             .await;
-        match listed {
-            Ok(ownerships) => {
-                let claim = ownerships
-                    .into_iter()
-                    .find(|o| o.partition_id == partition)
-                    .and_then(|o| o.etag);
-                if let Some(claim) = claim {
-                    self.hand_over(partition, claim.as_ref()).await;
-                }
-            }
-            Err(err) => {
-                tracing::warn!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
-            }
-        }
+        let claim = listed.map(|ownerships| {
+            ownerships
+                .into_iter()
+                .find(|o| o.partition_id == partition)
+                .and_then(|o| o.etag)
+        });
+        let recorded = match claim {
+            Ok(Some(claim)) => self.store.hand_over(scope, partition, claim.as_ref()).await,
+            Ok(None) => Ok(()),
+            Err(err) => Err(err),
+        };
+        not_recorded(partition, recorded);
     }
 
     /// The current reading of every partition.
@@ -320,6 +322,13 @@ impl PartitionCheckpoints {
             .into_iter()
             .map(|c| (c.partition_id, c.sequence_number))
             .collect())
+    }
+}
+
+/// Warns of a handover that could not be recorded.
+fn not_recorded(partition: &str, recorded: azure_core::Result<()>) {
+    if let Err(err) = recorded {
+        tracing::warn!(%partition, error = %err, "handover not recorded: the new owner opens the partition after its wait");
     }
 }
 

@@ -210,6 +210,7 @@ impl CheckpointStore for Handovers {
                 std::mem::take(&mut state.claimed),
             )
         };
+        self.takeovers.claimed_again(&claimed);
         if !moved.is_empty() {
             let scope = Scope::new(namespace, event_hub_name, consumer_group);
             self.handed_over(&scope, &moved, claimed).await;

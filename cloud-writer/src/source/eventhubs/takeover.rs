@@ -114,6 +114,12 @@ impl Takeovers {
         lock(&self.forsaken).remove(partition)
     }
 
+    /// `partitions` are claimed here again: a mark left from an earlier claim whose
+    /// reading the processor never opened no longer holds.
+    pub(super) fn claimed_again(&self, partitions: &HashSet<String>) {
+        lock(&self.forsaken).retain(|p| !partitions.contains(p));
+    }
+
     /// Whether a reading of `partition` runs.
     pub(super) fn reads(&self, partition: &str) -> bool {
         self.lock().contains_key(partition)
@@ -253,5 +259,9 @@ mod tests {
         assert!(!takeovers.forsaken("4"));
         assert!(takeovers.forsaken("5"));
         assert!(!takeovers.forsaken("5"), "opened again later, it is read");
+        // A mark whose reading never opened does not outlive the partition's next claim.
+        takeovers.forsake("6");
+        takeovers.claimed_again(&HashSet::from(["6".to_owned()]));
+        assert!(!takeovers.forsaken("6"));
     }
 }

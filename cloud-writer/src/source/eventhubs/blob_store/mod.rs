@@ -140,16 +140,13 @@ impl BlobCheckpointStore {
                 "record a handover",
                 Method::PUT,
                 self.client.blob_url(&name),
-                &[
-                    ("x-ms-blob-type", "BlockBlob"),
-                    ("x-ms-meta-claim", claim.trim_matches('"')),
-                ],
+                &[("x-ms-blob-type", "BlockBlob"), ("x-ms-meta-claim", claim)],
             )
             .await?;
         Ok(())
     }
 
-    /// The claim (its ETag without quotes) each partition of `scope` was last handed over
+    /// The claim (its ETag, as recorded) each partition of `scope` was last handed over
     /// for.
     pub async fn handed_over(&self, scope: &Scope) -> Result<HashMap<String, String>, BlobError> {
         Ok(self
