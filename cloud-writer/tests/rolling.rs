@@ -137,6 +137,11 @@ impl Rig {
             },
         )
         .await;
+        let mut breaks: BTreeMap<&str, u64> = BTreeMap::new();
+        for (cause, n) in live.iter().flat_map(|c| &c.session_breaks) {
+            *breaks.entry(cause).or_default() += n;
+        }
+        eprintln!("session breaks so far of the live replicas, by cause: {breaks:?}");
         let received = received_by_exited + live.iter().map(|c| c.received).sum::<u64>();
         (received - enqueued, last)
     }

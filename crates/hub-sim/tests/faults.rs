@@ -2,7 +2,12 @@
 
 mod common;
 
+use common::readers::{Fe2o3Reader, fe2o3_read};
 use common::{TestHub, run_script};
+use fe2o3_amqp::types::definitions::SenderSettleMode;
+use fe2o3_amqp::types::messaging::Body;
+use fe2o3_amqp::types::primitives::Value;
+use hub_sim::partitions::Incoming;
 use std::time::Duration;
 
 async fn admin_hub(devices: usize) -> (TestHub, String) {
@@ -111,4 +116,47 @@ async fn the_throttle_holds_device_messages_back_and_metrics_show_it() {
             .starts_with("HostName=localhost;DeviceId=late-1;SharedAccessKey="),
         "{added}"
     );
+}
+
+/// The stall: a receiver attached before it stays attached and is delivered nothing more,
+/// while a receiver attached after it reads the partition whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_receivers_stay_attached_and_deliver_nothing_while_new_ones_read() {
+    let (hub, base) = admin_hub(0).await;
+    let append = |from: i64, to: i64| {
+        for i in from..to {
+            let body = format!(r#"{{"seq":{i}}}"#);
+            hub.hub
+                .partitions()
+                .append_to(0, Incoming::new("drone-stall", body));
+        }
+    };
+    append(0, 10);
+    let mut reader = Fe2o3Reader::connect(&hub.hub).await;
+    let mut stalled = reader
+        .receiver(&hub.hub, 0, SenderSettleMode::Settled, 50)
+        .await;
+    assert_eq!(
+        fe2o3_read(&mut stalled, 10).await,
+        (0..10).collect::<Vec<i64>>()
+    );
+    post(format!("{base}/faults/amqp/stall"), "").await;
+    append(10, 15);
+    let mut fresh = reader
+        .receiver(&hub.hub, 0, SenderSettleMode::Unsettled, 50)
+        .await;
+    assert_eq!(
+        fe2o3_read(&mut fresh, 15).await,
+        (0..15).collect::<Vec<i64>>()
+    );
+    // The new receiver had all 15 delivered; the stalled one, attached all along, none of
+    // the 5 that came after the stall.
+    let nothing =
+        tokio::time::timeout(Duration::from_millis(500), stalled.recv::<Body<Value>>()).await;
+    assert!(
+        nothing.is_err(),
+        "the stalled receiver was delivered {nothing:?}"
+    );
+    assert_eq!(hub.hub.stats().events_delivered, 25);
+    reader.close().await;
 }
