@@ -172,7 +172,11 @@ impl Readers {
                 biased;
                 () = self.reading.cancelled() => return ReadEnd::Cancelled,
                 () = taken_over.cancelled() => return ReadEnd::TakenOver,
-                _ = ticker.tick() => self.checkpoints.flush(queue).await,
+                _ = ticker.tick() => {
+                    progress.checkpointing(true);
+                    self.checkpoints.flush(queue).await;
+                    progress.checkpointing(false);
+                }
                 event = events.next() => match event {
                     Some(Ok(event)) => {
                         events_read += 1;

@@ -2,7 +2,7 @@
 //! reader has waited for the next event, without one arriving, since before the hub last
 //! said it holds events newer than any the reader has seen, and that was at least
 //! [`stall_after`] ago. A reader held back by the pipeline (a full queue, Cosmos DB
-//! refusing) is not waiting for an event and is never stalled.
+//! refusing) or writing its checkpoint is not waiting for an event and is never stalled.
 //!
 //! The readers record their progress ([`Progress`]); the lag monitor, which asks the hub
 //! for every partition's last enqueued sequence number every balancing interval, compares
@@ -11,7 +11,7 @@
 //! read again; it costs the new connection and one balancing round.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,8 @@ pub(super) struct Progress {
     /// Nanoseconds after `base` plus one since the reader waits; 0 while it handles an
     /// event.
     waiting: AtomicU64,
+    /// Whether the reader is writing its checkpoint (it does not take events meanwhile).
+    checkpointing: AtomicBool,
     /// The last sequence number delivered; `i64::MIN` before the first.
     last: AtomicI64,
 }
@@ -39,6 +41,7 @@ impl Default for Progress {
         Progress {
             base: Instant::now(),
             waiting: AtomicU64::new(0),
+            checkpointing: AtomicBool::new(false),
             last: AtomicI64::new(i64::MIN),
         }
     }
@@ -61,11 +64,18 @@ impl Progress {
         }
     }
 
+    /// The reader writes its checkpoint (`true`), or is done with it (`false`).
+    pub(super) fn checkpointing(&self, now: bool) {
+        self.checkpointing.store(now, Ordering::Relaxed);
+    }
+
     fn state(&self) -> State {
         let waiting = self.waiting.load(Ordering::Relaxed);
         let last = self.last.load(Ordering::Relaxed);
+        let checkpointing = self.checkpointing.load(Ordering::Relaxed);
         State {
-            waiting_since: (waiting > 0).then(|| self.base + Duration::from_nanos(waiting - 1)),
+            waiting_since: (waiting > 0 && !checkpointing)
+                .then(|| self.base + Duration::from_nanos(waiting - 1)),
             last: (last != i64::MIN).then_some(last),
         }
     }
@@ -321,10 +331,36 @@ mod tests {
             progress.ready();
             assert!(watchdog.observe(before, &behind, t0 + AFTER * i).is_empty());
         }
+        // Nor while it writes its checkpoint: the wait is watched again from then on.
+        progress.ready();
+        let t1 = t0 + AFTER * 10;
+        assert!(
+            watchdog
+                .observe(readings.snapshot(), &behind, t1)
+                .is_empty()
+        );
+        progress.checkpointing(true);
+        assert!(
+            watchdog
+                .observe(readings.snapshot(), &behind, t1 + AFTER)
+                .is_empty()
+        );
+        progress.checkpointing(false);
+        assert!(
+            watchdog
+                .observe(readings.snapshot(), &behind, t1 + AFTER * 2)
+                .is_empty()
+        );
+        assert_eq!(
+            watchdog
+                .observe(readings.snapshot(), &behind, t1 + AFTER * 3)
+                .len(),
+            1
+        );
         // An empty partition, and a partition no longer read, are not stalled.
         let empty = readings.begin("6");
         empty.ready();
-        for i in 10..13 {
+        for i in 40..43 {
             let polled = held(&[("5", Some(9)), ("6", None)]);
             assert!(
                 watchdog
