@@ -10,7 +10,7 @@
 //! | `POST /faults/drop-devices` | | closes every device connection |
 //! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
 //! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
-//! | `POST /faults/amqp/stall` | | every partition receiver attached so far stays attached and delivers nothing more |
+//! | `POST /faults/amqp/stall` | | every partition receiver attached so far stays attached, delivers nothing more and answers no detach |
 //! | `POST /devices/{id}` | optional `{"x509Thumbprint": "..."}` | `{"connectionString": ...}` for a SAS device, `{}` for X.509 |
 //! | `GET /dps` | | `{"idScope", "linkedHubs", "registrations"}` of the provisioning service |
 //! | `POST /enrollments/groups/{name}` | optional `{"x509CaPem": "...", "enabled": false}` | `{"primaryKey": ...}` for a symmetric-key group, `{}` for X.509 |

@@ -1,9 +1,9 @@
 //! Faults switchable while the hub runs: drop every device connection, latency added before a
 //! device message is enqueued, a device-to-cloud throttle (messages per second across the
 //! hub, as IoT Hub's tiers meter them: a message over the rate waits, which holds its PUBACK
-//! back), and stalled receivers (every partition receiver attached so far stays attached and
-//! delivers nothing more, as a connection seen once to stop delivering after a session
-//! drop; receivers attached later deliver). Stopping and restarting the AMQP side is the server's own switch
+//! back), and stalled receivers (every partition receiver attached so far stays attached,
+//! delivers nothing more and answers no detach, as a connection seen once to stop delivering
+//! after a session drop; receivers attached later deliver). Stopping and restarting the AMQP side is the server's own switch
 //! ([`crate::HubSim::stop_amqp`]).
 
 use parking_lot::Mutex;
@@ -73,8 +73,9 @@ impl Faults {
         self.drop_devices.subscribe()
     }
 
-    /// Stalls every partition receiver attached so far: each stays attached and delivers
-    /// nothing more until it detaches.
+    /// Stalls every partition receiver attached so far: each stays attached, delivers
+    /// nothing more and answers no detach, until another receiver takes its partition or
+    /// the hub stops.
     pub fn stall_receivers(&self) {
         self.stall_receivers
             .send_modify(|generation| *generation += 1);

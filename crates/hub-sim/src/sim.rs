@@ -522,8 +522,8 @@ impl HubSim {
         self.hub.faults.drop_device_connections();
     }
 
-    /// Stalls every partition receiver attached so far: it stays attached and delivers
-    /// nothing more (receivers attached later deliver).
+    /// Stalls every partition receiver attached so far: it stays attached, delivers nothing
+    /// more and answers no detach (receivers attached later deliver).
     pub fn stall_receivers(&self) {
         self.hub.faults.stall_receivers();
     }

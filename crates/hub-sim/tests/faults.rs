@@ -118,8 +118,9 @@ async fn the_throttle_holds_device_messages_back_and_metrics_show_it() {
     );
 }
 
-/// The stall: a receiver attached before it stays attached and is delivered nothing more,
-/// while a receiver attached after it reads the partition whole.
+/// The stall: a receiver attached before it stays attached, is delivered nothing more and
+/// has no answer to its detach, while a receiver attached after it reads the partition
+/// whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_receivers_stay_attached_and_deliver_nothing_while_new_ones_read() {
     let (hub, base) = admin_hub(0).await;
@@ -158,5 +159,10 @@ async fn stalled_receivers_stay_attached_and_deliver_nothing_while_new_ones_read
         "the stalled receiver was delivered {nothing:?}"
     );
     assert_eq!(hub.hub.stats().events_delivered, 25);
+    let detached = tokio::time::timeout(Duration::from_millis(500), stalled.close()).await;
+    assert!(
+        detached.is_err(),
+        "the stalled receiver's detach was answered: {detached:?}"
+    );
     reader.close().await;
 }

@@ -45,6 +45,9 @@ use crate::source::queue::QueueSender;
 /// for throttling retries.
 const SETTLE: Duration = Duration::from_millis(500);
 
+/// How long a partition receiver's detach may wait for the hub's answer.
+const CLOSE_WITHIN: Duration = Duration::from_secs(5);
+
 /// The partition readers of one session and what they share.
 #[derive(Clone)]
 pub(super) struct Readers {
@@ -330,12 +333,21 @@ impl Readers {
 }
 
 /// Closes a partition's client, which removes it from the processor: it may hand the
-/// partition out again later.
+/// partition out again later. The receiver's detach waits for the hub's answer, which a
+/// stalled connection never gives: the wait is bounded, so that the reading, and a
+/// session ending because its receivers stalled, end all the same.
 async fn close(client: Arc<PartitionClient>, partition: &str) {
-    if let Ok(client) = Arc::try_unwrap(client)
-        && let Err(err) = client.close().await
-    {
-        tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+    let Ok(client) = Arc::try_unwrap(client) else {
+        return;
+    };
+    match tokio::time::timeout(CLOSE_WITHIN, client.close()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
+        }
+        Err(_) => {
+            tracing::warn!(%partition, within = ?CLOSE_WITHIN, "the partition receiver did not detach: left to its connection");
+        }
     }
 }
 

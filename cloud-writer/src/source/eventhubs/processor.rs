@@ -522,6 +522,12 @@ impl Monitor {
                 Ok(Ok(held)) => {
                     let stalls = watchdog.observe(before, &held, Instant::now());
                     if !stalls.is_empty() {
+                        let partitions: Vec<&str> =
+                            stalls.iter().map(|s| s.partition.as_str()).collect();
+                        tracing::warn!(
+                            ?partitions,
+                            "partition receivers stalled: the hub holds events they do not deliver; ending the session to read on through a new connection"
+                        );
                         health.stalled(&stalls);
                     }
                     None

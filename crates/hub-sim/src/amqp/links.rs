@@ -225,7 +225,7 @@ pub(crate) struct PartitionReceiver {
 
 /// Delivers a partition's events to one receiver until it detaches, is stolen, or the
 /// server stops; stalled by the fault ([`crate::HubSim::stall_receivers`]), it delivers
-/// nothing more meanwhile.
+/// nothing more and answers no detach until then.
 pub(crate) async fn partition_link(
     mut sender: Sender,
     receiver: PartitionReceiver,
@@ -275,7 +275,7 @@ pub(crate) async fn partition_link(
     let mut next = partition.resolve(start);
     let mut watch = partition.watch();
     // The fault that stalls the receivers attached so far: this one then delivers nothing
-    // more, and stays attached.
+    // more and answers no detach, as a link whose connection is stuck.
     let mut stalls = amqp.hub.faults.receiver_stalls();
     let mut stalled = false;
     let mut batch = Vec::with_capacity(256);
@@ -294,7 +294,7 @@ pub(crate) async fn partition_link(
                     stalled = true;
                     continue;
                 }
-                _ = sender.on_detach() => break None,
+                _ = sender.on_detach(), if !stalled => break None,
             }
         }
         for event in batch.drain(..) {
