@@ -14,9 +14,9 @@
 //! replica's. A receiver that fails alone is opened again by the processor at its next
 //! balancing; a partition whose readings end twice in a row before any event ends the
 //! session too (its AMQP session is broken: [`SessionHealth`]), and so do receivers that
-//! wait for events the hub holds and are delivered none (stalled: [`stall`]). Only a hub that refuses
-//! the connection string (key, policy or entity) before any session ran stops the source,
-//! with a message naming the setting.
+//! wait for events the hub holds and are delivered none (stalled: [`stall`]). Only a hub
+//! that refuses the connection string (key, policy or entity) before any session ran stops
+//! the source, with a message naming the setting.
 //!
 //! On stop the readers stop taking events and the processor stops renewing; once the
 //! pipeline has drained, every partition is checkpointed a last time and given up in the
