@@ -106,6 +106,19 @@ impl Rig {
         Replica::start(name, &self.hub, &self.sim, self.dir.path(), &env)
     }
 
+    /// One replica with the [`FAST`] settings, once it reads the 4 partitions.
+    async fn sole_writer(&self) -> Replica {
+        let writer = self.replica("writer", &FAST);
+        wait_for(
+            "the writer owning the 4 partitions",
+            PATIENCE,
+            async || writer.counts().await,
+            |c| c.owned.len() == 4 && c.connected,
+        )
+        .await;
+        writer
+    }
+
     /// Every partition's events, by partition id.
     fn events(&self) -> HashMap<String, Vec<Arc<Event>>> {
         hub_events(&self.hub)
@@ -511,14 +524,7 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
     let hub = &rig.hub;
     let state = hub.config().state_dir.clone();
     let ca = state.join("ca.pem");
-    let writer = rig.replica("writer", &FAST);
-    wait_for(
-        "the writer owning the 4 partitions",
-        PATIENCE,
-        async || writer.counts().await,
-        |c| c.owned.len() == 4 && c.connected,
-    )
-    .await;
+    let writer = rig.sole_writer().await;
 
     let stop = CancellationToken::new();
     let interval: settings::DurationSetting = "200ms".parse().unwrap();
@@ -629,14 +635,7 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_receivers_are_replaced_through_a_new_connection() {
     let rig = Rig::start(0).await;
-    let writer = rig.replica("writer", &FAST);
-    wait_for(
-        "the writer owning the 4 partitions",
-        PATIENCE,
-        async || writer.counts().await,
-        |c| c.owned.len() == 4 && c.connected,
-    )
-    .await;
+    let writer = rig.sole_writer().await;
     let (stop_stream, stream) = rig.stream(1);
     wait_for(
         "positions written",

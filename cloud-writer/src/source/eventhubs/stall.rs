@@ -226,6 +226,17 @@ mod tests {
 
     const AFTER: Duration = Duration::from_secs(15);
 
+    /// What the watchdog finds in a poll answered `at` with `held`, the readings' progress
+    /// taken just before.
+    fn poll(
+        watchdog: &mut Watchdog,
+        readings: &Readings,
+        held: &HashMap<String, Option<i64>>,
+        at: Instant,
+    ) -> Vec<Stall> {
+        watchdog.observe(readings.snapshot(), held, at)
+    }
+
     fn held(pairs: &[(&str, Option<i64>)]) -> HashMap<String, Option<i64>> {
         pairs.iter().map(|(p, s)| ((*p).to_owned(), *s)).collect()
     }
@@ -250,17 +261,9 @@ mod tests {
         let t0 = Instant::now();
         // The hub holds 42 and 43: behind from the first poll on.
         let behind = held(&[("3", Some(43))]);
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t0)
-                .is_empty()
-        );
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t0 + AFTER / 2)
-                .is_empty()
-        );
-        let stalls = watchdog.observe(readings.snapshot(), &behind, t0 + AFTER);
+        assert!(poll(&mut watchdog, &readings, &behind, t0).is_empty());
+        assert!(poll(&mut watchdog, &readings, &behind, t0 + AFTER / 2).is_empty());
+        let stalls = poll(&mut watchdog, &readings, &behind, t0 + AFTER);
         assert_eq!(
             stalls,
             [Stall {
@@ -280,30 +283,22 @@ mod tests {
         let mut watchdog = Watchdog::new(AFTER);
         let t0 = Instant::now();
         // Before its first event: the hub's 9 is the baseline; 12 later is behind.
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &held(&[("3", Some(9))]), t0)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &held(&[("3", Some(9))]), t0).is_empty());
         let behind = held(&[("3", Some(12))]);
         assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t0 + Duration::from_secs(1))
-                .is_empty()
+            poll(
+                &mut watchdog,
+                &readings,
+                &behind,
+                t0 + Duration::from_secs(1)
+            )
+            .is_empty()
         );
         progress.arrived(Some(12));
         progress.ready();
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t0 + AFTER * 2)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &behind, t0 + AFTER * 2).is_empty());
         // Delivered up to what the hub holds: never stalled.
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t0 + AFTER * 4)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &behind, t0 + AFTER * 4).is_empty());
     }
 
     #[test]
@@ -317,11 +312,7 @@ mod tests {
         let t0 = Instant::now();
         let behind = held(&[("5", Some(100))]);
         for i in 0..5 {
-            assert!(
-                watchdog
-                    .observe(readings.snapshot(), &behind, t0 + AFTER * i)
-                    .is_empty()
-            );
+            assert!(poll(&mut watchdog, &readings, &behind, t0 + AFTER * i).is_empty());
         }
         // Waiting, but an event arrives during each poll.
         progress.ready();
@@ -334,27 +325,13 @@ mod tests {
         // Nor while it writes its checkpoint: the wait is watched again from then on.
         progress.ready();
         let t1 = t0 + AFTER * 10;
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t1)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &behind, t1).is_empty());
         progress.checkpointing(true);
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t1 + AFTER)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &behind, t1 + AFTER).is_empty());
         progress.checkpointing(false);
-        assert!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t1 + AFTER * 2)
-                .is_empty()
-        );
+        assert!(poll(&mut watchdog, &readings, &behind, t1 + AFTER * 2).is_empty());
         assert_eq!(
-            watchdog
-                .observe(readings.snapshot(), &behind, t1 + AFTER * 3)
-                .len(),
+            poll(&mut watchdog, &readings, &behind, t1 + AFTER * 3).len(),
             1
         );
         // An empty partition, and a partition no longer read, are not stalled.
@@ -362,11 +339,7 @@ mod tests {
         empty.ready();
         for i in 40..43 {
             let polled = held(&[("5", Some(9)), ("6", None)]);
-            assert!(
-                watchdog
-                    .observe(readings.snapshot(), &polled, t0 + AFTER * i)
-                    .is_empty()
-            );
+            assert!(poll(&mut watchdog, &readings, &polled, t0 + AFTER * i).is_empty());
         }
         readings.ended("5", &progress);
         readings.ended("6", &empty);
