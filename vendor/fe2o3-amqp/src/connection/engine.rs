@@ -266,7 +266,17 @@ where
         };
 
         match self.connection.session_tx_by_incoming_channel(channel) {
-            Some(tx) => tx.send(frame).await?,
+            Some(tx) => {
+                // Patched (see PATCHED.md): the session's endpoint is gone (it ended, or its
+                // begin was cancelled before the peer's answer came); the frame is dropped
+                // instead of closing the connection, and with it every other session.
+                if let Err(_error) = tx.send(frame).await {
+                    #[cfg(feature = "tracing")]
+                    tracing::debug!(?channel, "frame for a session that is gone: dropped");
+                    #[cfg(feature = "log")]
+                    log::debug!("frame for a session that is gone on {:?}: dropped", channel);
+                }
+            }
             None => return Err(ConnectionInnerError::NotFound(None)),
         };
         Ok(())

@@ -597,8 +597,16 @@ impl endpoint::Connection for Connection {
             Some(relay) => {
                 // forward begin to session
                 let sframe = SessionFrame::new(channel.0, SessionFrameBody::Begin(begin));
-                // self.send_to_session(session_id, sframe).await?;
-                relay.send(sframe).await?;
+                // Patched (see PATCHED.md): a `Session::begin` cancelled after its Begin went
+                // out dropped the session's endpoint before this answer. The answer is
+                // dropped and the channel stays allocated (never reused while the peer maps
+                // it), instead of closing the connection and every other session.
+                if let Err(_error) = relay.send(sframe).await {
+                    #[cfg(feature = "tracing")]
+                    tracing::debug!(?channel, "Begin answering a session whose begin was cancelled: dropped");
+                    #[cfg(feature = "log")]
+                    log::debug!("Begin answering a session whose begin was cancelled on {:?}: dropped", channel);
+                }
                 Ok(())
             }
             None => {
@@ -630,7 +638,8 @@ impl endpoint::Connection for Connection {
             .session_by_incoming_channel
             .remove(&channel)
             .ok_or(ConnectionInnerError::NotFound(None))?;
-        relay.send(sframe).await?;
+        // Patched (see PATCHED.md): a session whose endpoint is gone needs no End.
+        let _ = relay.send(sframe).await;
 
         Ok(())
     }
