@@ -197,13 +197,23 @@ pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
     }
 }
 
-/// A free port on 127.0.0.1 (for a writer process's metrics endpoint).
+/// A free port on 127.0.0.1 (for a writer process's metrics endpoint), never one this test
+/// process handed out before: the listener that found it is closed before the writer binds
+/// it, and the OS gave one port to two of `full_size.rs`'s eight writers once (the second
+/// could not start, and scraping its port counted the first one's partitions twice).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if HANDED_OUT.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A client for a container.
