@@ -45,9 +45,6 @@ use crate::source::queue::QueueSender;
 /// for throttling retries.
 const SETTLE: Duration = Duration::from_millis(500);
 
-/// How long a partition receiver's detach may wait for the hub's answer.
-const CLOSE_WITHIN: Duration = Duration::from_secs(5);
-
 /// The partition readers of one session and what they share.
 #[derive(Clone)]
 pub(super) struct Readers {
@@ -269,7 +266,7 @@ impl Readers {
         let partition = client.get_partition_id().to_owned();
         if self.takeovers.forsaken(&partition) {
             tracing::info!(%partition, "partition claimed by another replica before its reading here began: not read");
-            close(client, &partition).await;
+            close(client, &partition);
             return;
         }
         tracing::info!(%partition, "reading partition");
@@ -328,27 +325,26 @@ impl Readers {
             }
             self.lost(&queue);
         }
-        close(client, &partition).await;
+        close(client, &partition);
     }
 }
 
 /// Closes a partition's client, which removes it from the processor: it may hand the
 /// partition out again later. The receiver's detach waits for the hub's answer, which a
-/// stalled connection never gives: the wait is bounded, so that the reading, and a
-/// session ending because its receivers stalled, end all the same.
-async fn close(client: Arc<PartitionClient>, partition: &str) {
+/// stalled connection never gives, so the close goes on beside the readings (on their
+/// thread) instead of holding up the reading's end, and with it a session that ends because
+/// its receivers stalled; a close still waiting when the session ends is dropped with its
+/// connection.
+fn close(client: Arc<PartitionClient>, partition: &str) {
     let Ok(client) = Arc::try_unwrap(client) else {
         return;
     };
-    match tokio::time::timeout(CLOSE_WITHIN, client.close()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => {
+    let partition = partition.to_owned();
+    tokio::task::spawn_local(async move {
+        if let Err(err) = client.close().await {
             tracing::debug!(%partition, error = %err, "closing the partition receiver failed");
         }
-        Err(_) => {
-            tracing::warn!(%partition, within = ?CLOSE_WITHIN, "the partition receiver did not detach: left to its connection");
-        }
-    }
+    });
 }
 
 #[cfg(test)]
