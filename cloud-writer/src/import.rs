@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::Deserialize;
-use telemetry::Position;
+use telemetry::{Gnss, Position};
 
 /// A source reading a JSONL file.
 pub struct FileSource {
@@ -56,6 +56,9 @@ struct DocumentLine {
     heading_deg: Option<f64>,
     speed_mps: Option<f64>,
     battery_pct: Option<u8>,
+    /// `null` in a latest document patched with a position without health.
+    #[serde(default)]
+    gnss: Option<Gnss>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +88,7 @@ pub fn line_to_message(line: &[u8]) -> (String, Bytes) {
                 heading_deg: doc.heading_deg,
                 speed_mps: doc.speed_mps,
                 battery_pct: doc.battery_pct,
+                gnss: doc.gnss.unwrap_or_default(),
             };
             if let Ok(bytes) = position.encode() {
                 return (doc.device_id, Bytes::from(bytes));

@@ -71,6 +71,7 @@ impl Fix {
             heading_deg: self.heading_deg,
             speed_mps: self.speed_mps,
             battery_pct: self.battery_pct,
+            gnss: Default::default(),
         }
     }
 }
