@@ -87,6 +87,7 @@ fn to_batches(
         metrics,
         coalescer,
         superseded,
+        &mut Vec::new(),
     );
     let mut bodies = Vec::new();
     // As the bulk writer: a batch's operations are collected with their encoded length,
@@ -147,6 +148,7 @@ fn bytes_to_batched_document(c: &mut Criterion) {
                         payload: p.clone(),
                         enqueued_time: None,
                         received_at: Instant::now(),
+                        kind: Default::default(),
                         ack: Ack::none(),
                     })
                     .collect();

@@ -146,6 +146,7 @@ impl Source for FileSource {
                     payload,
                     enqueued_time: None,
                     received_at: Instant::now(),
+                    kind: Default::default(),
                     ack: Ack::none(),
                 };
                 if tx.send(message).await.is_err() {

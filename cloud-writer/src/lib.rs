@@ -45,9 +45,10 @@ pub mod internals {
         SOURCE_MAX_BYTES_FLOOR, SourceSpec, StartAt,
     };
     pub use crate::import::FileSource;
+    pub use crate::pipeline::agent::{AgentFact, ConnectionOp, TwinOp};
     pub use crate::pipeline::coalesce::Coalescer;
     pub use crate::pipeline::reject::Rejects;
-    pub use crate::pipeline::{PositionWrite, prepare_batch};
+    pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};
     pub use crate::source::eventhubs::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
@@ -55,6 +56,8 @@ pub mod internals {
     pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
     pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
     pub use crate::source::queue::channel;
-    pub use crate::source::{Ack, Message, Source, SourceControl, SourceError};
+    pub use crate::source::{
+        Ack, HubEvent, Message, MessageKind, Source, SourceControl, SourceError,
+    };
     pub use crate::writer::{bulk_config, cosmos_client, open_container, patch_in_batches};
 }

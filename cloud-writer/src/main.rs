@@ -219,6 +219,9 @@ fn why(reason: DropReason) -> &'static str {
         }
         DropReason::DocumentMalformed => "Cosmos DB could not read the document (dead-lettered)",
         DropReason::DocumentRefused => "Cosmos DB refused the document (dead-lettered)",
+        DropReason::UnsupportedEvent | DropReason::InvalidEvent => {
+            "not a position: an IoT Hub event (dead-lettered)"
+        }
     }
 }
 

@@ -18,6 +18,8 @@ pub struct Counts {
     pub written: u64,
     /// History documents written.
     pub history_written: u64,
+    /// Agent facts (connection state, version) written onto latest documents.
+    pub agent_written: u64,
     /// Positions dropped, by reason (a message of one position counts once).
     pub dropped: BTreeMap<DropReason, u64>,
     /// Invalid messages (dropped as [`DropReason::Invalid`]) by why they are invalid;
@@ -38,9 +40,9 @@ impl Counts {
         self.dropped.get(&reason).copied().unwrap_or(0)
     }
 
-    /// Positions with a final outcome: written, or dropped for any reason (superseded
-    /// is one).
+    /// Positions and agent facts with a final outcome: written, or dropped for any reason
+    /// (superseded is one).
     pub fn finished(&self) -> u64 {
-        self.written + self.dropped.values().sum::<u64>()
+        self.written + self.agent_written + self.dropped.values().sum::<u64>()
     }
 }

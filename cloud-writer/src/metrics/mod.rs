@@ -434,6 +434,7 @@ impl Metrics {
             positions: self.positions.get(),
             written: kind(DocumentKind::Latest),
             history_written: kind(DocumentKind::History),
+            agent_written: kind(DocumentKind::Agent),
             dropped: DropReason::ALL
                 .into_iter()
                 .map(|r| (r, dropped(&self.dropped, r)))

@@ -80,6 +80,12 @@ label_values! {
         DocumentMalformed => "document_malformed",
         /// Cosmos DB refused the document for another reason (dead-lettered).
         DocumentRefused => "document_refused",
+        /// An event IoT Hub routed that the writer does not store: another message
+        /// source, a module's event, or an agent fact while writing in ETag mode
+        /// (dead-lettered).
+        UnsupportedEvent => "unsupported_event",
+        /// A connection state or twin change event off the documented schema (dead-lettered).
+        InvalidEvent => "invalid_event",
     }
 }
 
@@ -107,6 +113,8 @@ label_values! {
         Latest => "latest",
         /// A history document (one per position).
         History => "history",
+        /// A drone's agent facts (connection state, version) on its latest document.
+        Agent => "agent",
     }
 }
 

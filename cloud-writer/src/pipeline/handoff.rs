@@ -1,6 +1,6 @@
 //! The hand-off from the pipeline to a sink: the [`Sink`] contract the pipeline owns (so
 //! that it knows nothing of Cosmos DB) and the [`PositionWrite`] it hands over, which
-//! carries its message's acknowledgement until the write is final.
+//! carries its message's acknowledgement until the write is final (and [`AgentWrite`]).
 
 use std::future::Future;
 use std::time::Instant;
@@ -8,6 +8,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use telemetry::Position;
 
+use super::AgentWrite;
 use crate::source::Ack;
 
 /// Where the pipeline hands its positions: a contract the pipeline owns and a sink
@@ -17,6 +18,8 @@ pub trait Sink {
     fn write(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
     /// Takes a position that a newer one of its drone superseded within its batch.
     fn superseded(&self, write: PositionWrite) -> impl Future<Output = ()> + Send;
+    /// Takes a fact of a drone's agent (connection state, version), to store.
+    fn agent(&self, write: AgentWrite) -> impl Future<Output = ()> + Send;
     /// Nothing more comes: returns when every position taken is final.
     fn close(self) -> impl Future<Output = ()> + Send;
 }

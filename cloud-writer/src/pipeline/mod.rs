@@ -1,4 +1,5 @@
-//! The pipeline between source and sink: decode, identity check, lateness and staleness
+//! The pipeline between source and sink: connection state and twin change events judged
+//! apart ([`agent`]) and handed to the sink as agent facts; for positions: decode, identity check, lateness and staleness
 //! ([`validate`], by the one staleness rule of [`staleness`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
 //! within a batch ([`coalesce`]), at most one write per drone per `MIN_WRITE_INTERVAL`
 //! when set ([`spacing`]), then the sink.
@@ -6,6 +7,7 @@
 //! Batches are whatever the source has delivered when the pipeline is ready for more (up
 //! to a maximum), so a quiet stream is written at once and a busy one in large batches.
 
+pub mod agent;
 pub mod coalesce;
 mod handoff;
 pub mod reject;
@@ -19,14 +21,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use telemetry::{PositionOrder, StalenessPolicy};
 
+pub use self::agent::AgentWrite;
 pub use self::handoff::{PositionWrite, Sink};
 
 use self::coalesce::{Coalescer, Ordered};
 use self::reject::Rejects;
 use self::spacing::{Offer, Spacing};
 use crate::metrics::Metrics;
-use crate::source::Message;
 use crate::source::queue::QueueReceiver;
+use crate::source::{Message, MessageKind};
 
 impl Ordered for PositionWrite {
     fn device_id(&self) -> &str {
@@ -56,7 +59,10 @@ pub struct PipelineSettings {
 /// batch of one drone's positions): rejected positions are recorded, superseded ones
 /// collected in `superseded` (acknowledged when the position that superseded them is
 /// final); the newest fresh position of each drone stays in `coalescer`. A message is
-/// acknowledged when every position it carries is final.
+/// acknowledged when every position it carries is final. Connection state and twin
+/// change events become agent facts in `agents` (each orders itself on the server, so
+/// none supersedes another here), or are rejected.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_batch(
     messages: impl IntoIterator<Item = Message>,
     now: DateTime<Utc>,
@@ -65,6 +71,7 @@ pub fn prepare_batch(
     metrics: &Metrics,
     coalescer: &mut Coalescer<PositionWrite>,
     superseded: &mut Vec<PositionWrite>,
+    agents: &mut Vec<AgentWrite>,
 ) {
     for message in messages {
         let Message {
@@ -72,8 +79,27 @@ pub fn prepare_batch(
             payload,
             enqueued_time,
             received_at,
+            kind,
             ack,
         } = message;
+        if kind != MessageKind::Telemetry {
+            match agent::judge(&kind, &payload) {
+                Ok(Some(fact)) => agents.push(AgentWrite {
+                    device_id: identity,
+                    fact,
+                    ack,
+                }),
+                Ok(None) => {
+                    tracing::debug!(device = %identity, "twin change without the agent's version");
+                    ack.finish();
+                }
+                Err(rejection) => {
+                    rejects.record(&identity, &payload, &rejection);
+                    ack.finish();
+                }
+            }
+            continue;
+        }
         let verdicts = validate::judge(&identity, &payload, enqueued_time, now, policy);
         metrics.positions_received(verdicts.len());
         for verdict in verdicts {
@@ -116,6 +142,7 @@ pub async fn run(
     let mut batch = Vec::with_capacity(settings.batch_max_messages);
     let mut coalescer = Coalescer::default();
     let mut superseded = Vec::new();
+    let mut agents = Vec::new();
     let mut spacing =
         (!settings.min_write_interval.is_zero()).then(|| Spacing::new(settings.min_write_interval));
     loop {
@@ -138,8 +165,12 @@ pub async fn run(
                 &metrics,
                 &mut coalescer,
                 &mut superseded,
+                &mut agents,
             );
             rejects.flush();
+            for write in agents.drain(..) {
+                sink.agent(write).await;
+            }
             for write in superseded.drain(..) {
                 sink.superseded(write).await;
             }

@@ -31,6 +31,11 @@ pub enum Rejection {
         /// How far ahead.
         ahead: Duration,
     },
+    /// An event IoT Hub routed that the writer does not store (another message source,
+    /// a module's event).
+    Unsupported(String),
+    /// A connection state or twin change event that does not follow the documented schema.
+    BadEvent(String),
 }
 
 impl Rejection {
@@ -41,6 +46,8 @@ impl Rejection {
             Rejection::Spoofed { .. } => DropReason::Spoofed,
             Rejection::Stale { .. } => DropReason::Stale,
             Rejection::FromFuture { .. } => DropReason::FromFuture,
+            Rejection::Unsupported(_) => DropReason::UnsupportedEvent,
+            Rejection::BadEvent(_) => DropReason::InvalidEvent,
         }
     }
 
@@ -55,6 +62,7 @@ impl Rejection {
             Rejection::FromFuture { ahead } => {
                 format!("device time {} s ahead of now", ahead.as_secs_f64())
             }
+            Rejection::Unsupported(detail) | Rejection::BadEvent(detail) => detail.clone(),
         }
     }
 }

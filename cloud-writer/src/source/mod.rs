@@ -47,8 +47,50 @@ pub struct Message {
     pub enqueued_time: Option<DateTime<Utc>>,
     /// When this process received it.
     pub received_at: Instant,
+    /// What it carries: positions, or an event IoT Hub routed.
+    pub kind: MessageKind,
     /// Acknowledges the message upstream once its outcome is final.
     pub ack: Ack,
+}
+
+/// What a message carries (an event's properties boxed: most messages are positions), by IoT Hub's `iothub-message-source` system property. MQTT
+/// messages, imported lines and IoT Hub messages without the property are positions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MessageKind {
+    /// Positions (`Telemetry`, or no message source).
+    #[default]
+    Telemetry,
+    /// A device connection state event (`deviceConnectionStateEvents`).
+    ConnectionState(Box<HubEvent>),
+    /// A device twin change event (`twinChangeEvents`).
+    TwinChange(Box<HubEvent>),
+    /// Any other message source (lifecycle or digital twin events): not stored.
+    Other(String),
+}
+
+/// The application properties IoT Hub sets on its non-telemetry events
+/// ("IoT Hub non-telemetry event schemas").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HubEvent {
+    /// `opType`: `deviceConnected`, `deviceDisconnected`, `updateTwin`, `replaceTwin`.
+    pub op_type: Option<String>,
+    /// `operationTimestamp`: when the operation happened (ISO 8601).
+    pub operation_timestamp: Option<String>,
+    /// `moduleId`: present when the event is a module's, not the device's.
+    pub module_id: Option<String>,
+}
+
+impl MessageKind {
+    /// The kind of a message whose `iothub-message-source` is `source`; `event` reads the
+    /// event's application properties (only for the non-telemetry sources).
+    pub fn of_source(source: Option<&str>, event: impl FnOnce() -> HubEvent) -> Self {
+        match source {
+            None | Some("Telemetry") => MessageKind::Telemetry,
+            Some("deviceConnectionStateEvents") => MessageKind::ConnectionState(Box::new(event())),
+            Some("twinChangeEvents") => MessageKind::TwinChange(Box::new(event())),
+            Some(other) => MessageKind::Other(other.to_owned()),
+        }
+    }
 }
 
 /// Receives the final outcomes of a stream's messages, by position in the stream.

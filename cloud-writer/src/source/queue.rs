@@ -232,6 +232,7 @@ mod tests {
             payload: Bytes::from(vec![b'x'; payload_len]),
             enqueued_time: None,
             received_at: Instant::now(),
+            kind: Default::default(),
             ack: Ack::none(),
         }
     }

@@ -50,6 +50,21 @@ pub const DOCUMENT_SCHEMA_VERSION: u32 = 1;
 /// The field of the document that always holds the device id, and the default partition key.
 pub const DEVICE_ID_FIELD: &str = "deviceId";
 
+/// Top-level fields of a drone's latest document that the writer sets from IoT Hub's
+/// connection state and twin change events, apart from the position (a document holds only
+/// these and its ids when the agent connected before the drone's first position):
+/// connected or not, when it last connected and disconnected (RFC 3339), the
+/// `sequenceNumber` of the connection event that set them, the reported `agent.version`
+/// and the twin `version` that reported it.
+pub const AGENT_FIELDS: [&str; 6] = [
+    "agentConnected",
+    "agentConnectedAt",
+    "agentDisconnectedAt",
+    "agentConnectionSeq",
+    "agentVersion",
+    "agentTwinVersion",
+];
+
 /// Top-level names the documents use (besides Cosmos system properties, which start
 /// with `_`). A partition key path may not start with one of them, except `/deviceId`
 /// itself, or its value would clash with the document's own field.
@@ -201,7 +216,8 @@ impl FromStr for PartitionKeyPath {
         }
         let first = segments[0].as_str();
         let own_field = segments.len() == 1 && first == DEVICE_ID_FIELD;
-        if !own_field && (first.starts_with('_') || DOCUMENT_FIELDS.contains(&first)) {
+        let used = DOCUMENT_FIELDS.contains(&first) || AGENT_FIELDS.contains(&first);
+        if !own_field && (first.starts_with('_') || used) {
             return Err(PartitionKeyPathError::Reserved {
                 path: owned(),
                 field: first.to_owned(),
@@ -541,8 +557,8 @@ fn write_gnss(out: &mut Vec<u8>, gnss: Gnss) {
 
 /// An upper bound of a patch's length: ten operations of at most 45 bytes of punctuation
 /// and path each, their values (as in [`DOCUMENT_FIXED_MAX`]), the GeoJSON wrapper, the
-/// request's own punctuation and the condition (at most 130 bytes).
-const PATCH_MAX: usize = 10 * 45 + 26 + 6 * 24 + 6 * 20 + GNSS_PUNCTUATION_MAX + 40 + 30 + 130;
+/// request's own punctuation and the condition (at most 170 bytes).
+const PATCH_MAX: usize = 10 * 45 + 26 + 6 * 24 + 6 * 20 + GNSS_PUNCTUATION_MAX + 40 + 30 + 170;
 
 /// Room for a typical document, so that building one allocates once.
 const DOCUMENT_CAPACITY: usize = 512;

@@ -33,7 +33,8 @@ impl PositionOrder {
     }
 
     /// A Cosmos DB SQL filter, for the `condition` of a conditional patch or a query, that
-    /// holds when the stored document `c` is older than this position.
+    /// holds when the stored document `c` is older than this position, or holds no position
+    /// (a document the drone's agent facts created before its first position).
     pub fn stored_is_older_condition(self) -> String {
         let mut out = Vec::with_capacity(96);
         self.write_stored_is_older_condition(&mut out);
@@ -49,7 +50,7 @@ impl PositionOrder {
         } = self;
         let mut t_buf = itoa::Buffer::new();
         let t = t_buf.format(t).as_bytes();
-        out.extend_from_slice(b"FROM c WHERE c.deviceTimeMs < ");
+        out.extend_from_slice(b"FROM c WHERE NOT IS_DEFINED(c.deviceTimeMs) OR c.deviceTimeMs < ");
         out.extend_from_slice(t);
         out.extend_from_slice(b" OR (c.deviceTimeMs = ");
         out.extend_from_slice(t);
@@ -102,7 +103,7 @@ mod tests {
     fn condition_names_document_fields() {
         assert_eq!(
             key(1_234, 7).stored_is_older_condition(),
-            "FROM c WHERE c.deviceTimeMs < 1234 OR (c.deviceTimeMs = 1234 AND c.seq < 7)"
+            "FROM c WHERE NOT IS_DEFINED(c.deviceTimeMs) OR c.deviceTimeMs < 1234 OR (c.deviceTimeMs = 1234 AND c.seq < 7)"
         );
     }
 }

@@ -15,6 +15,7 @@ use cosmos::{
 use telemetry::{Position, PositionOrder};
 use tokio::sync::{Notify, Semaphore};
 
+use super::agent::AgentPending;
 use super::encode::Encoder;
 use super::high_water::HighWater;
 use super::hold::Hold;
@@ -50,6 +51,7 @@ pub(super) struct Pending {
 pub(super) enum Ctx {
     Latest(Box<Pending>, Step),
     History(HistoryDoc),
+    Agent(Box<AgentPending>, Step),
 }
 
 /// The write machinery of the sink (the bulk writer, the high-water marks, the in-flight
@@ -312,6 +314,7 @@ pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOut
         match context {
             Ctx::Latest(pending, step) => engine.on_latest(pending, step, info).await,
             Ctx::History(doc) => engine.on_history(doc, info).await,
+            Ctx::Agent(pending, step) => engine.on_agent(pending, step, info).await,
         }
         if last_stats.elapsed() >= Duration::from_millis(500) {
             last_stats = Instant::now();

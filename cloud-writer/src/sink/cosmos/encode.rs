@@ -140,7 +140,7 @@ mod tests {
         assert!(ops.iter().all(|op| op["op"] == "set"));
         assert_eq!(
             patch["condition"],
-            "FROM c WHERE c.deviceTimeMs < 1795338902500 OR (c.deviceTimeMs = 1795338902500 AND c.seq < 9)"
+            "FROM c WHERE NOT IS_DEFINED(c.deviceTimeMs) OR c.deviceTimeMs < 1795338902500 OR (c.deviceTimeMs = 1795338902500 AND c.seq < 9)"
         );
         // The patch parses as the wire type the local endpoint reads, nulls kept.
         let parsed: cosmos::PatchRequest = serde_json::from_slice(&bytes).unwrap();

@@ -34,7 +34,7 @@
 //! the sink takes them, reads and parked ones included.
 //!
 //! Everything of the sink lives in this folder: the bytes ([`encode`]), the positions'
-//! state machine (`state`, no I/O), what is known stored ([`high_water`]), the ETag
+//! state machine (`state`, no I/O), the agent facts (`agent`), what is known stored ([`high_water`]), the ETag
 //! mode's read (`read`), what a refusal means ([`refusal`]) and the hold ([`hold`]).
 
 use std::future::Future;
@@ -53,8 +53,9 @@ use tokio::task::JoinHandle;
 use crate::config::NewestWins;
 use crate::metrics::{DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
-use crate::pipeline::{PositionWrite, Sink};
+use crate::pipeline::{AgentWrite, PositionWrite, Sink};
 
+mod agent;
 mod driver;
 pub mod encode;
 pub mod high_water;
@@ -232,6 +233,13 @@ impl CosmosSink {
         }
     }
 
+    /// Starts writing an agent fact (connection state, version) onto its drone's latest
+    /// document ([`agent`]); waits while the stream is held or the in-flight limit is reached.
+    pub async fn agent(&self, write: AgentWrite) {
+        self.engine.hold.wait_open().await;
+        self.engine.write_agent(write).await;
+    }
+
     async fn write_history(
         &self,
         position: &telemetry::Position,
@@ -273,6 +281,10 @@ impl Sink for CosmosSink {
 
     fn superseded(&self, write: PositionWrite) -> impl Future<Output = ()> + Send {
         CosmosSink::superseded(self, write)
+    }
+
+    fn agent(&self, write: AgentWrite) -> impl Future<Output = ()> + Send {
+        CosmosSink::agent(self, write)
     }
 
     fn close(self) -> impl Future<Output = ()> + Send {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
+use super::agent::AgentPending;
 use super::history::HistoryDoc;
 use super::hold::{ProbeResult, Resubmit};
 use super::refusal::{self, Refusal};
@@ -21,6 +22,8 @@ pub(super) enum Parked {
     /// A position and the step to send again (`None`: read the stored document first).
     Latest(Box<Pending>, Option<Step>),
     History(HistoryDoc),
+    /// An agent fact and the step to send again.
+    Agent(Box<AgentPending>, Step),
 }
 
 impl WriteEngine {
@@ -48,6 +51,10 @@ impl WriteEngine {
             Parked::History(mut h) => {
                 let probe = std::mem::take(&mut h.probe);
                 (Parked::History(h), probe)
+            }
+            Parked::Agent(mut a, step) => {
+                let probe = std::mem::take(&mut a.probe);
+                (Parked::Agent(a, step), probe)
             }
         };
         self.hold.park(parked, cause, probe);
@@ -82,6 +89,11 @@ impl Resubmit<Parked> for WriteEngine {
                 Parked::History(mut doc) => {
                     doc.probe = probe;
                     self.resubmit_history(doc).await
+                }
+                Parked::Agent(mut pending, step) => {
+                    pending.probe = probe;
+                    self.resubmit_agent(pending, step).await;
+                    true
                 }
             }
         }
@@ -123,6 +135,8 @@ impl Resubmit<Parked> for WriteEngine {
                 }
             }
             Parked::History(doc) => self.keep_history_if_fresh(doc).map(Parked::History),
+            // A fact does not turn stale: its order is kept on the server.
+            agent @ Parked::Agent(..) => Some(agent),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! How a received event becomes a [`Message`]. Its identity is the
 //! `iothub-connection-device-id` system property (the identity the hub authenticated),
 //! never the payload; its enqueued time is the hub's (`x-opt-enqueued-time`). The fields
+//! `iothub-message-source` annotation and the events' application properties tell positions
+//! from the connection state and twin change events IoT Hub routes ([`MessageKind`]). The fields
 //! are read from the raw AMQP message, not through the SDK's `system_properties()` and
 //! `event_data()`, which copy every annotation and property into maps per event.
 
@@ -8,15 +10,17 @@ use std::time::{Instant, SystemTime};
 
 use azure_core_amqp::AmqpMessage;
 use azure_core_amqp::message::{AmqpAnnotationKey, AmqpMessageBody};
-use azure_messaging_eventhubs::models::{AmqpValue, ReceivedEventData};
+use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEventData};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::checkpoints::{EventPosition, PartitionQueue};
-use crate::source::{Ack, Message};
+use crate::source::{Ack, HubEvent, Message, MessageKind};
 
 /// The system property carrying the device identity IoT Hub authenticated.
 pub const DEVICE_ID_PROPERTY: &str = "iothub-connection-device-id";
+/// The system property naming the message source (`Telemetry`, `deviceConnectionStateEvents`, ...).
+pub const MESSAGE_SOURCE_PROPERTY: &str = "iothub-message-source";
 
 /// The fields of one received event the writer uses, as the SDK presents them.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +37,8 @@ pub struct EventParts {
     pub device_id: Option<String>,
     /// The body (a single binary section, as the SDK's `EventData` takes it).
     pub body: Option<Bytes>,
+    /// What the event carries ([`MESSAGE_SOURCE_PROPERTY`] and application properties).
+    pub kind: MessageKind,
 }
 
 /// Why an event cannot become a message.
@@ -76,6 +82,15 @@ fn annotation_text(message: &AmqpMessage, name: &str) -> Option<String> {
         .and_then(text_of_value)
 }
 
+/// The text of the application property `name`, when a string or symbol.
+fn property_text(message: &AmqpMessage, name: &str) -> Option<String> {
+    match message.application_properties.as_ref()?.0.get(name)? {
+        AmqpSimpleValue::String(text) => Some(text.clone()),
+        AmqpSimpleValue::Symbol(symbol) => Some(symbol.0.clone()),
+        _ => None,
+    }
+}
+
 impl EventParts {
     /// The parts of an event the SDK received from partition `partition_id`.
     pub fn of_received(partition_id: &str, event: &ReceivedEventData) -> Self {
@@ -93,6 +108,14 @@ impl EventParts {
             enqueued_time: event.enqueued_time(),
             device_id: annotation_text(message, DEVICE_ID_PROPERTY),
             body,
+            kind: MessageKind::of_source(
+                annotation_text(message, MESSAGE_SOURCE_PROPERTY).as_deref(),
+                || HubEvent {
+                    op_type: property_text(message, "opType"),
+                    operation_timestamp: property_text(message, "operationTimestamp"),
+                    module_id: property_text(message, "moduleId"),
+                },
+            ),
         }
     }
 
@@ -122,6 +145,7 @@ impl EventParts {
             payload: self.body.unwrap_or_default(),
             enqueued_time,
             received_at: Instant::now(),
+            kind: self.kind,
             ack,
         })
     }
@@ -143,7 +167,7 @@ pub(crate) mod test_events {
 
     use bytes::Bytes;
 
-    use super::{DEVICE_ID_PROPERTY, EventParts};
+    use super::{DEVICE_ID_PROPERTY, EventParts, MessageKind};
 
     /// An event shaped as IoT Hub delivers it on the built-in endpoint.
     pub(crate) fn event(partition: &str, seq: i64, device: Option<&str>) -> EventParts {
@@ -154,6 +178,7 @@ pub(crate) mod test_events {
             enqueued_time: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_338_903_100)),
             device_id: device.map(str::to_owned),
             body: Some(Bytes::from_static(b"{}")),
+            kind: MessageKind::Telemetry,
         }
     }
 
@@ -265,5 +290,51 @@ mod tests {
         assert_eq!(queue.checkpoint().unwrap().sequence_number, 41);
         ack.finish();
         assert_eq!(queue.checkpoint().unwrap().sequence_number, 43);
+    }
+
+    #[test]
+    fn routed_events_are_told_apart_by_their_message_source() {
+        // The connection state event of "IoT Hub non-telemetry event schemas" (its example).
+        let mut message = amqp_message(72, Some("contoso-device-1"), 1_654_109_018_176);
+        let annotations = message.message_annotations.as_mut().unwrap();
+        let source = azure_core_amqp::AmqpSymbol(MESSAGE_SOURCE_PROPERTY.into());
+        annotations.0.remove(&AmqpAnnotationKey::Symbol(source));
+        annotations.insert(
+            azure_core_amqp::AmqpSymbol(MESSAGE_SOURCE_PROPERTY.into()),
+            AmqpValue::String("deviceConnectionStateEvents".into()),
+        );
+        let properties = message.application_properties.as_mut().unwrap();
+        for (name, value) in [
+            ("hubName", "contoso-routing-hub"),
+            ("deviceId", "contoso-device-1"),
+            ("opType", "deviceDisconnected"),
+            ("iothub-message-schema", "deviceConnectionStateNotification"),
+            ("operationTimestamp", "2022-06-01T18:43:04.5561024Z"),
+        ] {
+            properties.insert(name.into(), AmqpSimpleValue::String(value.into()));
+        }
+        let parts = EventParts::of_received("0", &ReceivedEventData::from(message));
+        assert_eq!(
+            parts.kind,
+            MessageKind::ConnectionState(Box::new(HubEvent {
+                op_type: Some("deviceDisconnected".into()),
+                operation_timestamp: Some("2022-06-01T18:43:04.5561024Z".into()),
+                module_id: None,
+            }))
+        );
+        let telemetry = ReceivedEventData::from(amqp_message(73, Some("d"), 1_654_109_018_176));
+        assert_eq!(
+            EventParts::of_received("0", &telemetry).kind,
+            MessageKind::Telemetry
+        );
+        let lifecycle = MessageKind::of_source(Some("deviceLifecycleEvents"), HubEvent::default);
+        assert_eq!(
+            lifecycle,
+            MessageKind::Other("deviceLifecycleEvents".into())
+        );
+        assert_eq!(
+            MessageKind::of_source(None, HubEvent::default),
+            MessageKind::Telemetry
+        );
     }
 }

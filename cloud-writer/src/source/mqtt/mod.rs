@@ -391,6 +391,7 @@ fn message_of(publish: &Publish, acker: &Arc<Acker>, index: u64) -> Option<Messa
         payload: publish.payload.clone(),
         enqueued_time: None,
         received_at: Instant::now(),
+        kind: Default::default(),
         ack,
     })
 }
