@@ -154,13 +154,23 @@ impl Fleet {
         (id + 1 >= oldest).then(|| recent.iter().filter(|c| c.id > id).cloned().collect())
     }
 
-    /// Takes `drone` if it is newer than what is known of it; numbers and offers the change.
+    /// Takes `drone` if its position is newer than what is known of it, or its agent's
+    /// state changed at the same position (the feed gives a document's versions in order);
+    /// numbers and offers the change.
     fn apply(&self, drone: Drone) {
         let mut drones = self.drones.write().expect("never left poisoned");
-        let newer = drones.get(&drone.device_id).is_none_or(|known| {
-            (drone.device_time_ms, drone.seq) > (known.device_time_ms, known.seq)
-        });
-        if !newer {
+        let (moved, agent_changed) = match drones.get(&drone.device_id) {
+            None => (true, false),
+            Some(known) => {
+                let order = (drone.device_time_ms, drone.seq);
+                let known_order = (known.device_time_ms, known.seq);
+                (
+                    order > known_order,
+                    order == known_order && drone.agent != known.agent,
+                )
+            }
+        };
+        if !moved && !agent_changed {
             return;
         }
         let crossings = match drones.get(&drone.device_id).and_then(Drone::lon_lat) {
@@ -168,7 +178,9 @@ impl Fleet {
             None => Vec::new(),
         };
         drones.insert(drone.device_id.clone(), drone.clone());
-        self.metrics.record_move();
+        if moved {
+            self.metrics.record_move();
+        }
         let mut recent = self.recent.lock().expect("never left poisoned");
         let id = self.last_id.fetch_add(1, Ordering::SeqCst) + 1;
         let change = Change {

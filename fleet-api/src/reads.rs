@@ -6,6 +6,9 @@
 //! - near / within / all: a cross-partition query over the latest documents, fanned out over
 //!   the ranges (`ST_DISTANCE` / `ST_WITHIN` on `location`);
 //! - one drone: a point read (one call);
+//! - a latest document without `location` (the writer stored its agent's connection state
+//!   before its first position) is no drone on the map: the queries over drones ask for
+//!   `IS_DEFINED(c.location)`, and the point read answers as for no document;
 //! - a track: a query on the drone's logical partition (one call per page).
 
 use chrono::{DateTime, Utc};
@@ -14,14 +17,54 @@ use cosmos::{
 };
 use geojson::feature::Id;
 use geojson::{Feature, Geometry, JsonObject};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::geo::{LonLat, Polygon};
 
 /// The fields of a latest document the API shows.
 const DRONE_FIELDS: &str = "c.deviceId, c.seq, c.deviceTime, c.deviceTimeMs, c.location, \
-                            c.altM, c.headingDeg, c.speedMps, c.batteryPct";
+                            c.altM, c.headingDeg, c.speedMps, c.batteryPct, c.gnss, \
+                            c.agentConnected, c.agentConnectedAt, c.agentDisconnectedAt, \
+                            c.agentVersion";
+
+/// What the writer stored of a drone's agent from IoT Hub's connection state and twin change
+/// events (`telemetry::document::AGENT_FIELDS`); every field absent until an event told it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent {
+    /// Connected to the hub, as of its latest connection state event.
+    #[serde(
+        rename(deserialize = "agentConnected"),
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub connected: Option<bool>,
+    /// When it last connected, RFC 3339.
+    #[serde(
+        rename(deserialize = "agentConnectedAt"),
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub connected_at: Option<String>,
+    /// When it last disconnected, RFC 3339.
+    #[serde(
+        rename(deserialize = "agentDisconnectedAt"),
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub disconnected_at: Option<String>,
+    /// The version it reports in its twin.
+    #[serde(
+        rename(deserialize = "agentVersion"),
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub version: Option<String>,
+}
+
+impl Agent {
+    /// Whether any event told something.
+    fn is_known(&self) -> bool {
+        *self != Agent::default()
+    }
+}
 
 /// A drone's newest position as stored.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -45,6 +88,11 @@ pub struct Drone {
     pub speed_mps: Option<f64>,
     /// Battery, percent.
     pub battery_pct: Option<f64>,
+    /// The GNSS health (`fix`, `sats`, `satsVisible`, `hAccM`), when the drone sent any.
+    pub gnss: Option<Value>,
+    /// Its agent's connection state and version.
+    #[serde(flatten)]
+    pub agent: Agent,
     /// Distance from the query's point, metres (near queries only).
     pub distance_m: Option<f64>,
 }
@@ -82,6 +130,12 @@ impl Drone {
             if let Some(v) = value {
                 properties.insert(name.into(), json!(v));
             }
+        }
+        if let Some(gnss) = &self.gnss {
+            properties.insert("gnss".into(), gnss.clone());
+        }
+        if self.agent.is_known() {
+            properties.insert("agent".into(), json!(self.agent));
         }
         Feature {
             bbox: None,
@@ -171,7 +225,7 @@ impl Reads {
         let query = QueryRequest {
             query: format!(
                 "SELECT {DRONE_FIELDS}, ST_DISTANCE(c.location, @here) AS distanceM FROM c \
-                 WHERE c.kind = @kind AND ST_DISTANCE(c.location, @here) <= @radius"
+                 WHERE c.kind = @kind AND IS_DEFINED(c.location) AND ST_DISTANCE(c.location, @here) <= @radius"
             ),
             parameters: vec![
                 param("@here", at.to_geojson()),
@@ -192,7 +246,7 @@ impl Reads {
     pub async fn within(&self, area: &Polygon) -> Result<Answer<Vec<Drone>>, ReadFailure> {
         let query = QueryRequest {
             query: format!(
-                "SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind AND ST_WITHIN(c.location, @area)"
+                "SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind AND IS_DEFINED(c.location) AND ST_WITHIN(c.location, @area)"
             ),
             parameters: vec![
                 param("@kind", json!("latest")),
@@ -207,7 +261,9 @@ impl Reads {
     /// Every drone, by id.
     pub async fn all(&self) -> Result<Answer<Vec<Drone>>, ReadFailure> {
         let query = QueryRequest {
-            query: format!("SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind"),
+            query: format!(
+                "SELECT {DRONE_FIELDS} FROM c WHERE c.kind = @kind AND IS_DEFINED(c.location)"
+            ),
             parameters: vec![param("@kind", json!("latest"))],
         };
         let mut answer = self.fan_out(query).await?;
@@ -222,6 +278,7 @@ impl Reads {
         let value = doc
             .and_then(|d| serde_json::from_slice::<Value>(&d.body).ok())
             .filter(|d| d.get("kind").and_then(Value::as_str) == Some("latest"))
+            .filter(|d| d.get("location").is_some())
             .and_then(|d| decode_all::<Drone>(vec![d]).pop());
         Ok(Answer { value, cost })
     }
