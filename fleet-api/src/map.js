@@ -55,6 +55,18 @@ function colour(ageS) {
   if (ageS < 300) return "#e8731f";
   return "#9aa4ad";
 }
+// The drone's link, from its agent's connection state (IoT Hub's routed events, when the hub
+// routes them) and its position's age: "current" (a fresh position), "silent" (its agent is
+// connected but no position came for SILENT_AFTER_S: no fix), "disconnected" (its agent
+// disconnected), "unreported" (no connection state known and no fresh position).
+const SILENT_AFTER_S = 60;
+function linkState(f) {
+  const agent = f.properties.agent || {};
+  if (agent.connected === false) return "disconnected";
+  if (ageS(f) < SILENT_AFTER_S) return "current";
+  return agent.connected === true ? "silent" : "unreported";
+}
+const LINK_TEXT = { current: "current", silent: "connected, no fix", disconnected: "disconnected", unreported: "no position lately" };
 function niceStep(raw) {
   const p = Math.pow(10, Math.floor(Math.log10(raw)));
   for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
@@ -112,11 +124,13 @@ function placeDrone(f, g) {
     c.addEventListener("mousedown", e => e.stopPropagation());
     c.addEventListener("click", e => { e.stopPropagation(); select(f.id); });
   }
-  c.setAttribute("class", "drone" + (f.id === selected ? " selected" : ""));
+  const state = linkState(f);
+  c.setAttribute("class", `drone ${state}` + (f.id === selected ? " selected" : ""));
+  c.setAttribute("data-state", state);
   c.setAttribute("cx", x);
   c.setAttribute("cy", y);
-  c.setAttribute("fill", colour(ageS(f)));
-  c.firstChild.textContent = `${f.id} · ${Math.round(ageS(f))} s ago`;
+  c.setAttribute("fill", state === "disconnected" ? "#fff" : colour(ageS(f)));
+  c.firstChild.textContent = `${f.id} · ${LINK_TEXT[state]} · ${Math.round(ageS(f))} s ago`;
 }
 function drawDrones() {
   const g = layer("drones"); g.replaceChildren();
@@ -303,6 +317,14 @@ async function loadFences() {
   }
 }
 
+function agentText(agent) {
+  if (!agent || agent.connected == null) return agent && agent.version ? agent.version : "–";
+  return (agent.connected ? "connected" : "disconnected") + (agent.version ? ", version " + agent.version : "");
+}
+function satellites(gnss) {
+  if (!gnss || gnss.sats == null) return "–";
+  return gnss.sats + (gnss.satsVisible == null ? "" : " of " + gnss.satsVisible + " visible");
+}
 async function select(id) {
   selected = id;
   drawDrones();
@@ -318,6 +340,13 @@ async function select(id) {
       ["altitude", p.altM == null ? "–" : p.altM.toFixed(1) + " m"],
       ["speed", p.speedMps == null ? "–" : p.speedMps.toFixed(1) + " m/s"],
       ["battery", p.batteryPct == null ? "–" : p.batteryPct + " %"],
+      ["link", LINK_TEXT[linkState(stamp(d))]],
+      ["agent", agentText(p.agent)],
+      ["connected at", (p.agent && p.agent.connectedAt) || "–"],
+      ["disconnected at", (p.agent && p.agent.disconnectedAt) || "–"],
+      ["GNSS fix", (p.gnss && p.gnss.fix) || "–"],
+      ["satellites", satellites(p.gnss)],
+      ["horizontal accuracy", p.gnss && p.gnss.hAccM != null ? p.gnss.hAccM.toFixed(1) + " m" : "–"],
       ["track (last hour)", t.properties.points ? t.properties.points + " positions" : "no history documents"],
       ["read", cost(r1)], ["track query", cost(r2)],
     ];

@@ -8,6 +8,10 @@
 //! installed (`./scripts/test-all` installs it); without it these tests fail and say how to
 //! install it.
 //!
+//! The map also tells three drones apart by their link (`data-state`): connected with a fresh
+//! position (`current`), connected without a position for a minute (`silent`: no fix), and
+//! disconnected.
+//!
 //! `FLEET_MAP_SCREENSHOT=docs/img/fleet-map.png` also saves a screenshot of the map, with a
 //! drone and its track selected and a radius query drawn (how the README's picture is made).
 
@@ -117,6 +121,59 @@ async fn the_map_draws_every_drone_the_api_returns() {
         .await
         .unwrap()
         .unwrap();
+    }
+    drop(api);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_map_tells_current_silent_and_disconnected_drones_apart() {
+    let chromium = Chromium::find().unwrap_or_else(|e| {
+        panic!("the map test needs Debian's chromium: {e} (./scripts/test-all installs it)")
+    });
+    let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let layout = telemetry::DocumentLayout::default();
+    // (device, position age, agent connected), as the writer stores them.
+    let drones = [
+        ("drone-current", 2, true),
+        ("drone-silent", 300, true),
+        ("drone-gone", 600, false),
+    ];
+    for (i, (device, age_s, connected)) in drones.into_iter().enumerate() {
+        let at = (HOME.0 + i as f64 * 0.002, HOME.1);
+        let pos = position(device, 5, at, Duration::from_secs(age_s));
+        let mut doc = layout.latest(&pos, None);
+        doc["agentConnected"] = serde_json::json!(connected);
+        doc["agentConnectionSeq"] = serde_json::json!("01");
+        c.upsert(device, &serde_json::to_vec(&doc).unwrap())
+            .await
+            .unwrap();
+    }
+    let api = start_binary(
+        &sim,
+        &[("API_ALLOW_ANONYMOUS", "true"), ("MAP_UPDATES", "poll")],
+    );
+    let url = format!("{}/", api.base);
+    let dom = tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(3)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(dom.contains("data-updated="), "no first update: {dom}");
+    for (device, state) in [
+        ("drone-current", "current"),
+        ("drone-silent", "silent"),
+        ("drone-gone", "disconnected"),
+    ] {
+        let at = dom
+            .find(&format!("data-drone-id=\"{device}\""))
+            .unwrap_or_else(|| panic!("{device} not drawn: {dom}"));
+        let tag_start = dom[..at].rfind('<').unwrap();
+        let tag = &dom[tag_start..at + dom[at..].find('>').unwrap()];
+        assert!(
+            tag.contains(&format!("data-state=\"{state}\"")),
+            "{device} should be {state}: {tag}"
+        );
     }
     drop(api);
     sim.shutdown().await;
