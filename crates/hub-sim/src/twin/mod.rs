@@ -57,6 +57,7 @@ pub(crate) fn update(
     if hub.registry.get(device).is_none() {
         return Err(TwinError::DeviceNotFound(device.to_owned()));
     }
+    let _in_order = hub.twins.solution_changes.lock();
     let change = hub
         .twins
         .update(device, desired, tags, etag, replace)

@@ -239,6 +239,9 @@ fn check_size(section: Section, doc: &Map<String, Value>) -> Result<(), TwinErro
 pub struct Twins {
     dir: Option<PathBuf>,
     twins: Mutex<HashMap<String, Twin>>,
+    /// Held by the solution's changes from the change until the device is told, so that
+    /// notifications leave in version order.
+    pub(crate) solution_changes: Mutex<()>,
 }
 
 impl Twins {
@@ -268,6 +271,7 @@ impl Twins {
         Ok(Twins {
             dir: Some(dir.to_owned()),
             twins: Mutex::new(twins),
+            solution_changes: Mutex::new(()),
         })
     }
 
