@@ -117,18 +117,18 @@ impl DeviceSessions {
         self.live.lock().contains_key(device)
     }
 
-    /// The outbound queue of `device`'s live session if it subscribed to `which`.
+    /// The id and outbound queue of `device`'s live session if it subscribed to `which`.
     pub(crate) fn subscriber(
         &self,
         device: &str,
         which: Subscription,
-    ) -> Option<mpsc::Sender<Outbound>> {
+    ) -> Option<(u64, mpsc::Sender<Outbound>)> {
         let live = self.live.lock();
         let session = live.get(device)?;
         session
             .subscriptions
             .has(which)
-            .then(|| session.outbound.clone())
+            .then(|| (session.id, session.outbound.clone()))
     }
 
     /// Waits up to `timeout` for `device` to be connected and subscribed to `which`.
@@ -137,7 +137,7 @@ impl DeviceSessions {
         device: &str,
         which: Subscription,
         timeout: Duration,
-    ) -> Option<mpsc::Sender<Outbound>> {
+    ) -> Option<(u64, mpsc::Sender<Outbound>)> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();

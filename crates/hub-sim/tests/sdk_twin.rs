@@ -41,10 +41,19 @@ async fn service_as(hub: &HubSim, ca: &str, connection_string: &str, args: &[&st
     outcome
 }
 
-/// The device SDK patches reported properties once and reads its twin back.
+/// The device SDK patches reported properties once (over MQTT/TLS) and reads its twin back.
 async fn report(hub: &TestHub, device: usize, patch: Value) -> Value {
+    report_over(hub, device, patch, false).await
+}
+
+/// The same over MQTT/TLS or over WebSockets on the HTTPS port.
+async fn report_over(hub: &TestHub, device: usize, patch: Value, websockets: bool) -> Value {
     let cs = hub.device_strings().remove(device);
-    let env = device_env(&hub.hub, &hub.ca_path(), &cs);
+    let mut env = device_env(&hub.hub, &hub.ca_path(), &cs);
+    if websockets {
+        env[0].1 = hub.hub.ws_addr().port().to_string();
+        env.push(("HUB_SIM_WEBSOCKETS", "1".into()));
+    }
     let args = vec!["report".into(), patch.to_string()];
     let (outcome, ok) = run_script("device", "twin_device.py", &args, &env).await;
     assert!(ok, "{outcome}");
@@ -80,7 +89,7 @@ async fn a_reported_patch_is_read_back_by_the_service_sdk_with_its_version() {
         json!({"fw": "1.2", "battery": {"pct": 80, "v": 15.1}, "$version": 2})
     );
     assert_eq!(first["twin"]["desired"], json!({"$version": 1}));
-    let second = report(&hub, 0, json!({"fw": null, "battery": {"v": null}})).await;
+    let second = report_over(&hub, 0, json!({"fw": null, "battery": {"v": null}}), true).await;
     assert_eq!(
         second["twin"]["reported"],
         json!({"battery": {"pct": 80}, "$version": 3})
@@ -337,7 +346,8 @@ async fn poll_until(events: &mut EventLoop, mut until: impl FnMut(&Event) -> boo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_that_does_not_answer_is_504_and_twin_publishes_stay_out_of_the_partitions() {
+async fn a_device_that_does_not_answer_is_504_or_closed_and_twin_publishes_stay_out_of_the_partitions()
+ {
     let hub = TestHub::start(1).await;
     let cs = hub.device_strings().remove(0);
     let options = device_options(
@@ -435,4 +445,31 @@ async fn a_device_that_does_not_answer_is_504_and_twin_publishes_stay_out_of_the
     assert_eq!(outcome["http_status"], 504, "{outcome}");
     assert_eq!(outcome["error_code"], "GatewayTimeout");
     assert_eq!(inner_error(&outcome)["errorCode"], 504_101);
+    // A device that leaves while a call waits ends the call at once.
+    let timeouts = MethodTimeouts {
+        response: Duration::from_secs(120),
+        connect: Duration::ZERO,
+    };
+    let call = {
+        let hub = &hub.hub;
+        async move {
+            hub.invoke_method("drone-0", "land", &json!({}), timeouts)
+                .await
+        }
+    };
+    let leave = async {
+        poll_until(&mut events, |e| {
+            matches!(e, Event::Incoming(Packet::Publish(_)))
+        })
+        .await;
+        client.disconnect().await.unwrap();
+        poll_until(&mut events, |e| {
+            matches!(e, Event::Outgoing(rumqttc::Outgoing::Disconnect))
+        })
+        .await;
+    };
+    let started = std::time::Instant::now();
+    let (outcome, ()) = tokio::join!(call, leave);
+    assert_eq!(outcome, Err(MethodError::DeviceConnectionClosed));
+    assert!(started.elapsed() < Duration::from_secs(60));
 }

@@ -295,6 +295,7 @@ where
         }
     };
     hub.sessions.unregister(&device, conn_id);
+    hub.methods.abandon(&device, conn_id);
     hub.twins.touch(&device);
     hub.events.connection_state(&hub.partitions, &device, false);
     if !reason.is_empty() {

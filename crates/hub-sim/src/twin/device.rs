@@ -152,7 +152,7 @@ pub(crate) fn handle(
 
 /// Sends a desired property notification to `device` if it is connected and subscribed.
 pub(crate) fn notify_desired(hub: &Hub, device: &str, notification: &serde_json::Value) {
-    let Some(outbound) = hub.sessions.subscriber(device, Subscription::Desired) else {
+    let Some((_, outbound)) = hub.sessions.subscriber(device, Subscription::Desired) else {
         return;
     };
     let version = notification["$version"].as_u64().unwrap_or_default();

@@ -11,6 +11,7 @@
 //!
 //! Errors carry IoT Hub's body `{"Message": "{\"errorCode\":...}", "ExceptionMessage": ""}`
 //! and its `iothub-errorcode` header (DeviceNotFound 404001, DeviceNotOnline 404103,
+//! DeviceConnectionClosedRemotely 404104,
 //! GatewayTimeout 504101, PreconditionFailed 412001, ArgumentInvalid 400004, ...).
 
 use super::methods::{self, MethodError, MethodTimeouts};
@@ -315,6 +316,13 @@ async fn invoke(hub: &Hub, device: &str, body: &[u8]) -> Response<Full<Bytes>> {
             504_101,
             &e.to_string(),
             json!({ "timeout": span(timeout) }),
+        ),
+        Err(e @ MethodError::DeviceConnectionClosed) => error(
+            StatusCode::NOT_FOUND,
+            "DeviceConnectionClosedRemotely",
+            404_104,
+            &e.to_string(),
+            json!({}),
         ),
         Err(e @ MethodError::Throttled) => error(
             StatusCode::TOO_MANY_REQUESTS,
