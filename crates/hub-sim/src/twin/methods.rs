@@ -73,8 +73,8 @@ pub enum MethodError {
     /// The request is not valid (400004): name, payload size or timeouts.
     #[error("{0}")]
     BadRequest(String),
-    /// The device answered with a payload that is not JSON (400).
-    #[error("the device's response payload is not JSON")]
+    /// The device answered with a payload that is not JSON, or over 128 KB (400).
+    #[error("the device's response payload is not JSON or is over 128 KB")]
     BadDeviceResponse,
 }
 
@@ -202,6 +202,9 @@ pub(crate) async fn invoke(
         Ok(Err(_)) => return Err(MethodError::DeviceConnectionClosed),
         Err(_) => return Err(MethodError::GatewayTimeout(timeouts.response)),
     };
+    if answer.len() > MAX_METHOD_PAYLOAD {
+        return Err(MethodError::BadDeviceResponse);
+    }
     let payload = if answer.is_empty() {
         Value::Null
     } else {

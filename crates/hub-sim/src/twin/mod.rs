@@ -1,7 +1,7 @@
 //! Device twins and direct methods, as IoT Hub serves them: [`store`] keeps the twins
 //! ([`merge`] patches their JSON and counts its size),
 //! [`device`] serves the devices' `$iothub/` topics over MQTT, [`methods`] waits for
-//! devices' answers, [`service`] is the REST API on the HTTPS port (`/twins/{id}`), and
+//! devices' answers, `service` is the REST API on the HTTPS port (`/twins/{id}`), and
 //! [`events`] emits connection state and twin change events to the built-in endpoint when
 //! they are routed.
 //!
