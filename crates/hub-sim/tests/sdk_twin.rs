@@ -194,7 +194,7 @@ async fn a_method_invoked_with_the_service_sdk_is_answered_by_the_device_sdk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_method_for_a_device_not_connected_is_404_and_an_unknown_device_404_not_found() {
+async fn a_method_for_a_device_not_connected_is_404_an_unknown_device_404_and_a_wrong_key_401() {
     let hub = TestHub::start(1).await;
     let ca = hub.ca_path();
     let offline = service(
@@ -221,6 +221,13 @@ async fn a_method_for_a_device_not_connected_is_404_and_an_unknown_device_404_no
     );
     let refused = service_as(&hub.hub, &ca, &wrong, &["get", "drone-0"]).await;
     assert_eq!(refused["http_status"], 401, "{refused}");
+    // The service policy (ServiceConnect) reads twins as the owner does.
+    let service_policy = format!(
+        "HostName=localhost;SharedAccessKeyName=service;SharedAccessKey={}",
+        hub.hub.policy_keys().service
+    );
+    let read = service_as(&hub.hub, &ca, &service_policy, &["get", "drone-0"]).await;
+    assert_eq!(read["twin"]["device_id"], "drone-0", "{read}");
     let unknown = service(&hub.hub, &ca, &["get", "ghost"]).await;
     assert_eq!(unknown["http_status"], 404, "{unknown}");
     assert_eq!(unknown["error_code"], "DeviceNotFound");
