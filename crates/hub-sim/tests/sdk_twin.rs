@@ -280,17 +280,25 @@ async fn connection_state_and_twin_change_events_reach_the_event_hubs_sdk() {
     })
     .await;
     report(&hub, 0, json!({"fw": "3.1"})).await;
+    let ca = hub.ca_path();
+    service(
+        &hub.hub,
+        &ca,
+        &["desired", "drone-0", r#"{"rate": 5, "mode": "rtl"}"#],
+    )
+    .await;
+    service(&hub.hub, &ca, &["replace", "drone-0", r#"{"rate": 6}"#]).await;
     let env = vec![("HUB_SIM_EVENTHUB", hub.hub.eventhub_connection_string())];
     let (outcome, ok) = run_script(
         "eventhub",
         "eventhub.py",
-        &["receive".into(), "3".into()],
+        &["receive".into(), "5".into()],
         &env,
     )
     .await;
     assert!(ok, "{outcome}");
     let events = outcome["events"].as_array().unwrap();
-    assert_eq!(events.len(), 3, "{outcome}");
+    assert_eq!(events.len(), 5, "{outcome}");
     let partition = hub.hub.partitions().partition_of("drone-0").to_string();
     for event in events {
         assert_eq!(event["partition"], partition.as_str());
@@ -316,8 +324,14 @@ async fn connection_state_and_twin_change_events_reach_the_event_hubs_sdk() {
             .to_owned()
     };
     assert_eq!(
-        [op(0), op(1), op(2)],
-        ["deviceConnected", "updateTwin", "deviceDisconnected"]
+        [op(0), op(1), op(2), op(3), op(4)],
+        [
+            "deviceConnected",
+            "updateTwin",
+            "deviceDisconnected",
+            "updateTwin",
+            "replaceTwin"
+        ]
     );
     for i in [0, 2] {
         assert_eq!(events[i]["source"], "deviceConnectionStateEvents");
@@ -337,6 +351,29 @@ async fn connection_state_and_twin_change_events_reach_the_event_hubs_sdk() {
     assert_eq!(body["version"], 2);
     assert_eq!(body["properties"]["reported"]["fw"], "3.1");
     assert_eq!(body["properties"]["reported"]["$version"], 2);
+    let body =
+        |i: usize| -> Value { serde_json::from_str(events[i]["body"].as_str().unwrap()).unwrap() };
+    let desired = body(3)["properties"]["desired"].clone();
+    assert_eq!(
+        (desired["rate"].clone(), desired["$version"].clone()),
+        (json!(5), json!(2))
+    );
+    assert_eq!(desired["$metadata"]["rate"]["$lastUpdatedVersion"], 2);
+    let replaced = body(4);
+    assert_eq!(replaced["version"], 4);
+    let desired = &replaced["properties"]["desired"];
+    assert_eq!(desired["rate"], 6);
+    assert_eq!(desired["$version"], 3);
+    assert!(desired.get("mode").is_none(), "{replaced}");
+    for i in [3, 4] {
+        assert_eq!(events[i]["source"], "twinChangeEvents");
+    }
+    let twin = hub.hub.twin("drone-0").unwrap();
+    assert_eq!(
+        twin["properties"]["desired"]["mode"],
+        Value::Null,
+        "the replacement dropped what it did not name"
+    );
 }
 
 /// Polls the event loop until `until` accepts an event; each poll is bounded by 30 s.

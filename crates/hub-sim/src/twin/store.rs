@@ -366,15 +366,18 @@ impl Twins {
                 twin.desired_version = version;
             }
             twin.version += 1;
-            let mut change = Self::changed(
-                twin,
-                if desired_changed {
-                    Section::Desired
-                } else {
-                    Section::Tags
-                },
-                &patch,
-            );
+            // An update's event names what changed; a replacement's the whole new document.
+            let event_patch = if replace {
+                twin.desired.clone()
+            } else {
+                patch.clone()
+            };
+            let section = if desired_changed {
+                Section::Desired
+            } else {
+                Section::Tags
+            };
+            let mut change = Self::changed(twin, section, &event_patch);
             if desired_changed {
                 let mut notification: Map<String, Value> = patch
                     .into_iter()
@@ -384,6 +387,7 @@ impl Twins {
                 change.desired_notification = Some(Value::Object(notification));
             }
             if let (Some(tags), Value::Object(body)) = (tags, &mut change.event_body) {
+                let tags = if replace { &twin.tags } else { tags };
                 body.insert("tags".into(), Value::Object(tags.clone()));
             }
             Ok(change)
