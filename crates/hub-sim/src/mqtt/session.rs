@@ -174,7 +174,11 @@ where
     let reason: &'static str = loop {
         let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
         let packet = tokio::select! {
-            _ = kicked.cancelled() => break "replaced_by_new_connection",
+            _ = kicked.cancelled() => break if subscriptions.overflowed() {
+                "outbound_queue_full"
+            } else {
+                "replaced_by_new_connection"
+            },
             _ = drops.changed() => break "dropped_by_fault",
             _ = tokio::time::sleep_until(expiry.unwrap_or(far)) => break "token_expired",
             _ = tokio::time::sleep_until(idle_deadline) => break "keep_alive_timeout",

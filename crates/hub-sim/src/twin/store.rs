@@ -224,7 +224,6 @@ impl Twins {
             .cloned()
             .unwrap_or_else(|| Twin::new(&now));
         let out = change(&mut twin, &now)?;
-        twin.last_activity = Some(now);
         self.keep(device, &twin)?;
         twins.insert(device.to_owned(), twin);
         Ok(out)
@@ -305,6 +304,7 @@ impl Twins {
             twin.reported_metadata = metadata;
             twin.reported_version += 1;
             twin.version += 1;
+            twin.last_activity = Some(now.to_owned());
             Ok(Self::changed(twin, Section::Reported, patch))
         })
     }
@@ -422,7 +422,8 @@ impl Twins {
         }
     }
 
-    /// Records device activity (a connection opened or closed) without a write.
+    /// Records device activity (a connection opened or closed) without a write; a reported
+    /// patch records it too (`lastActivityTime`).
     pub fn touch(&self, device: &str) {
         let now = timestamp_now();
         let mut twins = self.twins.lock();
