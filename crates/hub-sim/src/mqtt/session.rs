@@ -171,8 +171,10 @@ where
     // is acknowledged after it, as MQTT keeps PUBACKs in publish order.
     let mut last_sequence = -1;
     let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+    // Keep-alive counts the device's packets only, not what the hub writes to it.
+    let mut last_inbound = tokio::time::Instant::now();
     let reason: &'static str = loop {
-        let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
+        let idle_deadline = keep_alive.map_or(far, |k| last_inbound + k);
         let packet = tokio::select! {
             _ = kicked.cancelled() => break if subscriptions.overflowed() {
                 "outbound_queue_full"
@@ -201,6 +203,7 @@ where
             Ok(packet) => packet,
             Err(e) => break close_reason(e),
         };
+        last_inbound = tokio::time::Instant::now();
         let written = match packet {
             Packet::Publish(publish) => {
                 if publish.qos == QoS::ExactlyOnce {
