@@ -226,9 +226,10 @@ async fn route(
             let tags = twin["tags"].as_object();
             let replace = m == Method::PUT;
             let empty = Map::new();
-            let desired = match (desired, replace) {
-                (None, true) => Some(&empty),
-                (d, _) => d,
+            // A replacement names the whole of desired and tags: what it leaves out goes.
+            let (desired, tags) = match replace {
+                true => (desired.or(Some(&empty)), tags.or(Some(&empty))),
+                false => (desired, tags),
             };
             match super::update(hub, &device, desired, tags, etag.as_deref(), replace) {
                 Ok(_) => match super::service_view(hub, &device) {
