@@ -7,8 +7,8 @@
 //!
 //! Cost, as IoT Hub meters them against the daily message quota: twin reads and updates
 //! (device or service side) count one message per 4 KB; a method call counts its request
-//! and its response, one message per 4 KB each (at least one each). Twins and methods exist
-//! on the standard tier only.
+//! and its response, one message per 4 KB each (one each when empty). Twins and methods
+//! exist on the standard tier only.
 
 pub mod device;
 pub mod events;
