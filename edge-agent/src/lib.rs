@@ -4,7 +4,13 @@
 //!
 //! ```text
 //! source/ (mavlink, gpsd, sim) -> agent (interval, seq) -> buffer/ (disk) -> batch (PUBLISH_EVERY) -> transport/ (MQTT)
+//!                                    ^                                                            |
+//!                                    +---- twin/ (desired settings, reported state, methods) <----+ (IoT Hub only)
 //! ```
+//!
+//! On IoT Hub each agent follows its device twin by itself: a desired `reportInterval` or
+//! `publishEvery` set on the hub's service side takes effect in the running agent and shows
+//! in [`AgentStatus::settings`]; the direct methods `reportNow` and `status` are answered.
 //!
 //! The library has no global state and handles no signals: a process can run many
 //! agents (a simulated fleet), each stopped by its own [`CancellationToken`].
