@@ -157,7 +157,7 @@ async fn a_desired_interval_is_applied_at_once_and_acknowledged_with_its_version
     );
     // Messages now come about a second apart, not five.
     let from = agent.handle.status().next_seq;
-    position_from(&hub, from + 3).await;
+    position_from(&hub, from + 4).await;
     let times: Vec<_> = positions(&hub)
         .into_iter()
         .filter(|(seq, _)| *seq >= from)
@@ -167,8 +167,10 @@ async fn a_desired_interval_is_applied_at_once_and_acknowledged_with_its_version
         .windows(2)
         .map(|w| (w[1] - w[0]).num_milliseconds())
         .collect();
+    // About a second each; a busy machine may delay one tick, never to the old five.
+    let mean = gaps.iter().sum::<i64>() / gaps.len() as i64;
     assert!(
-        gaps.iter().all(|gap| (500..3000).contains(gap)),
+        (500..2000).contains(&mean) && gaps.iter().all(|gap| *gap < 4500),
         "gaps {gaps:?} ms"
     );
     assert_eq!(agent.handle.status().settings.report_interval_ms, 1000);
