@@ -99,6 +99,7 @@ async fn round(setup: &Setup) -> Duration {
             heading_deg: Some(90.0),
             speed_mps: Some(12.0),
             battery_pct: Some(80),
+            gnss: Default::default(),
         }
         .encode()
         .expect("a valid position");

@@ -30,6 +30,7 @@ fn position(device: &str, seq: u64, lon: f64, lat: f64, age_s: i64) -> Position 
         heading_deg: None,
         speed_mps: None,
         battery_pct: None,
+        gnss: Default::default(),
     }
 }
 

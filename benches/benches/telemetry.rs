@@ -56,6 +56,7 @@ fn positions() -> Vec<Position> {
                 heading_deg: full.then(|| rng.next(36_000) as f64 / 100.0),
                 speed_mps: full.then(|| vx.hypot(vy) / 100.0),
                 battery_pct: full.then(|| rng.next(101) as u8),
+                gnss: Default::default(),
             }
         })
         .collect()

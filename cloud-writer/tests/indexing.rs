@@ -69,6 +69,7 @@ async fn round(sink: &CosmosSink, metrics: &Metrics, seq: u64) {
                 heading_deg: Some(90.0),
                 speed_mps: Some(10.0 + seq as f64),
                 battery_pct: Some(90 - seq as u8),
+                gnss: Default::default(),
             },
             enqueued: Some(base + TimeDelta::seconds(5 * seq as i64 + 1)),
             received_at: Instant::now(),

@@ -88,6 +88,7 @@ fn position(device: &str, seq: u64, base: DateTime<Utc>) -> PositionWrite {
             heading_deg: None,
             speed_mps: None,
             battery_pct: Some(50),
+            gnss: Default::default(),
         },
         enqueued: None,
         received_at: Instant::now(),

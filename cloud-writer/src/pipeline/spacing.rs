@@ -160,6 +160,7 @@ mod tests {
                 heading_deg: None,
                 speed_mps: None,
                 battery_pct: None,
+                gnss: Default::default(),
             },
             enqueued: None,
             received_at: std::time::Instant::now(),

@@ -30,11 +30,13 @@ pub(crate) enum Subscription {
     Methods,
 }
 
-/// A session's subscriptions, set by the session and read by the hub.
+/// A session's subscriptions, set by the session and read by the hub, and whether the hub
+/// closed it for letting its outbound queue fill.
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
     desired: AtomicBool,
     methods: AtomicBool,
+    overflowed: AtomicBool,
 }
 
 impl Subscriptions {
@@ -48,6 +50,11 @@ impl Subscriptions {
     /// Whether the session subscribed to `which`.
     pub(crate) fn has(&self, which: Subscription) -> bool {
         self.flag(which).load(Ordering::Acquire)
+    }
+
+    /// Whether the hub closed the session because its outbound queue was full.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
     }
 }
 
@@ -117,18 +124,18 @@ impl DeviceSessions {
         self.live.lock().contains_key(device)
     }
 
-    /// The outbound queue of `device`'s live session if it subscribed to `which`.
+    /// The id and outbound queue of `device`'s live session if it subscribed to `which`.
     pub(crate) fn subscriber(
         &self,
         device: &str,
         which: Subscription,
-    ) -> Option<mpsc::Sender<Outbound>> {
+    ) -> Option<(u64, mpsc::Sender<Outbound>)> {
         let live = self.live.lock();
         let session = live.get(device)?;
         session
             .subscriptions
             .has(which)
-            .then(|| session.outbound.clone())
+            .then(|| (session.id, session.outbound.clone()))
     }
 
     /// Waits up to `timeout` for `device` to be connected and subscribed to `which`.
@@ -137,7 +144,7 @@ impl DeviceSessions {
         device: &str,
         which: Subscription,
         timeout: Duration,
-    ) -> Option<mpsc::Sender<Outbound>> {
+    ) -> Option<(u64, mpsc::Sender<Outbound>)> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();
@@ -167,6 +174,7 @@ impl DeviceSessions {
                 if let Some(live) = self.live.lock().get(device)
                     && live.outbound.same_channel(outbound)
                 {
+                    live.subscriptions.overflowed.store(true, Ordering::Release);
                     live.kicked.cancel();
                 }
                 false
@@ -190,4 +198,56 @@ pub(crate) struct Hub {
     pub(crate) methods: Methods,
     /// Connection state and twin change events, and whether they are routed.
     pub(crate) events: Events,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn message() -> Outbound {
+        Outbound {
+            topic: "t".into(),
+            payload: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn a_session_whose_queue_is_full_is_closed() {
+        let sessions = DeviceSessions::default();
+        let (tx, _rx) = mpsc::channel(1);
+        let (_, kicked, subscriptions) = sessions.register("d", tx.clone());
+        assert!(sessions.push("d", &tx, message()));
+        assert!(!kicked.is_cancelled());
+        assert!(!sessions.push("d", &tx, message()));
+        assert!(kicked.is_cancelled() && subscriptions.overflowed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_when_the_device_subscribes_or_at_its_timeout() {
+        let sessions = Arc::new(DeviceSessions::default());
+        let timeout = Duration::from_secs(5);
+        assert!(
+            sessions
+                .wait_for("d", Subscription::Methods, timeout)
+                .await
+                .is_none()
+        );
+        let waiter = {
+            let sessions = sessions.clone();
+            tokio::spawn(async move {
+                sessions
+                    .wait_for("d", Subscription::Methods, timeout)
+                    .await
+                    .map(|(id, _)| id)
+            })
+        };
+        tokio::task::yield_now().await;
+        let (tx, _rx) = mpsc::channel(1);
+        let (id, _, subscriptions) = sessions.register("d", tx);
+        assert!(sessions.subscriber("d", Subscription::Methods).is_none());
+        sessions.subscribe(&subscriptions, Subscription::Methods, true);
+        assert_eq!(waiter.await.unwrap(), Some(id));
+        assert!(sessions.subscriber("d", Subscription::Desired).is_none());
+    }
 }

@@ -22,7 +22,8 @@
 //! ([`dps`]), which assigns them to this hub or to other hubs of the process linked to it.
 //!
 //! Modules: [`registry`] (devices), [`sas`] (tokens), [`tls`] (the CA and certificates),
-//! [`mqtt`] (the device side), [`dps`] (provisioning), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
+//! [`mqtt`] (the device side), [`twin`] (twins, direct methods, the service REST API,
+//! routed events), [`dps`] (provisioning), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
 //! consumer side), [`faults`], [`stats`], [`state_dir`] (the files kept across starts).
 
 mod admin;

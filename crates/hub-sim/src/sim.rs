@@ -216,9 +216,18 @@ impl HubSim {
         let https = Arc::new(Https {
             hub: hub.clone(),
             dps: dps.clone(),
-            owner_key: BASE64
-                .decode(&keys.iothubowner)
-                .expect("the iothubowner key the hub made is base64"),
+            policy_keys: [
+                ("iothubowner", &keys.iothubowner),
+                ("service", &keys.service),
+            ]
+            .into_iter()
+            .map(|(name, key)| {
+                let key = BASE64
+                    .decode(key)
+                    .expect("the policy keys the hub made are base64");
+                (name, key)
+            })
+            .collect(),
             stop: stop.clone(),
         });
         let mut listeners = vec![

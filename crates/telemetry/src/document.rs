@@ -7,9 +7,10 @@
 //! ```json
 //! {"id":"drone-0042","deviceId":"drone-0042","kind":"latest","schemaVersion":1,"seq":1834,
 //!  "deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795338902500,
-//!  "enqueuedTime":"2026-11-22T09:15:03.100Z","enqueuedTimeMs":1795338903100,
+//!  "enqueuedTimeMs":1795338903100,
 //!  "location":{"type":"Point","coordinates":[-122.3493,47.6205]},
-//!  "altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}
+//!  "altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,
+//!  "gnss":{"fix":"3d","sats":12,"satsVisible":14,"hAccM":1.5}}
 //! ```
 //!
 //! - `location` is a GeoJSON Point, longitude first. It is written by this module as
@@ -17,10 +18,16 @@
 //!   the output is the same and needs no allocation).
 //! - Documents are written straight into a byte buffer ([`DocumentLayout::write_latest`]);
 //!   the `serde_json::Value` forms are parsed from those bytes, so both forms agree.
-//! - `deviceTime`/`enqueuedTime` are RFC 3339 strings; `deviceTimeMs`/`enqueuedTimeMs` the
-//!   same instants in Unix milliseconds, for numeric comparison in queries and conditions.
-//!   The enqueued pair is present only when the source knows the hub's enqueued time.
-//! - Optional position fields are left out when the position lacks them.
+//! - `deviceTime` is an RFC 3339 string; `deviceTimeMs` the same instant in Unix
+//!   milliseconds, for numeric comparison in queries and conditions. `enqueuedTimeMs`, the
+//!   hub's enqueued time in Unix milliseconds, is present only when the source knows it.
+//!   (Documents before the GNSS health also had `enqueuedTime`, the same instant as a
+//!   string; it made way for `gnss` in the patch, which Cosmos DB caps at 10 operations.
+//!   A latest document written before keeps its old `enqueuedTime`: read `enqueuedTimeMs`.)
+//! - Optional position fields are left out when the position lacks them. The GNSS health
+//!   ([`crate::wire::Gnss`]) is one object, `gnss`, with the wire's member names, present
+//!   when the position has any: one patch operation, and not indexed
+//!   ([`crate::indexing`]).
 //! - The device id is also written at the layout's partition key path (default
 //!   `/deviceId`, which the document has anyway; `/fleet/deviceId` adds
 //!   `"fleet":{"deviceId":"..."}`).
@@ -29,13 +36,15 @@
 //!   `%3F` (a reversible escape); every other device id is its own document id.
 
 use std::borrow::Cow;
-use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
 use crate::time::MillisTime;
-use crate::wire::Position;
+use crate::wire::{Gnss, Position};
+
+mod partition_key;
+
+pub use partition_key::{PartitionKeyPath, PartitionKeyPathError};
 
 /// The version of the document format, written as `schemaVersion`.
 pub const DOCUMENT_SCHEMA_VERSION: u32 = 1;
@@ -54,158 +63,15 @@ pub const DOCUMENT_FIELDS: [&str; 15] = [
     "seq",
     "deviceTime",
     "deviceTimeMs",
-    "enqueuedTime",
     "enqueuedTimeMs",
     "location",
     "altM",
     "headingDeg",
     "speedMps",
     "batteryPct",
+    "gnss",
     "ttl",
 ];
-
-/// A partition key path such as `/deviceId` or `/fleet/deviceId`, at which documents carry
-/// the device id.
-///
-/// Syntax (Cosmos DB's): `/` followed by segments separated by `/`; a segment is a plain
-/// name, or a name in double quotes (which may then contain `/`, e.g. `/"a/b"`). Quoted
-/// names cannot contain `"`; wildcards (`*`, `?`, `[]`) are not paths of a single value.
-/// Equality compares the segments, so `/"fleet"/deviceId` equals `/fleet/deviceId`.
-#[derive(Debug, Clone)]
-pub struct PartitionKeyPath {
-    text: String,
-    segments: Vec<String>,
-}
-
-/// Why a string is not a usable partition key path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PartitionKeyPathError {
-    /// The path does not start with `/`.
-    #[error("partition key path '{path}' must start with '/', e.g. /deviceId")]
-    NoLeadingSlash {
-        /// The rejected path.
-        path: String,
-    },
-    /// A segment is empty (`//`, a trailing `/`, or `""`).
-    #[error("partition key path '{path}' has an empty segment")]
-    EmptySegment {
-        /// The rejected path.
-        path: String,
-    },
-    /// A quoted segment has no closing quote, or text follows its closing quote.
-    #[error("partition key path '{path}' has a malformed quoted segment")]
-    Quote {
-        /// The rejected path.
-        path: String,
-    },
-    /// An unquoted segment holds a character that is not allowed there.
-    #[error("partition key path '{path}' contains {ch:?}; quote the segment or use another name")]
-    Character {
-        /// The rejected path.
-        path: String,
-        /// The offending character.
-        ch: char,
-    },
-    /// The path starts with a name the documents already use for something else.
-    #[error(
-        "partition key path '{path}' starts with {field:?}, which the telemetry documents use for other data; use /deviceId or a path under another name, e.g. /pk/deviceId"
-    )]
-    Reserved {
-        /// The rejected path.
-        path: String,
-        /// The clashing document field.
-        field: String,
-    },
-}
-
-impl PartitionKeyPath {
-    /// The path's segments (quotes removed).
-    pub fn segments(&self) -> &[String] {
-        &self.segments
-    }
-
-    /// Whether this is the document's own `/deviceId` field.
-    pub fn is_device_id_field(&self) -> bool {
-        self.segments.len() == 1 && self.segments[0] == DEVICE_ID_FIELD
-    }
-}
-
-impl Default for PartitionKeyPath {
-    fn default() -> Self {
-        PartitionKeyPath {
-            text: format!("/{DEVICE_ID_FIELD}"),
-            segments: vec![DEVICE_ID_FIELD.to_owned()],
-        }
-    }
-}
-
-impl PartialEq for PartitionKeyPath {
-    fn eq(&self, other: &Self) -> bool {
-        self.segments == other.segments
-    }
-}
-
-impl Eq for PartitionKeyPath {}
-
-impl fmt::Display for PartitionKeyPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl FromStr for PartitionKeyPath {
-    type Err = PartitionKeyPathError;
-
-    fn from_str(path: &str) -> Result<Self, Self::Err> {
-        let owned = || path.to_owned();
-        let mut rest = path
-            .strip_prefix('/')
-            .ok_or_else(|| PartitionKeyPathError::NoLeadingSlash { path: owned() })?;
-        let mut segments = Vec::new();
-        loop {
-            let (segment, after) = if let Some(quoted) = rest.strip_prefix('"') {
-                let end = quoted
-                    .find('"')
-                    .ok_or_else(|| PartitionKeyPathError::Quote { path: owned() })?;
-                let after = &quoted[end + 1..];
-                if !(after.is_empty() || after.starts_with('/')) {
-                    return Err(PartitionKeyPathError::Quote { path: owned() });
-                }
-                (&quoted[..end], after)
-            } else {
-                let end = rest.find('/').unwrap_or(rest.len());
-                let segment = &rest[..end];
-                if let Some(ch) = segment
-                    .chars()
-                    .find(|c| matches!(c, '"' | '*' | '?' | '[' | ']'))
-                {
-                    return Err(PartitionKeyPathError::Character { path: owned(), ch });
-                }
-                (segment, &rest[end..])
-            };
-            if segment.is_empty() {
-                return Err(PartitionKeyPathError::EmptySegment { path: owned() });
-            }
-            segments.push(segment.to_owned());
-            match after.strip_prefix('/') {
-                Some(next) => rest = next,
-                None => break,
-            }
-        }
-        let first = segments[0].as_str();
-        let own_field = segments.len() == 1 && first == DEVICE_ID_FIELD;
-        if !own_field && (first.starts_with('_') || DOCUMENT_FIELDS.contains(&first)) {
-            return Err(PartitionKeyPathError::Reserved {
-                path: owned(),
-                field: first.to_owned(),
-            });
-        }
-        Ok(PartitionKeyPath {
-            text: owned(),
-            segments,
-        })
-    }
-}
 
 /// The Cosmos DB document id of a device: the device id, with `%`, `#` and `?` (allowed
 /// by IoT Hub, but `#` and `?` not by Cosmos DB) percent-escaped. Borrows when nothing
@@ -404,13 +270,13 @@ pub const PATCHED_FIELDS: [&str; 10] = [
     "seq",
     "deviceTime",
     "deviceTimeMs",
-    "enqueuedTime",
     "enqueuedTimeMs",
     "location",
     "altM",
     "headingDeg",
     "speedMps",
     "batteryPct",
+    "gnss",
 ];
 
 /// How [`write_changing`] writes a field.
@@ -472,13 +338,13 @@ fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut 
         seq,
         device_time,
         device_time_ms,
-        enqueued_time,
         enqueued_time_ms,
         location,
         alt,
         heading,
         speed,
         battery,
+        gnss,
     ] = PATCHED_FIELDS;
     fields.field(seq, Some(pos.seq), write_int);
     fields.field(device_time, Some(pos.ts), |out, ts| {
@@ -486,9 +352,6 @@ fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut 
     });
     fields.field(device_time_ms, Some(pos.ts), |out, ts| {
         write_int(out, ts.timestamp_millis());
-    });
-    fields.field(enqueued_time, enqueued, |out, t| {
-        MillisTime(t).write_json(out)
     });
     fields.field(enqueued_time_ms, enqueued, |out, t| {
         write_int(out, t.timestamp_millis());
@@ -504,20 +367,53 @@ fn write_changing(pos: &Position, enqueued: Option<DateTime<Utc>>, fields: &mut 
     fields.field(heading, pos.heading_deg, write_f64);
     fields.field(speed, pos.speed_mps, write_f64);
     fields.field(battery, pos.battery_pct, write_int);
+    fields.field(gnss, (!pos.gnss.is_empty()).then_some(pos.gnss), write_gnss);
+}
+
+/// Writes the GNSS health as an object of the members the position has, named as on the
+/// wire: `{"fix":"3d","sats":12,"satsVisible":14,"hAccM":1.5}`.
+fn write_gnss(out: &mut Vec<u8>, gnss: Gnss) {
+    let mut sep = b'{';
+    let mut member = |out: &mut Vec<u8>, name: &[u8]| {
+        out.push(std::mem::replace(&mut sep, b','));
+        out.extend_from_slice(name);
+    };
+    if let Some(fix) = gnss.fix {
+        member(out, b"\"fix\":\"");
+        out.extend_from_slice(fix.as_str().as_bytes());
+        out.push(b'"');
+    }
+    if let Some(sats) = gnss.sats {
+        member(out, b"\"sats\":");
+        write_int(out, sats);
+    }
+    if let Some(sats) = gnss.sats_visible {
+        member(out, b"\"satsVisible\":");
+        write_int(out, sats);
+    }
+    if let Some(h_acc) = gnss.h_acc_m {
+        member(out, b"\"hAccM\":");
+        write_f64(out, h_acc);
+    }
+    out.push(b'}');
 }
 
 /// An upper bound of a patch's length: ten operations of at most 45 bytes of punctuation
 /// and path each, their values (as in [`DOCUMENT_FIXED_MAX`]), the GeoJSON wrapper, the
 /// request's own punctuation and the condition (at most 130 bytes).
-const PATCH_MAX: usize = 10 * 45 + 2 * 26 + 5 * 24 + 5 * 20 + 40 + 30 + 130;
+const PATCH_MAX: usize = 10 * 45 + 26 + 6 * 24 + 6 * 20 + GNSS_PUNCTUATION_MAX + 40 + 30 + 130;
 
 /// Room for a typical document, so that building one allocates once.
 const DOCUMENT_CAPACITY: usize = 512;
 
 /// An upper bound of a document's length without its ids and partition key: field names
-/// and punctuation (about 250 bytes), two times, five floats of at most 24 bytes and five
-/// integers of at most 20.
-const DOCUMENT_FIXED_MAX: usize = 250 + 2 * 26 + 5 * 24 + 5 * 20;
+/// and punctuation (about 250 bytes), one time, six floats of at most 24 bytes, six
+/// integers of at most 20 and the `gnss` object's own names and punctuation.
+const DOCUMENT_FIXED_MAX: usize = 250 + 26 + 6 * 24 + 6 * 20 + GNSS_PUNCTUATION_MAX;
+
+/// The names and punctuation of the fullest `gnss` object, with its longest fix name:
+/// `{"fix":"rtkFloat","sats":,"satsVisible":,"hAccM":}`.
+const GNSS_PUNCTUATION_MAX: usize = 50;
 
 fn to_value(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).expect("the document writer writes valid JSON")
@@ -575,6 +471,12 @@ mod tests {
             heading_deg: Some(long),
             speed_mps: Some(long),
             battery_pct: Some(100),
+            gnss: Gnss {
+                fix: Some(crate::wire::FixType::RtkFloat),
+                sats: Some(255),
+                sats_visible: Some(255),
+                h_acc_m: Some(-long),
+            },
         };
         let mut out = Vec::new();
         DocumentLayout::default().write_patch(&pos, Some(t), &mut out);

@@ -1,8 +1,9 @@
 //! The indexing policy the position documents are written for: the read side's filters and
 //! orders (`kind`, `deviceId`, `deviceTimeMs`) and a spatial index on `location`, nothing
-//! else. Cosmos DB's default indexes every path, and a write is charged for every indexed
-//! term it changes; a drone's new position changes about a dozen under the default policy
-//! and three under this one (`deviceTimeMs`, `location`, and `_ts`, always indexed).
+//! else (not the GNSS health, `gnss`: no query filters on it). Cosmos DB's default indexes
+//! every path, and a write is charged for every indexed term it changes; a drone's new
+//! position changes about a dozen under the default policy and three under this one
+//! (`deviceTimeMs`, `location`, and `_ts`, always indexed).
 //!
 //! The policy is `deploy/cosmos/indexing-policy.json`, embedded here, so that infrastructure
 //! code and the writer's `COSMOS_CREATE_IF_MISSING` create the same container.
@@ -23,5 +24,21 @@ mod tests {
     fn the_policy_parses() {
         let policy = super::indexing_policy();
         assert_eq!(policy["excludedPaths"][0]["path"], "/*");
+    }
+
+    /// Only the read side's paths are indexed: not the GNSS health, nor any other field.
+    #[test]
+    fn only_the_read_side_paths_are_indexed() {
+        let policy = super::indexing_policy();
+        let included: Vec<&str> = policy["includedPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(included, ["/kind/?", "/deviceId/?", "/deviceTimeMs/?"]);
+        let spatial = policy["spatialIndexes"].as_array().unwrap();
+        assert_eq!(spatial.len(), 1);
+        assert_eq!(spatial[0]["path"], "/location/*");
     }
 }

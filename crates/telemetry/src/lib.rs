@@ -23,4 +23,4 @@ pub use document::{DocumentLayout, PartitionKeyPath};
 pub use indexing::indexing_policy;
 pub use order::PositionOrder;
 pub use staleness::{Freshness, StalenessPolicy};
-pub use wire::{Invalid, Position};
+pub use wire::{FixType, Gnss, Invalid, Position};

@@ -6,12 +6,20 @@
 //!
 //! ```json
 //! {"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z",
-//!  "lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}
+//!  "lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,
+//!  "fix":"3d","sats":12,"satsVisible":14,"hAccM":1.5}
 //! ```
 //!
 //! `v`, `deviceId`, `seq`, `ts`, `lat` and `lon` are required; `altM`, `headingDeg`,
-//! `speedMps` and `batteryPct` are optional (absent or `null`). Unknown fields are ignored so
-//! that newer devices can add fields without breaking older readers; a different `v` is a
+//! `speedMps` and `batteryPct` are optional (absent or `null`), and so is the GNSS health
+//! ([`Gnss`]): `fix` (one of `none`, `2d`, `3d`, `dgps`, `rtkFloat`, `rtkFixed`), `sats`
+//! (satellites used in the fix), `satsVisible` (satellites visible) and `hAccM` (horizontal
+//! accuracy in metres as the receiver estimates it; never a dilution of precision). A
+//! device writes only what its source reported. The health costs up to about 60 bytes a
+//! message: a 4 KB batch holds a few positions fewer.
+//!
+//! Unknown fields are ignored so that newer devices can add fields without breaking older
+//! readers, and so is a `fix` name this reader does not know; a different `v` is a
 //! different major version and is rejected. Times follow the policy of [`crate::time`]:
 //! any RFC 3339 time is read (offsets normalised to UTC), truncated to milliseconds;
 //! encoding always writes `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -25,9 +33,11 @@ use crate::order::PositionOrder;
 use crate::time::{self, MillisTime, TimeError};
 
 mod batch;
+mod gnss;
 mod scan;
 
 pub use batch::{BATCH_MAX_BYTES, BATCH_VERSION, Batch, BatchBuilder, Decoded, decode_message};
+pub use gnss::{FixType, Gnss};
 
 /// The major version this crate reads and writes (the `v` field).
 pub const WIRE_VERSION: u64 = 1;
@@ -59,6 +69,8 @@ pub struct Position {
     pub speed_mps: Option<f64>,
     /// Battery charge in percent, 0 to 100.
     pub battery_pct: Option<u8>,
+    /// The GNSS health the source reported with the position.
+    pub gnss: Gnss,
 }
 
 /// Why a message or a [`Position`] is not a valid version 1 position. One variant per
@@ -115,6 +127,20 @@ pub enum Invalid {
         /// The rejected value.
         value: u64,
     },
+    /// A satellite count is above 255.
+    #[error("field `{field}` is {value}, above 255 satellites")]
+    Satellites {
+        /// The wire name of the field.
+        field: &'static str,
+        /// The rejected value.
+        value: u64,
+    },
+    /// The horizontal accuracy is negative.
+    #[error("horizontal accuracy {value} m is negative")]
+    Accuracy {
+        /// The rejected value.
+        value: f64,
+    },
     /// The `ts` field is not an acceptable RFC 3339 time.
     #[error("field `ts` is invalid: {0}")]
     Timestamp(#[from] TimeError),
@@ -135,6 +161,8 @@ impl Invalid {
             Invalid::Longitude { .. } => InvalidReason::Longitude,
             Invalid::NotFinite { .. } => InvalidReason::NotFinite,
             Invalid::Battery { .. } => InvalidReason::Battery,
+            Invalid::Satellites { .. } => InvalidReason::Satellites,
+            Invalid::Accuracy { .. } => InvalidReason::Accuracy,
             Invalid::Timestamp(_) => InvalidReason::Timestamp,
             Invalid::DeviceId(_) => InvalidReason::DeviceId,
         }
@@ -160,6 +188,10 @@ pub enum InvalidReason {
     NotFinite,
     /// [`Invalid::Battery`].
     Battery,
+    /// [`Invalid::Satellites`].
+    Satellites,
+    /// [`Invalid::Accuracy`].
+    Accuracy,
     /// [`Invalid::Timestamp`].
     Timestamp,
     /// [`Invalid::DeviceId`].
@@ -168,7 +200,7 @@ pub enum InvalidReason {
 
 impl InvalidReason {
     /// Every reason, e.g. to pre-register metric series.
-    pub const ALL: [InvalidReason; 10] = [
+    pub const ALL: [InvalidReason; 12] = [
         InvalidReason::TooLarge,
         InvalidReason::Json,
         InvalidReason::MissingField,
@@ -177,6 +209,8 @@ impl InvalidReason {
         InvalidReason::Longitude,
         InvalidReason::NotFinite,
         InvalidReason::Battery,
+        InvalidReason::Satellites,
+        InvalidReason::Accuracy,
         InvalidReason::Timestamp,
         InvalidReason::DeviceId,
     ];
@@ -192,6 +226,8 @@ impl InvalidReason {
             InvalidReason::Longitude => "longitude",
             InvalidReason::NotFinite => "not_finite",
             InvalidReason::Battery => "battery",
+            InvalidReason::Satellites => "satellites",
+            InvalidReason::Accuracy => "accuracy",
             InvalidReason::Timestamp => "timestamp",
             InvalidReason::DeviceId => "device_id",
         }
@@ -275,7 +311,7 @@ fn finite(field: &'static str, value: f64) -> Result<(), Invalid> {
 
 impl Position {
     /// Checks every rule of the format: device id, time, finite numbers, coordinate
-    /// ranges, battery percentage. Reports the first broken rule.
+    /// ranges, battery percentage, accuracy. Reports the first broken rule.
     pub fn validate(&self) -> Result<(), Invalid> {
         check_device_id(&self.device_id)?;
         time::check_year(&self.ts)?;
@@ -296,12 +332,12 @@ impl Position {
                 finite(field, value)?;
             }
         }
-        match self.battery_pct {
-            Some(pct) if pct > 100 => Err(Invalid::Battery {
+        if let Some(pct) = self.battery_pct.filter(|pct| *pct > 100) {
+            return Err(Invalid::Battery {
                 value: u64::from(pct),
-            }),
-            _ => Ok(()),
+            });
         }
+        self.gnss.validate()
     }
 
     /// Validates, then writes the version 1 JSON message. `ts` is written with
@@ -327,6 +363,10 @@ impl Position {
             heading_deg: self.heading_deg,
             speed_mps: self.speed_mps,
             battery_pct: self.battery_pct,
+            fix: self.gnss.fix.map(FixType::as_str),
+            sats: self.gnss.sats,
+            sats_visible: self.gnss.sats_visible,
+            h_acc_m: self.gnss.h_acc_m,
         };
         serde_json::to_writer(out, &message).expect("writing JSON into a Vec cannot fail");
         Ok(())
@@ -356,6 +396,14 @@ struct WireOut<'a> {
     speed_mps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     battery_pct: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sats: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sats_visible: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    h_acc_m: Option<f64>,
 }
 
 /// The message as read: strings borrow from the input unless they hold escapes; every
@@ -375,6 +423,11 @@ struct WireIn<'a> {
     heading_deg: Option<f64>,
     speed_mps: Option<f64>,
     battery_pct: Option<u64>,
+    #[serde(borrow)]
+    fix: Option<Cow<'a, str>>,
+    sats: Option<u64>,
+    sats_visible: Option<u64>,
+    h_acc_m: Option<f64>,
 }
 
 /// Reads only `v`, to name the version of a message that does not parse as version 1.
@@ -457,8 +510,21 @@ impl WireIn<'_> {
             heading_deg: self.heading_deg,
             speed_mps: self.speed_mps,
             battery_pct,
+            gnss: Gnss {
+                fix: self.fix.as_deref().and_then(FixType::from_wire),
+                sats: satellites("sats", self.sats)?,
+                sats_visible: satellites("satsVisible", self.sats_visible)?,
+                h_acc_m: self.h_acc_m,
+            },
         };
         position.validate()?;
         Ok(position)
     }
+}
+
+/// A satellite count as read: at most 255.
+fn satellites(field: &'static str, value: Option<u64>) -> Result<Option<u8>, Invalid> {
+    value
+        .map(|value| u8::try_from(value).map_err(|_| Invalid::Satellites { field, value }))
+        .transpose()
 }

@@ -92,6 +92,7 @@ fn position(seq: u64) -> Position {
         heading_deg: Some(270.0),
         speed_mps: Some(12.3),
         battery_pct: Some(81),
+        gnss: Default::default(),
     }
 }
 

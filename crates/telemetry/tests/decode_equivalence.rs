@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{Value, json};
 use telemetry::time::MillisTime;
-use telemetry::wire::{Invalid, Position, decode, decode_reference};
+use telemetry::wire::{FixType, Gnss, Invalid, Position, decode, decode_reference};
 
 /// Both decoders agree exactly: the same error, or positions with bit-identical floats.
 fn assert_same(bytes: &[u8]) -> Result<(), TestCaseError> {
@@ -45,9 +45,26 @@ prop_compose! {
         heading_deg in proptest::option::of(finite()),
         speed_mps in proptest::option::of(finite()),
         battery_pct in proptest::option::of(0u8..=100),
+        gnss in gnss(),
     ) -> Position {
-        Position { device_id, seq, ts, lat, lon, alt_m, heading_deg, speed_mps, battery_pct }
+        Position { device_id, seq, ts, lat, lon, alt_m, heading_deg, speed_mps, battery_pct, gnss }
     }
+}
+
+/// GNSS health: any combination of members, accuracies of any finite non-negative value.
+fn gnss() -> impl Strategy<Value = Gnss> {
+    (
+        proptest::option::of(select(FixType::ALL.to_vec())),
+        proptest::option::of(any::<u8>()),
+        proptest::option::of(any::<u8>()),
+        proptest::option::of(finite().prop_map(f64::abs)),
+    )
+        .prop_map(|(fix, sats, sats_visible, h_acc_m)| Gnss {
+            fix,
+            sats,
+            sats_visible,
+            h_acc_m,
+        })
 }
 
 /// The text of a JSON number, in every form the grammar allows and some it does not.
@@ -94,6 +111,11 @@ fn string_text() -> impl Strategy<Value = String> {
             "\"10000-01-01T00:00:00Z\"",
             "\"\"",
             "\"unterminated",
+            "\"3d\"",
+            "\"rtkFixed\"",
+            "\"RTKFIXED\"",
+            "\"ppp\"",
+            "\"3\\u0064\"",
         ])
         .prop_map(str::to_owned),
     ]
@@ -125,6 +147,10 @@ fn key_text() -> impl Strategy<Value = String> {
         r#""headingDeg""#,
         r#""speedMps""#,
         r#""batteryPct""#,
+        r#""fix""#,
+        r#""sats""#,
+        r#""satsVisible""#,
+        r#""hAccM""#,
         r#""fw""#,
         r#""extra""#,
         r#""""#,

@@ -7,7 +7,7 @@ use telemetry::document::{
     DOCUMENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, PATCHED_FIELDS, PartitionKeyPath,
     PartitionKeyPathError, document_id, history_id,
 };
-use telemetry::wire::{Position, decode};
+use telemetry::wire::{FixType, Gnss, Position, decode};
 
 const EXAMPLE: &str = r#"{"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}"#;
 
@@ -38,7 +38,6 @@ fn latest_document_of_the_example() {
             "seq": 1834,
             "deviceTime": "2026-11-22T09:15:02.500Z",
             "deviceTimeMs": 1_795_338_902_500_i64,
-            "enqueuedTime": "2026-11-22T09:15:03.100Z",
             "enqueuedTimeMs": 1_795_338_903_100_i64,
             "location": {"type": "Point", "coordinates": [-122.3493, 47.6205]},
             "altM": 121.5,
@@ -94,8 +93,8 @@ fn optional_fields_and_enqueued_time_are_left_out_when_unknown() {
         "headingDeg",
         "speedMps",
         "batteryPct",
-        "enqueuedTime",
         "enqueuedTimeMs",
+        "gnss",
         "ttl",
     ] {
         assert!(!keys.iter().any(|k| k == absent), "{absent} in {keys:?}");
@@ -213,8 +212,10 @@ fn paths_clashing_with_document_fields_are_rejected() {
 #[test]
 fn document_fields_list_covers_every_written_field() {
     let layout = DocumentLayout::default();
-    let document = layout.history(&example(), Some(utc("2026-11-22T09:15:03Z")), Some(60));
-    let mut latest = layout.latest(&example(), Some(utc("2026-11-22T09:15:03Z")));
+    let mut position = example();
+    position.gnss.fix = Some(FixType::Fix3d);
+    let document = layout.history(&position, Some(utc("2026-11-22T09:15:03Z")), Some(60));
+    let mut latest = layout.latest(&position, Some(utc("2026-11-22T09:15:03Z")));
     latest
         .as_object_mut()
         .unwrap()
@@ -247,8 +248,15 @@ fn document_ids_escape_what_cosmos_forbids() {
 fn written_bytes_of_the_example_are_exact() {
     let layout = DocumentLayout::new(path("/fleet/deviceId"));
     let mut bytes = Vec::new();
+    let mut position = example();
+    position.gnss = Gnss {
+        fix: Some(FixType::Fix3d),
+        sats: Some(12),
+        sats_visible: Some(14),
+        h_acc_m: Some(1.5),
+    };
     layout.write_history(
-        &example(),
+        &position,
         Some(utc("2026-11-22T09:15:03.1Z")),
         Some(60),
         &mut bytes,
@@ -259,9 +267,10 @@ fn written_bytes_of_the_example_are_exact() {
             r#"{"id":"drone-0042:1834","deviceId":"drone-0042","fleet":{"deviceId":"drone-0042"},"#,
             r#""kind":"history","schemaVersion":1,"seq":1834,"#,
             r#""deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795338902500,"#,
-            r#""enqueuedTime":"2026-11-22T09:15:03.100Z","enqueuedTimeMs":1795338903100,"#,
+            r#""enqueuedTimeMs":1795338903100,"#,
             r#""location":{"type":"Point","coordinates":[-122.3493,47.6205]},"#,
-            r#""altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,"ttl":60}"#
+            r#""altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,"#,
+            r#""gnss":{"fix":"3d","sats":12,"satsVisible":14,"hAccM":1.5},"ttl":60}"#
         )
     );
 }
@@ -324,8 +333,8 @@ fn patch_sets_fields_the_position_lacks_to_null() {
     let (sets, _) = patch_sets(&bytes);
     let value_of = |path: &str| sets.iter().find(|(p, _)| p == path).unwrap().1.clone();
     for absent in [
-        "/enqueuedTime",
         "/enqueuedTimeMs",
+        "/gnss",
         "/altM",
         "/headingDeg",
         "/batteryPct",
@@ -357,6 +366,9 @@ prop_compose! {
         heading in proptest::option::of(0.0f64..360.0),
         speed in proptest::option::of(0.0f64..100.0),
         battery in proptest::option::of(0u8..=100),
+        fix in proptest::option::of(proptest::sample::select(FixType::ALL.to_vec())),
+        sats in proptest::option::of(any::<u8>()),
+        h_acc_m in proptest::option::of(0.0f64..1e3),
     ) -> Position {
         Position {
             device_id: "drone-1".into(),
@@ -368,6 +380,12 @@ prop_compose! {
             heading_deg: heading,
             speed_mps: speed,
             battery_pct: battery,
+            gnss: Gnss {
+                fix,
+                sats,
+                sats_visible: sats.map(|s| s.saturating_add(2)),
+                h_acc_m,
+            },
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use telemetry::document::{DocumentLayout, PartitionKeyPath, history_id};
 use telemetry::order::{PositionOrder, is_newer};
 use telemetry::time::{MillisTime, parse_rfc3339};
-use telemetry::wire::{Invalid, Position, decode};
+use telemetry::wire::{FixType, Gnss, Invalid, Position, decode};
 
 /// First and last millisecond of the years 0000 to 9999.
 const MIN_MS: i64 = -62_167_219_200_000;
@@ -41,9 +41,26 @@ prop_compose! {
         heading_deg in proptest::option::of(finite()),
         speed_mps in proptest::option::of(finite()),
         battery_pct in proptest::option::of(0u8..=100),
+        gnss in gnss(),
     ) -> Position {
-        Position { device_id, seq, ts, lat, lon, alt_m, heading_deg, speed_mps, battery_pct }
+        Position { device_id, seq, ts, lat, lon, alt_m, heading_deg, speed_mps, battery_pct, gnss }
     }
+}
+
+/// GNSS health: any combination of members, accuracies of any finite non-negative value.
+fn gnss() -> impl Strategy<Value = Gnss> {
+    (
+        proptest::option::of(select(FixType::ALL.to_vec())),
+        proptest::option::of(any::<u8>()),
+        proptest::option::of(any::<u8>()),
+        proptest::option::of(finite().prop_map(f64::abs)),
+    )
+        .prop_map(|(fix, sats, sats_visible, h_acc_m)| Gnss {
+            fix,
+            sats,
+            sats_visible,
+            h_acc_m,
+        })
 }
 
 /// One way to break one field of a valid position, and the reason it must produce.
@@ -53,6 +70,7 @@ enum Breakage {
     Longitude(f64),
     NotFinite(&'static str, f64),
     Battery(u8),
+    Accuracy(f64),
     DeviceId(String),
     Year(i64),
 }
@@ -68,11 +86,21 @@ fn breakage() -> impl Strategy<Value = Breakage> {
         out_of(90.0).prop_map(Breakage::Latitude),
         out_of(180.0).prop_map(Breakage::Longitude),
         (
-            select(vec!["lat", "lon", "altM", "headingDeg", "speedMps"]),
+            select(vec![
+                "lat",
+                "lon",
+                "altM",
+                "headingDeg",
+                "speedMps",
+                "hAccM"
+            ]),
             non_finite()
         )
             .prop_map(|(field, value)| Breakage::NotFinite(field, value)),
         (101u8..=255).prop_map(Breakage::Battery),
+        (f64::MIN..0.0)
+            .prop_filter("negative", |v| *v < 0.0)
+            .prop_map(Breakage::Accuracy),
         prop_oneof![
             Just(String::new()),
             "[a-z0-9]{129,300}",
@@ -97,9 +125,11 @@ impl Breakage {
                 "lon" => p.lon = *v,
                 "altM" => p.alt_m = Some(*v),
                 "headingDeg" => p.heading_deg = Some(*v),
+                "hAccM" => p.gnss.h_acc_m = Some(*v),
                 _ => p.speed_mps = Some(*v),
             },
             Breakage::Battery(v) => p.battery_pct = Some(*v),
+            Breakage::Accuracy(v) => p.gnss.h_acc_m = Some(*v),
             Breakage::DeviceId(id) => p.device_id = id.clone(),
             Breakage::Year(secs) => p.ts = DateTime::from_timestamp(*secs, 0).unwrap(),
         }
@@ -111,6 +141,7 @@ impl Breakage {
             Breakage::Longitude(_) => "longitude",
             Breakage::NotFinite(..) => "not_finite",
             Breakage::Battery(_) => "battery",
+            Breakage::Accuracy(_) => "accuracy",
             Breakage::DeviceId(_) => "device_id",
             Breakage::Year(_) => "timestamp",
         }
@@ -122,6 +153,7 @@ impl Breakage {
             Breakage::Latitude(v) => Some(("lat", json!(v))),
             Breakage::Longitude(v) => Some(("lon", json!(v))),
             Breakage::Battery(v) => Some(("batteryPct", json!(v))),
+            Breakage::Accuracy(v) => Some(("hAccM", json!(v))),
             Breakage::DeviceId(id) => Some(("deviceId", json!(id))),
             Breakage::NotFinite(..) | Breakage::Year(_) => None,
         }
@@ -148,7 +180,7 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 15] = [
     "v",
     "deviceId",
     "seq",
@@ -159,6 +191,10 @@ const FIELDS: [&str; 11] = [
     "headingDeg",
     "speedMps",
     "batteryPct",
+    "fix",
+    "sats",
+    "satsVisible",
+    "hAccM",
     "extra",
 ];
 

@@ -26,6 +26,7 @@ fn example() -> Position {
         heading_deg: Some(270.0),
         speed_mps: Some(12.3),
         battery_pct: Some(81),
+        gnss: Default::default(),
     }
 }
 
@@ -343,6 +344,11 @@ fn reasons_are_stable_and_listed() {
         Invalid::Longitude { value: 181.0 },
         Invalid::NotFinite { field: "lat" },
         Invalid::Battery { value: 101 },
+        Invalid::Satellites {
+            field: "sats",
+            value: 256,
+        },
+        Invalid::Accuracy { value: -1.0 },
         Invalid::Timestamp(TimeError::Syntax),
         Invalid::DeviceId(DeviceIdError::Empty),
     ];
@@ -360,6 +366,8 @@ fn reasons_are_stable_and_listed() {
             "longitude",
             "not_finite",
             "battery",
+            "satellites",
+            "accuracy",
             "timestamp",
             "device_id"
         ]

@@ -94,6 +94,7 @@ pub fn position(device: &str, seq: u64, (lon, lat): (f64, f64), age: Duration) -
         heading_deg: Some(90.0),
         speed_mps: Some(10.0),
         battery_pct: Some(80),
+        gnss: Default::default(),
     }
 }
 

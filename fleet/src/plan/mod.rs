@@ -149,6 +149,7 @@ fn positions_per_message() -> u64 {
         heading_deg: Some(270.123_456),
         speed_mps: Some(12.345_678),
         battery_pct: Some(81),
+        gnss: Default::default(),
     }
     .encode()
     .expect("a valid position");

@@ -135,7 +135,7 @@ mod tests {
         );
         assert_eq!(value_of("/altM"), Some(json!(100.0)));
         assert_eq!(value_of("/speedMps"), Some(Value::Null));
-        assert_eq!(value_of("/enqueuedTime"), Some(Value::Null));
+        assert_eq!(value_of("/enqueuedTimeMs"), Some(Value::Null));
         assert_eq!(ops.len(), MAX_PATCH_OPERATIONS);
         assert!(ops.iter().all(|op| op["op"] == "set"));
         assert_eq!(

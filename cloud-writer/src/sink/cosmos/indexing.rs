@@ -77,6 +77,7 @@ fn position(seq: u64, east: f64) -> Position {
         heading_deg: Some(90.0 + seq as f64),
         speed_mps: Some(12.0 + seq as f64),
         battery_pct: Some(90 - seq as u8),
+        gnss: Default::default(),
     }
 }
 

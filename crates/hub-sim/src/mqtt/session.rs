@@ -171,10 +171,16 @@ where
     // is acknowledged after it, as MQTT keeps PUBACKs in publish order.
     let mut last_sequence = -1;
     let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+    // Keep-alive counts the device's packets only, not what the hub writes to it.
+    let mut last_inbound = tokio::time::Instant::now();
     let reason: &'static str = loop {
-        let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
+        let idle_deadline = keep_alive.map_or(far, |k| last_inbound + k);
         let packet = tokio::select! {
-            _ = kicked.cancelled() => break "replaced_by_new_connection",
+            _ = kicked.cancelled() => break if subscriptions.overflowed() {
+                "outbound_queue_full"
+            } else {
+                "replaced_by_new_connection"
+            },
             _ = drops.changed() => break "dropped_by_fault",
             _ = tokio::time::sleep_until(expiry.unwrap_or(far)) => break "token_expired",
             _ = tokio::time::sleep_until(idle_deadline) => break "keep_alive_timeout",
@@ -197,6 +203,7 @@ where
             Ok(packet) => packet,
             Err(e) => break close_reason(e),
         };
+        last_inbound = tokio::time::Instant::now();
         let written = match packet {
             Packet::Publish(publish) => {
                 if publish.qos == QoS::ExactlyOnce {
@@ -295,6 +302,7 @@ where
         }
     };
     hub.sessions.unregister(&device, conn_id);
+    hub.methods.abandon(&device, conn_id);
     hub.twins.touch(&device);
     hub.events.connection_state(&hub.partitions, &device, false);
     if !reason.is_empty() {

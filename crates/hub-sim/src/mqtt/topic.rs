@@ -67,8 +67,8 @@ pub fn apply_properties(message: &mut Incoming, pairs: Vec<(String, String)>) {
     }
 }
 
-/// Whether device `device_id` may subscribe to `filter` (cloud-to-device messages, twin and
-/// method topics; nothing is ever sent on them here).
+/// Whether device `device_id` may subscribe to `filter`: cloud-to-device messages (never sent
+/// here), and the twin and method topics ([`crate::twin::device`]).
 pub fn may_subscribe(filter: &str, device_id: &str) -> bool {
     let own = format!("devices/{device_id}/messages/devicebound/");
     filter.starts_with(&own)

@@ -39,8 +39,8 @@ pub enum RequestError {
     /// Not a twin or method topic a device may publish to.
     #[error("not a twin or method topic")]
     Topic,
-    /// No `$rid`, or one longer than [`MAX_RID`].
-    #[error("no $rid, or one over {MAX_RID} bytes")]
+    /// No `$rid`, one longer than [`MAX_RID`], or one with `#`, `+`, `/` or blanks.
+    #[error("no $rid, or one over {MAX_RID} bytes or with # + / or blanks")]
     Rid,
 }
 
@@ -60,7 +60,9 @@ fn rid_of(query: &str) -> Result<String, RequestError> {
         .split('&')
         .find_map(|pair| pair.strip_prefix("$rid="))
         .ok_or(RequestError::Rid)?;
-    if rid.is_empty() || rid.len() > MAX_RID {
+    // The rid goes back into a topic name: no wildcards, separators or control characters.
+    let bad = |c: char| "#+/".contains(c) || c.is_control() || c.is_whitespace();
+    if rid.is_empty() || rid.len() > MAX_RID || rid.chars().any(bad) {
         return Err(RequestError::Rid);
     }
     Ok(rid.to_owned())
@@ -152,7 +154,7 @@ pub(crate) fn handle(
 
 /// Sends a desired property notification to `device` if it is connected and subscribed.
 pub(crate) fn notify_desired(hub: &Hub, device: &str, notification: &serde_json::Value) {
-    let Some(outbound) = hub.sessions.subscriber(device, Subscription::Desired) else {
+    let Some((_, outbound)) = hub.sessions.subscriber(device, Subscription::Desired) else {
         return;
     };
     let version = notification["$version"].as_u64().unwrap_or_default();
@@ -187,6 +189,10 @@ mod tests {
         assert_eq!(parse("$iothub/twin/GET/"), Err(RequestError::Rid));
         let long = format!("$iothub/twin/GET/?$rid={}", "r".repeat(MAX_RID + 1));
         assert_eq!(parse(&long), Err(RequestError::Rid));
+        for bad in ["#", "a+b", "a/b", "a b"] {
+            let topic = format!("$iothub/twin/GET/?$rid={bad}");
+            assert_eq!(parse(&topic), Err(RequestError::Rid), "{bad}");
+        }
         assert_eq!(
             parse("$iothub/twin/PATCH/properties/desired/?$rid=1"),
             Err(RequestError::Topic)

@@ -1,7 +1,8 @@
 //! Direct methods: a call waits (up to its connect timeout) for the device to be connected
 //! and subscribed to `$iothub/methods/POST/#`, is sent on
 //! `$iothub/methods/POST/{name}/?$rid={rid}`, and waits (up to its response timeout) for the
-//! device's publish on `$iothub/methods/res/{status}/?$rid={rid}`. Calls pending per device,
+//! device's publish on `$iothub/methods/res/{status}/?$rid={rid}`; a call whose session
+//! closes first ends at once. Calls pending per device,
 //! payloads, method names and timeouts are bounded as IoT Hub bounds them.
 
 use super::Outbound;
@@ -63,18 +64,22 @@ pub enum MethodError {
     /// The device did not answer within the response timeout (504101).
     #[error("Timed out waiting for the response from device.")]
     GatewayTimeout(Duration),
+    /// The device's connection ended before it answered (404104).
+    #[error("The device's connection closed before it answered.")]
+    DeviceConnectionClosed,
     /// Too many calls wait for this device already (429001).
     #[error("too many method calls are pending for this device")]
     Throttled,
     /// The request is not valid (400004): name, payload size or timeouts.
     #[error("{0}")]
     BadRequest(String),
-    /// The device answered with a payload that is not JSON (400).
-    #[error("the device's response payload is not JSON")]
+    /// The device answered with a payload that is not JSON, or over 128 KB (400).
+    #[error("the device's response payload is not JSON or is over 128 KB")]
     BadDeviceResponse,
 }
 
-type Waiter = oneshot::Sender<(i32, Bytes)>;
+/// A call waiting for its answer, with the id of the session its request went to.
+type Waiter = (u64, oneshot::Sender<(i32, Bytes)>);
 
 /// The calls waiting for devices' answers, by device and request id.
 #[derive(Debug, Default)]
@@ -123,7 +128,18 @@ impl Methods {
             .lock()
             .get_mut(device)
             .and_then(|calls| calls.remove(rid));
-        waiter.is_some_and(|w| w.send((status, payload)).is_ok())
+        waiter.is_some_and(|(_, w)| w.send((status, payload)).is_ok())
+    }
+
+    /// Ends the calls whose requests went to session `session` of `device`, which closed.
+    pub(crate) fn abandon(&self, device: &str, session: u64) {
+        let mut pending = self.pending.lock();
+        if let Some(calls) = pending.get_mut(device) {
+            calls.retain(|_, (to, _)| *to != session);
+            if calls.is_empty() {
+                pending.remove(device);
+            }
+        }
     }
 }
 
@@ -152,7 +168,7 @@ pub(crate) async fn invoke(
     if hub.registry.get(device).is_none() {
         return Err(MethodError::DeviceNotFound);
     }
-    let outbound = hub
+    let (session, outbound) = hub
         .sessions
         .wait_for(device, Subscription::Methods, timeouts.connect)
         .await
@@ -166,7 +182,7 @@ pub(crate) async fn invoke(
         if calls.len() >= MAX_PENDING_PER_DEVICE {
             return Err(MethodError::Throttled);
         }
-        calls.insert(rid.clone(), tx);
+        calls.insert(rid.clone(), (session, tx));
     }
     let _pending = Pending {
         methods,
@@ -183,8 +199,12 @@ pub(crate) async fn invoke(
     hub.counters.add("method_calls", "", 1);
     let (status, answer) = match tokio::time::timeout(timeouts.response, rx).await {
         Ok(Ok(answer)) => answer,
-        _ => return Err(MethodError::GatewayTimeout(timeouts.response)),
+        Ok(Err(_)) => return Err(MethodError::DeviceConnectionClosed),
+        Err(_) => return Err(MethodError::GatewayTimeout(timeouts.response)),
     };
+    if answer.len() > MAX_METHOD_PAYLOAD {
+        return Err(MethodError::BadDeviceResponse);
+    }
     let payload = if answer.is_empty() {
         Value::Null
     } else {
@@ -214,10 +234,27 @@ mod tests {
             .lock()
             .entry("d1".into())
             .or_default()
-            .insert("7".into(), tx);
+            .insert("7".into(), (1, tx));
         assert!(!methods.complete("d2", "7", 200, Bytes::new()));
         assert!(methods.complete("d1", "7", 201, Bytes::from_static(b"{}")));
         assert_eq!(rx.try_recv().unwrap().0, 201);
         assert!(!methods.complete("d1", "7", 200, Bytes::new()));
+        let (tx, mut rx) = oneshot::channel();
+        let (kept, mut kept_rx) = oneshot::channel();
+        let mut pending = methods.pending.lock();
+        let calls = pending.entry("d1".into()).or_default();
+        calls.insert("8".into(), (1, tx));
+        calls.insert("9".into(), (2, kept));
+        drop(pending);
+        methods.abandon("d1", 1);
+        assert!(
+            rx.try_recv()
+                .is_err_and(|e| e == oneshot::error::TryRecvError::Closed)
+        );
+        assert!(
+            kept_rx
+                .try_recv()
+                .is_err_and(|e| e == oneshot::error::TryRecvError::Empty)
+        );
     }
 }

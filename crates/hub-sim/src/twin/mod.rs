@@ -1,16 +1,18 @@
-//! Device twins and direct methods, as IoT Hub serves them: [`store`] keeps the twins,
+//! Device twins and direct methods, as IoT Hub serves them: [`store`] keeps the twins
+//! ([`merge`] patches their JSON and counts its size),
 //! [`device`] serves the devices' `$iothub/` topics over MQTT, [`methods`] waits for
-//! devices' answers, [`service`] is the REST API on the HTTPS port (`/twins/{id}`), and
+//! devices' answers, `service` is the REST API on the HTTPS port (`/twins/{id}`), and
 //! [`events`] emits connection state and twin change events to the built-in endpoint when
 //! they are routed.
 //!
 //! Cost, as IoT Hub meters them against the daily message quota: twin reads and updates
 //! (device or service side) count one message per 4 KB; a method call counts its request
-//! and its response, one message per 4 KB each (at least one each). Twins and methods exist
-//! on the standard tier only.
+//! and its response, one message per 4 KB each (one each when empty). Twins and methods
+//! exist on the standard tier only.
 
 pub mod device;
 pub mod events;
+pub mod merge;
 pub mod methods;
 pub(crate) mod service;
 pub mod store;
@@ -57,6 +59,7 @@ pub(crate) fn update(
     if hub.registry.get(device).is_none() {
         return Err(TwinError::DeviceNotFound(device.to_owned()));
     }
+    let _in_order = hub.twins.solution_changes.lock();
     let change = hub
         .twins
         .update(device, desired, tags, etag, replace)

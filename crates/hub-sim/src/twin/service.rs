@@ -1,6 +1,6 @@
 //! The hub's HTTPS port (IoT Hub's 443): MQTT over WebSockets at `/$iothub/websocket`
 //! (upgraded and handed to [`crate::mqtt::session`]), and the service REST API for twins
-//! and methods, authorised by a SAS token of the `iothubowner` policy:
+//! and methods, authorised by a SAS token of the `iothubowner` or `service` policy:
 //!
 //! | method and path | body | answer |
 //! | --- | --- | --- |
@@ -11,6 +11,7 @@
 //!
 //! Errors carry IoT Hub's body `{"Message": "{\"errorCode\":...}", "ExceptionMessage": ""}`
 //! and its `iothub-errorcode` header (DeviceNotFound 404001, DeviceNotOnline 404103,
+//! DeviceConnectionClosedRemotely 404104,
 //! GatewayTimeout 504101, PreconditionFailed 412001, ArgumentInvalid 400004, ...).
 
 use super::methods::{self, MethodError, MethodTimeouts};
@@ -51,8 +52,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) struct Https {
     pub(crate) hub: Arc<Hub>,
     pub(crate) dps: Arc<Dps>,
-    /// The `iothubowner` policy's key, decoded.
-    pub(crate) owner_key: Vec<u8>,
+    /// The `iothubowner` and `service` policies' keys, decoded (both grant ServiceConnect:
+    /// twins and methods).
+    pub(crate) policy_keys: Vec<(&'static str, Vec<u8>)>,
     pub(crate) stop: CancellationToken,
 }
 
@@ -125,7 +127,8 @@ fn span(d: Duration) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// Whether the request carries a valid `iothubowner` token for this hub.
+/// Whether the request carries a valid token of the `iothubowner` or `service` policy for
+/// this hub.
 fn authorised(https: &Https, request: &Request<Incoming>) -> bool {
     let Some(token) = request
         .headers()
@@ -138,9 +141,11 @@ fn authorised(https: &Https, request: &Request<Incoming>) -> bool {
     let host = normalise_resource(&https.hub.host);
     let resource = normalise_resource(&token.resource);
     let for_hub = resource == host || resource.starts_with(&format!("{host}/"));
-    for_hub
-        && token.key_name.as_deref() == Some("iothubowner")
-        && token.verify(&[&https.owner_key], now_secs()).is_ok()
+    let key = https
+        .policy_keys
+        .iter()
+        .find(|(name, _)| token.key_name.as_deref() == Some(*name));
+    for_hub && key.is_some_and(|(_, key)| token.verify(&[key], now_secs()).is_ok())
 }
 
 async fn route(
@@ -157,7 +162,7 @@ async fn route(
             StatusCode::UNAUTHORIZED,
             "IotHubUnauthorizedAccess",
             401_002,
-            "Unauthorized: a SharedAccessSignature of the iothubowner policy is required",
+            "Unauthorized: a SharedAccessSignature of the iothubowner or service policy is required",
             json!({}),
         );
     }
@@ -221,9 +226,10 @@ async fn route(
             let tags = twin["tags"].as_object();
             let replace = m == Method::PUT;
             let empty = Map::new();
-            let desired = match (desired, replace) {
-                (None, true) => Some(&empty),
-                (d, _) => d,
+            // A replacement names the whole of desired and tags: what it leaves out goes.
+            let (desired, tags) = match replace {
+                true => (desired.or(Some(&empty)), tags.or(Some(&empty))),
+                false => (desired, tags),
             };
             match super::update(hub, &device, desired, tags, etag.as_deref(), replace) {
                 Ok(_) => match super::service_view(hub, &device) {
@@ -315,6 +321,13 @@ async fn invoke(hub: &Hub, device: &str, body: &[u8]) -> Response<Full<Bytes>> {
             504_101,
             &e.to_string(),
             json!({ "timeout": span(timeout) }),
+        ),
+        Err(e @ MethodError::DeviceConnectionClosed) => error(
+            StatusCode::NOT_FOUND,
+            "DeviceConnectionClosedRemotely",
+            404_104,
+            &e.to_string(),
+            json!({}),
         ),
         Err(e @ MethodError::Throttled) => error(
             StatusCode::TOO_MANY_REQUESTS,

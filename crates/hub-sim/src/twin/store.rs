@@ -3,6 +3,7 @@
 //! them, and kept one file per device in `{state dir}/twins/` (each written whole, beside
 //! the old one, then renamed), so that they survive a restart.
 
+use super::merge::{merge, metadata_of, section_size};
 use crate::state_dir::{self, StateError};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// IoT Hub's limit on the desired and on the reported properties, each, as it counts them
-/// ([`section_size`]).
+/// ([`super::merge::section_size`]).
 pub const MAX_SECTION_BYTES: usize = 32 * 1024;
 /// IoT Hub's limit on the tags.
 pub const MAX_TAGS_BYTES: usize = 8 * 1024;
@@ -132,86 +133,6 @@ pub struct Change {
     pub event_body: Value,
 }
 
-/// The size of a section as IoT Hub counts it: every key's characters, and every value's
-/// (strings by characters other than control characters, numbers 8, booleans 4, objects and
-/// arrays by what they hold); read-only `$` entries do not count.
-pub fn section_size(section: &Map<String, Value>) -> usize {
-    fn value_size(value: &Value) -> usize {
-        match value {
-            Value::Null => 0,
-            Value::Bool(_) => 4,
-            Value::Number(_) => 8,
-            Value::String(s) => s.chars().filter(|c| !c.is_control()).count(),
-            Value::Array(items) => items.iter().map(value_size).sum(),
-            Value::Object(map) => section_size(map),
-        }
-    }
-    section
-        .iter()
-        .filter(|(k, _)| !k.starts_with('$'))
-        .map(|(k, v)| k.chars().count() + value_size(v))
-        .sum()
-}
-
-/// Applies a merge patch to `doc` and its `metadata`: a null removes a property, an object
-/// merges into an object, anything else replaces. Read-only `$` keys of the patch are
-/// skipped. Every property set gets `$lastUpdated` (and, for desired, `$lastUpdatedVersion`).
-fn merge(
-    doc: &mut Map<String, Value>,
-    metadata: &mut Map<String, Value>,
-    patch: &Map<String, Value>,
-    stamp: &Map<String, Value>,
-) {
-    for (key, value) in patch {
-        if key.starts_with('$') {
-            continue;
-        }
-        match value {
-            Value::Null => {
-                doc.remove(key);
-                metadata.remove(key);
-            }
-            Value::Object(inner) => {
-                if !doc.get(key).is_some_and(Value::is_object) {
-                    doc.insert(key.clone(), Value::Object(Map::new()));
-                    metadata.remove(key);
-                }
-                let meta = metadata
-                    .entry(key.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !meta.is_object() {
-                    *meta = Value::Object(Map::new());
-                }
-                let (Some(Value::Object(child)), Value::Object(child_meta)) =
-                    (doc.get_mut(key), meta)
-                else {
-                    unreachable!("both were made objects above");
-                };
-                child_meta.extend(stamp.clone());
-                merge(child, child_meta, inner, stamp);
-            }
-            other => {
-                doc.insert(key.clone(), other.clone());
-                metadata.insert(key.clone(), Value::Object(stamp.clone()));
-            }
-        }
-    }
-}
-
-/// The metadata of the keys a patch names, for a twin change event.
-fn metadata_of(patch: &Map<String, Value>, metadata: &Map<String, Value>) -> Map<String, Value> {
-    let mut out: Map<String, Value> = patch
-        .keys()
-        .filter_map(|k| metadata.get(k).map(|m| (k.clone(), m.clone())))
-        .collect();
-    for key in ["$lastUpdated", "$lastUpdatedVersion"] {
-        if let Some(v) = metadata.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    out
-}
-
 /// Now as IoT Hub writes times: ISO 8601 in UTC with seven fractional digits.
 pub fn timestamp_now() -> String {
     let nanos = humantime::format_rfc3339_nanos(std::time::SystemTime::now()).to_string();
@@ -239,6 +160,9 @@ fn check_size(section: Section, doc: &Map<String, Value>) -> Result<(), TwinErro
 pub struct Twins {
     dir: Option<PathBuf>,
     twins: Mutex<HashMap<String, Twin>>,
+    /// Held by the solution's changes from the change until the device is told, so that
+    /// notifications leave in version order.
+    pub(crate) solution_changes: Mutex<()>,
 }
 
 impl Twins {
@@ -268,6 +192,7 @@ impl Twins {
         Ok(Twins {
             dir: Some(dir.to_owned()),
             twins: Mutex::new(twins),
+            solution_changes: Mutex::new(()),
         })
     }
 
@@ -299,7 +224,6 @@ impl Twins {
             .cloned()
             .unwrap_or_else(|| Twin::new(&now));
         let out = change(&mut twin, &now)?;
-        twin.last_activity = Some(now);
         self.keep(device, &twin)?;
         twins.insert(device.to_owned(), twin);
         Ok(out)
@@ -380,6 +304,7 @@ impl Twins {
             twin.reported_metadata = metadata;
             twin.reported_version += 1;
             twin.version += 1;
+            twin.last_activity = Some(now.to_owned());
             Ok(Self::changed(twin, Section::Reported, patch))
         })
     }
@@ -441,15 +366,18 @@ impl Twins {
                 twin.desired_version = version;
             }
             twin.version += 1;
-            let mut change = Self::changed(
-                twin,
-                if desired_changed {
-                    Section::Desired
-                } else {
-                    Section::Tags
-                },
-                &patch,
-            );
+            // An update's event names what changed; a replacement's the whole new document.
+            let event_patch = if replace {
+                twin.desired.clone()
+            } else {
+                patch.clone()
+            };
+            let section = if desired_changed {
+                Section::Desired
+            } else {
+                Section::Tags
+            };
+            let mut change = Self::changed(twin, section, &event_patch);
             if desired_changed {
                 let mut notification: Map<String, Value> = patch
                     .into_iter()
@@ -459,6 +387,7 @@ impl Twins {
                 change.desired_notification = Some(Value::Object(notification));
             }
             if let (Some(tags), Value::Object(body)) = (tags, &mut change.event_body) {
+                let tags = if replace { &twin.tags } else { tags };
                 body.insert("tags".into(), Value::Object(tags.clone()));
             }
             Ok(change)
@@ -493,7 +422,8 @@ impl Twins {
         }
     }
 
-    /// Records device activity (a connection opened or closed) without a write.
+    /// Records device activity (a connection opened or closed) without a write; a reported
+    /// patch records it too (`lastActivityTime`).
     pub fn touch(&self, device: &str) {
         let now = timestamp_now();
         let mut twins = self.twins.lock();
@@ -591,10 +521,6 @@ mod tests {
         assert_eq!(twins.device_view("d")["reported"]["$version"], 1);
         let fits = "x".repeat(MAX_SECTION_BYTES - 1);
         assert!(twins.patch_reported("d", &json!({ "k": fits })).is_ok());
-        assert_eq!(
-            section_size(json!({"ab": "cd", "n": 1, "t": true}).as_object().unwrap()),
-            2 + 2 + 1 + 8 + 1 + 4
-        );
     }
 
     #[test]

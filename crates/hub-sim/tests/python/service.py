@@ -8,6 +8,7 @@ Usage: service.py MODE DEVICE [ARGS]
 MODE get: prints {"twin": ...} (get_twin).
 MODE desired JSON [ETAG]: update_twin with the desired patch JSON (If-Match ETAG, default "*");
   prints {"twin": ...}.
+MODE replace JSON: replace_twin with desired properties JSON; prints {"twin": ...}.
 MODE invoke NAME JSON RESPONSE_TIMEOUT CONNECT_TIMEOUT: invoke_device_method with a
   CloudToDeviceMethod; prints {"status": ..., "payload": ...}.
 A refusal prints {"http_status": ..., "error_code": header iothub-errorcode, "body": ...}.
@@ -50,6 +51,9 @@ def main():
             patch = Twin(properties=TwinProperties(desired=json.loads(sys.argv[3])))
             etag = sys.argv[4] if len(sys.argv) > 4 else "*"
             say({"twin": manager.update_twin(device, patch, etag).as_dict()})
+        elif mode == "replace":
+            twin = Twin(properties=TwinProperties(desired=json.loads(sys.argv[3])))
+            say({"twin": manager.replace_twin(device, twin).as_dict()})
         elif mode == "invoke":
             method = CloudToDeviceMethod(
                 method_name=sys.argv[3],

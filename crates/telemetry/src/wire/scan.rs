@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use super::WireIn;
 
 /// The known fields, in the order the encoder writes them.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 14] = [
     "v",
     "deviceId",
     "seq",
@@ -28,11 +28,15 @@ const FIELDS: [&str; 10] = [
     "headingDeg",
     "speedMps",
     "batteryPct",
+    "fix",
+    "sats",
+    "satsVisible",
+    "hAccM",
 ];
 
 /// Each of [`FIELDS`] as the encoder writes its key (quoted, with the colon), for one
 /// comparison with the next 16 bytes of a message.
-const KEYS: [Key; 10] = [
+const KEYS: [Key; 14] = [
     Key::new(br#""v":"#),
     Key::new(br#""deviceId":"#),
     Key::new(br#""seq":"#),
@@ -43,6 +47,10 @@ const KEYS: [Key; 10] = [
     Key::new(br#""headingDeg":"#),
     Key::new(br#""speedMps":"#),
     Key::new(br#""batteryPct":"#),
+    Key::new(br#""fix":"#),
+    Key::new(br#""sats":"#),
+    Key::new(br#""satsVisible":"#),
+    Key::new(br#""hAccM":"#),
 ];
 
 /// A key of at most 16 bytes as a little-endian number, and the mask of its bytes.
@@ -130,7 +138,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<WireIn<'_>> {
                 6 => raw.alt_m = s.or_null(Scanner::float)?,
                 7 => raw.heading_deg = s.or_null(Scanner::float)?,
                 8 => raw.speed_mps = s.or_null(Scanner::float)?,
-                _ => raw.battery_pct = s.or_null(Scanner::uint)?,
+                9 => raw.battery_pct = s.or_null(Scanner::uint)?,
+                10 => raw.fix = s.or_null(Scanner::str)?,
+                11 => raw.sats = s.or_null(Scanner::uint)?,
+                12 => raw.sats_visible = s.or_null(Scanner::uint)?,
+                _ => raw.h_acc_m = s.or_null(Scanner::float)?,
             }
             if seen & 1 << field != 0 {
                 return None;
@@ -393,7 +405,7 @@ mod tests {
 
     use super::*;
 
-    const EXAMPLE: &[u8] = br#"{"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81}"#;
+    const EXAMPLE: &[u8] = br#"{"v":1,"deviceId":"drone-0042","seq":1834,"ts":"2026-11-22T09:15:02.500Z","lat":47.6205,"lon":-122.3493,"altM":121.5,"headingDeg":270.0,"speedMps":12.3,"batteryPct":81,"fix":"rtkFixed","sats":12,"satsVisible":14,"hAccM":0.02}"#;
 
     /// The fast path's reading of a number as the value of `lat`.
     fn scan_lat(number: &str) -> Option<Option<f64>> {
@@ -419,6 +431,10 @@ mod tests {
         assert_eq!(raw.heading_deg, Some(270.0));
         assert_eq!(raw.speed_mps, Some(12.3));
         assert_eq!(raw.battery_pct, Some(81));
+        assert_eq!(raw.fix.as_deref(), Some("rtkFixed"));
+        assert_eq!(raw.sats, Some(12));
+        assert_eq!(raw.sats_visible, Some(14));
+        assert_eq!(raw.h_acc_m, Some(0.02));
     }
 
     #[test]
@@ -447,6 +463,11 @@ mod tests {
             br#"{"fw":[1]}"#,
             br#"{"v":1,"v":1}"#,
             br#"{"altM":null,"altM":null}"#,
+            br#"{"sats":1,"sats":1}"#,
+            br#"{"fix":3}"#,
+            br#"{"fix":"3\u0064"}"#,
+            br#"{"sats":-1}"#,
+            br#"{"sats":1.0}"#,
             br#"{"v":1.0}"#,
             br#"{"v":1e0}"#,
             br#"{"v":-0}"#,
