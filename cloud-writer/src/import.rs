@@ -174,6 +174,20 @@ mod tests {
             (47.5, -122.25, 4)
         );
         assert_eq!(position.alt_m, Some(10.0));
+        assert!(position.gnss.is_empty());
+    }
+
+    #[test]
+    fn a_document_health_comes_back_and_a_patched_null_is_none() {
+        let doc = br#"{"id":"d1","deviceId":"d1","kind":"latest","schemaVersion":1,"seq":4,"deviceTime":"2026-11-22T09:15:02.500Z","deviceTimeMs":1795338902500,"location":{"type":"Point","coordinates":[-122.25,47.5]},"gnss":{"fix":"rtkFloat","sats":11,"hAccM":0.3}}"#;
+        let position = telemetry::wire::decode(&line_to_message(doc).1).unwrap();
+        assert_eq!(position.gnss.fix, Some(telemetry::FixType::RtkFloat));
+        assert_eq!(position.gnss.sats, Some(11));
+        assert_eq!(position.gnss.h_acc_m, Some(0.3));
+        let patched = br#"{"id":"d1","deviceId":"d1","kind":"latest","schemaVersion":1,"seq":5,"deviceTime":"2026-11-22T09:15:07.500Z","deviceTimeMs":1795338907500,"location":{"type":"Point","coordinates":[-122.25,47.5]},"gnss":null}"#;
+        let position = telemetry::wire::decode(&line_to_message(patched).1).unwrap();
+        assert_eq!(position.seq, 5);
+        assert!(position.gnss.is_empty());
     }
 
     #[test]

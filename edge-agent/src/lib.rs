@@ -4,7 +4,13 @@
 //!
 //! ```text
 //! source/ (mavlink, gpsd, sim) -> agent (interval, seq) -> buffer/ (disk) -> batch (PUBLISH_EVERY) -> transport/ (MQTT)
+//!                                    ^                                                            |
+//!                                    +---- twin/ (desired settings, reported state, methods) <----+ (IoT Hub only)
 //! ```
+//!
+//! On IoT Hub each agent follows its device twin by itself: a desired `reportInterval` or
+//! `publishEvery` set on the hub's service side takes effect in the running agent and shows
+//! in [`AgentStatus::settings`]; the direct methods `reportNow` and `status` are answered.
 //!
 //! The library has no global state and handles no signals: a process can run many
 //! agents (a simulated fleet), each stopped by its own [`CancellationToken`].
@@ -27,18 +33,22 @@
 //! ```
 
 pub mod agent;
+mod atomic_file;
 mod batch;
 pub mod buffer;
+pub mod cadence;
 pub mod clock;
 pub mod config;
 pub mod provision;
 pub mod source;
 pub mod status;
 pub mod transport;
+mod twin;
 
 pub use agent::{Agent, AgentConfig, AgentError, AgentReport};
 pub use buffer::BufferConfig;
 pub use source::{SimConfig, SimRoute, SourceConfig};
-pub use status::{AgentHandle, AgentStatus, ConnectionState};
+pub use status::{AgentHandle, AgentStatus, ConnectionState, SettingsStatus, SourceKind};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+pub use twin::{DEFAULT_REPORTED_MIN_INTERVAL, RemoteConfig};

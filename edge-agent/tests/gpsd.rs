@@ -1,10 +1,14 @@
 //! The agent binary against a real gpsd: `gpsfake` (Debian's `gpsd-clients`) feeds our NMEA
-//! log `data/flight.nmea` (RMC + GGA, 30 fixes in three stretches, no fix before, between
-//! and after them; made by `data/make_flight_nmea.py`) to a gpsd of its own, over and over,
-//! and a subscriber on Mosquitto reads what the agent publishes.
+//! log `data/flight.nmea` (RMC + GGA + GSA + GSV, 30 fixes in three stretches of GGA fix
+//! quality 1, 2 and 4, no fix before, between and after them; made by
+//! `data/make_flight_nmea.py`) to a gpsd of its own, over and over, and a subscriber on
+//! Mosquitto reads what the agent publishes.
 //!
 //! The expected positions come from the log, read here as NMEA defines it (ddmm.mmmm,
-//! hemispheres, the RMC date and time, the GGA altitude), never from the agent's code. The
+//! hemispheres, the RMC date and time, the GGA altitude), never from the agent's code; so
+//! does the GNSS health (the GGA fix quality and satellites in use, the GSV satellites in
+//! view), except the accuracy, which is gpsd's own estimate (`eph` of its TPV report, read
+//! by a second client of the same gpsd). The
 //! agent samples the latest fix every interval, so a fix may be published twice or not at
 //! all; what must hold is that every published position is a fix of the log, that many
 //! distinct ones arrive, and that between the stretches the agent counts intervals without
@@ -42,15 +46,34 @@ struct LogFix {
     lat: f64,
     lon: f64,
     alt_m: f64,
+    /// The GGA fix quality (1 GPS, 2 DGPS, 4 RTK fixed).
+    quality: u8,
+    /// The GGA satellites in use.
+    used: u8,
     /// Which stretch of consecutive fixes it belongs to.
     stretch: usize,
 }
 
-/// The fixes of an NMEA log: each RMC with status A, with the altitude of the GGA of the
-/// same time. Every sentence's checksum is checked.
-fn log_fixes(text: &str) -> Vec<LogFix> {
+impl LogFix {
+    /// The fix type on the wire: a GGA fix quality (GSA says 3D throughout).
+    fn fix_type(&self) -> &'static str {
+        match self.quality {
+            1 => "3d",
+            2 => "dgps",
+            4 => "rtkFixed",
+            5 => "rtkFloat",
+            other => panic!("GGA fix quality {other} is not in the log"),
+        }
+    }
+}
+
+/// The fixes of an NMEA log: each RMC with status A, with the altitude, fix quality and
+/// satellites in use of the GGA of the same time; and the satellites in view its GSV
+/// sentences give (one count for the whole log). Every sentence's checksum is checked.
+fn log_fixes(text: &str) -> (Vec<LogFix>, u8) {
     let mut fixes = Vec::new();
-    let mut altitude = std::collections::HashMap::new();
+    let mut gga = std::collections::HashMap::new();
+    let mut in_view = BTreeSet::new();
     let mut stretch = 0;
     let mut in_stretch = false;
     for line in text.lines() {
@@ -76,21 +99,33 @@ fn log_fixes(text: &str) -> Vec<LogFix> {
                     lat: angle(fields[3], 2, fields[4], "S"),
                     lon: angle(fields[5], 3, fields[6], "W"),
                     alt_m: f64::NAN,
+                    quality: 0,
+                    used: 0,
                     stretch,
                 });
             }
             "GPRMC" => in_stretch = false,
             "GPGGA" if fields[6] != "0" => {
                 let time = NaiveTime::parse_from_str(fields[1], "%H%M%S%.f").unwrap();
-                altitude.insert(time, fields[9].parse::<f64>().unwrap());
+                let quality = fields[6].parse::<u8>().unwrap();
+                let used = fields[7].parse::<u8>().unwrap();
+                gga.insert(time, (fields[9].parse::<f64>().unwrap(), quality, used));
+            }
+            "GPGSV" => {
+                in_view.insert(fields[3].parse::<u8>().unwrap());
             }
             _ => {}
         }
     }
     for fix in &mut fixes {
-        fix.alt_m = altitude[&fix.time.time()];
+        (fix.alt_m, fix.quality, fix.used) = gga[&fix.time.time()];
     }
-    fixes
+    assert_eq!(
+        in_view.len(),
+        1,
+        "one count of satellites in view: {in_view:?}"
+    );
+    (fixes, in_view.pop_first().unwrap())
 }
 
 /// NMEA's d..dmm.mmmm with its hemisphere as degrees (negative south or west).
@@ -177,6 +212,45 @@ impl Drop for GpsFake {
     }
 }
 
+/// A client of gpsd, as the agent is: every TPV report gpsd sends, by its time.
+struct Watcher {
+    tpv: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Watcher {
+    /// Watches gpsd on `port` from a thread of its own, which ends when gpsd closes.
+    fn start(port: u16) -> Watcher {
+        use std::io::{BufRead, Write};
+        let tpv = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .write_all(b"?WATCH={\"enable\":true,\"json\":true}\n")
+            .unwrap();
+        let reports = tpv.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                let report: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if report["class"] == "TPV" {
+                    reports.lock().unwrap().push(report);
+                }
+            }
+        });
+        Watcher { tpv }
+    }
+
+    /// The `eph` values gpsd reported in TPV reports of time `ts`.
+    fn eph_at(&self, ts: &str) -> Vec<f64> {
+        self.tpv
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r["time"] == ts)
+            .filter_map(|r| r["eph"].as_f64())
+            .collect()
+    }
+}
+
 /// One published message and the agent's status when it arrived.
 struct Received {
     message: serde_json::Value,
@@ -204,13 +278,15 @@ fn data(name: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
     let log = data("flight.nmea");
-    let fixes = log_fixes(&std::fs::read_to_string(&log).unwrap());
+    let (fixes, in_view) = log_fixes(&std::fs::read_to_string(&log).unwrap());
     assert_eq!(fixes.len(), 30);
     assert_eq!(fixes.last().unwrap().stretch, 3);
+    assert_eq!(in_view, 11);
 
     let dir = tempfile::tempdir().unwrap();
     let broker = Mosquitto::start().unwrap();
     let gpsd = GpsFake::start(&log, dir.path());
+    let watcher = Watcher::start(gpsd.port);
     let status_file = dir.path().join("status.json");
 
     // Subscribed before the agent starts.
@@ -258,8 +334,9 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
     let mut received: Vec<Received> = Vec::new();
     let mut distinct = BTreeSet::new();
     let mut gaps = 0;
+    let mut with_satellites = 0;
     let outcome = tokio::time::timeout(DEADLINE, async {
-        while distinct.len() < DISTINCT || gaps < GAPS {
+        while distinct.len() < DISTINCT || gaps < GAPS || with_satellites == 0 {
             let Event::Incoming(Incoming::Publish(publish)) = eventloop.poll().await.unwrap()
             else {
                 continue;
@@ -269,10 +346,11 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
                 message,
                 no_fix: no_fix(&status_file),
             };
-            let fix = log_fix(&fixes, &received_now.message);
+            let fix = log_fix(&fixes, in_view, &received_now.message);
             distinct.insert(fix.time);
+            with_satellites += usize::from(received_now.message.get("sats").is_some());
             if let Some(before) = received.last() {
-                let before_fix = log_fix(&fixes, &before.message);
+                let before_fix = log_fix(&fixes, in_view, &before.message);
                 if before_fix.stretch != fix.stretch {
                     gaps += 1;
                     // The intervals of the gap were counted as no fix, not published.
@@ -308,11 +386,29 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
         );
     }
     assert!(received.last().unwrap().no_fix > 0);
+    // The accuracy is gpsd's eph of that fix, as gpsd told its other client.
+    let started = Instant::now();
+    for r in &received {
+        let ts = r.message["ts"].as_str().unwrap();
+        let h_acc = r.message["hAccM"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("gpsd gives eph with every fix: {}", r.message));
+        while !watcher.eph_at(ts).contains(&h_acc) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{}: gpsd's TPV at {ts} had eph {:?}",
+                r.message,
+                watcher.eph_at(ts)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
-/// The fix of the log that `message` publishes, checked field by field; a panic if it is
-/// none of them.
-fn log_fix<'a>(fixes: &'a [LogFix], message: &serde_json::Value) -> &'a LogFix {
+/// The fix of the log that `message` publishes, checked field by field (the satellites
+/// when gpsd's SKY report came with it; the log has `in_view` satellites in view); a panic
+/// if it is none of them.
+fn log_fix<'a>(fixes: &'a [LogFix], in_view: u8, message: &serde_json::Value) -> &'a LogFix {
     assert_eq!(message["deviceId"], DEVICE, "{message}");
     let ts: DateTime<Utc> = message["ts"]
         .as_str()
@@ -335,5 +431,21 @@ fn log_fix<'a>(fixes: &'a [LogFix], message: &serde_json::Value) -> &'a LogFix {
         Some(fix.alt_m),
         "{message}: the log's GGA altitude at {ts}"
     );
+    assert_eq!(
+        message["fix"],
+        fix.fix_type(),
+        "{message}: the log's GGA fix quality at {ts} is {}",
+        fix.quality
+    );
+    if message.get("sats").is_some() {
+        assert_eq!(
+            message["sats"], fix.used,
+            "{message}: GGA satellites in use"
+        );
+        assert_eq!(
+            message["satsVisible"], in_view,
+            "{message}: GSV satellites in view"
+        );
+    }
     fix
 }

@@ -23,6 +23,7 @@ use expect::{describe, expected_positions};
 use peer::{agent_heartbeats, events};
 use rig::{Link, Rig, bounded, distinct_places, sent_positions};
 use serde_json::Value;
+use telemetry::wire::{FixType, Gnss};
 
 /// GPS time as the vehicles announce it: an hour and a quarter second behind the board
 /// clock, so that a position stamped by the board clock is told apart.
@@ -357,6 +358,57 @@ async fn gps_raw_int_gives_the_position_without_global_position_int() {
                 describe(p)
             );
         }
+    })
+    .await;
+}
+
+/// A vehicle streaming `GLOBAL_POSITION_INT` with a `GPS_RAW_INT` after each: every
+/// published position carries the health of the `GPS_RAW_INT` sent before it, read by
+/// `common.xml` (fix type, visible satellites, `h_acc`; unknown values and HDOP left out),
+/// and every fix type of the wire that the route's `GPS_RAW_INT`s name arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gps_raw_int_health_rides_on_global_position_int() {
+    bounded(async {
+        let args = [
+            "--vehicle",
+            "1,battery=81,gps_health",
+            "--points",
+            "30",
+            "--system-time",
+            GPS_TIME,
+        ];
+        let mut rig = Rig::start(Link::AgentTcpout, &args, &[]).await;
+        let wanted = [
+            FixType::None,
+            FixType::Fix2d,
+            FixType::Fix3d,
+            FixType::Dgps,
+            FixType::RtkFloat,
+            FixType::RtkFixed,
+        ];
+        // Each kind of health the route has: every fix type, an accuracy and an unknown
+        // one (h_acc 0), visible satellites and unknown ones (255), each on a fix.
+        let kinds: [fn(&Gnss) -> bool; 4] = [
+            |g| g.h_acc_m.is_some(),
+            |g| g.fix.is_some() && g.h_acc_m.is_none(),
+            |g| g.sats_visible.is_some(),
+            |g| g.fix.is_some() && g.sats_visible.is_none(),
+        ];
+        rig.collect(
+            "every fix type and every kind of health published",
+            |published, _| {
+                let has = |kind: &dyn Fn(&Gnss) -> bool| published.iter().any(|p| kind(&p.gnss));
+                wanted.iter().all(|fix| has(&|g| g.fix == Some(*fix)))
+                    && kinds.iter().all(|kind| has(kind))
+            },
+        )
+        .await;
+        let expected = rig.assert_published_were_sent(1, true).await;
+        assert!(expected.iter().all(|e| e.msg == "GLOBAL_POSITION_INT"));
+        assert!(
+            rig.published.iter().all(|p| p.gnss.sats.is_none()),
+            "GPS_RAW_INT counts visible satellites: none is published as used"
+        );
     })
     .await;
 }

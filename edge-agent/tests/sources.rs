@@ -1,5 +1,6 @@
 //! The real position sources end to end: MAVLink `GLOBAL_POSITION_INT` over UDP, and a
-//! gpsd socket serving recorded reports; the published message carries the position.
+//! gpsd socket serving recorded reports; the published message carries the position and
+//! the GNSS health the source gave (none from a MAVLink vehicle without `GPS_RAW_INT`).
 
 mod common;
 
@@ -13,6 +14,7 @@ use mavlink::dialects::common::{
     GLOBAL_POSITION_INT_DATA, HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavState,
     MavType,
 };
+use telemetry::{FixType, Gnss};
 use test_harness::{Mosquitto, free_udp_port};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
@@ -82,6 +84,7 @@ async fn mavlink_global_position_int_over_udp_is_published() {
     assert_eq!(p.alt_m, Some(121.5));
     assert_eq!(p.heading_deg, Some(270.5));
     assert_eq!(p.speed_mps, Some(5.0));
+    assert!(p.gnss.is_empty(), "no GPS_RAW_INT, no health: {p:?}");
     agent.stop().await;
 }
 
@@ -137,9 +140,22 @@ async fn gpsd_tpv_reports_are_published_and_no_fix_means_no_message() {
     config.max_fix_age = Duration::from_secs(3600);
     let agent = Running::start(config);
 
+    // A cycle as gpsd sends it: the TPV, then the SKY of the same fix.
     gpsd.send(TPV_FIX_A).unwrap();
+    gpsd.send(SKY).unwrap();
     let p = subscriber.next().await.position;
     assert_eq!(p.device_id, "drone-gps");
+    assert_eq!(p.gnss.fix, Some(FixType::Fix3d), "mode 3, no status");
+    assert_eq!(p.gnss.h_acc_m, Some(10.49), "eph");
+    let with_sky = subscriber
+        .until(|r| r.last().is_some_and(|r| r.position.gnss.sats.is_some()))
+        .await
+        .pop()
+        .unwrap()
+        .position;
+    assert_eq!((with_sky.lat, with_sky.lon), (47.6205123, -122.3493456));
+    assert_eq!(with_sky.gnss.sats, Some(8), "uSat");
+    assert_eq!(with_sky.gnss.sats_visible, Some(12), "nSat");
     assert_eq!((p.lat, p.lon), (47.6205123, -122.3493456));
     assert_eq!(p.alt_m, Some(121.5));
     assert_eq!(p.heading_deg, Some(270.5));
@@ -167,6 +183,15 @@ async fn gpsd_tpv_reports_are_published_and_no_fix_means_no_message() {
     assert_eq!(fix_b.lon, -122.35);
     assert_eq!(fix_b.alt_m, Some(122.8));
     assert_eq!(fix_b.heading_deg, Some(91.25));
+    // No eph (epx and epy are not combined into one), and the SKY came before the no-fix
+    // report: no accuracy, no satellites.
+    assert_eq!(
+        fix_b.gnss,
+        Gnss {
+            fix: Some(FixType::Fix3d),
+            ..Gnss::default()
+        }
+    );
     agent.stop().await;
 }
 

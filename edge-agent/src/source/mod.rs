@@ -7,6 +7,10 @@
 //! MAVLink and gpsd run as a task that keeps the latest fix in a watch channel; a source
 //! that fails or ends is restarted after a backoff delay, the reason logged and counted
 //! (`source_restarts`). A "no fix" report clears the latest fix.
+//!
+//! A fix carries the GNSS health its source reports ([`telemetry::Gnss`]: fix type,
+//! satellites, horizontal accuracy), and only that: MAVLink from `GPS_RAW_INT`, gpsd from
+//! `TPV` and `SKY`, the simulator a fixed simulated 3D fix.
 
 mod config;
 pub mod gpsd;
@@ -55,6 +59,8 @@ pub struct Fix {
     pub speed_mps: Option<f64>,
     /// Battery charge, percent.
     pub battery_pct: Option<u8>,
+    /// The GNSS health the source reported with the fix.
+    pub gnss: telemetry::Gnss,
 }
 
 impl Fix {
@@ -71,7 +77,7 @@ impl Fix {
             heading_deg: self.heading_deg,
             speed_mps: self.speed_mps,
             battery_pct: self.battery_pct,
-            gnss: Default::default(),
+            gnss: self.gnss,
         }
     }
 }
@@ -237,6 +243,18 @@ impl FixSink {
         &self.status
     }
 
+    /// Changes the latest fix in place if it arrived at most `max_age` ago (a report that
+    /// completes the fix it follows).
+    pub(crate) fn update_recent(&self, max_age: Duration, change: impl FnOnce(&mut Fix)) {
+        self.tx.send_if_modified(|latest| match latest {
+            Some((at, fix)) if at.elapsed() <= max_age => {
+                change(fix);
+                true
+            }
+            _ => false,
+        });
+    }
+
     /// The source reports that it has no fix.
     pub(crate) fn no_fix(&self) {
         self.tx.send_replace(None);
@@ -321,6 +339,7 @@ mod tests {
             heading_deg: None,
             speed_mps: None,
             battery_pct: None,
+            gnss: telemetry::Gnss::default(),
         }
     }
 

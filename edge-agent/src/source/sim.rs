@@ -7,6 +7,10 @@
 //! shape and size (within about 1.5 km of its centre), the starting point along it and
 //! the battery level. The position is a pure function of the elapsed time, multiplied
 //! by [`SimConfig::speedup`] for accelerated simulations.
+//!
+//! Its GNSS health is as simulated as its position: a 3D fix with 12 satellites used,
+//! always ([`SIM_GNSS`]), so that maps and the cloud show the fields. No real source gets
+//! a fixed health; no accuracy is made up.
 
 use std::f64::consts::TAU;
 use std::time::Duration;
@@ -14,6 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use telemetry::{FixType, Gnss};
 
 use super::{Fix, FixTime};
 
@@ -23,6 +29,13 @@ const METRES_PER_DEGREE: f64 = 111_320.0;
 const FLIGHT_TIME: Duration = Duration::from_secs(25 * 60);
 /// The battery is swapped when it reaches this level.
 const BATTERY_SWAP_PCT: f64 = 20.0;
+/// The simulator's GNSS health: a simulated 3D fix with a fixed 12 satellites.
+const SIM_GNSS: Gnss = Gnss {
+    fix: Some(FixType::Fix3d),
+    sats: Some(12),
+    sats_visible: None,
+    h_acc_m: None,
+};
 
 /// The simulator's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,6 +201,7 @@ impl SimRoute {
             heading_deg: Some(heading),
             speed_mps: Some(self.speed_mps),
             battery_pct: Some(battery.round().clamp(0.0, 100.0) as u8),
+            gnss: SIM_GNSS,
         }
     }
 }

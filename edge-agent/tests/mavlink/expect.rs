@@ -2,12 +2,14 @@
 //! (its JSON lines), with the protocol's scaling; never from our own MAVLink code.
 
 use serde_json::Value;
-use telemetry::wire::Position;
+use telemetry::wire::{FixType, Gnss, Position};
 
 use crate::peer::events;
 
 /// "Unknown" in `hdg`, `vel` and `cog`.
 const UNKNOWN_U16: i64 = 65535;
+/// "Unknown" in `satellites_visible`.
+const UNKNOWN_U8: i64 = 255;
 
 /// One position a vehicle sent, as the agent must publish it.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,17 +25,24 @@ pub struct Expected {
     pub speed_mps: Option<f64>,
     /// The GPS time of the fix in milliseconds since 1970, when the vehicle gave one.
     pub ts_ms: Option<i64>,
+    /// The GNSS health of the vehicle's latest `GPS_RAW_INT` (or of the message itself).
+    pub gnss: Gnss,
 }
 
 impl Expected {
     /// Whether `p` is this position (and, with `with_time`, carries its GPS time).
     pub fn matches(&self, p: &Position, with_time: bool) -> bool {
-        p.lat == self.lat
-            && p.lon == self.lon
+        self.same_place(p)
             && p.alt_m == self.alt_m
             && p.heading_deg == self.heading_deg
             && p.speed_mps == self.speed_mps
+            && p.gnss == self.gnss
             && (!with_time || Some(p.ts.timestamp_millis()) == self.ts_ms)
+    }
+
+    /// Whether `p` is at this position's place.
+    pub fn same_place(&self, p: &Position) -> bool {
+        p.lat == self.lat && p.lon == self.lon
     }
 }
 
@@ -45,6 +54,33 @@ fn int(line: &Value, field: &str) -> i64 {
 
 fn known(value: i64, scale: f64) -> Option<f64> {
     (value != UNKNOWN_U16).then(|| value as f64 / scale)
+}
+
+/// The GNSS health of a `GPS_RAW_INT` line by `common.xml`: `fix_type` as `GPS_FIX_TYPE`
+/// (0 "No GPS connected": no health at all; 7 "Static fixed, typically used for base
+/// stations": no type on the wire; 8 "PPP, 3D position": 3D), `satellites_visible`
+/// (visible, not used; 255 unknown), `h_acc` in mm (an extension: 0 when not sent).
+/// `eph` is an HDOP and gives nothing.
+fn gps_health(line: &Value) -> Gnss {
+    let fix = match int(line, "fix_type") {
+        0 => return Gnss::default(),
+        1 => Some(FixType::None),
+        2 => Some(FixType::Fix2d),
+        3 | 8 => Some(FixType::Fix3d),
+        4 => Some(FixType::Dgps),
+        5 => Some(FixType::RtkFloat),
+        6 => Some(FixType::RtkFixed),
+        7 => None,
+        other => panic!("GPS_FIX_TYPE {other} in {line}"),
+    };
+    let sats = int(line, "satellites_visible");
+    let h_acc = line["fields"]["h_acc"].as_i64().unwrap_or(0);
+    Gnss {
+        fix,
+        sats: None,
+        sats_visible: (sats != UNKNOWN_U8).then(|| u8::try_from(sats).unwrap()),
+        h_acc_m: (h_acc != 0).then(|| h_acc as f64 / 1000.0),
+    }
 }
 
 /// Every position the vehicles delivered to the link, in the order sent:
@@ -64,6 +100,9 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
     };
     // (system id, component id) -> (time_unix_usec, time_boot_ms) of its latest SYSTEM_TIME.
     let mut system_time = std::collections::HashMap::new();
+    // (system id, component id) -> the health of its latest GPS_RAW_INT since its first
+    // HEARTBEAT (before which the agent reads nothing of it).
+    let mut health = std::collections::HashMap::new();
     let mut out = Vec::new();
     for line in &sent {
         let system_id = line["sys"].as_u64().unwrap();
@@ -98,9 +137,23 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
                     heading_deg: known(int(line, "hdg"), 100.0),
                     speed_mps: Some(vx.hypot(vy) / 100.0),
                     ts_ms,
+                    gnss: health
+                        .get(&(system_id, component_id))
+                        .copied()
+                        .unwrap_or_default(),
                 });
             }
-            "GPS_RAW_INT" if !has_global(line) && int(line, "fix_type") >= 2 => {
+            "HEARTBEAT" => {
+                health
+                    .entry((system_id, component_id))
+                    .or_insert_with(Gnss::default);
+            }
+            "GPS_RAW_INT" if has_global(line) => {
+                if let Some(latest) = health.get_mut(&(system_id, component_id)) {
+                    *latest = gps_health(line);
+                }
+            }
+            "GPS_RAW_INT" if int(line, "fix_type") >= 2 => {
                 let time_usec = int(line, "time_usec");
                 out.push(Expected {
                     system_id,
@@ -112,6 +165,7 @@ pub fn expected_positions(lines: &[Value]) -> Vec<Expected> {
                     heading_deg: known(int(line, "cog"), 100.0),
                     speed_mps: known(int(line, "vel"), 100.0),
                     ts_ms: (time_usec > 1_000_000_000_000_000).then(|| time_usec.div_euclid(1000)),
+                    gnss: gps_health(line),
                 });
             }
             _ => {}
@@ -133,13 +187,14 @@ pub fn batteries(lines: &[Value], system_id: u64) -> Vec<i64> {
 /// A short description of a published position, for failure messages.
 pub fn describe(p: &Position) -> String {
     format!(
-        "{} {} alt {:?} hdg {:?} speed {:?} battery {:?} ts {} ({})",
+        "{} {} alt {:?} hdg {:?} speed {:?} battery {:?} {:?} ts {} ({})",
         p.lat,
         p.lon,
         p.alt_m,
         p.heading_deg,
         p.speed_mps,
         p.battery_pct,
+        p.gnss,
         p.ts.timestamp_millis(),
         p.ts
     )

@@ -146,7 +146,7 @@ impl Rig {
                         let ts = p.ts.timestamp_millis();
                         let same_place = expected
                             .iter()
-                            .filter(|e| e.matches(p, false))
+                            .filter(|e| e.same_place(p))
                             .min_by_key(|e| e.ts_ms.map_or(i64::MAX, |e| (e - ts).abs()));
                         format!("{}\n    same place sent: {same_place:?}", describe(p))
                     })

@@ -35,6 +35,10 @@ SIGTERM) ends the program with status 0.
 Vehicles: --vehicle SPEC, repeated; SPEC is SYSID followed by comma-separated options:
   battery=PCT     SYS_STATUS.battery_remaining (default 90 - SYSID)
   position=global|gps_raw|none   what carries the position (default global)
+  gps_health      with position=global: a GPS_RAW_INT right after each GLOBAL_POSITION_INT,
+                  its fix_type, satellites_visible and h_acc changing along the route
+                  (every GPS_FIX_TYPE, unknown satellites and h_acc 0 included; eph is
+                  an HDOP of 0.9)
   autopilot=N     HEARTBEAT.autopilot (default 3, ArduPilot; 8 = invalid, not an autopilot)
   comp=N          component id (default 1)
   hold            send nothing until stdin says `start SYSID`
@@ -67,6 +71,10 @@ MAV_TYPE_QUADROTOR = 2
 MAV_AUTOPILOT_ARDUPILOTMEGA = 3
 GPS_FIX_TYPE_3D_FIX = 3
 GPS_FIX_TYPE_NO_FIX = 1
+# GPS_FIX_TYPE in the order gps_health cycles through: 3D, DGPS, RTK float, RTK fixed,
+# 2D, no fix, static, PPP, no GPS.
+GPS_HEALTH_FIX_TYPES = (3, 4, 5, 6, 2, 1, 7, 8, 0)
+UNKNOWN_U8 = 255
 UNKNOWN_U16 = 65535
 # Unix time of 2015-01-01, the epoch of MAVLink 2 signing timestamps.
 SIGNING_EPOCH = 1420070400
@@ -108,6 +116,7 @@ class Vehicle:
         self.autopilot = MAV_AUTOPILOT_ARDUPILOTMEGA
         self.compid = 1
         self.held = False
+        self.gps_health = False
         for part in parts[1:]:
             key, _, value = part.partition("=")
             if key == "battery":
@@ -121,8 +130,12 @@ class Vehicle:
                 self.compid = int(value)
             elif key == "hold":
                 self.held = True
+            elif key == "gps_health":
+                self.gps_health = True
             else:
                 raise SystemExit(f"unknown vehicle option {part!r}")
+        if self.gps_health and args.mavlink != 2:
+            raise SystemExit("gps_health needs --mavlink 2: h_acc is a MAVLink 2 extension")
         common, apm = DIALECTS[args.mavlink]
         self.version = args.mavlink
         self.capture = Capture()
@@ -381,6 +394,18 @@ class FlightController:
                 vehicle,
                 mav.global_position_int_encode(vehicle.boot_ms(), lat, lon, alt, alt - 20_000, vx, vy, 0, hdg),
             )
+            if vehicle.gps_health:
+                k = vehicle.step % vehicle.points
+                fix = GPS_HEALTH_FIX_TYPES[k % len(GPS_HEALTH_FIX_TYPES)]
+                sats = UNKNOWN_U8 if k % 7 == 3 else 6 + k % 10
+                h_acc = 0 if k % 5 == 2 else 300 + 150 * k
+                self.send(
+                    vehicle,
+                    mav.gps_raw_int_encode(
+                        vehicle.boot_ms() * 1000, fix, lat, lon, alt, 90, 150,
+                        int(math.hypot(vx, vy)), hdg, sats, h_acc=h_acc,
+                    ),
+                )
         elif vehicle.position == "gps_raw":
             k = vehicle.step % vehicle.points
             # Every fifth point has no fix (and coordinates that must never be published).

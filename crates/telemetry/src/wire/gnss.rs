@@ -116,9 +116,3 @@ impl FixType {
         FixType::ALL.into_iter().find(|fix| fix.as_str() == name)
     }
 }
-
-impl std::fmt::Display for FixType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}

@@ -8,6 +8,12 @@
 //!   vehicle on a shared radio or router never speaks for this drone.
 //! - Position: `GLOBAL_POSITION_INT` (the autopilot's fused estimate); `GPS_RAW_INT` only
 //!   while the vehicle has sent no `GLOBAL_POSITION_INT`. Battery: `SYS_STATUS`.
+//! - GNSS health ([`gnss_health`]): from `GPS_RAW_INT`, attached to a
+//!   `GLOBAL_POSITION_INT` when it arrived at most [`HEALTH_MAX_AGE`] before it (board
+//!   clock; autopilots stream `GPS_RAW_INT` at 1 Hz or more), otherwise left out. Fix type
+//!   from `fix_type`; `satellites_visible` as visible satellites (the message does not say
+//!   how many are used); `h_acc` (mm, a MAVLink 2 extension) as the accuracy. `eph` is an
+//!   HDOP, not metres, and is not used.
 //! - Time: `SYSTEM_TIME` maps the autopilot's boot time to UNIX time once it has GPS time
 //!   (`time_unix_usec` non-zero), so a position's GPS time is the mapping applied to its
 //!   `time_boot_ms`; `GPS_RAW_INT.time_usec` above [`UNIX_USEC_FLOOR`] is UNIX time
@@ -21,6 +27,7 @@ use mavlink::MavlinkVersion;
 use mavlink::dialects::common::{
     GLOBAL_POSITION_INT_DATA, GPS_RAW_INT_DATA, GpsFixType, MavAutopilot, MavMessage,
 };
+use telemetry::{FixType, Gnss};
 
 use super::frames::Frame;
 use crate::source::{Fix, FixTime};
@@ -29,6 +36,11 @@ use crate::source::{Fix, FixTime};
 const ANGLE_UNKNOWN: u16 = u16::MAX;
 /// `GPS_RAW_INT.vel` value meaning "unknown".
 const SPEED_UNKNOWN: u16 = u16::MAX;
+/// `GPS_RAW_INT.satellites_visible` value meaning "unknown".
+const SATELLITES_UNKNOWN: u8 = u8::MAX;
+/// The oldest `GPS_RAW_INT` whose health a `GLOBAL_POSITION_INT` carries: three periods
+/// of the slowest usual stream (1 Hz).
+const HEALTH_MAX_AGE: TimeDelta = TimeDelta::seconds(3);
 /// `time_usec` values from 2001-09-09 on are UNIX time; smaller ones are time since boot.
 pub(super) const UNIX_USEC_FLOOR: u64 = 1_000_000_000_000_000;
 /// How far before its own boot time a `SYSTEM_TIME` mapping is applied.
@@ -72,6 +84,8 @@ pub(super) struct Vehicle {
     /// `SYSTEM_TIME`: UNIX time (µs) at boot time (ms).
     system_time: Option<(u64, u32)>,
     global_position_seen: bool,
+    /// The health of the latest `GPS_RAW_INT`, and the board time it arrived.
+    health: Option<(DateTime<Utc>, Gnss)>,
 }
 
 impl Vehicle {
@@ -84,6 +98,7 @@ impl Vehicle {
             battery_pct: None,
             system_time: None,
             global_position_seen: false,
+            health: None,
         }
     }
 
@@ -104,11 +119,18 @@ impl Vehicle {
                 self.global_position_seen = true;
                 let time = self.gps_time_at_boot_ms(position.time_boot_ms);
                 match global_position_fix(position, self.battery_pct, stamp(time, board)) {
-                    Some(fix) => Outcome::Fix(fix),
+                    Some(fix) => Outcome::Fix(Fix {
+                        gnss: self.health_at(board),
+                        ..fix
+                    }),
                     None => Outcome::NoFix,
                 }
             }
-            MavMessage::GPS_RAW_INT(gps) if !self.global_position_seen => {
+            MavMessage::GPS_RAW_INT(gps) => {
+                self.health = Some((board, gnss_health(gps)));
+                if self.global_position_seen {
+                    return Outcome::Nothing;
+                }
                 let time = if gps.time_usec >= UNIX_USEC_FLOOR {
                     unix_usec(gps.time_usec)
                 } else {
@@ -161,6 +183,14 @@ impl Vehicle {
         }
     }
 
+    /// The latest `GPS_RAW_INT` health if it arrived within [`HEALTH_MAX_AGE`] before
+    /// `board` (a board clock that stepped back makes it stale too).
+    fn health_at(&self, board: DateTime<Utc>) -> Gnss {
+        self.health
+            .filter(|(at, _)| (TimeDelta::zero()..=HEALTH_MAX_AGE).contains(&(board - *at)))
+            .map_or_else(Gnss::default, |(_, gnss)| gnss)
+    }
+
     /// The GPS time at the autopilot's boot time `boot_ms`, if `SYSTEM_TIME` maps it.
     fn gps_time_at_boot_ms(&self, boot_ms: u32) -> Option<DateTime<Utc>> {
         let (unix_us, mapped_ms) = self.system_time?;
@@ -199,6 +229,7 @@ pub(super) fn global_position_fix(
         heading_deg: (position.hdg != ANGLE_UNKNOWN).then(|| f64::from(position.hdg) / 100.0),
         speed_mps: Some(vx.hypot(vy) / 100.0),
         battery_pct,
+        gnss: Gnss::default(),
     })
 }
 
@@ -219,7 +250,33 @@ fn gps_raw_fix(gps: &GPS_RAW_INT_DATA, battery_pct: Option<u8>, time: FixTime) -
         heading_deg: (gps.cog != ANGLE_UNKNOWN).then(|| f64::from(gps.cog) / 100.0),
         speed_mps: (gps.vel != SPEED_UNKNOWN).then(|| f64::from(gps.vel) / 100.0),
         battery_pct,
+        gnss: gnss_health(gps),
     })
+}
+
+/// The GNSS health a `GPS_RAW_INT` reports, by `common.xml`'s definitions: nothing without
+/// a receiver (`NO_GPS`); `STATIC` (a base station's surveyed position) has no fix type
+/// here, and `PPP` ("PPP, 3D position") is a 3D fix. `satellites_visible` 255 and `h_acc`
+/// 0 are unknown (an extension field reads 0 when the sender left it out, as MAVLink 1
+/// frames always do).
+fn gnss_health(gps: &GPS_RAW_INT_DATA) -> Gnss {
+    let fix = match gps.fix_type {
+        GpsFixType::GPS_FIX_TYPE_NO_GPS => return Gnss::default(),
+        GpsFixType::GPS_FIX_TYPE_NO_FIX => Some(FixType::None),
+        GpsFixType::GPS_FIX_TYPE_2D_FIX => Some(FixType::Fix2d),
+        GpsFixType::GPS_FIX_TYPE_3D_FIX | GpsFixType::GPS_FIX_TYPE_PPP => Some(FixType::Fix3d),
+        GpsFixType::GPS_FIX_TYPE_DGPS => Some(FixType::Dgps),
+        GpsFixType::GPS_FIX_TYPE_RTK_FLOAT => Some(FixType::RtkFloat),
+        GpsFixType::GPS_FIX_TYPE_RTK_FIXED => Some(FixType::RtkFixed),
+        GpsFixType::GPS_FIX_TYPE_STATIC => None,
+    };
+    Gnss {
+        fix,
+        sats: None,
+        sats_visible: (gps.satellites_visible != SATELLITES_UNKNOWN)
+            .then_some(gps.satellites_visible),
+        h_acc_m: (gps.h_acc != 0).then(|| f64::from(gps.h_acc) / 1000.0),
+    }
 }
 
 #[cfg(test)]

@@ -237,3 +237,113 @@ fn converts_units_and_reads_no_fix() {
     };
     assert_eq!(global_position_fix(&none, None, time), None);
 }
+
+fn gps_raw(fix_type: GpsFixType, satellites_visible: u8, h_acc: u32) -> MavMessage {
+    MavMessage::GPS_RAW_INT(GPS_RAW_INT_DATA {
+        time_usec: 1_764_151_200_500_000,
+        fix_type,
+        lat: 476_205_000,
+        lon: -1_223_493_000,
+        alt: 120_000,
+        // HDOP 0.9: not an accuracy, never published as one.
+        eph: 90,
+        epv: 150,
+        vel: 1234,
+        cog: 9000,
+        satellites_visible,
+        h_acc,
+        ..GPS_RAW_INT_DATA::DEFAULT
+    })
+}
+
+#[test]
+fn gps_raw_int_health_rides_on_global_position_int_while_recent() {
+    let mut vehicle = Vehicle::new(None, None);
+    let autopilot = frame(1, 1, heartbeat(MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA));
+    vehicle.on_frame(&autopilot, board());
+    // No GPS_RAW_INT yet: no health.
+    let bare = fix(vehicle.on_frame(&frame(1, 1, position(1000, 476_205_000)), board()));
+    assert_eq!(bare.gnss, Gnss::default());
+    let raw = gps_raw(GpsFixType::GPS_FIX_TYPE_RTK_FIXED, 14, 1500);
+    assert_eq!(
+        vehicle.on_frame(&frame(1, 1, raw), board()),
+        Outcome::Nothing
+    );
+    let expected = Gnss {
+        fix: Some(FixType::RtkFixed),
+        sats: None,
+        sats_visible: Some(14),
+        h_acc_m: Some(1.5),
+    };
+    let at = |offset: TimeDelta| board() + offset;
+    let mut position_at =
+        |offset| fix(vehicle.on_frame(&frame(1, 1, position(2000, 476_205_000)), at(offset))).gnss;
+    assert_eq!(position_at(TimeDelta::zero()), expected);
+    assert_eq!(position_at(HEALTH_MAX_AGE), expected);
+    // Older than the bound, or a board clock that stepped back: left out.
+    assert_eq!(
+        position_at(HEALTH_MAX_AGE + TimeDelta::milliseconds(1)),
+        Gnss::default()
+    );
+    assert_eq!(position_at(TimeDelta::seconds(-1)), Gnss::default());
+}
+
+#[test]
+fn gps_raw_int_health_follows_common_xml() {
+    use GpsFixType::*;
+    // GPS_FIX_TYPE entries of common.xml and what they are on the wire.
+    let table = [
+        (GPS_FIX_TYPE_NO_FIX, Some(FixType::None)),
+        (GPS_FIX_TYPE_2D_FIX, Some(FixType::Fix2d)),
+        (GPS_FIX_TYPE_3D_FIX, Some(FixType::Fix3d)),
+        (GPS_FIX_TYPE_DGPS, Some(FixType::Dgps)),
+        (GPS_FIX_TYPE_RTK_FLOAT, Some(FixType::RtkFloat)),
+        (GPS_FIX_TYPE_RTK_FIXED, Some(FixType::RtkFixed)),
+        // "Static fixed, typically used for base stations": no type of ours.
+        (GPS_FIX_TYPE_STATIC, None),
+        // "PPP, 3D position".
+        (GPS_FIX_TYPE_PPP, Some(FixType::Fix3d)),
+    ];
+    for (fix_type, expected) in table {
+        let MavMessage::GPS_RAW_INT(gps) = gps_raw(fix_type, 9, 2500) else {
+            unreachable!()
+        };
+        let health = gnss_health(&gps);
+        assert_eq!(health.fix, expected, "{fix_type:?}");
+        assert_eq!(health.sats_visible, Some(9));
+        assert_eq!(
+            health.sats, None,
+            "the message counts visible satellites only"
+        );
+        assert_eq!(health.h_acc_m, Some(2.5));
+    }
+    // "No GPS connected": nothing of the message is health.
+    let MavMessage::GPS_RAW_INT(gps) = gps_raw(GPS_FIX_TYPE_NO_GPS, 9, 2500) else {
+        unreachable!()
+    };
+    assert_eq!(gnss_health(&gps), Gnss::default());
+    // satellites_visible UINT8_MAX is unknown; h_acc 0 is unset (MAVLink 1, or a sender
+    // without the extension); eph (HDOP) is never an accuracy.
+    let MavMessage::GPS_RAW_INT(gps) = gps_raw(GPS_FIX_TYPE_3D_FIX, u8::MAX, 0) else {
+        unreachable!()
+    };
+    assert_eq!(
+        gnss_health(&gps),
+        Gnss {
+            fix: Some(FixType::Fix3d),
+            ..Gnss::default()
+        }
+    );
+}
+
+#[test]
+fn a_gps_raw_int_position_carries_its_own_health() {
+    let mut vehicle = Vehicle::new(None, None);
+    let autopilot = frame(1, 1, heartbeat(MavAutopilot::MAV_AUTOPILOT_PX4));
+    vehicle.on_frame(&autopilot, board());
+    let raw = frame(1, 1, gps_raw(GpsFixType::GPS_FIX_TYPE_DGPS, 11, 800));
+    let own = fix(vehicle.on_frame(&raw, board()));
+    assert_eq!(own.gnss.fix, Some(FixType::Dgps));
+    assert_eq!(own.gnss.sats_visible, Some(11));
+    assert_eq!(own.gnss.h_acc_m, Some(0.8));
+}
