@@ -123,3 +123,74 @@ async fn connection_state_and_version_from_the_hub_are_stored() {
     );
     hub.shutdown().await;
 }
+
+/// The whole way: an edge agent connects to the local hub over MQTT (TLS, SAS), reports its
+/// version in its twin and publishes positions, then stops; with both routes on, the writer
+/// stores its position, the version the hub holds in the twin, and that it disconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_connects_reports_and_stops_is_stored_disconnected_with_its_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = HubConfig::new(dir.path().join("hub"));
+    config.routes = vec![Route::ConnectionState, Route::TwinChanges];
+    let hub = HubSim::start(config).await.unwrap();
+    let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
+    let id = "drone-e2e";
+    let cs = hub.add_device(id).unwrap();
+
+    let mut settings = settings(&sim.endpoint(), "mqtt://unused:1883", "agent-e2e");
+    settings.writer_source = Some(Secret::new(hub.eventhub_connection_string()));
+    settings.eventhubs_start_position = Some("earliest".into());
+    let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
+        .await
+        .unwrap();
+
+    let stop = edge_agent::CancellationToken::new();
+    let agent_settings = edge_agent::config::Settings {
+        connection_string: Some(edge_agent::config::Secret::new(cs)),
+        iothub_ca_file: Some(hub.config().state_dir.join("ca.pem")),
+        iothub_port: Some(hub.mqtt_addr().port()),
+        position_source: Some("sim".into()),
+        report_interval: Some("200ms".parse().unwrap()),
+        buffer_dir: Some(dir.path().join("agent")),
+        buffer_fsync: Some(false),
+        ..edge_agent::config::Settings::default()
+    };
+    let agent = edge_agent::Agent::new(agent_settings.resolve().unwrap()).unwrap();
+    let running = tokio::spawn(agent.run(stop.clone()));
+    let container = container(&sim.endpoint(), "telemetry", "agent-e2e");
+    let reported = |doc: &Option<Value>| {
+        doc.as_ref().is_some_and(|d| {
+            d["agentConnected"] == true && d["agentVersion"].is_string() && d["seq"].is_u64()
+        })
+    };
+    wait_until_async(
+        "the agent connected, its version and a position stored",
+        Duration::from_secs(60),
+        || async { latest_documents(&container).await.remove(id) },
+        reported,
+    )
+    .await;
+    stop.cancel();
+    let _ = running.await;
+    let doc = wait_until_async(
+        "the disconnection stored",
+        Duration::from_secs(60),
+        || async { latest_documents(&container).await.remove(id) },
+        |doc| doc.as_ref().is_some_and(|d| d["agentConnected"] == false),
+    )
+    .await
+    .unwrap();
+    // The version the hub holds in the twin's reported properties.
+    let twin = hub.twin(id).unwrap();
+    assert_eq!(
+        doc["agentVersion"],
+        twin["properties"]["reported"]["agent"]["version"]
+    );
+    assert!(
+        doc["agentDisconnectedAt"].is_string() && doc["location"].is_object(),
+        "{doc}"
+    );
+    writer.shutdown();
+    writer.wait().await.unwrap();
+    hub.shutdown().await;
+}
