@@ -41,7 +41,7 @@ pub(super) fn compare(
         history: None,
         regions: 1,
         read_ru_per_sec: 0.0,
-        standard_only: false,
+        control_plane: Some(plan::ControlPlane::default()),
         indexing_policy: config.indexing.policy(),
     };
     let planned = plan::plan(&fleet, &prices).per_drone;
