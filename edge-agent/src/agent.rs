@@ -17,6 +17,13 @@
 //!   Whatever a link did not acknowledge is sent again from the buffer on the next link
 //!   (at-least-once; the cloud keeps the newest position of each drone).
 //!
+//! # Control plane (IoT Hub only)
+//! The device twin's desired `reportInterval` and `publishEvery` override the local
+//! settings (unless `REMOTE_CONFIG=off`) and take effect at once: the batch being gathered
+//! goes, and the next sample is one new interval away. The direct method `reportNow` makes
+//! a message of the latest fix at once, through the buffer like every other. See
+//! [`crate::twin`].
+//!
 //! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
 //! reader), so a process can run a fleet of them.
 
@@ -33,14 +40,19 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::batch::{self, Batching};
 use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES};
+use crate::cadence::{Cadence, CadenceError};
 use crate::clock::{Clock, ClockSource, EARLIEST_PLAUSIBLE, kernel_synchronised};
 use crate::source::{Fix, FixTime, Source};
 use crate::source::{SimConfig, SourceConfig};
-use crate::status::{AgentHandle, AgentStatus, StatusCell, write_status_file};
+use crate::status::{
+    AgentHandle, AgentStatus, SettingsStatus, SourceKind, StatusCell, write_status_file,
+};
 use crate::transport::TransportConfig;
 use crate::transport::{
-    Connection, ConnectionEnd, Dialer, LinkEvent, Publisher, TransportError, event_topic,
+    CloudEvent, Connection, ConnectionEnd, Dialer, LinkEvent, MethodRequest, Publisher,
+    TransportError, event_topic,
 };
+use crate::twin::{Answer, Control, DEFAULT_REPORTED_MIN_INTERVAL, Method, RemoteConfig};
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -67,6 +79,11 @@ pub struct AgentConfig {
     pub backlog_rate: f64,
     /// Where to write the status as JSON after every interval, if anywhere.
     pub status_file: Option<PathBuf>,
+    /// Whether the device twin may override `report_interval` and `publish_every` (IoT Hub
+    /// only).
+    pub remote_config: RemoteConfig,
+    /// Least time between two reports of the agent's state in the twin.
+    pub reported_min_interval: Duration,
 }
 
 impl AgentConfig {
@@ -89,6 +106,8 @@ impl AgentConfig {
             transport: TransportConfig::plain(host, port),
             backlog_rate: DEFAULT_BACKLOG_RATE,
             status_file: None,
+            remote_config: RemoteConfig::On,
+            reported_min_interval: DEFAULT_REPORTED_MIN_INTERVAL,
         }
     }
 }
@@ -111,6 +130,9 @@ pub enum AgentError {
     /// The transport cannot be set up.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The report and publish intervals cannot work together.
+    #[error(transparent)]
+    Cadence(#[from] CadenceError),
     /// A timing setting cannot work.
     #[error("{0}")]
     Timing(&'static str),
@@ -136,23 +158,17 @@ pub struct Agent {
     unbuffered: HashSet<u64>,
     /// The samples waiting for the next batch, when publishing in batches.
     batching: Option<Batching>,
+    /// The report and publish intervals in effect.
+    cadence: Cadence,
+    /// The device twin and direct methods, on IoT Hub.
+    control: Option<Control>,
 }
 
 impl Agent {
     /// Checks the device id and opens the buffer (reporting damaged records it finds).
     pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
         telemetry::wire::check_device_id(&config.device_id)?;
-        if config.report_interval.is_zero() {
-            return Err(AgentError::Timing("the report interval must be above zero"));
-        }
-        if config
-            .publish_every
-            .is_some_and(|p| p < config.report_interval)
-        {
-            return Err(AgentError::Timing(
-                "the publish interval must be at least the report interval",
-            ));
-        }
+        let local = Cadence::new(config.report_interval, config.publish_every)?;
         if !(config.backlog_rate.is_finite() && config.backlog_rate >= 0.01) {
             return Err(AgentError::Timing(
                 "the backlog rate must be at least 0.01 messages per second",
@@ -160,18 +176,30 @@ impl Agent {
         }
         let buffer = DiskBuffer::open(&config.buffer)?;
         let status = StatusCell::new(&config.device_id);
+        status.update(|s| s.source = Some(SourceKind::of(&config.source)));
         let clock = Clock::new(config.clock_max_skew);
-        let batching = config.publish_every.and_then(|publish_every| {
-            Batching::new(&config.device_id, config.report_interval, publish_every)
+        // The twin and methods exist on IoT Hub only.
+        let control = config.transport.auth.hub_host().is_some().then(|| {
+            Control::new(
+                local,
+                config.remote_config,
+                &config.buffer.dir,
+                config.reported_min_interval,
+                config.max_fix_age,
+            )
         });
-        let agent = Agent {
+        let cadence = control.as_ref().map_or(local, Control::cadence);
+        let mut agent = Agent {
             config,
             status,
             clock,
             buffer,
             unbuffered: HashSet::new(),
-            batching,
+            batching: None,
+            cadence,
+            control,
         };
+        agent.set_batching(cadence);
         agent.refresh_status();
         Ok(agent)
     }
@@ -197,7 +225,7 @@ impl Agent {
         let connection_task =
             AbortOnDropHandle::new(tokio::spawn(connection.run(connection_stop.clone())));
         let source = Source::start(&self.config.source, &self.status, &self.clock, &shutdown);
-        let mut reports = tokio::time::interval(self.config.report_interval);
+        let mut reports = tokio::time::interval(self.cadence.report_interval());
         reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut drain =
             tokio::time::interval(Duration::from_secs_f64(1.0 / self.config.backlog_rate));
@@ -209,6 +237,10 @@ impl Agent {
         let mut ended = ConnectionEnd::Stopped;
         loop {
             let backlog = link.as_ref().is_some_and(|l| l.backlog_slot(&agent));
+            let wake = agent
+                .control
+                .as_ref()
+                .and_then(|c| c.wake_at(Instant::now()));
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
@@ -216,8 +248,14 @@ impl Agent {
                     ended = end.unwrap_or(ConnectionEnd::Stopped);
                     break;
                 }
-                Some(event) = events.recv() => agent.on_event(&mut link, event),
+                Some(event) = events.recv() => {
+                    if let Some(cadence) = agent.on_event(&mut link, &source, event) {
+                        agent.set_cadence(cadence, link.as_mut());
+                        reports = reports_every(cadence.report_interval(), Instant::now());
+                    }
+                }
                 _ = reports.tick() => agent.report(&source, link.as_mut()),
+                () = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {}
                 _ = drain.tick(), if backlog => {
                     if let Some(link) = link.as_mut() {
                         agent.send_backlog(link);
@@ -225,6 +263,7 @@ impl Agent {
                 }
             }
             agent.refresh_status();
+            agent.flush_control();
         }
         connection_stop.cancel();
         // The connection task ends at its next await; waiting keeps its final status.
@@ -332,7 +371,13 @@ impl Agent {
         }
     }
 
-    fn on_event(&mut self, link: &mut Option<Link>, event: LinkEvent) {
+    /// Applies a link event; the new cadence if the twin changed it.
+    fn on_event(
+        &mut self,
+        link: &mut Option<Link>,
+        source: &Source,
+        event: LinkEvent,
+    ) -> Option<Cadence> {
         match event {
             LinkEvent::Up {
                 link: id,
@@ -353,18 +398,35 @@ impl Agent {
                 *link = Some(fresh);
             }
             LinkEvent::Down { link: id } => {
+                if let Some(control) = self.control.as_mut() {
+                    control.link_down(id);
+                }
                 if link.as_ref().is_some_and(|l| l.id == id) {
                     *link = None;
                     self.lose_unbuffered();
                 }
             }
+            LinkEvent::Cloud {
+                link: id,
+                event: CloudEvent::Method(request),
+            } => {
+                let current = link.as_mut().filter(|l| l.id == id);
+                let answer = self.answer(&request, source, current);
+                if let Some(control) = &self.control {
+                    control.answer(id, &request.rid, &answer);
+                }
+            }
+            LinkEvent::Cloud { link: id, event } => {
+                return self
+                    .control
+                    .as_mut()
+                    .and_then(|control| control.on_event(id, event, Instant::now()));
+            }
             LinkEvent::Acked {
                 link: id,
                 record: record_id,
             } => {
-                let Some(link) = link.as_mut().filter(|l| l.id == id) else {
-                    return;
-                };
+                let link = link.as_mut().filter(|l| l.id == id)?;
                 let records = link.acked(record_id);
                 for &record in &records {
                     self.unbuffered.remove(&record);
@@ -375,6 +437,100 @@ impl Agent {
                 self.status.update(|s| s.acked += records.len() as u64);
                 self.pump(link);
             }
+        }
+        None
+    }
+
+    /// Takes the cadence the twin set: the batch being gathered goes now, and the new
+    /// intervals apply from here.
+    fn set_cadence(&mut self, cadence: Cadence, link: Option<&mut Link>) {
+        self.cadence = cadence;
+        let held = self.batching.as_mut().map(Batching::take);
+        self.set_batching(cadence);
+        if let Some(held) = held.filter(|held| !held.is_empty()) {
+            match link {
+                Some(link) => {
+                    link.live.push_back(held);
+                    self.pump(link);
+                }
+                // Buffered records go with the backlog of the next link.
+                None => self.lose_unbuffered(),
+            }
+        }
+    }
+
+    fn set_batching(&mut self, cadence: Cadence) {
+        self.batching = cadence.publish_every().and_then(|publish_every| {
+            Batching::new(
+                &self.config.device_id,
+                cadence.report_interval(),
+                publish_every,
+            )
+        });
+    }
+
+    /// The answer to a direct method call on `link` (the current link, if the call came on
+    /// it).
+    fn answer(
+        &mut self,
+        request: &MethodRequest,
+        source: &Source,
+        link: Option<&mut Link>,
+    ) -> Answer {
+        match Method::of(request) {
+            Err(refused) => refused,
+            Ok(Method::Status) => {
+                self.refresh_status();
+                match serde_json::to_value(self.status.handle().status()) {
+                    Ok(status) => Answer::ok(status),
+                    Err(err) => Answer::error(500, err.to_string()),
+                }
+            }
+            Ok(Method::ReportNow) => match link {
+                Some(link) => self.report_now(source, link),
+                None => Answer::error(503, "the link this call came on is gone"),
+            },
+        }
+    }
+
+    /// Publishes the latest fix at once (with the batch being gathered, if any); answers
+    /// its `seq`, or 409 when there is no fix or no time to stamp it with.
+    fn report_now(&mut self, source: &Source, link: &mut Link) -> Answer {
+        let Some(fix) = source.latest(Instant::now(), self.config.max_fix_age) else {
+            return Answer::error(
+                409,
+                format!(
+                    "no fix: the position source gave none in the last {:?}",
+                    self.config.max_fix_age
+                ),
+            );
+        };
+        let Some(ts) = self.stamp(&fix) else {
+            return Answer::error(
+                409,
+                "no time: the board clock reads before any plausible date and the source gives no GPS time",
+            );
+        };
+        let Some(record) = self.store(&fix, ts) else {
+            return Answer::error(409, "the latest fix is not a valid position");
+        };
+        let seq = record.id;
+        let mut records = self
+            .batching
+            .as_mut()
+            .map(Batching::take)
+            .unwrap_or_default();
+        records.push(record);
+        link.live.push_back(records);
+        self.pump(link);
+        self.write_status_file();
+        Answer::ok(serde_json::json!({ "seq": seq }))
+    }
+
+    /// Sends what the control plane has due.
+    fn flush_control(&mut self) {
+        if let Some(control) = self.control.as_mut() {
+            control.flush(Instant::now(), &self.status.handle().status());
         }
     }
 
@@ -458,7 +614,19 @@ impl Agent {
     fn refresh_status(&self) {
         let stats = self.buffer.stats();
         let next_seq = self.buffer.next_id();
+        let now_ms = self.clock.now().timestamp_millis();
+        let oldest_unsent_age_ms = self
+            .buffer
+            .oldest_pending_created_ms()
+            .map(|created| u64::try_from(now_ms.saturating_sub(created)).unwrap_or(0));
+        let settings = SettingsStatus::new(
+            self.cadence,
+            self.config.remote_config,
+            self.control.as_ref().and_then(Control::desired_version),
+        );
         self.status.update(|s| {
+            s.oldest_unsent_age_ms = oldest_unsent_age_ms;
+            s.settings = settings;
             s.buffer_depth = stats.depth;
             s.buffer_bytes = stats.bytes;
             s.dropped.buffer_full = stats.dropped_full;
@@ -475,6 +643,13 @@ impl Agent {
             }
         }
     }
+}
+
+/// Report ticks every `interval`, the first one `interval` after `now`.
+fn reports_every(interval: Duration, now: Instant) -> tokio::time::Interval {
+    let mut reports = tokio::time::interval_at(now + interval, interval);
+    reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    reports
 }
 
 /// One live connection's bookkeeping.

@@ -22,10 +22,12 @@ use serde::Deserialize;
 
 use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
+use crate::cadence::{Cadence, CadenceError, Interval};
 use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+use crate::twin::{DEFAULT_REPORTED_MIN_INTERVAL, RemoteConfig};
 use retry_backoff::BackoffConfig;
 
 use settings::EnvNames;
@@ -188,6 +190,15 @@ pub struct Settings {
     /// Status file, rewritten as JSON after every interval.
     #[arg(long, env = "STATUS_FILE")]
     pub status_file: Option<PathBuf>,
+    /// `on`: the device twin's desired `reportInterval` and `publishEvery` override the
+    /// local ones (IoT Hub only); `off`: the local configuration only, twin changes refused
+    /// (default on).
+    #[arg(long, env = "REMOTE_CONFIG")]
+    pub remote_config: Option<RemoteConfig>,
+    /// Least time between two reports of the agent's state in the twin's reported
+    /// properties (default 60s); acknowledgements of desired changes go at once.
+    #[arg(long, env = "REPORTED_MIN_INTERVAL")]
+    pub reported_min_interval: Option<DurationSetting>,
     /// Onboard through the Device Provisioning Service with this ID scope (instead of
     /// IOTHUB_DEVICE_CONNECTION_STRING), with DPS_GROUP_KEY or DPS_DEVICE_KEY.
     #[arg(long, env = "DPS_ID_SCOPE")]
@@ -261,6 +272,8 @@ settings::layered!(Settings {
     reconnect_cap,
     mqtt_keep_alive,
     status_file,
+    remote_config,
+    reported_min_interval,
     dps_id_scope,
     dps_registration_id,
     dps_endpoint,
@@ -307,20 +320,13 @@ impl Settings {
 
     /// Applies defaults and checks every setting.
     pub fn resolve(self) -> Result<AgentConfig, ConfigError> {
-        let report_interval = positive(
-            "REPORT_INTERVAL",
+        let cadence = Cadence::new(
             self.report_interval
-                .map_or(Duration::from_secs(5), DurationSetting::get),
-        )?;
-        let publish_every = self.publish_every.map(DurationSetting::get);
-        if let Some(publish_every) = publish_every.filter(|p| *p < report_interval) {
-            return Err(invalid(
-                "PUBLISH_EVERY",
-                format!(
-                    "{publish_every:?} is shorter than REPORT_INTERVAL ({report_interval:?}): set it to REPORT_INTERVAL to publish every sample, or to a multiple of it (e.g. 30s) to publish them in batches"
-                ),
-            ));
-        }
+                .map_or(DEFAULT_REPORT_INTERVAL, DurationSetting::get),
+            self.publish_every.map(DurationSetting::get),
+        )
+        .map_err(cadence_error)?;
+        let report_interval = cadence.report_interval();
         let max_fix_age = match self.max_fix_age {
             Some(age) => positive("MAX_FIX_AGE", age.get())?,
             None => report_interval * 2,
@@ -382,7 +388,7 @@ impl Settings {
             device_id,
             source,
             report_interval,
-            publish_every,
+            publish_every: cadence.publish_every(),
             max_fix_age,
             clock_max_skew,
             buffer: BufferConfig {
@@ -393,6 +399,12 @@ impl Settings {
             transport,
             backlog_rate,
             status_file: self.status_file,
+            remote_config: self.remote_config.unwrap_or_default(),
+            reported_min_interval: positive(
+                "REPORTED_MIN_INTERVAL",
+                self.reported_min_interval
+                    .map_or(DEFAULT_REPORTED_MIN_INTERVAL, DurationSetting::get),
+            )?,
         })
     }
 
@@ -602,6 +614,18 @@ impl Settings {
             }),
         }
     }
+}
+
+/// The default `REPORT_INTERVAL`.
+pub const DEFAULT_REPORT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A cadence the agent cannot run, as the setting at fault.
+fn cadence_error(err: CadenceError) -> ConfigError {
+    let setting = match err.interval() {
+        Interval::Report => "REPORT_INTERVAL",
+        Interval::Publish => "PUBLISH_EVERY",
+    };
+    invalid(setting, err.to_string())
 }
 
 /// Checks that a duration setting is above zero.

@@ -27,18 +27,22 @@
 //! ```
 
 pub mod agent;
+mod atomic_file;
 mod batch;
 pub mod buffer;
+pub mod cadence;
 pub mod clock;
 pub mod config;
 pub mod provision;
 pub mod source;
 pub mod status;
 pub mod transport;
+mod twin;
 
 pub use agent::{Agent, AgentConfig, AgentError, AgentReport};
 pub use buffer::BufferConfig;
 pub use source::{SimConfig, SimRoute, SourceConfig};
-pub use status::{AgentHandle, AgentStatus, ConnectionState};
+pub use status::{AgentHandle, AgentStatus, ConnectionState, SettingsStatus, SourceKind};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+pub use twin::{DEFAULT_REPORTED_MIN_INTERVAL, RemoteConfig};

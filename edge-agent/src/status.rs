@@ -9,7 +9,10 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cadence::Cadence;
 use crate::clock::ClockStatus;
+use crate::source::SourceConfig;
+use crate::twin::RemoteConfig;
 
 /// The state of the MQTT connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -85,11 +88,71 @@ impl std::fmt::Display for MavlinkVersion {
     }
 }
 
+/// The kind of position source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The flight stack over MAVLink.
+    Mavlink,
+    /// gpsd.
+    Gpsd,
+    /// The simulator.
+    Sim,
+}
+
+impl SourceKind {
+    /// The kind of `source`.
+    pub fn of(source: &SourceConfig) -> SourceKind {
+        match source {
+            SourceConfig::Mavlink(_) => SourceKind::Mavlink,
+            SourceConfig::Gpsd { .. } => SourceKind::Gpsd,
+            SourceConfig::Sim(_) => SourceKind::Sim,
+        }
+    }
+}
+
+/// The sampling and publishing settings in effect, and where they come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SettingsStatus {
+    /// Time between samples, milliseconds.
+    pub report_interval_ms: u64,
+    /// Time between publishes, milliseconds (the report interval when every sample goes
+    /// alone).
+    pub publish_every_ms: u64,
+    /// Whether the device twin may change them (`REMOTE_CONFIG`).
+    pub remote_config: RemoteConfig,
+    /// The desired properties' `$version` last applied or refused, if any.
+    pub desired_version: Option<u64>,
+}
+
+impl SettingsStatus {
+    /// The settings of `cadence`.
+    pub(crate) fn new(
+        cadence: Cadence,
+        remote_config: RemoteConfig,
+        desired_version: Option<u64>,
+    ) -> SettingsStatus {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        SettingsStatus {
+            report_interval_ms: millis(cadence.report_interval()),
+            publish_every_ms: millis(cadence.publish_interval()),
+            remote_config,
+            desired_version,
+        }
+    }
+}
+
 /// A snapshot of the agent's status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentStatus {
     /// The device id.
     pub device_id: String,
+    /// The agent's version.
+    pub version: &'static str,
+    /// The kind of position source.
+    pub source: Option<SourceKind>,
+    /// The sampling and publishing settings in effect.
+    pub settings: SettingsStatus,
     /// The connection state.
     pub connection: ConnectionState,
     /// Milliseconds since the last fix arrived, if any arrived.
@@ -98,6 +161,9 @@ pub struct AgentStatus {
     pub buffer_depth: u64,
     /// Bytes of the buffer on disk.
     pub buffer_bytes: u64,
+    /// Age of the oldest message waiting for acknowledgement (by its position's time),
+    /// milliseconds.
+    pub oldest_unsent_age_ms: Option<u64>,
     /// Messages made (one per interval with a fix).
     pub generated: u64,
     /// Messages the disk buffer refused (a full disk, an I/O error): published from
@@ -144,6 +210,7 @@ impl StatusCell {
     pub(crate) fn new(device_id: &str) -> StatusCell {
         let (tx, _) = watch::channel(AgentStatus {
             device_id: device_id.to_owned(),
+            version: env!("CARGO_PKG_VERSION"),
             ..AgentStatus::default()
         });
         StatusCell { tx }

@@ -294,7 +294,7 @@ fn impossible_timings_are_refused_at_start() {
     config.report_interval = Duration::ZERO;
     assert!(matches!(
         edge_agent::Agent::new(config.clone()),
-        Err(edge_agent::AgentError::Timing(_))
+        Err(edge_agent::AgentError::Cadence(_))
     ));
     config.report_interval = INTERVAL;
     config.backlog_rate = 0.0;

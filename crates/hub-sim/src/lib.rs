@@ -14,6 +14,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Devices have twins and answer direct methods ([`twin`]): over MQTT on their `$iothub/`
+//! topics, and for the solution over the REST API on the HTTPS port or through
+//! [`HubSim::twin`], [`HubSim::update_desired`] and [`HubSim::invoke_method`].
+//!
 //! Registering devices reach a local Device Provisioning Service on the same listeners
 //! ([`dps`]), which assigns them to this hub or to other hubs of the process linked to it.
 //!
@@ -35,8 +39,12 @@ mod sim;
 pub mod state_dir;
 pub mod stats;
 pub mod tls;
+pub mod twin;
 
 pub use amqp::entra::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
 pub use faults::FaultSettings;
 pub use sim::{HubConfig, HubError, HubSim};
 pub use stats::Stats;
+pub use twin::events::Route;
+pub use twin::methods::{MethodError, MethodResponse, MethodTimeouts};
+pub use twin::store::TwinError;

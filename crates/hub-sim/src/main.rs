@@ -92,9 +92,20 @@ struct RunArgs {
     /// the MQTT and WebSocket ports in any case: the CONNECT's user name tells them apart.
     #[arg(long, env = "HUB_SIM_DPS_PORT")]
     dps_port: Option<u16>,
-    /// MQTT over WebSockets (TLS) port.
+    /// HTTPS port (IoT Hub's 443): MQTT over WebSockets at /$iothub/websocket and the
+    /// service REST API (twins, direct methods).
     #[arg(long, env = "HUB_SIM_WS_PORT", default_value_t = 443)]
     ws_port: u16,
+    /// Route non-telemetry events to the built-in endpoint, as IoT Hub routes with these
+    /// data sources do: `connection-state`, `twin-changes` (repeat the flag, or comma-separated
+    /// in the environment). None by default, as a hub without such routes.
+    #[arg(
+        long = "route",
+        env = "HUB_SIM_ROUTES",
+        value_enum,
+        value_delimiter = ','
+    )]
+    routes: Vec<hub_sim::Route>,
     /// AMQP port of the built-in Event Hubs endpoint (plain, as Microsoft's emulator).
     #[arg(long, env = "HUB_SIM_AMQP_PORT", default_value_t = 5672)]
     amqp_port: u16,
@@ -223,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
     config.amqp_tls_port = run.amqp_tls_port;
     config.admin_port = run.admin_port;
     config.unattached_handle_workaround = run.unattached_handle_workaround;
+    config.routes = run.routes;
     config.retention = Retention {
         max_events: run.retain_events,
         max_bytes: run.retain_bytes,

@@ -17,6 +17,12 @@ use crate::registry::{Registry, RegistryError};
 use crate::state_dir::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
+use crate::twin::events::{Events, Route};
+use crate::twin::methods::{self, MethodError, MethodResponse, MethodTimeouts};
+use crate::twin::service::Https;
+use crate::twin::store::{TwinError, Twins};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,6 +108,9 @@ pub struct HubConfig {
     /// the answer arrives after the link was dropped. Off by default: Event Hubs answers at
     /// once.
     pub unattached_handle_workaround: bool,
+    /// Routes of non-telemetry events to the built-in endpoint ([`crate::twin::events`]);
+    /// none by default, as an IoT hub without such routes.
+    pub routes: Vec<Route>,
 }
 
 impl HubConfig {
@@ -125,6 +134,7 @@ impl HubConfig {
             dps: DpsConfig::default(),
             entra: None,
             unattached_handle_workaround: false,
+            routes: Vec::new(),
         }
     }
 }
@@ -197,11 +207,23 @@ impl HubSim {
             faults: Faults::default(),
             counters: Counters::default(),
             sessions: DeviceSessions::default(),
+            twins: Twins::open(&dir.join("twins"))?,
+            methods: Default::default(),
+            events: Events::new(&config.hub_name, &config.routes),
         });
         let dps = Arc::new(Dps::open(&dir, config.dps.clone(), hub.clone())?);
+        let stop = CancellationToken::new();
+        let https = Arc::new(Https {
+            hub: hub.clone(),
+            dps: dps.clone(),
+            owner_key: BASE64
+                .decode(&keys.iothubowner)
+                .expect("the iothubowner key the hub made is base64"),
+            stop: stop.clone(),
+        });
         let mut listeners = vec![
             (mqtt_listener, Framing::Mqtt),
-            (ws_listener, Framing::WebSocket),
+            (ws_listener, Framing::Https(https)),
         ];
         let dps_addr = match config.dps.port {
             Some(port) => {
@@ -211,7 +233,6 @@ impl HubSim {
             }
             None => mqtt_addr,
         };
-        let stop = CancellationToken::new();
         for (listener, framing) in listeners {
             tokio::spawn(listener::run(
                 hub.clone(),
@@ -318,9 +339,45 @@ impl HubSim {
         self.mqtt_addr
     }
 
-    /// The MQTT over WebSockets address.
+    /// The HTTPS address (IoT Hub's 443): MQTT over WebSockets at `/$iothub/websocket`
+    /// and the service REST API (`/twins/{id}`, `/twins/{id}/methods`).
     pub fn ws_addr(&self) -> SocketAddr {
         self.ws_addr
+    }
+
+    /// The hub's `iothubowner` connection string (also in `service-connection-string`);
+    /// its REST API is served on [`HubSim::ws_addr`].
+    pub fn service_connection_string(&self) -> String {
+        state_dir::service_connection_string(&self.config.host, &self.keys.iothubowner)
+    }
+
+    /// Device `device`'s twin as the service reads it (`GET /twins/{id}`), if it is registered.
+    pub fn twin(&self, device: &str) -> Option<serde_json::Value> {
+        crate::twin::service_view(&self.hub, device)
+    }
+
+    /// Patches `device`'s desired properties (a JSON merge patch: null removes) as
+    /// `PATCH /twins/{id}` does; the device is told if it subscribed, and the change is
+    /// routed when twin change events are. Returns the new desired `$version`.
+    pub fn update_desired(
+        &self,
+        device: &str,
+        patch: &serde_json::Value,
+    ) -> Result<u64, TwinError> {
+        let patch = patch.as_object().ok_or(TwinError::NotAnObject)?;
+        let change = crate::twin::update(&self.hub, device, Some(patch), None, None, false)?;
+        Ok(change.desired_version)
+    }
+
+    /// Invokes direct method `name` on `device` as `POST /twins/{id}/methods` does.
+    pub async fn invoke_method(
+        &self,
+        device: &str,
+        name: &str,
+        payload: &serde_json::Value,
+        timeouts: MethodTimeouts,
+    ) -> Result<MethodResponse, MethodError> {
+        methods::invoke(&self.hub, device, name, payload, timeouts).await
     }
 
     /// The admin endpoint's address, if it was asked for.
@@ -414,6 +471,7 @@ impl HubSim {
     pub fn remove_device(&self, id: &str) -> Result<bool, HubError> {
         let removed = self.hub.registry.remove(id)?;
         if removed {
+            self.hub.twins.remove(id)?;
             self.hub.faults.drop_device_connections();
         }
         Ok(removed)

@@ -1,5 +1,6 @@
 //! Observability: device messages and connections accepted and refused by reason,
-//! provisioning registrations assigned and refused by reason, AMQP deliveries, and per partition depth and last sequence number, as a [`Stats`] value and as
+//! provisioning registrations assigned and refused by reason, twin operations and method
+//! calls, AMQP deliveries, and per partition depth and last sequence number, as a [`Stats`] value and as
 //! Prometheus text.
 
 use crate::partitions::{PartitionInfo, Partitions};
@@ -48,6 +49,13 @@ pub struct Stats {
     /// Receivers' links the hub ended with an error, by reason (`stolen`: another receiver
     /// took the partition; `token_expired`: the connection's token ran out unrenewed).
     pub amqp_links_dropped: BTreeMap<String, u64>,
+    /// Twin operations served, by operation (`get`, `patch_reported`, `service_get`,
+    /// `update`, `replace`).
+    pub twin_operations: BTreeMap<String, u64>,
+    /// Twin changes refused (over 32 KB, not JSON), by section.
+    pub twin_operations_refused: BTreeMap<String, u64>,
+    /// Direct method requests sent to devices.
+    pub method_calls: u64,
     /// Per partition.
     pub partitions: Vec<PartitionStats>,
 }
@@ -83,6 +91,9 @@ impl Stats {
                 "amqp_refused" => by_reason(&mut stats.amqp_refused),
                 "amqp_tokens_accepted" => stats.amqp_tokens_accepted = value,
                 "amqp_links_dropped" => by_reason(&mut stats.amqp_links_dropped),
+                "twin_operations" => by_reason(&mut stats.twin_operations),
+                "twin_operations_refused" => by_reason(&mut stats.twin_operations_refused),
+                "method_calls" => stats.method_calls = value,
                 _ => {}
             }
         }
@@ -170,6 +181,24 @@ impl Stats {
             "amqp_links_dropped_total",
             "Receivers' links the hub ended with an error, by reason.",
             reasons(&self.amqp_links_dropped),
+        );
+        counter(
+            "twin_operations_total",
+            "Twin operations served, by operation.",
+            self.twin_operations
+                .iter()
+                .map(|(op, v)| (format!("{{operation=\"{op}\"}}"), *v))
+                .collect(),
+        );
+        counter(
+            "twin_operations_refused_total",
+            "Twin changes refused, by section.",
+            reasons(&self.twin_operations_refused),
+        );
+        counter(
+            "method_calls_total",
+            "Direct method requests sent to devices.",
+            vec![(String::new(), self.method_calls)],
         );
         for (name, help, value) in [
             (

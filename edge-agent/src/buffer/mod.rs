@@ -99,6 +99,8 @@ pub struct BufferStats {
 struct Location {
     segment: u64,
     offset: u64,
+    /// The record's creation time, Unix milliseconds.
+    created_ms: i64,
 }
 
 #[derive(Debug)]
@@ -202,6 +204,7 @@ impl DiskBuffer {
                     Location {
                         segment: first_id,
                         offset,
+                        created_ms: record.created_ms,
                     },
                 );
             }
@@ -282,6 +285,7 @@ impl DiskBuffer {
             Location {
                 segment: first_id,
                 offset: segment.bytes,
+                created_ms: record.created_ms,
             },
         );
         segment.bytes += bytes.len() as u64;
@@ -375,6 +379,14 @@ impl DiskBuffer {
     /// Ids waiting for acknowledgement, oldest first, from `from` on.
     pub fn pending_from(&self, from: u64) -> impl Iterator<Item = u64> + '_ {
         self.pending.range(from..).map(|(id, _)| *id)
+    }
+
+    /// When the oldest record waiting for acknowledgement was made, Unix milliseconds.
+    pub fn oldest_pending_created_ms(&self) -> Option<i64> {
+        self.pending
+            .values()
+            .next()
+            .map(|location| location.created_ms)
     }
 
     /// The newest id waiting for acknowledgement.

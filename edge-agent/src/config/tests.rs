@@ -374,6 +374,8 @@ fn the_prefixes_come_from_the_settings() {
             "POSITION_",
             "PUBLISH_",
             "RECONNECT_",
+            "REMOTE_",
+            "REPORTED_MIN_",
             "REPORT_",
             "SAS_",
             "SIM_",

@@ -167,26 +167,14 @@ pub fn load(dir: &Path, config: &DpsConfig) -> Result<Option<Assignment>, StateE
 /// Keeps `assignment` in `dir`, readable by the owner only, replacing any earlier one
 /// whole (written to a temporary file, synced, renamed).
 pub fn save(dir: &Path, assignment: &Assignment) -> Result<(), StateError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let path = dir.join(ASSIGNMENT_FILE);
     let io = |source| StateError::Io {
         path: path.clone(),
         source,
     };
     std::fs::create_dir_all(dir).map_err(io)?;
-    let temporary = dir.join(format!("{ASSIGNMENT_FILE}.new"));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(io)?;
     let text = serde_json::to_vec_pretty(assignment).expect("an assignment serializes");
-    file.write_all(&text).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&temporary, &path).map_err(io)
+    crate::atomic_file::replace(&path, &text).map_err(io)
 }
 
 /// Forgets the assignment kept in `dir` (its hub refuses the credentials): the next start

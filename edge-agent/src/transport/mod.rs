@@ -11,11 +11,14 @@
 //! `{hub}/{deviceId}/?api-version=2021-04-12`; password = a SAS token made for this
 //! connection ([`sas`]), or none with an X.509 client certificate; TLS on 8883 verified
 //! against the system's roots, or WebSockets at `wss://{hub}:443/$iothub/websocket`;
-//! QoS 1; clean session (the agent does not subscribe, and its own disk buffer, not the
-//! broker session, carries unacknowledged messages). With SAS the link is closed and
+//! QoS 1 for positions; clean session (its own disk buffer, not the broker session, carries
+//! unacknowledged messages). On IoT Hub each link also subscribes to the device twin and
+//! direct methods and reads the twin ([`cloud`]); in plain MQTT mode it subscribes to
+//! nothing. With SAS the link is closed and
 //! reopened with a fresh token at [`SasConfig::renew_fraction`] of the
 //! token's lifetime, before the hub would disconnect the device at expiry.
 
+mod cloud;
 mod config;
 mod inflight;
 pub mod sas;
@@ -27,7 +30,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use rumqttc::{
     AsyncClient, ConnectReturnCode, ConnectionError, Event, EventLoop, Incoming, MqttOptions,
-    Outgoing, QoS, Transport,
+    Outgoing, QoS, SubscribeReasonCode, Transport,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +38,9 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::clock::Clock;
 use crate::status::{ConnectionState, StatusCell};
+pub(crate) use cloud::{
+    CloudEvent, CloudLink, Desired, MAX_METHOD_PAYLOAD, MethodRequest, Rid, Twin,
+};
 pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use inflight::Inflight;
 use retry_backoff::Backoff;
@@ -43,8 +49,13 @@ pub use tls::TlsError;
 /// The `api-version` IoT Hub's MQTT username carries.
 pub const IOTHUB_API_VERSION: &str = "2021-04-12";
 
-/// The largest MQTT packet sent: IoT Hub's 256 KB message limit plus the topic.
-const MAX_OUTGOING_PACKET: usize = 256 * 1024 + 4096;
+/// The largest MQTT packet sent or read: IoT Hub's 256 KB message limit plus the topic
+/// (a twin document is at most 32 KB desired and 32 KB reported; a method payload 128 KB).
+const MAX_PACKET: usize = 256 * 1024 + 4096;
+
+/// Requests the client queues beyond the in-flight publishes: room for the twin and method
+/// messages while positions fill every in-flight slot.
+const CONTROL_QUEUE: usize = 16;
 
 /// The device-to-cloud topic of a message made at `created`, with the content type,
 /// content encoding and creation time properties:
@@ -71,6 +82,8 @@ pub(crate) enum LinkEvent {
     Acked { link: u64, record: u64 },
     /// The link is gone; unacknowledged publishes of it will not be acknowledged.
     Down { link: u64 },
+    /// The hub sent something on the twin or method topics (IoT Hub only).
+    Cloud { link: u64, event: CloudEvent },
 }
 
 /// Publishes buffered records on one link and knows which of them await their PUBACK;
@@ -118,6 +131,8 @@ impl Publisher {
     fn on_event(&self, event: &Event) -> Option<u64> {
         let mut inflight = self.inflight.lock().expect("inflight lock");
         let outcome = match event {
+            // Packet id 0: a QoS 0 publish (twin and method messages), no buffered record.
+            Event::Outgoing(Outgoing::Publish(0)) => Ok(None),
             Event::Outgoing(Outgoing::Publish(pkid)) => inflight.written(*pkid).map(|()| None),
             Event::Outgoing(Outgoing::AwaitAck(pkid)) => inflight.held(*pkid).map(|()| None),
             Event::Incoming(Incoming::PubAck(ack)) => inflight.acked(ack.pkid).map(Some),
@@ -200,7 +215,7 @@ impl Dialer {
     /// A client and event loop for a new link, and when to renew its credentials.
     pub fn dial(&self) -> (AsyncClient, EventLoop, Option<Duration>) {
         let (options, renew_after) = self.options();
-        let capacity = usize::from(self.config.max_inflight) + 4;
+        let capacity = usize::from(self.config.max_inflight) + CONTROL_QUEUE;
         let (client, mut eventloop) = AsyncClient::new(options, capacity);
         eventloop
             .network_options
@@ -232,7 +247,7 @@ impl Dialer {
             .set_keep_alive(self.config.keep_alive)
             .set_clean_session(true)
             .set_inflight(self.config.max_inflight.max(1))
-            .set_max_packet_size(64 * 1024, MAX_OUTGOING_PACKET);
+            .set_max_packet_size(MAX_PACKET, MAX_PACKET);
         let mut renew_after = None;
         match &self.config.auth {
             Auth::Anonymous => {}
@@ -358,6 +373,14 @@ impl Connection {
             client: client.clone(),
             inflight: Arc::default(),
         };
+        // The twin and methods exist on IoT Hub only.
+        let cloud = self
+            .dialer
+            .config
+            .auth
+            .hub_host()
+            .is_some()
+            .then(|| CloudLink::new(client.clone()));
         // Ends with the link (dropped on return).
         let mut _renewal = None;
         loop {
@@ -388,6 +411,9 @@ impl Connection {
                     });
                     tracing::info!(link, "MQTT connected");
                     _renewal = renew_after.map(|after| renew_later(client.clone(), after));
+                    if let Some(cloud) = &cloud {
+                        cloud.subscribe();
+                    }
                     LinkEvent::Up {
                         link,
                         publisher: publisher.clone(),
@@ -396,6 +422,31 @@ impl Connection {
                 Event::Outgoing(Outgoing::Disconnect) => {
                     planned = true;
                     continue;
+                }
+                Event::Incoming(Incoming::SubAck(ack)) => {
+                    let Some(cloud) = &cloud else { continue };
+                    let granted = ack
+                        .return_codes
+                        .iter()
+                        .all(|code| matches!(code, SubscribeReasonCode::Success(_)));
+                    if !granted {
+                        tracing::warn!(
+                            link,
+                            "the hub refused the twin and method topics (a basic tier hub?): the agent keeps its local settings"
+                        );
+                        continue;
+                    }
+                    cloud.read_twin();
+                    LinkEvent::Cloud {
+                        link,
+                        event: CloudEvent::Ready(cloud.clone()),
+                    }
+                }
+                Event::Incoming(Incoming::Publish(publish)) => {
+                    match cloud.as_ref().and_then(|cloud| cloud.incoming(&publish)) {
+                        Some(event) => LinkEvent::Cloud { link, event },
+                        None => continue,
+                    }
                 }
                 other => match publisher.on_event(&other) {
                     Some(record) => LinkEvent::Acked { link, record },
@@ -528,6 +579,46 @@ mod tests {
             ))
         );
         assert_eq!(renew_after, None);
+    }
+
+    /// Twin and method messages go with QoS 0 among the positions: rumqttc reports them as
+    /// written with packet id 0, which names no buffered record.
+    #[test]
+    fn a_qos_0_publish_among_positions_acknowledges_no_record() {
+        use rumqttc::{MqttState, PubAck, Publish, Request};
+        let (client, _eventloop) = AsyncClient::new(MqttOptions::new("d", "h", 1), 8);
+        let publisher = Publisher {
+            client,
+            inflight: Arc::default(),
+        };
+        let mut state = MqttState::new(10, false, 1 << 20);
+        let mut acked = Vec::new();
+        let mut feed = |state: &mut MqttState| {
+            for event in state.events.drain(..) {
+                acked.extend(publisher.on_event(&event));
+            }
+        };
+        for (record, qos) in [
+            (7, QoS::AtLeastOnce),
+            (0, QoS::AtMostOnce),
+            (8, QoS::AtLeastOnce),
+        ] {
+            if qos == QoS::AtLeastOnce {
+                assert!(publisher.publish(record, "t".into(), Vec::new()));
+            }
+            state
+                .handle_outgoing_packet(Request::Publish(Publish::new("t", qos, vec![])))
+                .unwrap();
+            feed(&mut state);
+        }
+        for pkid in [2, 1] {
+            state
+                .handle_incoming_packet(Incoming::PubAck(PubAck::new(pkid)))
+                .unwrap();
+            feed(&mut state);
+        }
+        assert_eq!(acked, vec![8, 7]);
+        assert_eq!(publisher.in_flight(), 0);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! from the consumer group's other receivers, which are detached as stolen), and the events
 //! as AMQP messages with Event Hubs' and IoT Hub's annotations.
 
-use crate::partitions::{AuthMethod, Event, StartAt};
+use crate::partitions::{AuthMethod, Event, MessageSource, StartAt};
 use fe2o3_amqp::types::messaging::{
     ApplicationProperties, Data, Message, MessageAnnotations, Properties, Source,
 };
@@ -187,7 +187,9 @@ fn symbol(key: &str) -> fe2o3_amqp::types::messaging::annotations::OwnedKey {
     Symbol::from(key).into()
 }
 
-/// An event as the built-in endpoint delivers it.
+/// An event as the built-in endpoint delivers it. Device messages carry how their sender
+/// authenticated; events the hub emits (connection state, twin changes) carry only the
+/// device id, the enqueued time and their message source, as IoT Hub's do.
 pub fn to_message(event: &Event) -> Message<Data> {
     let m = &event.message;
     let enqueued = Timestamp::from_milliseconds(event.enqueued_ms);
@@ -207,20 +209,23 @@ pub fn to_message(event: &Event) -> Message<Data> {
         .insert(
             symbol("iothub-connection-device-id"),
             Value::String(m.device_id.to_string()),
-        )
-        .insert(
-            symbol("iothub-connection-auth-method"),
-            Value::String(m.auth.as_json().to_owned()),
-        )
-        .insert(
-            symbol("iothub-connection-auth-generation-id"),
-            Value::String(generation_id(&m.device_id)),
-        )
-        .insert(symbol("iothub-enqueuedtime"), Value::Timestamp(enqueued));
-    if m.auth != AuthMethod::Api {
+        );
+    if m.source == MessageSource::Telemetry {
+        annotations = annotations
+            .insert(
+                symbol("iothub-connection-auth-method"),
+                Value::String(m.auth.as_json().to_owned()),
+            )
+            .insert(
+                symbol("iothub-connection-auth-generation-id"),
+                Value::String(generation_id(&m.device_id)),
+            );
+    }
+    annotations = annotations.insert(symbol("iothub-enqueuedtime"), Value::Timestamp(enqueued));
+    if m.source != MessageSource::Telemetry || m.auth != AuthMethod::Api {
         annotations = annotations.insert(
             symbol("iothub-message-source"),
-            Value::String("Telemetry".into()),
+            Value::String(m.source.as_str().into()),
         );
     }
     let properties = Properties {

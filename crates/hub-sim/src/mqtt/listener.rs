@@ -1,30 +1,27 @@
-//! Accepts device connections: TLS (with an optional client certificate), then for the
-//! WebSocket port the HTTP upgrade at `/$iothub/websocket` (subprotocol `mqtt`), then hands the
-//! byte stream to [`super::session::serve`].
+//! Accepts device connections: TLS (with an optional client certificate), then on the MQTT
+//! port the device session ([`super::session::serve`]), and on the HTTPS port (IoT Hub's
+//! 443) HTTP: WebSocket upgrades at `/$iothub/websocket` become device sessions, other
+//! requests go to the service REST API ([`crate::twin::service`]).
 
 use super::session;
 use crate::dps::service::Dps;
 use crate::hub::Hub;
-use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use async_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use crate::twin::service::{self, Https};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use ws_stream_tungstenite::WsStream;
 
-/// The path IoT Hub serves MQTT over WebSockets on.
-pub const WEBSOCKET_PATH: &str = "/$iothub/websocket";
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Which framing a listener expects after TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a listener serves after TLS.
+#[derive(Clone)]
 pub(crate) enum Framing {
     /// MQTT directly over TLS (port 8883).
     Mqtt,
-    /// MQTT over WebSockets over TLS (port 443).
-    WebSocket,
+    /// HTTPS (port 443): MQTT over WebSockets and the service REST API.
+    Https(Arc<Https>),
 }
 
 /// Accepts connections on `listener` until `stop` is cancelled.
@@ -52,6 +49,7 @@ pub(crate) async fn run(
         let dps = dps.clone();
         let tls = tls.clone();
         let stop = stop.clone();
+        let framing = framing.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
@@ -59,28 +57,6 @@ pub(crate) async fn run(
             }
         });
     }
-}
-
-#[allow(clippy::result_large_err)] // the signature tungstenite's callback requires
-fn upgrade(request: &Request, mut response: Response) -> Result<Response, ErrorResponse> {
-    if request.uri().path() != WEBSOCKET_PATH {
-        let mut refusal = ErrorResponse::new(Some(format!("only {WEBSOCKET_PATH} is served")));
-        *refusal.status_mut() = StatusCode::NOT_FOUND;
-        return Err(refusal);
-    }
-    let offers_mqtt = request
-        .headers()
-        .get_all("sec-websocket-protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim().eq_ignore_ascii_case("mqtt"));
-    if offers_mqtt {
-        response
-            .headers_mut()
-            .insert("sec-websocket-protocol", HeaderValue::from_static("mqtt"));
-    }
-    Ok(response)
 }
 
 async fn handle(hub: Arc<Hub>, dps: Arc<Dps>, tcp: TcpStream, tls: TlsAcceptor, framing: Framing) {
@@ -100,18 +76,6 @@ async fn handle(hub: Arc<Hub>, dps: Arc<Dps>, tcp: TcpStream, tls: TlsAcceptor, 
         .unwrap_or_default();
     match framing {
         Framing::Mqtt => session::serve(hub, dps, stream, chain).await,
-        Framing::WebSocket => {
-            let upgraded = tokio::time::timeout(
-                HANDSHAKE_TIMEOUT,
-                async_tungstenite::tokio::accept_hdr_async(stream, upgrade),
-            )
-            .await;
-            match upgraded {
-                Ok(Ok(ws)) => session::serve(hub, dps, WsStream::new(ws), chain).await,
-                _ => hub
-                    .counters
-                    .add("connections_refused", "websocket_handshake", 1),
-            }
-        }
+        Framing::Https(https) => service::serve(https, stream, chain).await,
     }
 }

@@ -1,6 +1,8 @@
 //! One device connection after TLS (and WebSocket) setup: CONNECT and its decision, then
-//! publishes, subscriptions and pings until the device leaves or the hub closes the
-//! connection (a rule broken, the token expired, the same device connected again, or the
+//! publishes (telemetry to the partitions, `$iothub/` twin and method topics to
+//! [`crate::twin::device`]), subscriptions, pings and the publishes the hub queues for the
+//! session (desired notifications, method requests) until the device leaves or the hub
+//! closes the connection (a rule broken, the token expired, the same device connected again, or the
 //! drop-all fault). A CONNECT whose user name names a registration goes to the provisioning
 //! service ([`crate::dps`]) instead.
 
@@ -9,14 +11,17 @@ use super::topic::{apply_properties, may_subscribe, telemetry_properties};
 use crate::dps::protocol::registration_login;
 use crate::dps::service::Dps;
 use crate::hub::Hub;
+use crate::hub::Subscription;
 use crate::mqtt_codec::{MAX_PAYLOAD, ReadError, read_packet, write};
 use crate::partitions::Incoming;
 use crate::sas::now_secs;
 use crate::tls::thumbprint;
+use crate::twin::Outbound;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::QoS;
 use rumqttc::mqttbytes::v4::{
-    ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, SubAck, SubscribeReasonCode, UnsubAck,
+    ConnAck, ConnectReturnCode, Packet, PingResp, PubAck, Publish, SubAck, SubscribeReasonCode,
+    UnsubAck,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -25,6 +30,29 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// How long a new connection has to send CONNECT.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Publishes the hub may queue for one session (desired notifications, method requests);
+/// a session that lets it fill is closed.
+const OUTBOUND_QUEUE: usize = 64;
+
+/// What a subscription filter subscribes to, of what the hub sends unasked.
+fn subscription_of(filter: &str) -> Option<Subscription> {
+    if filter.starts_with("$iothub/twin/PATCH/properties/desired/") {
+        Some(Subscription::Desired)
+    } else if filter.starts_with("$iothub/methods/POST/") {
+        Some(Subscription::Methods)
+    } else {
+        None
+    }
+}
+
+/// Writes a publish from the hub (QoS 0: the device reads its twin after a reconnection).
+async fn write_outbound<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    message: Outbound,
+) -> std::io::Result<()> {
+    let publish = Publish::from_bytes(message.topic, QoS::AtMostOnce, message.payload);
+    write(writer, |b| publish.write(b)).await
+}
 
 /// Writes the PUBACKs of the oldest unacknowledged publishes whose events are readable
 /// (durable, with a data directory): every sequence number below `readable`.
@@ -100,7 +128,8 @@ where
             return;
         }
     };
-    let (conn_id, kicked) = hub.sessions.register(&auth.device_id);
+    let (outbound, mut outbound_rx) = tokio::sync::mpsc::channel(OUTBOUND_QUEUE);
+    let (conn_id, kicked, subscriptions) = hub.sessions.register(&auth.device_id, outbound);
     if write(&mut writer, |b| {
         ConnAck::new(ConnectReturnCode::Success, false).write(b)
     })
@@ -112,6 +141,9 @@ where
     }
     hub.counters.add("connections_accepted", "", 1);
     tracing::debug!(device = %auth.device_id, "device connected");
+    hub.twins.touch(&auth.device_id);
+    hub.events
+        .connection_state(&hub.partitions, &auth.device_id, true);
 
     let device: Arc<str> = auth.device_id.as_str().into();
     let expiry = auth.expiry.map(|se| {
@@ -135,6 +167,9 @@ where
         .expect("partition_of names a partition");
     let mut readable = partition.watch();
     let mut unacked: VecDeque<(u16, i64)> = VecDeque::new();
+    // The sequence number of this session's last telemetry event: a twin or method publish
+    // is acknowledged after it, as MQTT keeps PUBACKs in publish order.
+    let mut last_sequence = -1;
     let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     let reason: &'static str = loop {
         let idle_deadline = keep_alive.map_or(far, |k| tokio::time::Instant::now() + k);
@@ -143,6 +178,12 @@ where
             _ = drops.changed() => break "dropped_by_fault",
             _ = tokio::time::sleep_until(expiry.unwrap_or(far)) => break "token_expired",
             _ = tokio::time::sleep_until(idle_deadline) => break "keep_alive_timeout",
+            Some(message) = outbound_rx.recv() => {
+                if write_outbound(&mut writer, message).await.is_err() {
+                    break "";
+                }
+                continue;
+            }
             changed = readable.changed(), if !unacked.is_empty() => {
                 let next = *readable.borrow_and_update();
                 if changed.is_err() || ack_readable(&mut writer, &mut unacked, next).await.is_err() {
@@ -166,6 +207,33 @@ where
                     hub.counters.add("messages_refused", "payload_too_large", 1);
                     break "payload_too_large";
                 }
+                if publish.topic.starts_with("$iothub/") {
+                    let answer = match crate::twin::device::handle(
+                        &hub,
+                        &device,
+                        &publish.topic,
+                        publish.payload,
+                    ) {
+                        Ok(answer) => answer,
+                        Err(e) => {
+                            hub.counters.add("messages_refused", e.reason(), 1);
+                            break e.reason();
+                        }
+                    };
+                    if let Some(answer) = answer
+                        && write_outbound(&mut writer, answer).await.is_err()
+                    {
+                        break "";
+                    }
+                    if publish.qos == QoS::AtLeastOnce {
+                        unacked.push_back((publish.pkid, last_sequence));
+                        let next = *readable.borrow_and_update();
+                        if ack_readable(&mut writer, &mut unacked, next).await.is_err() {
+                            break "";
+                        }
+                    }
+                    continue;
+                }
                 let pairs = match telemetry_properties(&publish.topic, &device) {
                     Ok(pairs) => pairs,
                     Err(_) => {
@@ -181,6 +249,7 @@ where
                     hub.counters.add("messages_throttled", "", 1);
                 }
                 let (_, event) = hub.partitions.route(message);
+                last_sequence = event.sequence_number;
                 hub.counters.add("messages_accepted", "", 1);
                 if publish.qos == QoS::AtLeastOnce {
                     unacked.push_back((publish.pkid, event.sequence_number));
@@ -196,6 +265,9 @@ where
                     .iter()
                     .map(|f| {
                         if may_subscribe(&f.path, &device) {
+                            if let Some(which) = subscription_of(&f.path) {
+                                hub.sessions.subscribe(&subscriptions, which, true);
+                            }
                             SubscribeReasonCode::Success(match f.qos {
                                 QoS::AtMostOnce => QoS::AtMostOnce,
                                 _ => QoS::AtLeastOnce,
@@ -208,6 +280,9 @@ where
                 write(&mut writer, |b| SubAck::new(subscribe.pkid, codes).write(b)).await
             }
             Packet::Unsubscribe(unsubscribe) => {
+                for which in unsubscribe.topics.iter().filter_map(|t| subscription_of(t)) {
+                    hub.sessions.subscribe(&subscriptions, which, false);
+                }
                 write(&mut writer, |b| UnsubAck::new(unsubscribe.pkid).write(b)).await
             }
             Packet::PingReq => write(&mut writer, |b| PingResp.write(b)).await,
@@ -220,6 +295,8 @@ where
         }
     };
     hub.sessions.unregister(&device, conn_id);
+    hub.twins.touch(&device);
+    hub.events.connection_state(&hub.partitions, &device, false);
     if !reason.is_empty() {
         hub.counters.add("connections_refused", reason, 1);
         tracing::info!(device = %device, reason, "connection closed by the hub");

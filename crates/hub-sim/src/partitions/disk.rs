@@ -7,7 +7,7 @@
 //! does not read back is an error. Whole segments whose events retention dropped are deleted;
 //! the last segment is always kept, so the numbering continues after a restart.
 
-use super::event::{AuthMethod, Event, Incoming};
+use super::event::{AuthMethod, Event, Incoming, MessageSource};
 use bytes::Bytes;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write as _;
@@ -93,11 +93,19 @@ pub fn encode(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(&event.sequence_number.to_le_bytes());
     out.extend_from_slice(&event.offset.to_le_bytes());
     out.extend_from_slice(&event.enqueued_ms.to_le_bytes());
-    out.push(match m.auth {
+    // The low four bits say how the sender authenticated, the high four the data source
+    // (0, telemetry, in records written before non-telemetry events existed).
+    let auth = match m.auth {
         AuthMethod::Sas => 0,
         AuthMethod::X509 => 1,
         AuthMethod::Api => 2,
-    });
+    };
+    let source = match m.source {
+        MessageSource::Telemetry => 0,
+        MessageSource::DeviceConnectionStateEvents => 1,
+        MessageSource::TwinChangeEvents => 2,
+    };
+    out.push(auth | (source << 4));
     put(out, m.device_id.as_bytes());
     for field in [
         &m.message_id,
@@ -182,10 +190,17 @@ fn decode(record: &[u8]) -> Option<Event> {
     let sequence_number = f.i64()?;
     let offset = f.i64()?;
     let enqueued_ms = f.i64()?;
-    let auth = match f.u8()? {
+    let kind = f.u8()?;
+    let auth = match kind & 0x0f {
         0 => AuthMethod::Sas,
         1 => AuthMethod::X509,
         2 => AuthMethod::Api,
+        _ => return None,
+    };
+    let source = match kind >> 4 {
+        0 => MessageSource::Telemetry,
+        1 => MessageSource::DeviceConnectionStateEvents,
+        2 => MessageSource::TwinChangeEvents,
         _ => return None,
     };
     let device_id = std::str::from_utf8(f.bytes()?).ok()?.into();
@@ -210,6 +225,7 @@ fn decode(record: &[u8]) -> Option<Event> {
         message: Incoming {
             device_id,
             auth,
+            source,
             body,
             message_id,
             correlation_id,

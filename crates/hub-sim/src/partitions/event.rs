@@ -32,6 +32,28 @@ impl AuthMethod {
     }
 }
 
+/// Which data source an event comes from (`iothub-message-source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageSource {
+    /// A device's message.
+    Telemetry,
+    /// A device connected or disconnected (routed with the `connection-state` route).
+    DeviceConnectionStateEvents,
+    /// A twin changed (routed with the `twin-changes` route).
+    TwinChangeEvents,
+}
+
+impl MessageSource {
+    /// The value IoT Hub puts in `iothub-message-source`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageSource::Telemetry => "Telemetry",
+            MessageSource::DeviceConnectionStateEvents => "deviceConnectionStateEvents",
+            MessageSource::TwinChangeEvents => "twinChangeEvents",
+        }
+    }
+}
+
 /// A device message as the hub received it, before it is enqueued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incoming {
@@ -39,6 +61,8 @@ pub struct Incoming {
     pub device_id: Arc<str>,
     /// How the device authenticated.
     pub auth: AuthMethod,
+    /// The data source (telemetry, or an event the hub emits).
+    pub source: MessageSource,
     /// The payload.
     pub body: Bytes,
     /// `$.mid`.
@@ -61,6 +85,7 @@ impl Incoming {
         Incoming {
             device_id: device_id.into(),
             auth: AuthMethod::Api,
+            source: MessageSource::Telemetry,
             body: body.into(),
             message_id: None,
             correlation_id: None,

@@ -15,7 +15,7 @@
 pub mod disk;
 mod event;
 
-pub use event::{AuthMethod, Event, Incoming};
+pub use event::{AuthMethod, Event, Incoming, MessageSource};
 
 use disk::{DiskError, SegmentLog};
 use parking_lot::{Condvar, Mutex};

@@ -65,6 +65,58 @@ pub fn python(name: &str) -> PathBuf {
     python
 }
 
+/// A Python SDK script that runs beside the test and prints one JSON object per line.
+pub struct LiveScript {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl LiveScript {
+    /// Starts `script` (in tests/python) of virtual environment `venv`.
+    pub fn start(venv: &str, script: &str, args: &[String], env: &[(&str, String)]) -> LiveScript {
+        let mut command = tokio::process::Command::new(python(venv));
+        command
+            .arg(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/python")
+                    .join(script),
+            )
+            .args(args)
+            .env("PYTHONUNBUFFERED", "1")
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("python runs");
+        let stdout = child.stdout.take().expect("piped");
+        use tokio::io::AsyncBufReadExt as _;
+        LiveScript {
+            child,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// The next JSON line, waiting up to 60 s.
+    pub async fn next(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("the script printed a line within 60 s")
+            .expect("its output reads")
+            .expect("the script printed a line before it exited");
+        serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}"))
+    }
+
+    /// Waits up to 60 s for the script to exit; whether it exited 0.
+    pub async fn success(mut self) -> bool {
+        tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the script exited within 60 s")
+            .expect("it was waited for")
+            .success()
+    }
+}
+
 /// Runs `script` (in tests/python) with `args` and `env` in the blocking pool; returns the
 /// JSON of its last output line and whether it exited 0.
 pub async fn run_script(

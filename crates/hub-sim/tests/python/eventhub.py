@@ -80,6 +80,10 @@ def shape(partition_id, event):
         "auth_method": system.get(b"iothub-connection-auth-method", b"").decode(),
         "source": system.get(b"iothub-message-source", b"").decode(),
         "content_type": event.content_type,
+        "system": {
+            k.decode(): v.decode() if isinstance(v, bytes) else str(v)
+            for k, v in system.items()
+        },
         "properties": {k.decode(): v.decode() for k, v in (event.properties or {}).items()},
         "body": event.body_as_str(),
     }
