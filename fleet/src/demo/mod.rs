@@ -18,7 +18,7 @@
 //! through the API.
 //!
 //! On the hub, at a third of the flight, a tenth of the fleet (at most 100 drones) is told
-//! `reportInterval` = 1 s of flight through the hub's service REST API ([`remote`]): the view
+//! `reportInterval` = 1 s of flight through the hub's service REST API (`remote.rs`): the view
 //! and the report show their message rate before and after, every acknowledgement read back
 //! from their twins, and what the five-fold rate costs in IoT Hub messages.
 //!
