@@ -10,6 +10,7 @@
 //! - [`plan`]: what to provision for a fleet and what it costs a month.
 //! - [`prom`]: reading Prometheus text (the writer's metrics).
 //! - [`writer_metrics`]: the writer's field metrics between two scrapes.
+//! - [`twin`]: a service client for IoT Hub's device twins and direct methods.
 //! - [`view`]: the live terminal view of a run.
 
 pub mod api;
@@ -20,5 +21,6 @@ pub mod onboard;
 pub mod plan;
 pub mod prom;
 pub mod report;
+pub mod twin;
 pub mod view;
 pub mod writer_metrics;

@@ -34,6 +34,13 @@ enum Command {
     Plan(PlanArgs),
 }
 
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
+}
+
 #[derive(Debug, Args)]
 struct PlanArgs {
     /// Drones in the fleet.
@@ -64,10 +71,24 @@ struct PlanArgs {
     /// Request units per second the read side spends (fleet-api, dashboards).
     #[arg(long, default_value_t = 0.0)]
     read_ru_per_sec: f64,
-    /// Only IoT Hub's standard tiers (cloud-to-device messages, twins, methods; the agent
-    /// uses none of them, so the basic tiers are considered too by default).
-    #[arg(long)]
-    standard_only: bool,
+    /// The device twin and direct methods: `on` (the agent reads and reports its twin
+    /// whenever it runs on IoT Hub) plans the standard tier and counts their messages;
+    /// `off` plans telemetry only and considers the basic tier too.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    control_plane: Switch,
+    /// Connections a drone makes a day (each reads the whole twin).
+    #[arg(long, default_value_t = plan::ControlPlane::default().reconnections)]
+    reconnections_per_day: f64,
+    /// Reported patches of its state a drone sends a day (at most 1,440 with the agent's
+    /// REPORTED_MIN_INTERVAL of 60s).
+    #[arg(long, default_value_t = plan::ControlPlane::default().reported_patches)]
+    reported_patches_per_day: f64,
+    /// Desired-property changes per drone a day.
+    #[arg(long, default_value_t = plan::ControlPlane::default().desired_changes)]
+    desired_changes_per_day: f64,
+    /// Direct method calls per drone a day.
+    #[arg(long, default_value_t = plan::ControlPlane::default().methods)]
+    methods_per_day: f64,
     /// The price table [default: the shipped deploy/prices.toml].
     #[arg(long)]
     prices: Option<std::path::PathBuf>,
@@ -240,6 +261,17 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         None => plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)?,
     };
     anyhow::ensure!(args.drones > 0, "--drones must be at least 1");
+    for (flag, value) in [
+        ("--reconnections-per-day", args.reconnections_per_day),
+        ("--reported-patches-per-day", args.reported_patches_per_day),
+        ("--desired-changes-per-day", args.desired_changes_per_day),
+        ("--methods-per-day", args.methods_per_day),
+    ] {
+        anyhow::ensure!(
+            value >= 0.0 && value.is_finite(),
+            "{flag} must be a number of 0 or more, e.g. 24"
+        );
+    }
     anyhow::ensure!(
         !args.report_interval.is_zero(),
         "--report-interval must be longer than 0, e.g. 5s"
@@ -270,7 +302,12 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         history: args.history,
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,
-        standard_only: args.standard_only,
+        control_plane: (args.control_plane == Switch::On).then_some(plan::ControlPlane {
+            reconnections: args.reconnections_per_day,
+            reported_patches: args.reported_patches_per_day,
+            desired_changes: args.desired_changes_per_day,
+            methods: args.methods_per_day,
+        }),
         indexing_policy,
     };
     let planned = plan::plan(&fleet, &prices);

@@ -9,8 +9,10 @@ use cloud_writer::DropReason;
 use serde::Serialize;
 
 mod cost;
+mod remote;
 
 pub use cost::{CostComparison, PerDroneCost};
+pub use remote::RemoteConfig;
 
 use crate::onboard::Onboarding;
 use crate::view::{ReplicaState, bar};
@@ -82,6 +84,8 @@ pub struct DemoReport {
     pub newest: Option<NewestCheck>,
     /// What the run cost per drone, beside what `fleet plan` predicts.
     pub cost: Option<CostComparison>,
+    /// On the hub: the drones whose report interval was set through their twins.
+    pub remote_config: Option<RemoteConfig>,
 }
 
 /// One writer replica's part.
@@ -395,6 +399,9 @@ impl DemoReport {
         self.render_replicas(&mut s);
         if let Some(cost) = &self.cost {
             cost.render(&mut s);
+        }
+        if let Some(remote) = &self.remote_config {
+            remote.render(&mut s);
         }
         if let Some(q) = &self.query {
             let _ = writeln!(

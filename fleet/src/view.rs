@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub replicas: Vec<ReplicaView>,
     /// Every Event Hubs partition's lag in events after the checkpoint (on the hub).
     pub partition_lag: BTreeMap<String, i64>,
+    /// On the hub, once part of the fleet was told a new report interval through the twin:
+    /// their message rate before and now, and their acknowledgements so far.
+    pub remote_config: Option<crate::report::RemoteConfig>,
 }
 
 /// What became of a replica.
@@ -104,6 +107,9 @@ pub fn render(snap: &Snapshot) -> Vec<String> {
         clock(flight),
         trim_float(snap.speedup)
     ));
+    if let Some(remote) = &snap.remote_config {
+        lines.push(remote.line());
+    }
     if let Some(registration) = &snap.registration {
         lines.push(registration.line());
     }
@@ -202,6 +208,16 @@ pub fn summary_line(snap: &Snapshot) -> String {
                 r.failed.values().sum::<u64>()
             );
         }
+    }
+    if let Some(r) = &snap.remote_config {
+        let _ = write!(
+            hub,
+            " twin_switched={} msgs/drone-min={:.1}->{:.1} acked={}",
+            r.drones,
+            r.before_per_min,
+            r.after_per_min,
+            r.acknowledged()
+        );
     }
     format!(
         "t={} msg/s={:.0} received={} written={} dropped={} lateness_p50={} p99={} 429s={} ru/s=[{}]{hub}",
@@ -334,6 +350,7 @@ mod tests {
             ],
             replicas: Vec::new(),
             partition_lag: BTreeMap::new(),
+            remote_config: None,
         }
     }
 

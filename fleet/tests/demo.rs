@@ -77,7 +77,40 @@ async fn default_demo_runs_on_the_hub_with_two_replicas_and_every_drone_ends_new
     assert_eq!(report.abandoned, 0);
     assert_every_drone_registered(&report);
     assert_every_drone_newest(&report);
+    assert_the_switched_drones_acknowledged(&report);
     check_bulk_report(report);
+}
+
+/// A tenth of the fleet was told `reportInterval` = 1 s of flight through the hub's service
+/// API at a third of the flight: each acknowledged the version its patch made (read back from
+/// its twin), and their messages came about five times as often.
+fn assert_the_switched_drones_acknowledged(report: &DemoReport) {
+    let text = report.render();
+    let remote = report.remote_config.as_ref().expect("the twin step ran");
+    assert_eq!(remote.drones, demo::switched(report.drones), "{text}");
+    assert_eq!(remote.drones, 4, "{text}");
+    assert!(remote.failed.is_empty(), "{text}");
+    assert_eq!(remote.acks.len(), remote.drones, "{text}");
+    assert_eq!(remote.acknowledged(), remote.drones, "{text}");
+    for (device, ack) in &remote.acks {
+        assert_eq!(ack.ac, 200, "{device}: {text}");
+        assert_eq!(Some(&ack.av), remote.desired_versions.get(device), "{text}");
+        let value = ack.value.as_f64().unwrap_or_default();
+        assert!((value - 0.1).abs() < 1e-9, "1 s of flight at 10x: {text}");
+    }
+    assert!(
+        remote.after_per_min > 2.5 * remote.before_per_min && remote.before_per_min > 6.0,
+        "{text}"
+    );
+    assert!(remote.added_messages_per_day > 0.0, "{text}");
+    assert!(
+        text.contains("acknowledged (read back with GET /twins): 4 of 4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("IoT Hub messages a day for these 4 drones"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,6 +126,7 @@ async fn mqtt_demo_runs_one_writer_on_the_broker() {
     assert_eq!(report.replicas.len(), 1, "{:?}", report.replicas);
     assert!(report.replicas[0].partitions.is_empty());
     assert!(report.registration.is_none(), "no DPS on the broker");
+    assert!(report.remote_config.is_none(), "no twin on the broker");
     assert_every_drone_newest(&report);
     check_bulk_report(report);
 }

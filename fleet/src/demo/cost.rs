@@ -1,13 +1,15 @@
 //! The demo's cost per drone: measured on the run (the endpoint's RU on the positions
 //! container, the messages the hub took, the writers' latest-position writes, over the
-//! drone-hours flown), and what `fleet plan` predicts for the same settings.
+//! drone-hours flown), and what `fleet plan` predicts for the same settings: for the drones
+//! told a shorter report interval through their twins, the plan at each interval for the
+//! share of the flight it held.
 
 use cloud_writer::Counts;
 
 use super::observer::Published;
 use super::{CONTAINER, DATABASE, DemoConfig, REPORT_INTERVAL};
 use crate::plan;
-use crate::report::{CostComparison, PerDroneCost};
+use crate::report::{CostComparison, PerDroneCost, RemoteConfig};
 
 /// The run's cost beside the plan's; `None` when no drone flew.
 pub(super) fn compare(
@@ -16,6 +18,7 @@ pub(super) fn compare(
     published: &Published,
     writers: &Counts,
     stats: &cosmos_sim::Stats,
+    remote: Option<&RemoteConfig>,
 ) -> Option<CostComparison> {
     let drones = published.drones();
     if drones == 0 || wall_secs <= 0.0 {
@@ -33,18 +36,39 @@ pub(super) fn compare(
     let tiers: Vec<_> = plan::TIERS.iter().map(|t| t.name).collect();
     let prices = plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)
         .expect("the shipped price table parses");
-    let fleet = plan::Fleet {
-        drones: drones as u64,
-        report_interval: REPORT_INTERVAL,
-        publish_every: config.publish_every.unwrap_or(REPORT_INTERVAL),
-        min_write_interval: config.min_write_interval.unwrap_or_default(),
-        history: None,
-        regions: 1,
-        read_ru_per_sec: 0.0,
-        standard_only: false,
-        indexing_policy: config.indexing.policy(),
+    let planned_at = |report_interval: std::time::Duration| {
+        let fleet = plan::Fleet {
+            drones: drones as u64,
+            report_interval,
+            publish_every: config
+                .publish_every
+                .unwrap_or(report_interval)
+                .max(report_interval),
+            min_write_interval: config.min_write_interval.unwrap_or_default(),
+            history: None,
+            regions: 1,
+            read_ru_per_sec: 0.0,
+            control_plane: Some(plan::ControlPlane::default()),
+            indexing_policy: config.indexing.policy(),
+        };
+        plan::plan(&fleet, &prices).per_drone
     };
-    let planned = plan::plan(&fleet, &prices).per_drone;
+    let usual = planned_at(REPORT_INTERVAL);
+    // The switched drones flew the rest of the flight at the new interval.
+    let (share, after) = match remote.filter(|r| r.drones > 0) {
+        Some(r) => {
+            let rest = (1.0 - r.at_secs / wall_secs).clamp(0.0, 1.0);
+            let new = planned_at(std::time::Duration::from_secs_f64(r.report_interval_s));
+            (r.drones as f64 / drones as f64 * rest, new)
+        }
+        None => (0.0, usual.clone()),
+    };
+    let mix = |a: f64, b: f64| a * (1.0 - share) + b * share;
+    let planned = plan::PerDrone {
+        messages_per_day: mix(usual.messages_per_day, after.messages_per_day),
+        writes_per_hour: mix(usual.writes_per_hour, after.writes_per_hour),
+        ru_per_hour: mix(usual.ru_per_hour, after.ru_per_hour),
+    };
     Some(CostComparison {
         settings: settings(config),
         drone_hours,

@@ -20,6 +20,16 @@ impl Fleet {
         self.handles.iter().map(|h| h.status().acked).sum()
     }
 
+    /// Positions the broker acknowledged from `devices`.
+    pub(super) fn acked_of(&self, devices: &[String]) -> u64 {
+        self.handles
+            .iter()
+            .map(AgentHandle::status)
+            .filter(|s| devices.contains(&s.device_id))
+            .map(|s| s.acked)
+            .sum()
+    }
+
     /// Waits for every agent to stop (after the stop token was cancelled); returns the
     /// positions the broker acknowledged.
     pub(super) async fn stop(mut self) -> u64 {

@@ -17,6 +17,11 @@
 //! drone's document against its newest published position and answers a spatial query
 //! through the API.
 //!
+//! On the hub, at a third of the flight, a tenth of the fleet (at most 100 drones) is told
+//! `reportInterval` = 1 s of flight through the hub's service REST API (`remote.rs`): the view
+//! and the report show their message rate before and after, every acknowledgement read back
+//! from their twins, and what the five-fold rate costs in IoT Hub messages.
+//!
 //! The scenarios put the field lessons side by side:
 //! - [`Scenario::Bulk`]: the writer's bulk path keeps up with the fleet.
 //! - [`Scenario::Serial`]: one write at a time: lateness climbs to the cutoff, stale drops.
@@ -38,6 +43,7 @@ mod cost;
 mod fleet;
 mod kill;
 mod observer;
+mod remote;
 mod replicas;
 mod sampler;
 mod scenario;
@@ -61,6 +67,8 @@ pub use fleet::device_id;
 use fleet::{onboard_fleet, start_fleet};
 use kill::Kill;
 use observer::{newest_check, spatial_query};
+use remote::Remote;
+pub use remote::{SWITCHED, switched};
 use replicas::{Replicas, start_replicas};
 use sampler::Sampler;
 pub use scenario::Scenario;
@@ -380,6 +388,10 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     transport.observe().await;
     let fleet_stop = CancellationToken::new();
     let fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
+    let mut remote = match transport.hub() {
+        Some(hub) => Some(Remote::new(&config, hub)?),
+        None => None,
+    };
 
     let started = Instant::now();
     let mut sampler = Sampler::new(
@@ -393,10 +405,19 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     let mut watch = tokio::time::interval(Duration::from_millis(50));
     let deadline = tokio::time::sleep_until((started + config.duration).into());
     tokio::pin!(deadline);
+    let switch_at = tokio::time::sleep_until((started + config.duration / 3).into());
+    tokio::pin!(switch_at);
     loop {
         tokio::select! {
+            () = &mut switch_at, if remote.as_ref().is_some_and(Remote::pending) => {
+                if let Some(remote) = &mut remote {
+                    remote.switch(started.elapsed(), &fleet);
+                }
+            }
             _ = ticker.tick() => {
-                let snap = sampler.sample(started.elapsed(), &replicas, &sim.stats(), fleet.published());
+                let elapsed = started.elapsed();
+                let mut snap = sampler.sample(elapsed, &replicas, &sim.stats(), fleet.published());
+                snap.remote_config = remote.as_mut().and_then(|r| r.live(elapsed, &fleet));
                 if config.output != Output::Quiet {
                     painter.paint(&snap);
                 }
@@ -411,6 +432,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         }
     }
     report.wall_secs = started.elapsed().as_secs_f64();
+    let flight_end = std::time::SystemTime::now();
 
     // Stop the fleet, let the writers finish what they received (bounded), stop them.
     fleet_stop.cancel();
@@ -456,17 +478,22 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
 
     let stats = sim.stats();
     sampler.finish(&mut report, &writers, &stats);
+    if let (Some(remote), Some(hub)) = (remote, transport.hub()) {
+        report.remote_config = remote.finish(hub, flight_end).await;
+    }
     report.cost = cost::compare(
         &config,
         report.wall_secs,
         &published_positions,
         &writers.counts,
         &stats,
+        report.remote_config.as_ref(),
     );
     report.published = published;
     report.partition_move = kill.map(|k| k.report(config.ownership_expiry));
     report.query = Some(spatial_query(&config, &api, &published_positions).await?);
     report.newest = Some(newest_check(&api, &published_positions).await?);
+
     drop(api);
     sim.shutdown().await;
     transport.shutdown().await;

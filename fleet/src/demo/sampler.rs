@@ -98,6 +98,7 @@ impl Sampler {
             drops,
             replicas: replicas.views(),
             partition_lag: replicas.lag(),
+            remote_config: None,
         };
         self.timeline.push(TimelinePoint {
             t: elapsed.as_secs_f64(),

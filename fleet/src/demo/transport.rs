@@ -94,6 +94,14 @@ impl Transport {
     }
 
     /// The broker, on the MQTT path.
+    /// The local IoT Hub, when the drones publish to it.
+    pub(super) fn hub(&self) -> Option<&HubSim> {
+        match self {
+            Transport::Hub(hub, _) => Some(hub),
+            Transport::Mqtt(..) => None,
+        }
+    }
+
     pub(super) fn broker(&self) -> Option<&Broker> {
         match self {
             Transport::Hub(..) => None,

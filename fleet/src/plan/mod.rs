@@ -5,6 +5,7 @@
 //! dated price table ([`prices`]). What the plan does not know it does not price: the
 //! writers' compute depends on where they run, so the plan gives their cores, not a cost.
 
+mod control;
 pub mod prices;
 mod render;
 #[cfg(test)]
@@ -18,6 +19,7 @@ use serde_json::Value;
 use telemetry::DocumentLayout;
 use telemetry::wire::{BatchBuilder, Position};
 
+pub use control::{ControlPlane, ControlPlaneMessages, Metering};
 pub use prices::Prices;
 pub use render::text;
 
@@ -41,9 +43,10 @@ pub struct Fleet {
     pub regions: u32,
     /// Request units per second the read side spends (fleet-api, dashboards).
     pub read_ru_per_sec: f64,
-    /// Only IoT Hub's standard tiers (for cloud-to-device messages, twins or methods,
-    /// which the agent does not use).
-    pub standard_only: bool,
+    /// The device twin and direct methods, which the agent uses whenever it runs on IoT
+    /// Hub: only the standard tiers have them, and their operations count against the
+    /// daily quota. `None`: telemetry only, the basic tiers considered too.
+    pub control_plane: Option<ControlPlane>,
     /// The container's indexing policy (what each write is charged for); the project's
     /// (`deploy/cosmos/indexing-policy.json`) unless told otherwise.
     pub indexing_policy: Value,
@@ -197,14 +200,32 @@ pub struct Plan {
     pub writers: WritersPlan,
     /// Cosmos DB.
     pub cosmos: CosmosPlan,
+    /// The device twin and direct methods, when planned for.
+    pub control_plane: Option<ControlPlanePlan>,
     /// The month's cost.
     pub monthly_cost: MonthlyCost,
+}
+
+/// The twin's and methods' share of IoT Hub's daily quota.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlPlanePlan {
+    /// What a drone's day of twin and method operations is charged, in messages.
+    pub per_drone: ControlPlaneMessages,
+    /// The fleet's, a day.
+    pub messages_per_day: f64,
+    /// Their share of all the messages the fleet sends (0 to 1).
+    pub share_of_messages: f64,
+    /// Their share of the daily quota of the hubs planned (0 to 1).
+    pub share_of_quota: f64,
+    /// What IoT Hub costs a month more than the cheapest hubs for the telemetry alone
+    /// (the standard tier and the twin's messages).
+    pub added_monthly_cost: f64,
 }
 
 /// What one drone costs, whatever the fleet's size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerDrone {
-    /// IoT Hub messages (4 KB chunks) a day.
+    /// IoT Hub messages (4 KB chunks) of telemetry a day.
     pub messages_per_day: f64,
     /// Writes of its latest-position document an hour.
     pub writes_per_hour: f64,
@@ -221,7 +242,8 @@ pub struct IotHubPlan {
     pub units: u64,
     /// Hubs (a fleet beyond one hub's units spreads over several, through DPS).
     pub hubs: u64,
-    /// Messages the fleet sends a day (4 KB chunks).
+    /// Messages the fleet is charged a day (4 KB chunks): telemetry, and the twin's and
+    /// methods' when planned for.
     pub messages_per_day: f64,
     /// Device-to-cloud sends per second, all hubs.
     pub sends_per_sec: f64,
@@ -279,18 +301,19 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     let samples_per_publish = (publish_interval / interval).floor().max(1.0);
     let messages_per_publish = (samples_per_publish / positions_per_message() as f64).ceil();
     let sends_per_sec = fleet.drones as f64 * messages_per_publish / publish_interval;
-    let messages_per_day = fleet.drones as f64 * messages_per_publish * 86_400.0 / publish_interval;
+    let telemetry_per_day =
+        fleet.drones as f64 * messages_per_publish * 86_400.0 / publish_interval;
+    // Twin and method operations count against the daily quota, not the device-to-cloud
+    // send throttle.
+    let control = fleet
+        .control_plane
+        .map(|c| c.messages(&prices.iothub.metering));
+    let control_per_day = control.map_or(0.0, |c| c.total * fleet.drones as f64);
+    let messages_per_day = telemetry_per_day + control_per_day;
 
-    let (tier, hubs, units, iothub_cost) = TIERS
-        .iter()
-        .filter(|t| !(fleet.standard_only && t.basic))
-        .map(|tier| {
-            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec);
-            let price = prices.iothub.unit_month[tier.name];
-            (tier, hubs, units, (hubs * units) as f64 * price)
-        })
-        .min_by(|a, b| a.3.total_cmp(&b.3).then(a.1.cmp(&b.1)))
-        .expect("at least the standard tiers");
+    let standard_only = fleet.control_plane.is_some();
+    let (tier, hubs, units, iothub_cost) =
+        cheapest_hubs(standard_only, messages_per_day, sends_per_sec, prices);
 
     let cores = positions_per_sec * WRITER_CPU_PER_EVENT;
     let replicas = ((cores / hubs as f64 / WRITER_CORE_UTILISATION).ceil() as u64).max(MIN_WRITERS);
@@ -330,7 +353,7 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     let drones = fleet.drones as f64;
     Plan {
         per_drone: PerDrone {
-            messages_per_day: messages_per_day / drones,
+            messages_per_day: telemetry_per_day / drones,
             writes_per_hour: latest_writes_per_sec * 3_600.0 / drones,
             ru_per_hour: write_ru_per_sec * 3_600.0 / drones,
         },
@@ -342,6 +365,14 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
             sends_per_sec,
         },
         eventhubs: EventHubsPlan { partitions },
+        control_plane: control.map(|per_drone| ControlPlanePlan {
+            per_drone,
+            messages_per_day: control_per_day,
+            share_of_messages: control_per_day / messages_per_day,
+            share_of_quota: control_per_day / (hubs * units * tier.messages_per_unit_day) as f64,
+            added_monthly_cost: iothub_cost
+                - cheapest_hubs(false, telemetry_per_day, sends_per_sec, prices).3,
+        }),
         writers: WritersPlan { replicas, cores },
         cosmos: CosmosPlan {
             ru_per_sec,
@@ -356,6 +387,26 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
             currency: prices.currency.clone(),
         },
     }
+}
+
+/// The cheapest tier (standard only, or any) for the load: the tier, its hubs, units of
+/// each, and their price a month.
+fn cheapest_hubs(
+    standard_only: bool,
+    messages_per_day: f64,
+    sends_per_sec: f64,
+    prices: &Prices,
+) -> (&'static Tier, u64, u64, f64) {
+    TIERS
+        .iter()
+        .filter(|t| !(standard_only && t.basic))
+        .map(|tier| {
+            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec);
+            let price = prices.iothub.unit_month[tier.name];
+            (tier, hubs, units, (hubs * units) as f64 * price)
+        })
+        .min_by(|a, b| a.3.total_cmp(&b.3).then(a.1.cmp(&b.1)))
+        .expect("at least the standard tiers")
 }
 
 /// The fewest hubs of `tier` that carry the load, and the units each needs.

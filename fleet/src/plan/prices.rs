@@ -30,7 +30,7 @@ pub enum PriceError {
         source: toml::de::Error,
     },
     /// A price is missing or not positive.
-    #[error("{path}: {what} must be a positive price")]
+    #[error("{path}: {what} must be a positive number")]
     Price {
         /// The file.
         path: String,
@@ -58,6 +58,8 @@ pub struct IotHubPrices {
     pub provenance: Provenance,
     /// Price of one unit for a month, by tier name (`B1` ... `S3`).
     pub unit_month: BTreeMap<String, f64>,
+    /// How operations are metered against the daily quota.
+    pub metering: super::control::Metering,
 }
 
 /// Cosmos DB's prices.
@@ -102,6 +104,12 @@ impl Prices {
         for tier in tiers {
             let price = prices.iothub.unit_month.get(*tier).copied();
             positive(format!("iothub.unit_month.{tier}"), price)?;
+        }
+        if prices.iothub.metering.block_bytes == 0 {
+            return Err(PriceError::Price {
+                path: path.into(),
+                what: "iothub.metering.block_bytes".into(),
+            });
         }
         positive(
             "cosmos.per_100_ru_hour".into(),

@@ -39,18 +39,41 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
     let i = &plan.iothub;
     let _ = writeln!(
         s,
-        "\nIoT Hub        {} hub(s) of {} x {}  ({:.0} messages/day, {:.0} sends/s){}",
-        i.hubs,
-        i.units,
-        i.tier,
-        i.messages_per_day,
-        i.sends_per_sec,
-        if i.tier.starts_with('B') {
-            "\n               basic tier: device-to-cloud telemetry only, all the agent uses"
-        } else {
-            ""
-        }
+        "\nIoT Hub        {} hub(s) of {} x {}  ({:.0} messages/day, {:.0} sends/s)",
+        i.hubs, i.units, i.tier, i.messages_per_day, i.sends_per_sec,
     );
+    match (&plan.control_plane, fleet.control_plane) {
+        (Some(c), Some(assumed)) => {
+            let m = &c.per_drone;
+            let _ = writeln!(
+                s,
+                "               standard tier: the agent reads and reports its device twin, which basic lacks\n\
+                 twin/methods   {:.0} messages/drone-day: {:.0} twin reads ({} connections), {:.0} reported\n\
+                 \x20              patches, {:.0} for {} desired change(s), {:.0} for {} method call(s);\n\
+                 \x20              {:.1} % of the messages, {:.1} % of the hubs' daily quota;\n\
+                 \x20              {:.2} {} a month more than telemetry alone (--control-plane off)",
+                m.total,
+                m.twin_reads,
+                assumed.reconnections,
+                m.reported_patches,
+                m.desired_changes,
+                assumed.desired_changes,
+                m.methods,
+                assumed.methods,
+                100.0 * c.share_of_messages,
+                100.0 * c.share_of_quota,
+                c.added_monthly_cost,
+                prices.currency,
+            );
+        }
+        _ if i.tier.starts_with('B') => {
+            let _ = writeln!(
+                s,
+                "               basic tier: telemetry only, no twin or methods (--control-plane off)"
+            );
+        }
+        _ => {}
+    }
     let _ = writeln!(
         s,
         "Event Hubs     {} partitions per hub (set when the hub is created)",
@@ -70,7 +93,7 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
     let d = &plan.per_drone;
     let _ = writeln!(
         s,
-        "per drone      {:.0} IoT Hub messages/day, {:.0} writes/hour, {:.0} RU/hour",
+        "per drone      {:.0} telemetry messages/day, {:.0} writes/hour, {:.0} RU/hour",
         d.messages_per_day, d.writes_per_hour, d.ru_per_hour
     );
     let m = &plan.monthly_cost;
@@ -86,9 +109,11 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
     );
     let _ = writeln!(
         s,
-        "\nprices: IoT Hub {} (read {}); Cosmos DB {} (read {})",
+        "\nprices: IoT Hub {} (read {}), metering {} (read {}); Cosmos DB {} (read {})",
         prices.iothub.provenance.source,
         prices.iothub.provenance.read,
+        prices.iothub.metering.provenance.source,
+        prices.iothub.metering.provenance.read,
         prices.cosmos.provenance.source,
         prices.cosmos.provenance.read
     );

@@ -18,41 +18,35 @@ fn fleet(drones: u64) -> Fleet {
         history: None,
         regions: 1,
         read_ru_per_sec: 0.0,
-        standard_only: true,
+        control_plane: None,
         indexing_policy: telemetry::indexing_policy(),
     }
 }
 
 #[test]
-fn an_s1_unit_carries_23_drones_reporting_every_5_seconds() {
-    // 17,280 messages a day per drone against S1's 400,000 per unit.
+fn a_unit_of_the_first_tier_carries_23_drones_reporting_every_5_seconds() {
+    // 17,280 messages a day per drone against B1's (and S1's) 400,000 per unit.
     let one = plan(&fleet(23), &prices());
     assert_eq!(
         (one.iothub.tier, one.iothub.units, one.iothub.hubs),
-        ("S1", 1, 1)
+        ("B1", 1, 1)
     );
     assert_eq!(one.iothub.messages_per_day, 23.0 * 17_280.0);
     let two = plan(&fleet(24), &prices());
-    assert_eq!((two.iothub.tier, two.iothub.units), ("S1", 2));
+    assert_eq!((two.iothub.tier, two.iothub.units), ("B1", 2));
 }
 
 #[test]
 fn the_cheapest_tier_wins_and_basic_only_when_allowed() {
     // 1,000 drones send 17.28 M messages a day: 44 S1 units, 3 S2 units or 1 S3 unit;
     // at the shipped prices 3 S2 units cost least.
-    let standard = plan(&fleet(1_000), &prices());
+    let standard = plan(&with_twin(1_000), &prices());
     assert_eq!((standard.iothub.tier, standard.iothub.units), ("S2", 3));
-    let any = plan(
-        &Fleet {
-            standard_only: false,
-            ..fleet(1_000)
-        },
-        &prices(),
-    );
+    let any = plan(&fleet(1_000), &prices());
     assert_eq!((any.iothub.tier, any.iothub.units), ("B2", 3));
     assert!(any.monthly_cost.iothub < standard.monthly_cost.iothub);
     // 10,000 drones: 172.8 M a day, within one S3 unit's 300 M.
-    let large = plan(&fleet(10_000), &prices());
+    let large = plan(&with_twin(10_000), &prices());
     assert_eq!(
         (large.iothub.tier, large.iothub.units, large.iothub.hubs),
         ("S3", 1, 1)
@@ -273,5 +267,103 @@ fn the_default_indexing_policy_costs_more_per_write() {
         "{} against {}",
         project.per_drone.ru_per_hour,
         default.per_drone.ru_per_hour
+    );
+}
+
+fn with_twin(drones: u64) -> Fleet {
+    Fleet {
+        control_plane: Some(ControlPlane::default()),
+        ..fleet(drones)
+    }
+}
+
+#[test]
+fn the_control_plane_plans_the_standard_tier_and_says_what_it_adds() {
+    // 1,000 drones: 17.28 M telemetry messages and 124,000 of the twin a day, within 3 S2
+    // units' 18 M; without the twin 3 B2 units carry the same telemetry.
+    let p = prices();
+    let twin = plan(&with_twin(1_000), &p);
+    assert_eq!((twin.iothub.tier, twin.iothub.units), ("S2", 3));
+    let telemetry = plan(&fleet(1_000), &p);
+    assert_eq!((telemetry.iothub.tier, telemetry.iothub.units), ("B2", 3));
+    assert!(telemetry.control_plane.is_none());
+    let c = twin.control_plane.clone().unwrap();
+    assert_eq!(
+        c.added_monthly_cost,
+        3.0 * (p.iothub.unit_month["S2"] - p.iothub.unit_month["B2"])
+    );
+    assert_eq!(c.messages_per_day, 124_000.0);
+    assert_eq!(twin.iothub.messages_per_day, 17_280_000.0 + 124_000.0);
+    assert!((c.share_of_quota - 124_000.0 / 18_000_000.0).abs() < 1e-12);
+    assert!((c.share_of_messages - 124_000.0 / 17_404_000.0).abs() < 1e-12);
+    // The telemetry per drone is what the demo measures; the twin's is apart.
+    assert_eq!(twin.per_drone, telemetry.per_drone);
+    let text = text(&with_twin(1_000), &twin, &p);
+    assert!(
+        text.contains("standard tier: the agent reads and reports its device twin"),
+        "{text}"
+    );
+    assert!(text.contains("124 messages/drone-day"), "{text}");
+}
+
+#[test]
+fn the_twins_messages_are_counted_against_the_daily_quota() {
+    let p = prices();
+    // 24 connections (a twin read each), 96 reported patches, one desired change (the
+    // service's update, the notification, the acknowledgement, a read back): 124.
+    let day = ControlPlane::default().messages(&p.iothub.metering);
+    assert_eq!(
+        (
+            day.twin_reads,
+            day.reported_patches,
+            day.desired_changes,
+            day.methods,
+            day.total
+        ),
+        (24.0, 96.0, 4.0, 0.0, 124.0)
+    );
+    // A method call is its request and its response.
+    let methods = ControlPlane {
+        methods: 10.0,
+        ..ControlPlane::default()
+    };
+    assert_eq!(methods.messages(&p.iothub.metering).methods, 20.0);
+    // 23 drones fit one S1 unit's 400,000 messages with telemetry alone (397,440), not
+    // with the twin's 2,852 more.
+    assert_eq!(plan(&fleet(23), &p).iothub.units, 1);
+    let twin = plan(&with_twin(23), &p);
+    assert_eq!((twin.iothub.tier, twin.iothub.units), ("S1", 2));
+    assert_eq!(plan(&with_twin(22), &p).iothub.units, 1);
+    // The twin adds to the quota, not to the device-to-cloud send throttle.
+    assert_eq!(twin.iothub.sends_per_sec, 23.0 / 5.0);
+}
+
+#[test]
+fn the_metering_is_the_published_one() {
+    // "Azure IoT Hub billing information": every billable operation in 4 KB blocks on the
+    // basic and standard tiers. Its example 2: reading a 14 KB twin is 4 messages, a
+    // 512-byte update 1; example 1: a method with a 512-byte request and a 200-byte
+    // response is 2; a 6 KB message is 2.
+    let m = prices().iothub.metering;
+    assert!(
+        m.provenance.source.ends_with("iot-hub-devguide-pricing"),
+        "{m:?}"
+    );
+    assert_eq!(m.provenance.read.len(), 10);
+    assert_eq!(m.block_bytes, 4096);
+    assert_eq!(m.messages(14 * 1024), 4.0);
+    assert_eq!(m.messages(512), 1.0);
+    assert_eq!(m.messages(512) + m.messages(200), 2.0);
+    assert_eq!(m.messages(6 * 1024), 2.0);
+    assert_eq!(
+        m.messages(0),
+        1.0,
+        "an empty operation is still one message"
+    );
+    let zero = prices::SHIPPED.replace("block_bytes = 4096", "block_bytes = 0");
+    let err = Prices::parse(&zero, "p.toml", &["S1"]).unwrap_err();
+    assert!(
+        err.to_string().contains("iothub.metering.block_bytes"),
+        "{err}"
     );
 }
