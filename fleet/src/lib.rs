@@ -20,6 +20,7 @@ pub mod loadgen;
 pub mod onboard;
 pub mod plan;
 pub mod prom;
+pub mod remote_config;
 pub mod report;
 pub mod twin;
 pub mod view;

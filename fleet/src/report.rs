@@ -9,10 +9,9 @@ use cloud_writer::DropReason;
 use serde::Serialize;
 
 mod cost;
-mod remote;
 
+pub use crate::remote_config::RemoteConfig;
 pub use cost::{CostComparison, PerDroneCost};
-pub use remote::RemoteConfig;
 
 use crate::onboard::Onboarding;
 use crate::view::{ReplicaState, bar};

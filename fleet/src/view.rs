@@ -54,7 +54,7 @@ pub struct Snapshot {
     pub partition_lag: BTreeMap<String, i64>,
     /// On the hub, once part of the fleet was told a new report interval through the twin:
     /// their message rate before and now, and their acknowledgements so far.
-    pub remote_config: Option<crate::report::RemoteConfig>,
+    pub remote_config: Option<crate::remote_config::RemoteConfig>,
 }
 
 /// What became of a replica.

@@ -8,7 +8,9 @@
 //! of each desired change. What a drone does in a day is an assumption the plan states:
 //! [`ControlPlane::default`].
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use super::prices::Metering;
 
 /// A drone's twin and method operations in a day (the plan's assumption, which the
 /// operator can change).
@@ -36,26 +38,6 @@ impl Default for ControlPlane {
             desired_changes: 1.0,
             methods: 0.0,
         }
-    }
-}
-
-/// How IoT Hub meters twin and method operations against the daily quota (the price
-/// table's `[iothub.metering]`).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Metering {
-    /// Where the rules come from.
-    #[serde(flatten)]
-    pub provenance: super::prices::Provenance,
-    /// Every billable operation is charged in blocks of this many bytes (basic and
-    /// standard tiers).
-    pub block_bytes: u64,
-}
-
-impl Metering {
-    /// Messages one operation of `bytes` is charged (an empty one is still one).
-    pub fn messages(&self, bytes: u64) -> f64 {
-        bytes.div_ceil(self.block_bytes.max(1)).max(1) as f64
     }
 }
 

@@ -19,7 +19,8 @@ use serde_json::Value;
 use telemetry::DocumentLayout;
 use telemetry::wire::{BatchBuilder, Position};
 
-pub use control::{ControlPlane, ControlPlaneMessages, Metering};
+pub use control::{ControlPlane, ControlPlaneMessages};
+pub use prices::Metering;
 pub use prices::Prices;
 pub use render::text;
 

@@ -59,7 +59,7 @@ pub struct IotHubPrices {
     /// Price of one unit for a month, by tier name (`B1` ... `S3`).
     pub unit_month: BTreeMap<String, f64>,
     /// How operations are metered against the daily quota.
-    pub metering: super::control::Metering,
+    pub metering: Metering,
 }
 
 /// Cosmos DB's prices.
@@ -130,5 +130,25 @@ impl Prices {
             source,
         })?;
         Prices::parse(&text, &name, tiers)
+    }
+}
+
+/// How IoT Hub meters twin and method operations against the daily quota (the price
+/// table's `[iothub.metering]`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metering {
+    /// Where the rules come from.
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    /// Every billable operation is charged in blocks of this many bytes (basic and
+    /// standard tiers).
+    pub block_bytes: u64,
+}
+
+impl Metering {
+    /// Messages one operation of `bytes` is charged (an empty one is still one).
+    pub fn messages(&self, bytes: u64) -> f64 {
+        bytes.div_ceil(self.block_bytes.max(1)).max(1) as f64
     }
 }
