@@ -23,10 +23,9 @@ use cosmos::{BulkOperation, OperationType};
 use serde_json::{Map, Value, json};
 use telemetry::document::{AGENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, document_id};
 
-use super::driver::{Ctx, OutcomeInfo, WriteEngine};
-use super::parked::Parked;
 use super::refusal::{self, Refusal};
 use super::state::{self, Final, Next, Step};
+use super::{Ctx, OutcomeInfo, Parked, WriteEngine};
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason};
 use crate::pipeline::AgentWrite;
