@@ -40,19 +40,18 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::batch::{self, Batching};
 use crate::buffer::{AppendError, BufferError, DiskBuffer, Record};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES};
+use crate::cadence::RemoteConfig;
 use crate::cadence::{Cadence, CadenceError};
 use crate::clock::{Clock, ClockSource, EARLIEST_PLAUSIBLE, kernel_synchronised};
 use crate::source::{Fix, FixTime, Source};
 use crate::source::{SimConfig, SourceConfig};
-use crate::status::{
-    AgentHandle, AgentStatus, SettingsStatus, SourceKind, StatusCell, write_status_file,
-};
+use crate::status::{AgentHandle, AgentStatus, SettingsStatus, StatusCell, write_status_file};
 use crate::transport::TransportConfig;
 use crate::transport::{
     CloudEvent, Connection, ConnectionEnd, Dialer, LinkEvent, MethodRequest, Publisher,
     TransportError, event_topic,
 };
-use crate::twin::{Answer, Control, DEFAULT_REPORTED_MIN_INTERVAL, Method, RemoteConfig};
+use crate::twin::{Answer, Control, DEFAULT_REPORTED_MIN_INTERVAL, Method};
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -176,7 +175,7 @@ impl Agent {
         }
         let buffer = DiskBuffer::open(&config.buffer)?;
         let status = StatusCell::new(&config.device_id);
-        status.update(|s| s.source = Some(SourceKind::of(&config.source)));
+        status.update(|s| s.source = Some(config.source.kind()));
         let clock = Clock::new(config.clock_max_skew);
         // The twin and methods exist on IoT Hub only.
         let control = config.transport.auth.hub_host().is_some().then(|| {

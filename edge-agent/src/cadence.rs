@@ -1,8 +1,11 @@
 //! The agent's cadence: how often it samples (`REPORT_INTERVAL`) and how often it publishes
 //! (`PUBLISH_EVERY`), and the one rule both sources of these settings are held to: the local
-//! configuration ([`crate::config`]) and the device twin ([`crate::twin`]).
+//! configuration ([`crate::config`]) and the device twin ([`crate::twin`]), and whether the
+//! twin may change them ([`RemoteConfig`]).
 
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 /// The longest report or publish interval: a day (longer would be a drone that never
 /// reports, and timers that far out risk overflowing the clock).
@@ -105,6 +108,17 @@ impl Cadence {
     pub fn publish_interval(&self) -> Duration {
         self.publish_every.unwrap_or(self.report_interval)
     }
+}
+
+/// Whether the twin may change the agent's settings (`REMOTE_CONFIG`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteConfig {
+    /// The twin's desired properties override the local settings.
+    #[default]
+    On,
+    /// The local settings only: desired changes are refused (403).
+    Off,
 }
 
 #[cfg(test)]

@@ -22,12 +22,13 @@ use serde::Deserialize;
 
 use crate::agent::{AgentConfig, DEFAULT_BACKLOG_RATE, DEFAULT_CLOCK_MAX_SKEW};
 use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
+use crate::cadence::RemoteConfig;
 use crate::cadence::{Cadence, CadenceError, Interval};
 use crate::source::gpsd::GpsdAddress;
 use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
-use crate::twin::{DEFAULT_REPORTED_MIN_INTERVAL, RemoteConfig};
+use crate::twin::DEFAULT_REPORTED_MIN_INTERVAL;
 use retry_backoff::BackoffConfig;
 
 use settings::EnvNames;

@@ -47,8 +47,9 @@ mod twin;
 
 pub use agent::{Agent, AgentConfig, AgentError, AgentReport};
 pub use buffer::BufferConfig;
+pub use cadence::RemoteConfig;
 pub use source::{SimConfig, SimRoute, SourceConfig};
 pub use status::{AgentHandle, AgentStatus, ConnectionState, SettingsStatus, SourceKind};
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
-pub use twin::{DEFAULT_REPORTED_MIN_INTERVAL, RemoteConfig};
+pub use twin::DEFAULT_REPORTED_MIN_INTERVAL;

@@ -9,10 +9,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::cadence::Cadence;
+use crate::cadence::{Cadence, RemoteConfig};
 use crate::clock::ClockStatus;
-use crate::source::SourceConfig;
-use crate::twin::RemoteConfig;
 
 /// The state of the MQTT connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -98,17 +96,6 @@ pub enum SourceKind {
     Gpsd,
     /// The simulator.
     Sim,
-}
-
-impl SourceKind {
-    /// The kind of `source`.
-    pub fn of(source: &SourceConfig) -> SourceKind {
-        match source {
-            SourceConfig::Mavlink(_) => SourceKind::Mavlink,
-            SourceConfig::Gpsd { .. } => SourceKind::Gpsd,
-            SourceConfig::Sim(_) => SourceKind::Sim,
-        }
-    }
 }
 
 /// The sampling and publishing settings in effect, and where they come from.

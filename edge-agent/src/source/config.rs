@@ -3,6 +3,7 @@
 use super::gpsd::GpsdAddress;
 use super::mavlink::MavlinkConfig;
 use super::sim::SimConfig;
+use crate::status::SourceKind;
 
 /// Where positions come from (`POSITION_SOURCE`).
 #[derive(Debug, Clone, PartialEq)]
@@ -16,4 +17,15 @@ pub enum SourceConfig {
     },
     /// A simulated drone flying a route.
     Sim(SimConfig),
+}
+
+impl SourceConfig {
+    /// The kind of source this is, as the status reports it.
+    pub fn kind(&self) -> SourceKind {
+        match self {
+            SourceConfig::Mavlink(_) => SourceKind::Mavlink,
+            SourceConfig::Gpsd { .. } => SourceKind::Gpsd,
+            SourceConfig::Sim(_) => SourceKind::Sim,
+        }
+    }
 }

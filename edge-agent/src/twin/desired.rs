@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::RemoteConfig;
 use crate::cadence::Cadence;
+use crate::cadence::RemoteConfig;
 
 /// A setting the twin controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

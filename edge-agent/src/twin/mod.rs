@@ -21,10 +21,9 @@ mod store;
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::cadence::Cadence;
+use crate::cadence::{Cadence, RemoteConfig};
 use crate::status::AgentStatus;
 use crate::transport::{CloudEvent, CloudLink};
 pub(crate) use methods::{Answer, Method};
@@ -34,17 +33,6 @@ use store::Store;
 
 /// The default `REPORTED_MIN_INTERVAL`: at most 1,440 reported patches a day.
 pub const DEFAULT_REPORTED_MIN_INTERVAL: Duration = Duration::from_secs(60);
-
-/// Whether the twin may change the agent's settings (`REMOTE_CONFIG`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteConfig {
-    /// The twin's desired properties override the local settings.
-    #[default]
-    On,
-    /// The local settings only: desired changes are refused (403).
-    Off,
-}
 
 /// The control plane of one agent on IoT Hub.
 #[derive(Debug)]

@@ -15,9 +15,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::desired::seconds_value;
+use crate::cadence::RemoteConfig;
 use crate::clock::ClockSource;
 use crate::status::{AgentStatus, SourceKind};
-use crate::twin::RemoteConfig;
 
 /// The longest last error reported, in characters.
 pub(crate) const LAST_ERROR_MAX: usize = 200;

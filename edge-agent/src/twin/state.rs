@@ -23,10 +23,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::RemoteConfig;
 use super::desired::{self, Ack, Overrides, Property};
 use super::reported::StateReport;
 use crate::cadence::Cadence;
+use crate::cadence::RemoteConfig;
 use crate::transport::Rid;
 
 /// How long the hub may take to answer a twin request before the agent asks again.
