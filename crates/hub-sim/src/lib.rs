@@ -40,10 +40,10 @@ mod sim;
 pub mod state_dir;
 pub mod stats;
 pub mod tls;
-pub mod twin;
 
 pub use amqp::entra::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
 pub use faults::FaultSettings;
+pub use hub::twin;
 pub use sim::{HubConfig, HubError, HubSim};
 pub use stats::Stats;
 pub use twin::events::Route;

@@ -9,7 +9,11 @@ use crate::amqp::shared::AmqpShared;
 use crate::dps::service::Dps;
 use crate::dps::{Attestation, DpsConfig, DpsError, EnrollmentId, Registration};
 use crate::faults::{FaultSettings, Faults};
+use crate::hub::twin::events::{Events, Route};
+use crate::hub::twin::methods::{self, MethodError, MethodResponse, MethodTimeouts};
+use crate::hub::twin::store::{TwinError, Twins};
 use crate::hub::{DeviceSessions, Hub};
+use crate::mqtt::https::Https;
 use crate::mqtt::listener::{self, Framing};
 use crate::partitions::disk::DiskError;
 use crate::partitions::{DataDir, Partitions, Retention, now_ms};
@@ -17,10 +21,6 @@ use crate::registry::{Registry, RegistryError};
 use crate::state_dir::{self, PolicyKeys, StateError};
 use crate::stats::{Counters, Stats};
 use crate::tls::{Ca, TlsError};
-use crate::twin::events::{Events, Route};
-use crate::twin::methods::{self, MethodError, MethodResponse, MethodTimeouts};
-use crate::twin::service::Https;
-use crate::twin::store::{TwinError, Twins};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -108,7 +108,7 @@ pub struct HubConfig {
     /// the answer arrives after the link was dropped. Off by default: Event Hubs answers at
     /// once.
     pub unattached_handle_workaround: bool,
-    /// Routes of non-telemetry events to the built-in endpoint ([`crate::twin::events`]);
+    /// Routes of non-telemetry events to the built-in endpoint ([`crate::hub::twin::events`]);
     /// none by default, as an IoT hub without such routes.
     pub routes: Vec<Route>,
 }
@@ -362,7 +362,7 @@ impl HubSim {
 
     /// Device `device`'s twin as the service reads it (`GET /twins/{id}`), if it is registered.
     pub fn twin(&self, device: &str) -> Option<serde_json::Value> {
-        crate::twin::service_view(&self.hub, device)
+        crate::hub::twin::service_view(&self.hub, device)
     }
 
     /// Patches `device`'s desired properties (a JSON merge patch: null removes) as
@@ -374,7 +374,7 @@ impl HubSim {
         patch: &serde_json::Value,
     ) -> Result<u64, TwinError> {
         let patch = patch.as_object().ok_or(TwinError::NotAnObject)?;
-        let change = crate::twin::update(&self.hub, device, Some(patch), None, None, false)?;
+        let change = crate::hub::twin::update(&self.hub, device, Some(patch), None, None, false)?;
         Ok(change.desired_version)
     }
 

@@ -1,6 +1,6 @@
 //! The state directory: what the hub keeps across starts (its CA, its policy keys, the
 //! device registry, the provisioning service's ID scope, enrollments and registrations, the
-//! twins in `twins/` ([`crate::twin::store`])) and
+//! twins in `twins/` ([`crate::hub::twin::store`])) and
 //! the files it writes for clients at every start (`ca.pem`, `eventhub-connection-string`,
 //! `service-connection-string`, `devices.txt`, `dps-id-scope`).
 

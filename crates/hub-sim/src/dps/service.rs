@@ -334,9 +334,9 @@ mod tests {
             faults: Faults::default(),
             counters: Counters::default(),
             sessions: DeviceSessions::default(),
-            twins: crate::twin::store::Twins::in_memory(),
+            twins: crate::hub::twin::store::Twins::in_memory(),
             methods: Default::default(),
-            events: crate::twin::events::Events::new("hub", &[]),
+            events: crate::hub::twin::events::Events::new("hub", &[]),
         })
     }
 

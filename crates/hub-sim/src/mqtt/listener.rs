@@ -1,12 +1,12 @@
 //! Accepts device connections: TLS (with an optional client certificate), then on the MQTT
 //! port the device session ([`super::session::serve`]), and on the HTTPS port (IoT Hub's
 //! 443) HTTP: WebSocket upgrades at `/$iothub/websocket` become device sessions, other
-//! requests go to the service REST API ([`crate::twin::service`]).
+//! requests go to the service REST API ([`crate::mqtt::https`]).
 
+use super::https::{self, Https};
 use super::session;
 use crate::dps::service::Dps;
 use crate::hub::Hub;
-use crate::twin::service::{self, Https};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -76,6 +76,6 @@ async fn handle(hub: Arc<Hub>, dps: Arc<Dps>, tcp: TcpStream, tls: TlsAcceptor, 
         .unwrap_or_default();
     match framing {
         Framing::Mqtt => session::serve(hub, dps, stream, chain).await,
-        Framing::Https(https) => service::serve(https, stream, chain).await,
+        Framing::Https(https) => https::serve(https, stream, chain).await,
     }
 }

@@ -1,6 +1,6 @@
 //! One device connection after TLS (and WebSocket) setup: CONNECT and its decision, then
 //! publishes (telemetry to the partitions, `$iothub/` twin and method topics to
-//! [`crate::twin::device`]), subscriptions, pings and the publishes the hub queues for the
+//! [`crate::hub::twin::device`]), subscriptions, pings and the publishes the hub queues for the
 //! session (desired notifications, method requests) until the device leaves or the hub
 //! closes the connection (a rule broken, the token expired, the same device connected again, or the
 //! drop-all fault). A CONNECT whose user name names a registration goes to the provisioning
@@ -12,11 +12,11 @@ use crate::dps::protocol::registration_login;
 use crate::dps::service::Dps;
 use crate::hub::Hub;
 use crate::hub::Subscription;
+use crate::hub::twin::Outbound;
 use crate::mqtt_codec::{MAX_PAYLOAD, ReadError, read_packet, write};
 use crate::partitions::Incoming;
 use crate::sas::now_secs;
 use crate::tls::thumbprint;
-use crate::twin::Outbound;
 use bytes::BytesMut;
 use rumqttc::mqttbytes::QoS;
 use rumqttc::mqttbytes::v4::{
@@ -215,7 +215,7 @@ where
                     break "payload_too_large";
                 }
                 if publish.topic.starts_with("$iothub/") {
-                    let answer = match crate::twin::device::handle(
+                    let answer = match crate::hub::twin::device::handle(
                         &hub,
                         &device,
                         &publish.topic,

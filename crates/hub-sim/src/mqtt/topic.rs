@@ -68,7 +68,7 @@ pub fn apply_properties(message: &mut Incoming, pairs: Vec<(String, String)>) {
 }
 
 /// Whether device `device_id` may subscribe to `filter`: cloud-to-device messages (never sent
-/// here), and the twin and method topics ([`crate::twin::device`]).
+/// here), and the twin and method topics ([`crate::hub::twin::device`]).
 pub fn may_subscribe(filter: &str, device_id: &str) -> bool {
     let own = format!("devices/{device_id}/messages/devicebound/");
     filter.starts_with(&own)

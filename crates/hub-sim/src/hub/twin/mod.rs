@@ -1,7 +1,7 @@
 //! Device twins and direct methods, as IoT Hub serves them: [`store`] keeps the twins
 //! ([`merge`] patches their JSON and counts its size),
 //! [`device`] serves the devices' `$iothub/` topics over MQTT, [`methods`] waits for
-//! devices' answers, `service` is the REST API on the HTTPS port (`/twins/{id}`), and
+//! devices' answers, the REST API on the HTTPS port (`/twins/{id}`) is [`crate::mqtt`]'s `https`, and
 //! [`events`] emits connection state and twin change events to the built-in endpoint when
 //! they are routed.
 //!
@@ -14,7 +14,6 @@ pub mod device;
 pub mod events;
 pub mod merge;
 pub mod methods;
-pub(crate) mod service;
 pub mod store;
 
 use crate::hub::Hub;

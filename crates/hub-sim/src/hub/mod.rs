@@ -1,18 +1,16 @@
 //! One hub's data, which every server of it serves: its host name, device registry, the
 //! partitions of its built-in endpoint, faults, counters, live device connections (each with
 //! a bounded outbound queue the hub pushes desired notifications and method requests into),
-//! twins, pending method calls and routed events. The MQTT
+//! twins ([`twin`]: their store, pending method calls and routed events). The MQTT
 //! listener and sessions, the AMQP server and the admin endpoint take it from here, and the
 //! running hub ([`crate::sim`]) builds it.
+
+pub mod twin;
 
 use crate::faults::Faults;
 use crate::partitions::Partitions;
 use crate::registry::Registry;
 use crate::stats::Counters;
-use crate::twin::Outbound;
-use crate::twin::events::Events;
-use crate::twin::methods::Methods;
-use crate::twin::store::Twins;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
+use twin::Outbound;
+use twin::events::Events;
+use twin::methods::Methods;
+use twin::store::Twins;
 
 /// What a device session subscribed to, of what the hub sends unasked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,10 +14,10 @@
 //! DeviceConnectionClosedRemotely 404104,
 //! GatewayTimeout 504101, PreconditionFailed 412001, ArgumentInvalid 400004, ...).
 
-use super::methods::{self, MethodError, MethodTimeouts};
-use super::store::{TwinError, timestamp_now};
 use crate::dps::service::Dps;
 use crate::hub::Hub;
+use crate::hub::twin::methods::{self, MethodError, MethodTimeouts};
+use crate::hub::twin::store::{TwinError, timestamp_now};
 use crate::sas::{SasToken, normalise_resource, now_secs};
 use async_tungstenite::WebSocketStream;
 use async_tungstenite::tokio::TokioAdapter;
@@ -210,7 +210,7 @@ async fn route(
     let hub = &https.hub;
     match (method, methods) {
         (Method::POST, true) => invoke(hub, &device, &body).await,
-        (Method::GET, false) => match super::service_view(hub, &device) {
+        (Method::GET, false) => match crate::hub::twin::service_view(hub, &device) {
             Some(twin) => {
                 hub.counters.add("twin_operations", "service_get", 1);
                 reply(StatusCode::OK, &twin)
@@ -231,8 +231,8 @@ async fn route(
                 true => (desired.or(Some(&empty)), tags.or(Some(&empty))),
                 false => (desired, tags),
             };
-            match super::update(hub, &device, desired, tags, etag.as_deref(), replace) {
-                Ok(_) => match super::service_view(hub, &device) {
+            match crate::hub::twin::update(hub, &device, desired, tags, etag.as_deref(), replace) {
+                Ok(_) => match crate::hub::twin::service_view(hub, &device) {
                     Some(twin) => reply(StatusCode::OK, &twin),
                     None => not_found(&device),
                 },
@@ -391,7 +391,7 @@ fn upgrade(
         let chain = Arc::unwrap_or_clone(chain);
         tokio::select! {
             _ = https.stop.cancelled() => {}
-            _ = crate::mqtt::session::serve(https.hub.clone(), https.dps.clone(), WsStream::new(ws), chain) => {}
+            _ = super::session::serve(https.hub.clone(), https.dps.clone(), WsStream::new(ws), chain) => {}
         }
     });
     response
