@@ -141,11 +141,26 @@ async fn serve(mut stream: TcpStream, connects: mpsc::UnboundedSender<Connect>) 
                 let _ = connects.send(parse_connect(&body));
                 vec![0x20, 0x02, 0x00, 0x00]
             }
+            // A QoS 0 publish (the agent's twin requests) carries no packet id and gets no answer.
+            3 if (kind >> 1) & 0x03 == 0 => continue,
             3 => {
                 // QoS 1 publish: topic, then the packet id.
                 let topic_len = usize::from(u16::from_be_bytes([body[0], body[1]]));
                 let pkid = &body[2 + topic_len..4 + topic_len];
                 vec![0x40, 0x02, pkid[0], pkid[1]]
+            }
+            8 => {
+                // SUBSCRIBE: the packet id, then (filter, QoS) pairs; each refused (0x80), as a
+                // basic-tier hub refuses the twin and method topics.
+                let mut codes = 0u8;
+                let mut pos = 2;
+                while pos + 2 <= body.len() {
+                    pos += 2 + usize::from(u16::from_be_bytes([body[pos], body[pos + 1]])) + 1;
+                    codes += 1;
+                }
+                let mut suback = vec![0x90, 2 + codes, body[0], body[1]];
+                suback.extend(std::iter::repeat_n(0x80, usize::from(codes)));
+                suback
             }
             12 => vec![0xd0, 0x00],
             14 => return,
