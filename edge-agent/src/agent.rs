@@ -27,7 +27,10 @@
 //! One agent is three tasks at most (this loop, the connection, and a MAVLink or gpsd
 //! reader), so a process can run a fleet of them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+mod link;
+mod remote;
+
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -48,10 +51,10 @@ use crate::source::{SimConfig, SourceConfig};
 use crate::status::{AgentHandle, AgentStatus, SettingsStatus, StatusCell, write_status_file};
 use crate::transport::TransportConfig;
 use crate::transport::{
-    CloudEvent, Connection, ConnectionEnd, Dialer, LinkEvent, MethodRequest, Publisher,
-    TransportError, event_topic,
+    CloudEvent, Connection, ConnectionEnd, Dialer, LinkEvent, TransportError, event_topic,
 };
-use crate::twin::{Answer, Control, DEFAULT_REPORTED_MIN_INTERVAL, Method};
+use crate::twin::{Control, DEFAULT_REPORTED_MIN_INTERVAL};
+use link::Link;
 
 /// Everything one agent needs to run.
 #[derive(Debug, Clone)]
@@ -440,99 +443,6 @@ impl Agent {
         None
     }
 
-    /// Takes the cadence the twin set: the batch being gathered goes now, and the new
-    /// intervals apply from here.
-    fn set_cadence(&mut self, cadence: Cadence, link: Option<&mut Link>) {
-        self.cadence = cadence;
-        let held = self.batching.as_mut().map(Batching::take);
-        self.set_batching(cadence);
-        if let Some(held) = held.filter(|held| !held.is_empty()) {
-            match link {
-                Some(link) => {
-                    link.live.push_back(held);
-                    self.pump(link);
-                }
-                // Buffered records go with the backlog of the next link.
-                None => self.lose_unbuffered(),
-            }
-        }
-    }
-
-    fn set_batching(&mut self, cadence: Cadence) {
-        self.batching = cadence.publish_every().and_then(|publish_every| {
-            Batching::new(
-                &self.config.device_id,
-                cadence.report_interval(),
-                publish_every,
-            )
-        });
-    }
-
-    /// The answer to a direct method call on `link` (the current link, if the call came on
-    /// it).
-    fn answer(
-        &mut self,
-        request: &MethodRequest,
-        source: &Source,
-        link: Option<&mut Link>,
-    ) -> Answer {
-        match Method::of(request) {
-            Err(refused) => refused,
-            Ok(Method::Status) => {
-                self.refresh_status();
-                match serde_json::to_value(self.status.handle().status()) {
-                    Ok(status) => Answer::ok(status),
-                    Err(err) => Answer::error(500, err.to_string()),
-                }
-            }
-            Ok(Method::ReportNow) => match link {
-                Some(link) => self.report_now(source, link),
-                None => Answer::error(503, "the link this call came on is gone"),
-            },
-        }
-    }
-
-    /// Publishes the latest fix at once (with the batch being gathered, if any); answers
-    /// its `seq`, or 409 when there is no fix or no time to stamp it with.
-    fn report_now(&mut self, source: &Source, link: &mut Link) -> Answer {
-        let Some(fix) = source.latest(Instant::now(), self.config.max_fix_age) else {
-            return Answer::error(
-                409,
-                format!(
-                    "no fix: the position source gave none in the last {:?}",
-                    self.config.max_fix_age
-                ),
-            );
-        };
-        let Some(ts) = self.stamp(&fix) else {
-            return Answer::error(
-                409,
-                "no time: the board clock reads before any plausible date and the source gives no GPS time",
-            );
-        };
-        let Some(record) = self.store(&fix, ts) else {
-            return Answer::error(409, "the latest fix is not a valid position");
-        };
-        let seq = record.id;
-        let mut records = self
-            .batching
-            .as_mut()
-            .map(Batching::take)
-            .unwrap_or_default();
-        records.push(record);
-        link.live.push_back(records);
-        self.pump(link);
-        self.write_status_file();
-        Answer::ok(serde_json::json!({ "seq": seq }))
-    }
-
-    /// Sends what the control plane has due.
-    fn flush_control(&mut self) {
-        if let Some(control) = self.control.as_mut() {
-            control.flush(Instant::now(), &self.status.handle().status());
-        }
-    }
-
     /// Publishes live messages while there is room in flight.
     fn pump(&mut self, link: &mut Link) {
         while link.in_flight() < link.max_inflight {
@@ -649,81 +559,4 @@ fn reports_every(interval: Duration, now: Instant) -> tokio::time::Interval {
     let mut reports = tokio::time::interval_at(now + interval, interval);
     reports.set_missed_tick_behavior(MissedTickBehavior::Delay);
     reports
-}
-
-/// One live connection's bookkeeping.
-struct Link {
-    id: u64,
-    publisher: Publisher,
-    max_inflight: usize,
-    /// New messages to publish before any backlog, each one or more records.
-    live: VecDeque<Vec<Record>>,
-    /// The backlog continues at this id.
-    backlog_from: u64,
-    /// The other records of each batch on this link, by the record the publisher knows
-    /// the batch by (its first).
-    batches: HashMap<u64, Vec<u64>>,
-    /// Every record in `batches`.
-    in_batches: HashSet<u64>,
-}
-
-impl Link {
-    fn new(id: u64, publisher: Publisher, max_inflight: u16) -> Link {
-        Link {
-            id,
-            publisher,
-            max_inflight: usize::from(max_inflight.max(1)),
-            live: VecDeque::new(),
-            backlog_from: 0,
-            batches: HashMap::new(),
-            in_batches: HashSet::new(),
-        }
-    }
-
-    fn in_flight(&self) -> usize {
-        self.publisher.in_flight()
-    }
-
-    /// Whether `record` is on this link and not yet acknowledged.
-    fn carries(&self, record: u64) -> bool {
-        self.publisher.carries(record) || self.in_batches.contains(&record)
-    }
-
-    /// Notes that the publish of `first` carries `others` too.
-    fn carry(&mut self, first: u64, others: Vec<u64>) {
-        if !others.is_empty() {
-            self.in_batches.extend(others.iter().copied());
-            self.batches.insert(first, others);
-        }
-    }
-
-    /// The records the broker acknowledged with the publish of `first`.
-    fn acked(&mut self, first: u64) -> Vec<u64> {
-        let mut records = vec![first];
-        if let Some(others) = self.batches.remove(&first) {
-            for record in &others {
-                self.in_batches.remove(record);
-            }
-            records.extend(others);
-        }
-        records
-    }
-
-    /// Whether a backlog message may go now: one is waiting, and a slot stays free for
-    /// live messages.
-    fn backlog_slot(&self, agent: &Agent) -> bool {
-        let reserve = usize::from(self.max_inflight > 1);
-        let before = agent.batching.as_ref().and_then(Batching::first_held);
-        self.live.is_empty()
-            && self.in_flight() + reserve < self.max_inflight
-            && self.next_backlog(&agent.buffer, before).is_some()
-    }
-
-    /// The oldest buffered record not on this link, before the batch being gathered.
-    fn next_backlog(&self, buffer: &DiskBuffer, before: Option<u64>) -> Option<u64> {
-        buffer
-            .pending_from(self.backlog_from)
-            .take_while(|id| before.is_none_or(|before| *id < before))
-            .find(|id| !self.carries(*id))
-    }
 }
