@@ -217,6 +217,7 @@ impl Stack {
                 writer_source: Some(Secret::new(broker.url())),
                 mqtt_client_id: Some("bench-writer".into()),
                 metrics_addr: Some("off".into()),
+                probe_addr: Some("off".into()),
                 ..Settings::default()
             };
             let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();

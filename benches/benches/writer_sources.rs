@@ -118,6 +118,7 @@ fn writer_env(source: String, sim: &CosmosSim) -> Vec<(&'static str, String)> {
         ("COSMOS_CONTAINER", "positions".into()),
         ("COSMOS_CREATE_IF_MISSING", "true".into()),
         ("METRICS_ADDR", "127.0.0.1:0".into()),
+        ("PROBE_ADDR", "off".into()),
     ]
 }
 

@@ -139,6 +139,7 @@ async fn import(
         None => std::time::Duration::from_secs(100 * 365 * 24 * 3600),
     };
     config.metrics_addr = None;
+    config.probe_addr = None;
     let size = std::fs::metadata(&file)
         .with_context(|| format!("cannot read {}", file.display()))?
         .len();

@@ -195,6 +195,7 @@ fn writer(endpoint: &str, source: &str) -> Output {
         .env("COSMOS_KEY", KEY)
         .env("WRITER_SOURCE", source)
         .env("METRICS_ADDR", "off")
+        .env("PROBE_ADDR", "off")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .output()

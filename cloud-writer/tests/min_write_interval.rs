@@ -100,7 +100,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     let sim = CosmosSim::unthrottled().await.unwrap();
     let endpoint = sim.endpoint();
     let spawn = |interval: &str| {
-        let port = free_port();
+        let (port, probes) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -112,13 +112,14 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
             .env("WRITER_SOURCE", broker.url())
             .env("MQTT_CLIENT_ID", "writer-held")
             .env("METRICS_ADDR", format!("127.0.0.1:{port}"))
+            .env("PROBE_ADDR", format!("127.0.0.1:{probes}"))
             .env("MIN_WRITE_INTERVAL", interval)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        (Killed(child), port)
+        (Killed(child), port, probes)
     };
     const RECEIVED: &str = "cloud_writer_messages_received_total ";
     const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"} ";
@@ -128,12 +129,12 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
             .await
             .is_ok_and(|r| r.status() == 200)
     };
-    let (first, port) = spawn("60s");
+    let (first, port, probes) = spawn("60s");
     // Ready once its subscription is acknowledged: what is published from then on is its.
     wait_until_async(
         "the writer subscribed",
         Duration::from_secs(30),
-        || ready(port),
+        || ready(probes),
         |r| *r,
     )
     .await;
@@ -166,7 +167,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     drop(first);
 
     // Restarted without the interval: every held and superseded message comes again.
-    let (_second, port) = spawn("0");
+    let (_second, port, _) = spawn("0");
     let cosmos = container(&endpoint, "telemetry", "held");
     wait_until_async(
         "every drone at its newest position",

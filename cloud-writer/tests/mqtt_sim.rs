@@ -68,7 +68,7 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     );
     assert!(text.contains("cloud_writer_lateness_enqueued_to_written_seconds_bucket"));
     assert_eq!(
-        reqwest::get(format!("http://{addr}/readyz"))
+        reqwest::get(format!("http://{}/readyz", writer.probe_addr().unwrap()))
             .await
             .unwrap()
             .status(),

@@ -14,7 +14,23 @@ use test_harness::Mosquitto;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cloud-writer");
 
-fn command(endpoint: &str, source: &str, container: &str, metrics_port: u16) -> Command {
+/// A writer process's two listeners.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    metrics: u16,
+    probes: u16,
+}
+
+impl Ports {
+    fn free() -> Self {
+        Ports {
+            metrics: free_port(),
+            probes: free_port(),
+        }
+    }
+}
+
+fn command(endpoint: &str, source: &str, container: &str, ports: Ports) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -24,7 +40,8 @@ fn command(endpoint: &str, source: &str, container: &str, metrics_port: u16) -> 
         .env("COSMOS_CONTAINER", container)
         .env("WRITER_SOURCE", source)
         .env("MQTT_CLIENT_ID", format!("writer-{container}"))
-        .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+        .env("METRICS_ADDR", format!("127.0.0.1:{}", ports.metrics))
+        .env("PROBE_ADDR", format!("127.0.0.1:{}", ports.probes))
         .env("RUST_LOG", "warn,cloud_writer=info")
         .stdin(Stdio::null());
     cmd
@@ -45,7 +62,7 @@ async fn wrong_partition_key_path_exits_non_zero_naming_path_and_setting() {
         &sim.endpoint(),
         "mqtt://127.0.0.1:1",
         "byfleet",
-        free_port(),
+        Ports::free(),
     ));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
@@ -59,7 +76,7 @@ async fn wrong_partition_key_path_exits_non_zero_naming_path_and_setting() {
         &sim.endpoint(),
         "mqtt://127.0.0.1:1",
         "byfleet",
-        free_port(),
+        Ports::free(),
     );
     fixed
         .env("COSMOS_PARTITION_KEY_PATH", "/fleetId")
@@ -84,7 +101,12 @@ async fn wrong_partition_key_path_exits_non_zero_naming_path_and_setting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_container_exits_non_zero_unless_told_to_create_it() {
     let sim = CosmosSim::builder().start().await.unwrap();
-    let mut cmd = command(&sim.endpoint(), "mqtt://127.0.0.1:1", "absent", free_port());
+    let mut cmd = command(
+        &sim.endpoint(),
+        "mqtt://127.0.0.1:1",
+        "absent",
+        Ports::free(),
+    );
     cmd.arg("check");
     let out = run_to_exit(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -93,7 +115,12 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
         stderr.contains("'absent'") && stderr.contains("COSMOS_CREATE_IF_MISSING=true"),
         "{stderr}"
     );
-    let mut create = command(&sim.endpoint(), "mqtt://127.0.0.1:1", "absent", free_port());
+    let mut create = command(
+        &sim.endpoint(),
+        "mqtt://127.0.0.1:1",
+        "absent",
+        Ports::free(),
+    );
     create.env("COSMOS_CREATE_IF_MISSING", "true").arg("check");
     let out = run_to_exit(create);
     assert!(
@@ -111,17 +138,18 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
         "the container the writer creates has the project's policy: {stdout}"
     );
     // A configuration error is exit code 2 and names the variable.
-    let mut bad = command(&sim.endpoint(), "http://nowhere", "absent", free_port());
+    let mut bad = command(&sim.endpoint(), "http://nowhere", "absent", Ports::free());
     bad.arg("check");
     let out = run_to_exit(bad);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("WRITER_SOURCE"));
 }
 
-async fn wait_ready(port: u16, child: &mut Child) {
+/// Waits until the writer's `/readyz` (on the probes' port) answers 200.
+async fn wait_ready(ports: Ports, child: &mut Child) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/readyz")).await {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{}/readyz", ports.probes)).await {
             if r.status() == 200 {
                 return;
             }
@@ -143,15 +171,16 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
     let sim = CosmosSim::unthrottled().await.unwrap();
     let endpoint = sim.endpoint();
     let spawn = || {
-        let port = free_port();
-        let mut cmd = command(&endpoint, &broker.url(), "killed", port);
+        let ports = Ports::free();
+        let mut cmd = command(&endpoint, &broker.url(), "killed", ports);
         cmd.env("COSMOS_CREATE_IF_MISSING", "true")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        (cmd.spawn().unwrap(), port)
+        (cmd.spawn().unwrap(), ports)
     };
-    let (mut first, port) = spawn();
-    wait_ready(port, &mut first).await;
+    let (mut first, ports) = spawn();
+    wait_ready(ports, &mut first).await;
+    let port = ports.metrics;
 
     let s = scenario(2_000, 10, Utc::now());
     let messages = s.messages.clone();
@@ -171,8 +200,9 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
     let before = latest_documents(&cosmos).await;
     assert!(!before.is_empty());
 
-    let (mut second, port) = spawn();
-    wait_ready(port, &mut second).await;
+    let (mut second, ports) = spawn();
+    wait_ready(ports, &mut second).await;
+    let port = ports.metrics;
     publisher.await.unwrap();
     let order = |doc: &serde_json::Value| {
         (
@@ -211,13 +241,14 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
 async fn sigterm_finishes_in_flight_writes_acknowledges_them_and_exits_zero() {
     let broker = Mosquitto::start().unwrap();
     let sim = CosmosSim::unthrottled().await.unwrap();
-    let port = free_port();
-    let mut cmd = command(&sim.endpoint(), &broker.url(), "termed", port);
+    let ports = Ports::free();
+    let port = ports.metrics;
+    let mut cmd = command(&sim.endpoint(), &broker.url(), "termed", ports);
     cmd.env("COSMOS_CREATE_IF_MISSING", "true")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    wait_ready(port, &mut child).await;
+    wait_ready(ports, &mut child).await;
 
     let s = scenario(1_000, 5, Utc::now());
     publish(broker.port(), "fleet-termed", &s.messages).await;

@@ -195,6 +195,7 @@ async fn wrong_board_clocks_publish_positions_stamped_with_gps_time() {
             writer_source: Some(Secret::new(hub.eventhub_connection_string())),
             eventhubs_start_position: Some("earliest".into()),
             metrics_addr: Some("127.0.0.1:0".into()),
+            probe_addr: Some("off".into()),
             ..Settings::default()
         }
         .resolve()

@@ -21,6 +21,7 @@ async fn loadgen_reports_what_the_writer_received_and_wrote() {
         .unwrap();
     let mut config = demo::writer_config(&DemoConfig::default(), &broker, &sim);
     config.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.probe_addr = None;
     let writer = Writer::start(config).await.unwrap();
     assert!(demo::wait_until_subscribed(&writer, Duration::from_secs(10)).await);
     let metrics = format!("http://{}/metrics", writer.metrics_addr().unwrap());

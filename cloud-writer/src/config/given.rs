@@ -18,9 +18,9 @@ use url::Url;
 use super::checkpoint_blob::{BlobCheckpoints, CheckpointStoreKind};
 use super::resolved::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
-    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, EventHubsSettings, HistorySettings,
-    LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
-    read_key_file,
+    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, DeadLetterSettings, EventHubsSettings,
+    HistorySettings, LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt,
+    WriterConfig, read_key_file,
 };
 use super::source::SourceSpec;
 
@@ -133,9 +133,12 @@ settings::with_cosmos_account! {
         /// Device times further ahead of now are rejected [default: 2m]
         #[arg(long, env = "FUTURE_TOLERANCE")]
         pub future_tolerance: Option<DurationSetting>,
-        /// Prometheus metrics, /healthz and /readyz [default: 0.0.0.0:9464]; "off" disables
+        /// Prometheus metrics at /metrics [default: 0.0.0.0:9464]; "off" disables
         #[arg(long, env = "METRICS_ADDR")]
         pub metrics_addr: Option<String>,
+        /// Kubelet's probes, /healthz and /readyz [default: 0.0.0.0:9465]; "off" disables
+        #[arg(long, env = "PROBE_ADDR")]
+        pub probe_addr: Option<String>,
         /// How newest-wins is enforced: patch or etag [default: patch]
         #[arg(long, env = "NEWEST_WINS")]
         pub newest_wins: Option<NewestWins>,
@@ -148,6 +151,9 @@ settings::with_cosmos_account! {
         /// Append rejected messages to this JSONL file.
         #[arg(long, env = "DEAD_LETTER_FILE")]
         pub dead_letter_file: Option<PathBuf>,
+        /// The dead-letter file rotates to FILE.1 past this many bytes [default: 67108864]
+        #[arg(long, env = "DEAD_LETTER_MAX_BYTES")]
+        pub dead_letter_max_bytes: Option<u64>,
         /// Most messages per pipeline batch [default: 2000]
         #[arg(long, env = "BATCH_MAX_MESSAGES")]
         pub batch_max_messages: Option<usize>,
@@ -208,10 +214,12 @@ settings::layered!(Settings {
     min_write_interval,
     future_tolerance,
     metrics_addr,
+    probe_addr,
     newest_wins,
     history,
     history_ttl,
     dead_letter_file,
+    dead_letter_max_bytes,
     batch_max_messages,
     batch_linger,
     max_in_flight,
@@ -305,14 +313,15 @@ impl Settings {
                 ),
             });
         }
-        let metrics_addr = match self.metrics_addr.as_deref() {
-            Some("off") => None,
-            Some(addr) => Some(addr.parse().map_err(|e| ConfigError::Invalid {
-                name: "METRICS_ADDR",
-                message: format!("'{addr}' is not an address such as 0.0.0.0:9464 ({e})"),
-            })?),
-            None => Some(SocketAddr::from(([0, 0, 0, 0], 9464))),
-        };
+        let metrics_addr = listen_addr("METRICS_ADDR", self.metrics_addr.as_deref(), 9464)?;
+        let probe_addr = listen_addr("PROBE_ADDR", self.probe_addr.as_deref(), 9465)?;
+        // Port 0 asks for any free port: two listeners, never the same.
+        if metrics_addr.is_some_and(|a| a.port() != 0) && metrics_addr == probe_addr {
+            return Err(ConfigError::Invalid {
+                name: "PROBE_ADDR",
+                message: "must differ from METRICS_ADDR, so that scrapes never hold the probes' connections: write 0.0.0.0:9465".into(),
+            });
+        }
         let history_ttl = self
             .history_ttl
             .map(|d| {
@@ -325,6 +334,26 @@ impl Settings {
                     })
             })
             .transpose()?;
+        let dead_letter = match (self.dead_letter_file, self.dead_letter_max_bytes) {
+            (_, Some(0)) => {
+                return Err(ConfigError::Invalid {
+                    name: "DEAD_LETTER_MAX_BYTES",
+                    message: "must be at least 1: write 67108864 (64 MiB) or leave it out".into(),
+                });
+            }
+            (Some(file), max_bytes) => Some(DeadLetterSettings {
+                file,
+                max_bytes: max_bytes.unwrap_or(DeadLetterSettings::DEFAULT_MAX_BYTES),
+            }),
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    name: "DEAD_LETTER_MAX_BYTES",
+                    message: "applies to DEAD_LETTER_FILE, which is not set: set both, or neither"
+                        .into(),
+                });
+            }
+            (None, None) => None,
+        };
         let batch_max_messages = self.batch_max_messages.unwrap_or(2000);
         let max_in_flight = self.max_in_flight.unwrap_or(20_000);
         if batch_max_messages == 0 || max_in_flight == 0 {
@@ -426,12 +455,13 @@ impl Settings {
             },
             staleness,
             metrics_addr,
+            probe_addr,
             newest_wins: self.newest_wins.unwrap_or_default(),
             history: self
                 .history
                 .unwrap_or(false)
                 .then_some(HistorySettings { ttl: history_ttl }),
-            dead_letter_file: self.dead_letter_file,
+            dead_letter,
             batch_max_messages,
             min_write_interval,
             batch_linger: self.batch_linger.map_or(Duration::from_millis(20), |d| d.0),
@@ -445,6 +475,24 @@ impl Settings {
                 .healthz_stall_after
                 .map_or(Duration::from_secs(600), |d| d.0),
         })
+    }
+}
+
+/// A listener's address, `off` for none, `default_port` on all interfaces when not given.
+fn listen_addr(
+    name: &'static str,
+    given: Option<&str>,
+    default_port: u16,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    match given {
+        Some("off") => Ok(None),
+        Some(addr) => addr.parse().map(Some).map_err(|e| ConfigError::Invalid {
+            name,
+            message: format!(
+                "'{addr}' is not an address such as 0.0.0.0:{default_port}, or off ({e})"
+            ),
+        }),
+        None => Ok(Some(SocketAddr::from(([0, 0, 0, 0], default_port)))),
     }
 }
 

@@ -223,12 +223,14 @@ pub struct WriterConfig {
     pub staleness: StalenessPolicy,
     /// Metrics listener; `None` disables it.
     pub metrics_addr: Option<SocketAddr>,
+    /// Probes listener (`/healthz`, `/readyz`); `None` disables it.
+    pub probe_addr: Option<SocketAddr>,
     /// How newest-wins is enforced.
     pub newest_wins: NewestWins,
     /// History mode.
     pub history: Option<HistorySettings>,
     /// Dead-letter JSONL file.
-    pub dead_letter_file: Option<PathBuf>,
+    pub dead_letter: Option<DeadLetterSettings>,
     /// Most messages per pipeline batch.
     pub batch_max_messages: usize,
     /// At most one write per drone per this interval (zero: no limit).
@@ -245,4 +247,18 @@ pub struct WriterConfig {
     pub source_max_bytes: usize,
     /// `/healthz` fails after this long without progress while work is pending.
     pub healthz_stall_after: Duration,
+}
+
+/// Where rejected messages are appended, and the size at which the file rotates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSettings {
+    /// The JSONL file; the previous one is kept as `FILE.1`.
+    pub file: PathBuf,
+    /// The file rotates when the next line would take it past this.
+    pub max_bytes: u64,
+}
+
+impl DeadLetterSettings {
+    /// 64 MiB: with `FILE.1`, at most 128 MiB on disk.
+    pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 }

@@ -28,6 +28,50 @@ fn defaults_apply() {
     assert_eq!(config.newest_wins, NewestWins::Patch);
     assert!(config.history.is_none());
     assert_eq!(config.metrics_addr, Some("0.0.0.0:9464".parse().unwrap()));
+    assert_eq!(config.probe_addr, Some("0.0.0.0:9465".parse().unwrap()));
+    assert_eq!(config.dead_letter, None);
+}
+
+#[test]
+fn probes_and_metrics_need_two_listeners() {
+    let err = Settings {
+        metrics_addr: Some("0.0.0.0:9464".into()),
+        probe_addr: Some("0.0.0.0:9464".into()),
+        ..base()
+    }
+    .resolve()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("PROBE_ADDR") && err.contains("0.0.0.0:9465"),
+        "{err}"
+    );
+    let off = Settings {
+        probe_addr: Some("off".into()),
+        ..base()
+    };
+    assert_eq!(off.resolve().unwrap().probe_addr, None);
+}
+
+#[test]
+fn the_dead_letter_cap_has_a_default_and_needs_its_file() {
+    let file: Settings = toml::from_str("dead_letter_file = \"/var/dead.jsonl\"\n").unwrap();
+    let dead_letter = file.or(base()).resolve().unwrap().dead_letter.unwrap();
+    assert_eq!(dead_letter.max_bytes, 64 << 20);
+    for (file, max_bytes) in [
+        (None, Some(1000)),
+        (Some("/var/dead.jsonl".into()), Some(0)),
+    ] {
+        let err = Settings {
+            dead_letter_file: file,
+            dead_letter_max_bytes: max_bytes,
+            ..base()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("DEAD_LETTER_MAX_BYTES"), "{err}");
+    }
 }
 
 #[test]

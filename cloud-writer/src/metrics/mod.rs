@@ -68,6 +68,7 @@ pub struct Metrics {
     blocked: Family<Typed<HoldReason>, Gauge>,
     holds: Family<Typed<HoldReason>, Counter>,
     history_dropped: Family<Typed<DropReason>, Counter>,
+    dead_letters_rotated_away: Counter,
     fallback: Gauge,
     ready_gauge: Gauge,
     live_gauge: Gauge,
@@ -131,6 +132,7 @@ impl Metrics {
             blocked: Family::default(),
             holds: Family::default(),
             history_dropped: Family::default(),
+            dead_letters_rotated_away: Counter::default(),
             fallback: Gauge::default(),
             ready_gauge: Gauge::default(),
             live_gauge: Gauge::default(),
@@ -256,6 +258,11 @@ impl Metrics {
             m.history_dropped.clone(),
         );
         r.register(
+            "dead_letters_rotated_away",
+            "Dead-letter lines deleted when the file rotated past DEAD_LETTER_MAX_BYTES",
+            m.dead_letters_rotated_away.clone(),
+        );
+        r.register(
             "newest_wins_fallback",
             "1 when the writer fell back to NEWEST_WINS=etag because the server has no Patch in batches",
             m.fallback.clone(),
@@ -307,6 +314,11 @@ impl Metrics {
         self.history_dropped
             .get_or_create(&[("reason", reason)])
             .inc();
+    }
+
+    /// `lines` dead-letter lines deleted by a rotation.
+    pub fn dead_letters_rotated_away(&self, lines: u64) {
+        self.dead_letters_rotated_away.inc_by(lines);
     }
 
     /// Records that the writer fell back from Patch to the ETag mode.

@@ -1,6 +1,9 @@
-//! The HTTP endpoint of the metrics: `/metrics`, `/healthz` and `/readyz`, routed by axum.
+//! The writer's two HTTP listeners, routed by axum: `/metrics` for the scraper, and
+//! `/healthz` with `/readyz` for kubelet's probes on a port of their own, so that
+//! connections held open on the metrics port never make the probes time out (and the
+//! writer restarted over and over).
 //!
-//! Hardened for a port anyone on the network can reach: a request's headers must arrive
+//! Both are hardened for a port anyone on the network can reach: a request's headers must arrive
 //! within a timeout, connections beyond a cap wait in the listen backlog instead of
 //! growing the process, and accept errors (out of file descriptors) back off
 //! ([`ACCEPT_BACKOFF`]) instead of spinning. `axum::serve` offers neither the header timeout
@@ -25,27 +28,26 @@ use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
 
-/// Limits of the metrics server, and the liveness rule of `/healthz`.
+/// Limits of one listener.
 #[derive(Debug, Clone, Copy)]
-pub struct ServeSettings {
+pub struct Limits {
     /// A request's headers must arrive within this, or the connection is closed.
     pub header_timeout: Duration,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
-    /// `/healthz` fails after this long without progress while work is pending.
-    pub stall_after: Duration,
 }
 
-impl ServeSettings {
-    /// The limits for a scrape endpoint (10 s for headers, 64 connections) with this
-    /// liveness rule.
-    pub fn new(stall_after: Duration) -> Self {
-        ServeSettings {
-            header_timeout: Duration::from_secs(10),
-            max_connections: 64,
-            stall_after,
-        }
-    }
+impl Limits {
+    /// The scrape endpoint's: 10 s for headers, 64 connections.
+    pub const METRICS: Limits = Limits {
+        header_timeout: Duration::from_secs(10),
+        max_connections: 64,
+    };
+    /// The probes': kubelet sends its headers at once and probes one at a time (5 s, 16).
+    pub const PROBES: Limits = Limits {
+        header_timeout: Duration::from_secs(5),
+        max_connections: 16,
+    };
 }
 
 /// The wait after failed accepts: the window from 5 ms doubling up to 1 s (full jitter).
@@ -61,15 +63,29 @@ struct Endpoint {
     stall_after: Duration,
 }
 
-fn router(endpoint: Endpoint) -> Router {
+/// `/metrics`; the liveness gauge it carries follows `stall_after`.
+pub fn metrics_router(metrics: Arc<Metrics>, stall_after: Duration) -> Router {
     Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(endpoint)
+        .route("/metrics", get(metrics_text))
+        .with_state(Endpoint {
+            metrics,
+            stall_after,
+        })
 }
 
-async fn metrics(State(endpoint): State<Endpoint>) -> impl IntoResponse {
+/// `/healthz` (failing after `stall_after` without progress while work is pending) and
+/// `/readyz`.
+pub fn probes_router(metrics: Arc<Metrics>, stall_after: Duration) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(Endpoint {
+            metrics,
+            stall_after,
+        })
+}
+
+async fn metrics_text(State(endpoint): State<Endpoint>) -> impl IntoResponse {
     endpoint.metrics.update_health(endpoint.stall_after);
     (
         [(
@@ -102,18 +118,15 @@ async fn readyz(State(endpoint): State<Endpoint>) -> (StatusCode, &'static str) 
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown`.
+/// Serves `router` on `listener` within `limits` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
-    metrics: Arc<Metrics>,
-    settings: ServeSettings,
+    router: Router,
+    limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let service = TowerToHyperService::new(router(Endpoint {
-        metrics,
-        stall_after: settings.stall_after,
-    }));
-    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let service = TowerToHyperService::new(router);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut backoff = Backoff::new(ACCEPT_BACKOFF);
     loop {
         // A free slot first: beyond the cap, connections wait unaccepted.
@@ -150,7 +163,7 @@ pub async fn serve(
             let io = hyper_util::rt::TokioIo::new(stream);
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(settings.header_timeout)
+                .header_read_timeout(limits.header_timeout)
                 .serve_connection(io, service);
             tokio::select! {
                 _ = connection => {}
@@ -160,7 +173,7 @@ pub async fn serve(
     }
 }
 
-/// Binds the metrics listener.
+/// Binds a listener.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
@@ -175,13 +188,32 @@ mod tests {
     use super::*;
     use crate::metrics::{DocumentKind, HoldReason};
 
-    async fn start(settings: ServeSettings) -> (SocketAddr, Arc<Metrics>, CancellationToken) {
-        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let metrics = Arc::new(Metrics::new());
+    /// The writer's two listeners.
+    struct Served {
+        metrics: SocketAddr,
+        probes: SocketAddr,
+        state: Arc<Metrics>,
+        shutdown: CancellationToken,
+    }
+
+    async fn start(limits: Limits, stall_after: Duration) -> Served {
+        let state = Arc::new(Metrics::new());
         let shutdown = CancellationToken::new();
-        tokio::spawn(serve(listener, metrics.clone(), settings, shutdown.clone()));
-        (addr, metrics, shutdown)
+        let mut addrs = Vec::new();
+        for router in [
+            metrics_router(state.clone(), stall_after),
+            probes_router(state.clone(), stall_after),
+        ] {
+            let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            addrs.push(listener.local_addr().unwrap());
+            tokio::spawn(serve(listener, router, limits, shutdown.clone()));
+        }
+        Served {
+            metrics: addrs[0],
+            probes: addrs[1],
+            state,
+            shutdown,
+        }
     }
 
     /// The status line of a GET on a new connection.
@@ -210,7 +242,12 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_turns_failing_when_progress_stops_with_work_pending() {
-        let (addr, metrics, shutdown) = start(ServeSettings::new(Duration::ZERO)).await;
+        let Served {
+            probes: addr,
+            state: metrics,
+            shutdown,
+            ..
+        } = start(Limits::METRICS, Duration::ZERO).await;
         assert!(get(addr, "/healthz").await.contains("200"));
         metrics.set_in_flight(1);
         assert!(get(addr, "/healthz").await.contains("503"));
@@ -235,7 +272,12 @@ mod tests {
     /// The alert rules read `/readyz` and `/healthz` from these two gauges.
     #[tokio::test]
     async fn metrics_carry_the_answers_of_readyz_and_healthz() {
-        let (addr, metrics, shutdown) = start(ServeSettings::new(Duration::ZERO)).await;
+        let Served {
+            metrics: addr,
+            probes,
+            state: metrics,
+            shutdown,
+        } = start(Limits::METRICS, Duration::ZERO).await;
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");
         assert!(text.contains("\ncloud_writer_live 1\n"), "{text}");
@@ -243,28 +285,35 @@ mod tests {
         metrics.set_source_connected(true);
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 1\n"), "{text}");
-        assert!(get(addr, "/readyz").await.contains("200"));
+        assert!(get(probes, "/readyz").await.contains("200"));
         // A replica without a partition while some are free to own is not ready.
         metrics.set_source_assigned(false);
-        assert!(get(addr, "/readyz").await.contains("503"));
+        assert!(get(probes, "/readyz").await.contains("503"));
         metrics.set_source_assigned(true);
         metrics.set_blocked(Some(HoldReason::Unavailable));
         metrics.set_in_flight(1);
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");
         assert!(text.contains("\ncloud_writer_live 0\n"), "{text}");
-        assert!(get(addr, "/readyz").await.contains("503"));
-        assert!(get(addr, "/healthz").await.contains("503"));
+        assert!(get(probes, "/readyz").await.contains("503"));
+        assert!(get(probes, "/healthz").await.contains("503"));
         shutdown.cancel();
     }
 
     #[tokio::test]
     async fn a_connection_sending_partial_headers_is_closed_after_the_timeout() {
         let timeout = Duration::from_millis(300);
-        let (addr, _metrics, shutdown) = start(ServeSettings {
-            header_timeout: timeout,
-            ..ServeSettings::new(Duration::from_secs(60))
-        })
+        let Served {
+            metrics: addr,
+            shutdown,
+            ..
+        } = start(
+            Limits {
+                header_timeout: timeout,
+                ..Limits::METRICS
+            },
+            Duration::from_secs(60),
+        )
         .await;
         let started = StdInstant::now();
         let mut stream = slowloris(addr).await;
@@ -282,16 +331,26 @@ mod tests {
 
     #[tokio::test]
     async fn connections_beyond_the_cap_wait_until_one_closes() {
-        let (addr, _metrics, shutdown) = start(ServeSettings {
-            max_connections: 2,
-            header_timeout: Duration::from_secs(60),
-            ..ServeSettings::new(Duration::from_secs(60))
-        })
+        let Served {
+            metrics: addr,
+            probes,
+            shutdown,
+            ..
+        } = start(
+            Limits {
+                max_connections: 2,
+                header_timeout: Duration::from_secs(60),
+            },
+            Duration::from_secs(60),
+        )
         .await;
         let first = slowloris(addr).await;
         let _second = slowloris(addr).await;
-        // A third is not served while both slots are taken...
-        let mut third = tokio::spawn(get(addr, "/healthz"));
+        // The probes' port is not the one held: kubelet's probes still answer.
+        assert!(get(probes, "/healthz").await.contains("200"));
+        assert!(get(probes, "/readyz").await.contains("503"));
+        // A third scrape is not served while both slots are taken...
+        let mut third = tokio::spawn(get(addr, "/metrics"));
         let waited = tokio::time::timeout(Duration::from_millis(500), &mut third).await;
         assert!(waited.is_err(), "served beyond the cap");
         // ...and is once a slot frees.

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod coalesce;
+mod dead_letter;
 mod handoff;
 pub mod reject;
 mod spacing;

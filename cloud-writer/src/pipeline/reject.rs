@@ -1,16 +1,15 @@
 //! What happens to a rejected message: counted by reason, logged with the device and a
 //! short excerpt (rate-limited), and optionally appended to a dead-letter JSONL file.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde::Serialize;
 
+use super::dead_letter::DeadLetterFile;
 use super::validate::Rejection;
+use crate::config::DeadLetterSettings;
 use crate::metrics::{DropReason, Metrics};
 
 /// Longest payload excerpt logged or dead-lettered, in bytes.
@@ -23,7 +22,7 @@ const LOG_WINDOW: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Rejects {
     metrics: Arc<Metrics>,
-    dead_letter: Option<Arc<Mutex<BufWriter<File>>>>,
+    dead_letter: Option<Arc<Mutex<DeadLetterFile>>>,
     limiter: Arc<Mutex<Limiter>>,
 }
 
@@ -52,16 +51,13 @@ pub fn excerpt(payload: &[u8]) -> String {
 }
 
 impl Rejects {
-    /// Counts into `metrics`; appends to `dead_letter_file` when given.
-    pub fn new(metrics: Arc<Metrics>, dead_letter_file: Option<&Path>) -> std::io::Result<Self> {
-        let dead_letter = dead_letter_file
-            .map(|path| {
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map(|f| Arc::new(Mutex::new(BufWriter::new(f))))
-            })
+    /// Counts into `metrics`; appends to the dead-letter file when given.
+    pub fn new(
+        metrics: Arc<Metrics>,
+        dead_letter: Option<&DeadLetterSettings>,
+    ) -> std::io::Result<Self> {
+        let dead_letter = dead_letter
+            .map(|settings| DeadLetterFile::open(settings).map(|f| Arc::new(Mutex::new(f))))
             .transpose()?;
         Ok(Rejects {
             metrics,
@@ -125,12 +121,12 @@ impl Rejects {
                 excerpt: excerpt(payload),
                 size: payload.len(),
             };
-            let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
-            let written = serde_json::to_writer(&mut *file, &line)
-                .map_err(std::io::Error::other)
-                .and_then(|()| file.write_all(b"\n"));
-            if let Err(err) = written {
-                tracing::error!(error = %err, "cannot write to the dead-letter file");
+            let line = serde_json::to_vec(&line).expect("a dead letter serialises");
+            let written = file.lock().unwrap_or_else(|e| e.into_inner()).append(&line);
+            match written {
+                Ok(0) => {}
+                Ok(deleted) => self.metrics.dead_letters_rotated_away(deleted),
+                Err(err) => tracing::error!(error = %err, "cannot write to the dead-letter file"),
             }
         }
     }
@@ -178,7 +174,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dead.jsonl");
         let metrics = Arc::new(Metrics::new());
-        let rejects = Rejects::new(metrics.clone(), Some(&path)).unwrap();
+        let settings = DeadLetterSettings {
+            file: path.clone(),
+            max_bytes: DeadLetterSettings::DEFAULT_MAX_BYTES,
+        };
+        let rejects = Rejects::new(metrics.clone(), Some(&settings)).unwrap();
         let long = vec![b'x'; 1000];
         rejects.record(
             "d1",
@@ -208,5 +208,28 @@ mod tests {
         assert_eq!(counts.dropped(DropReason::Spoofed), 1);
         let invalid = [(telemetry::wire::InvalidReason::TooLarge, 1)];
         assert_eq!(counts.invalid, invalid.into());
+    }
+
+    #[test]
+    fn lines_deleted_by_a_rotation_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let settings = DeadLetterSettings {
+            file: dir.path().join("dead.jsonl"),
+            max_bytes: 1,
+        };
+        let rejects = Rejects::new(metrics.clone(), Some(&settings)).unwrap();
+        let spoofed = Rejection::Spoofed {
+            claimed: "d2".into(),
+        };
+        // One line a file: the third line's rotation deletes the first.
+        for _ in 0..3 {
+            rejects.record("d1", b"{}", &spoofed);
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains("\ncloud_writer_dead_letters_rotated_away_total 1\n"),
+            "{text}"
+        );
     }
 }

@@ -72,9 +72,11 @@ pub enum StartError {
     /// Cosmos DB could not be reached or refused.
     #[error("Cosmos DB: {0}")]
     Cosmos(#[from] CosmosError),
-    /// The metrics listener could not be bound.
-    #[error("cannot listen on METRICS_ADDR {addr}: {source}")]
-    Metrics {
+    /// The metrics or probes listener could not be bound.
+    #[error("cannot listen on {name} {addr}: {source}")]
+    Listen {
+        /// The setting.
+        name: &'static str,
         /// The address.
         addr: SocketAddr,
         /// Why.

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{NewestWins, SourceSpec, WriterConfig};
-use crate::metrics::server::{self, ServeSettings};
+use crate::metrics::server::{self, Limits};
 use crate::metrics::{Counts, Metrics};
 use crate::pipeline::PipelineSettings;
 use crate::pipeline::reject::Rejects;
@@ -47,6 +47,7 @@ pub struct Writer {
     metrics: Arc<Metrics>,
     stop: CancellationToken,
     metrics_addr: Option<SocketAddr>,
+    probe_addr: Option<SocketAddr>,
     task: JoinHandle<Result<(), RunError>>,
 }
 
@@ -164,24 +165,25 @@ impl Writer {
             newest_wins = NewestWins::Etag;
         }
         let source = make_source(metrics.clone())?;
-        let rejects = Rejects::new(metrics.clone(), config.dead_letter_file.as_deref())
+        let rejects = Rejects::new(metrics.clone(), config.dead_letter.as_ref())
             .map_err(StartError::DeadLetter)?;
-        let metrics_addr = match config.metrics_addr {
-            Some(addr) => {
-                let listener = server::bind(addr)
-                    .await
-                    .map_err(|source| StartError::Metrics { addr, source })?;
-                let bound = listener.local_addr().ok();
-                tokio::spawn(server::serve(
-                    listener,
-                    metrics.clone(),
-                    ServeSettings::new(config.healthz_stall_after),
-                    stop.child_token(),
-                ));
-                bound
-            }
-            None => None,
-        };
+        let stall_after = config.healthz_stall_after;
+        let metrics_addr = listen(
+            "METRICS_ADDR",
+            config.metrics_addr,
+            server::metrics_router(metrics.clone(), stall_after),
+            Limits::METRICS,
+            &stop,
+        )
+        .await?;
+        let probe_addr = listen(
+            "PROBE_ADDR",
+            config.probe_addr,
+            server::probes_router(metrics.clone(), stall_after),
+            Limits::PROBES,
+            &stop,
+        )
+        .await?;
         let mut encoder = Encoder::new(
             layout,
             newest_wins == NewestWins::Patch,
@@ -222,6 +224,7 @@ impl Writer {
             metrics,
             stop,
             metrics_addr,
+            probe_addr,
             task,
         })
     }
@@ -241,6 +244,11 @@ impl Writer {
         self.metrics_addr
     }
 
+    /// The address the probes' listener (`/healthz`, `/readyz`) is bound to.
+    pub fn probe_addr(&self) -> Option<SocketAddr> {
+        self.probe_addr
+    }
+
     /// A token that stops the writer when cancelled.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.stop.clone()
@@ -257,4 +265,23 @@ impl Writer {
         self.stop.cancel();
         result.map(|()| self.metrics.counts())
     }
+}
+
+/// Serves `router` at `addr` (the setting `name`) until `stop`; the bound address.
+async fn listen(
+    name: &'static str,
+    addr: Option<SocketAddr>,
+    router: axum::Router,
+    limits: Limits,
+    stop: &CancellationToken,
+) -> Result<Option<SocketAddr>, StartError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = server::bind(addr)
+        .await
+        .map_err(|source| StartError::Listen { name, addr, source })?;
+    let bound = listener.local_addr().ok();
+    tokio::spawn(server::serve(listener, router, limits, stop.child_token()));
+    Ok(bound)
 }

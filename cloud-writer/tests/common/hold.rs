@@ -56,9 +56,8 @@ pub async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -
         |b| *b == Some(reason),
     )
     .await;
-    let addr = writer.metrics_addr().unwrap();
-    assert_eq!(readyz(addr).await, 503);
-    let text = metrics_text(addr).await;
+    assert_eq!(readyz(writer.probe_addr().unwrap()).await, 503);
+    let text = metrics_text(writer.metrics_addr().unwrap()).await;
     assert!(
         text.contains(&format!(
             "cloud_writer_writer_blocked{{reason=\"{reason}\"}} 1"

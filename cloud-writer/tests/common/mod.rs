@@ -193,6 +193,7 @@ pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
         writer_source: Some(Secret::new(mqtt_url)),
         mqtt_client_id: Some(format!("writer-{container}")),
         metrics_addr: Some("127.0.0.1:0".into()),
+        probe_addr: Some("127.0.0.1:0".into()),
         ..Settings::default()
     }
 }

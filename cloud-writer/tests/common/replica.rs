@@ -56,6 +56,7 @@ pub struct Replica {
     /// The process.
     pub child: Child,
     metrics_port: u16,
+    probe_port: u16,
     /// Its log (stderr).
     pub log: PathBuf,
 }
@@ -70,7 +71,7 @@ impl Replica {
         dir: &Path,
         env: &[(&str, &str)],
     ) -> Replica {
-        let metrics_port = free_port();
+        let (metrics_port, probe_port) = (free_port(), free_port());
         let log = dir.join(format!("{name}.log"));
         let mut command = Command::new(BIN);
         command
@@ -85,6 +86,7 @@ impl Replica {
             .env("EVENTHUBS_LOAD_BALANCING_INTERVAL", "2s")
             .env("EVENTHUBS_OWNERSHIP_EXPIRY", "10s")
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+            .env("PROBE_ADDR", format!("127.0.0.1:{probe_port}"))
             .env("RUST_LOG", "warn,cloud_writer=info");
         for (name, value) in env {
             command.env(name, value);
@@ -98,6 +100,7 @@ impl Replica {
         Replica {
             child,
             metrics_port,
+            probe_port,
             log,
         }
     }
@@ -131,7 +134,7 @@ impl Replica {
 
     /// Whether its `/readyz` answers 200.
     pub async fn ready(&self) -> bool {
-        let url = format!("http://127.0.0.1:{}/readyz", self.metrics_port);
+        let url = format!("http://127.0.0.1:{}/readyz", self.probe_port);
         reqwest::get(&url)
             .await
             .is_ok_and(|r| r.status() == reqwest::StatusCode::OK)

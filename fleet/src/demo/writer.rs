@@ -48,6 +48,7 @@ pub(super) fn config_for(
         eventhubs_load_balancing_interval: duration(BALANCING_INTERVAL),
         eventhubs_ownership_expiry: duration(config.ownership_expiry),
         metrics_addr: Some("off".to_owned()),
+        probe_addr: Some("off".to_owned()),
         writer_force_missing_partition_key: Some(config.forced()),
         summary_interval: duration(Duration::from_secs(3600)),
         ..cloud_writer::Settings::default()
