@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use test_harness::manifests::{assert_keyless_cosmos, load, text};
+use test_harness::manifests::{
+    assert_confined, assert_keyless_cosmos, assert_pod_hardened, env_value, load, text,
+};
 
 #[test]
 fn the_writers_reach_cosmos_db_with_workload_identity_and_only_known_settings() {
@@ -25,8 +27,34 @@ fn the_writers_reach_cosmos_db_with_workload_identity_and_only_known_settings() 
     .filter(|doc| matches!(text(&doc["kind"]), "Deployment" | "StatefulSet"))
     .collect();
     assert_eq!(workloads.len(), 2);
+    let policies = load("cloud-writer/networkpolicy.yaml");
     for workload in &workloads {
         assert_keyless_cosmos(workload, &accounts, secret);
+        assert_pod_hardened(workload);
+        assert_confined(workload, &policies);
+        // The probes ask the probes' listener, where PROBE_ADDR puts it; the scrape the
+        // metrics port.
+        let container = &workload["spec"]["template"]["spec"]["containers"][0];
+        let port = |name: &str| {
+            let port = container["ports"]
+                .as_vec()
+                .unwrap()
+                .iter()
+                .find(|p| text(&p["name"]) == name)
+                .unwrap_or_else(|| panic!("no port {name}"));
+            port["containerPort"].as_i64().unwrap().to_string()
+        };
+        for (setting, name) in [("PROBE_ADDR", "probes"), ("METRICS_ADDR", "metrics")] {
+            let addr = env_value(container, setting).unwrap_or_else(|| panic!("{setting}"));
+            assert_eq!(addr.rsplit_once(':').unwrap().1, port(name), "{setting}");
+        }
+        for probe in ["readinessProbe", "livenessProbe"] {
+            assert_eq!(
+                text(&container[probe]["httpGet"]["port"]),
+                "probes",
+                "{probe}"
+            );
+        }
         for var in workload["spec"]["template"]["spec"]["containers"][0]["env"]
             .as_vec()
             .unwrap()

@@ -3,7 +3,9 @@
 //! them), the container listens where `API_ADDR` says, each secret file it names is a key of
 //! the example Secret, the probes ask the routes open without a credential, the Service
 //! and the Ingress reach the container's port by name, and Cosmos DB is reached with
-//! workload identity, no key.
+//! workload identity, no key. The pod is confined by its NetworkPolicy, reads its secret
+//! files through its group and runs an image pinned by digest; the Ingress carries no
+//! configuration snippet.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,6 +83,17 @@ fn manifests_name_only_settings_the_api_reads_and_reach_its_port() {
         }
     }
     assert!(!ingress["spec"]["tls"][0]["secretName"].is_badvalue());
+    let annotations = ingress["metadata"]["annotations"].as_hash().unwrap();
+    assert!(
+        annotations.keys().all(|k| !text(k).ends_with("-snippet")),
+        "a snippet annotation"
+    );
+
+    test_harness::manifests::assert_pod_hardened(&deployment);
+    test_harness::manifests::assert_confined(
+        &deployment,
+        &test_harness::manifests::load("fleet-api/networkpolicy.yaml"),
+    );
 }
 
 #[test]
