@@ -19,18 +19,31 @@ Links (one of):
 
 Standard output, one JSON object a line, flushed:
   {"ev":"ready","link":...,"address":"HOST:PORT"|null,"device":PATH|null}
-  {"ev":"sent","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...}}
+  {"ev":"sent","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"key":K,"fields":{...}}
       printed before the bytes leave, so a test that saw the effect has the line;
-      "delivered": false when no peer could be sent to (nobody connected yet)
+      "delivered": false when no peer could be sent to (nobody connected yet); "key" the
+      passphrase of the signing key (null: unsigned)
   {"ev":"garbage","t":S,"kind":"random"|"bad_crc"|"prefix","sys":N,"fields":{...}}
       bad_crc: a GLOBAL_POSITION_INT whose checksum was broken (fields: what it carried)
-  {"ev":"received","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...}}
-  {"ev":"bad_input","t":S,"reason":...}   bytes we could not read
+  {"ev":"received","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...},
+   "signing":{...}}
+  {"ev":"bad_input","t":S,"reason":...,"signing":{...}}   bytes we could not read
+      "signing" (with --verify-signed): pymavlink's counts of what it checked so far,
+      {"goodsig":N,"badsig":N,"unsigned":N,"reject":N}
   {"ev":"started","sys":N}  a held vehicle started (stdin `start N`)
+  {"ev":"withheld","t":S,"sys":N,"fields":{...}}  a signed position made and kept back
+  {"ev":"replayed","t":S,"sys":N,"kind":"withheld"|"repeat","msg":NAME,"fields":{...}}
 t is this process's monotonic clock in seconds.
 
-Standard input: `start SYSID` starts a vehicle given with `hold`; end of input (or
-SIGTERM) ends the program with status 0.
+Standard input: `start SYSID` starts a vehicle given with `hold`; `withhold SYSID` signs a
+GLOBAL_POSITION_INT at a place of no route and keeps it; `replay SYSID` sends it (later
+frames of the vehicle carry newer signing timestamps); `repeat SYSID` sends the vehicle's
+last frame again, byte for byte. End of input (or SIGTERM) ends the program with status 0.
+
+Signing (MAVLink 2): --signed PASSPHRASE signs every vehicle's frames with
+sha256(PASSPHRASE), on link id = the vehicle's index, with a timestamp that follows the
+clock as autopilots keep it (never behind the last one sent); --verify-signed checks what
+the agent sends with that key too, unsigned frames refused.
 
 Vehicles: --vehicle SPEC, repeated; SPEC is SYSID followed by comma-separated options:
   battery=PCT     SYS_STATUS.battery_remaining (default 90 - SYSID)
@@ -42,6 +55,10 @@ Vehicles: --vehicle SPEC, repeated; SPEC is SYSID followed by comma-separated op
   autopilot=N     HEARTBEAT.autopilot (default 3, ArduPilot; 8 = invalid, not an autopilot)
   comp=N          component id (default 1)
   hold            send nothing until stdin says `start SYSID`
+  key=PASSPHRASE  sign with sha256(PASSPHRASE) instead of --signed's key; key=none: unsigned
+  stale=SECONDS   sign with a clock this far behind (a recording played back)
+  route=N         a route N * 10 degrees south of the one its ids give (an impostor using
+                  the ids of another vehicle: its positions are told apart)
 """
 
 import argparse
@@ -117,6 +134,9 @@ class Vehicle:
         self.compid = 1
         self.held = False
         self.gps_health = False
+        self.key = args.signed
+        self.stale = 0.0
+        self.route_offset = 0
         for part in parts[1:]:
             key, _, value = part.partition("=")
             if key == "battery":
@@ -132,6 +152,12 @@ class Vehicle:
                 self.held = True
             elif key == "gps_health":
                 self.gps_health = True
+            elif key == "key":
+                self.key = None if value == "none" else value
+            elif key == "stale":
+                self.stale = float(value)
+            elif key == "route":
+                self.route_offset = int(value)
             else:
                 raise SystemExit(f"unknown vehicle option {part!r}")
         if self.gps_health and args.mavlink != 2:
@@ -143,15 +169,20 @@ class Vehicle:
         # Messages outside the common set go through the ArduPilot dialect, with the
         # same sequence numbers.
         self.apm = apm.MAVLink(self.capture, srcSystem=self.sysid, srcComponent=self.compid)
-        if args.signed is not None and args.mavlink == 2:
+        if self.key is not None and args.mavlink != 2:
+            raise SystemExit("signing needs --mavlink 2")
+        if self.key is not None:
             # What mavutil's mavfile.setup_signing does: key, outgoing signing, link id,
             # and a timestamp in 10 µs units since 2015-01-01.
             signing = self.mav.signing
-            signing.secret_key = hashlib.sha256(args.signed.encode()).digest()
+            signing.secret_key = hashlib.sha256(self.key.encode()).digest()
             signing.sign_outgoing = True
             signing.link_id = index
-            signing.timestamp = int((time.time() - SIGNING_EPOCH) * 100 * 1000)
+            signing.timestamp = self.signing_clock()
             self.apm.signing = signing
+        self.withheld = None
+        self.last_frame = None
+        self.last_sent = None
         # Each vehicle booted at its own moment before us.
         self.boot = time.monotonic() - 5.0 - 7.3 * index
         self.step = 0
@@ -161,11 +192,22 @@ class Vehicle:
     def boot_ms(self):
         return int((time.monotonic() - self.boot) * 1000)
 
+    def signing_clock(self):
+        """The signing timestamp of this vehicle's clock now (10 µs units since 2015)."""
+        return int((time.time() - self.stale - SIGNING_EPOCH) * 100 * 1000)
+
+    def keep_signing_time(self):
+        """Before a send: the signing timestamp follows the clock, as an autopilot's does
+        (pymavlink itself only adds 1 a frame), never going back."""
+        if self.key is not None:
+            self.mav.signing.timestamp = max(self.mav.signing.timestamp, self.signing_clock())
+
     def route(self, i):
         """The i-th point of this vehicle's route: distinct for every i < points and
         every vehicle (system and component); some values say "unknown"."""
         s, k = self.sysid, i % self.points
         lat = 476_200_000 + 1_000_000 * s + 100_000 * (self.compid - 1) + 1_234 * k + 7
+        lat -= 100_000_000 * self.route_offset
         lon = -1_223_400_000 - 1_000_000 * s - 987 * k - 3
         alt = 120_000 + 250 * k + 13 * s
         vx = 300 + 17 * k - 40 * s
@@ -331,6 +373,14 @@ class FlightController:
         self.rng = random.Random(args.seed)
         self.parser = common_v2.MAVLink(None)
         self.parser.robust_parsing = True
+        self.verify = args.verify_signed
+        if self.verify:
+            # As a flight controller that requires signing: the key, its clock, and no
+            # unsigned message accepted.
+            signing = self.parser.signing
+            signing.secret_key = hashlib.sha256(args.signed.encode()).digest()
+            signing.timestamp = int((time.time() - SIGNING_EPOCH) * 100 * 1000)
+            signing.allow_unsigned_callback = lambda mav, msg_id: False
         self.system_time_offset_us = None
         if args.system_time is not None:
             # UNIX time = monotonic time + offset, the same for every vehicle.
@@ -355,6 +405,7 @@ class FlightController:
 
     def send(self, vehicle, message, mav=None):
         mav = mav or vehicle.mav
+        vehicle.keep_signing_time()
         mav.send(message)
         frame = vehicle.capture.frame
         signed = vehicle.version == 2 and bool(frame[2] & 0x01)
@@ -367,12 +418,36 @@ class FlightController:
             msg=message.get_type(),
             v=vehicle.version,
             signed=signed,
+            key=vehicle.key,
             delivered=delivered,
             fields=fields_of(message),
         )
+        vehicle.last_frame = frame
+        vehicle.last_sent = (message.get_type(), fields_of(message))
         if delivered:
             self.link.send(frame)
         return frame
+
+    def withhold(self, vehicle):
+        """Signs a position at a place of no route now, and keeps it back."""
+        vehicle.keep_signing_time()
+        message = vehicle.mav.global_position_int_encode(
+            vehicle.boot_ms(), -270_000_000 - vehicle.sysid, 1_530_000_000, 7_000, 0, 100, 100, 0, 4_500
+        )
+        vehicle.mav.send(message)
+        vehicle.withheld = (vehicle.capture.frame, fields_of(message))
+        emit("withheld", t=now(), sys=vehicle.sysid, fields=fields_of(message))
+
+    def replay(self, vehicle, kind):
+        """Sends the withheld frame, or the last one again."""
+        if kind == "withheld":
+            frame, fields = vehicle.withheld
+            msg = "GLOBAL_POSITION_INT"
+        else:
+            frame = vehicle.last_frame
+            msg, fields = vehicle.last_sent
+        emit("replayed", t=now(), sys=vehicle.sysid, kind=kind, msg=msg, fields=fields)
+        self.link.send(frame)
 
     def heartbeat(self, vehicle):
         mav = vehicle.mav
@@ -450,12 +525,25 @@ class FlightController:
             emit("garbage", t=now(), kind=kind, sys=vehicle.sysid, bytes=len(data))
             self.link.send(data)
 
+    def signing_counts(self):
+        if not self.verify:
+            return {}
+        signing = self.parser.signing
+        return {
+            "signing": {
+                "goodsig": signing.goodsig_count,
+                "badsig": signing.badsig_count,
+                "unsigned": signing.unsigned_count,
+                "reject": signing.reject_count,
+            }
+        }
+
     def on_bytes(self, data):
         if not data:
             return
         for message in self.parser.parse_buffer(data) or []:
             if message.get_type() == "BAD_DATA":
-                emit("bad_input", t=now(), reason=str(getattr(message, "reason", "")))
+                emit("bad_input", t=now(), reason=str(getattr(message, "reason", "")), **self.signing_counts())
                 continue
             buf = message.get_msgbuf()
             emit(
@@ -467,6 +555,7 @@ class FlightController:
                 v=2 if buf and buf[0] == 0xFD else 1,
                 signed=message.get_signed(),
                 fields=fields_of(message),
+                **self.signing_counts(),
             )
 
     def on_stdin(self):
@@ -486,6 +575,13 @@ class FlightController:
                     if vehicle.sysid == int(words[1]):
                         vehicle.held = False
                 emit("started", sys=int(words[1]))
+            elif words[:1] in (["withhold"], ["replay"], ["repeat"]) and len(words) == 2:
+                for vehicle in self.vehicles:
+                    if vehicle.sysid == int(words[1]):
+                        if words[0] == "withhold":
+                            self.withhold(vehicle)
+                        else:
+                            self.replay(vehicle, "withheld" if words[0] == "replay" else "repeat")
             elif words[:1] == ["stop"]:
                 self.running = False
 
@@ -536,12 +632,15 @@ def main():
     parser.add_argument("--rate", type=float, default=10.0, help="positions per second")
     parser.add_argument("--system-time", metavar="now|offset:SECONDS|UNIX_SECONDS")
     parser.add_argument("--signed", metavar="PASSPHRASE", help="sign v2 frames with sha256(PASSPHRASE)")
+    parser.add_argument("--verify-signed", action="store_true", help="accept only what is signed with --signed's key")
     parser.add_argument("--garbage-every", type=int, default=0, metavar="N", help="garbage before every N-th position")
     parser.add_argument("--unknown-messages", action="store_true", help="also send EKF_STATUS_REPORT (ArduPilot dialect)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.signed is not None and args.mavlink != 2:
         parser.error("--signed needs --mavlink 2")
+    if args.verify_signed and args.signed is None:
+        parser.error("--verify-signed needs --signed")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
