@@ -8,6 +8,7 @@
 //!   component id), and it is not more than one minute behind the newest timestamp the
 //!   agent knows (the board clock, its own signatures, accepted frames). Otherwise it is
 //!   [`Refused`], by reason. MAVLink 1 frames cannot be signed: they are unsigned.
+//!   Messages outside the common set are not checked: they are ignored anyway.
 //! - The agent signs on link id 0 with a timestamp in 10 µs units since
 //!   2015-01-01 00:00:00 UTC, the board clock's, but always after the newest timestamp
 //!   it knows: a clock that steps back never makes a timestamp repeat, and a board clock
