@@ -25,7 +25,7 @@ use crate::buffer::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES
 use crate::cadence::RemoteConfig;
 use crate::cadence::{Cadence, CadenceError, Interval};
 use crate::source::gpsd::GpsdAddress;
-use crate::source::{MavlinkAddress, MavlinkConfig, SimConfig, SourceConfig};
+use crate::source::{MavlinkAddress, MavlinkConfig, SigningKey, SimConfig, SourceConfig};
 use crate::transport::sas::{ConnectionStringError, DeviceConnectionString};
 use crate::transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
 use crate::twin::DEFAULT_REPORTED_MIN_INTERVAL;
@@ -103,6 +103,10 @@ pub struct Settings {
     /// The vehicle's MAVLink system id (1-255); default: the first autopilot heard.
     #[arg(long, env = "MAVLINK_SYSTEM_ID")]
     pub mavlink_system_id: Option<u8>,
+    /// A file holding the MAVLink 2 signing key (64 hexadecimal digits): only frames
+    /// signed with it are read, and the agent's own are signed.
+    #[arg(long, env = "MAVLINK_SIGNING_KEY_FILE")]
+    pub mavlink_signing_key_file: Option<PathBuf>,
     /// gpsd's address: `HOST:PORT`, `HOST` (port 2947) or `[IPv6]:PORT` [default: 127.0.0.1:2947]
     #[arg(long, env = "GPSD_ADDRESS")]
     pub gpsd_address: Option<String>,
@@ -245,6 +249,7 @@ settings::layered!(Settings {
     position_source,
     mavlink_address,
     mavlink_system_id,
+    mavlink_signing_key_file,
     gpsd_address,
     sim_home_lat,
     sim_home_lon,
@@ -435,6 +440,7 @@ impl Settings {
                 Ok(SourceConfig::Mavlink(MavlinkConfig {
                     address,
                     system_id: self.mavlink_system_id,
+                    signing_key: self.mavlink_signing_key()?,
                 }))
             }
             "gpsd" => Ok(SourceConfig::Gpsd {
@@ -469,6 +475,19 @@ impl Settings {
         }
     }
 
+    /// The key in `MAVLINK_SIGNING_KEY_FILE`, read and checked now.
+    fn mavlink_signing_key(&self) -> Result<Option<SigningKey>, ConfigError> {
+        const SETTING: &str = "MAVLINK_SIGNING_KEY_FILE";
+        let Some(path) = &self.mavlink_signing_key_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| invalid(SETTING, format!("cannot read {}: {err}", path.display())))?;
+        SigningKey::from_hex(&text)
+            .map(Some)
+            .map_err(|err| invalid(SETTING, format!("{}: {err}", path.display())))
+    }
+
     /// Refuses a setting of another source than `source` (a `GPSD_ADDRESS` for a MAVLink
     /// agent would otherwise be ignored without a word).
     fn refuse_settings_of_other_sources(&self, source: &str) -> Result<(), ConfigError> {
@@ -478,6 +497,11 @@ impl Settings {
                 "mavlink",
                 "MAVLINK_SYSTEM_ID",
                 self.mavlink_system_id.is_some(),
+            ),
+            (
+                "mavlink",
+                "MAVLINK_SIGNING_KEY_FILE",
+                self.mavlink_signing_key_file.is_some(),
             ),
             ("gpsd", "GPSD_ADDRESS", self.gpsd_address.is_some()),
             ("sim", "SIM_HOME_LAT", self.sim_home_lat.is_some()),

@@ -344,8 +344,10 @@ async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) ->
     let Ok(fix) = tokio::time::timeout(timeout, source.first_fix()).await else {
         let heard = match source.mavlink_status() {
             Some(m) if m.vehicle.is_none() => format!(
-                "; no autopilot HEARTBEAT heard ({} messages of other systems, {} unreadable)",
-                m.ignored_other_systems, m.unreadable
+                "; no autopilot HEARTBEAT heard ({} messages of other systems, {} unreadable{})",
+                m.ignored_other_systems,
+                m.unreadable,
+                refused_frames(&m)
             ),
             _ => String::new(),
         };
@@ -369,8 +371,11 @@ async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) ->
             true,
             "mavlink",
             format!(
-                "vehicle {vehicle}, {} messages of other systems ignored, {} unreadable, {} heartbeats sent",
-                m.ignored_other_systems, m.unreadable, m.heartbeats_sent
+                "vehicle {vehicle}, {} messages of other systems ignored, {} unreadable{}, {} heartbeats sent",
+                m.ignored_other_systems,
+                m.unreadable,
+                refused_frames(&m),
+                m.heartbeats_sent
             ),
         );
     }
@@ -399,6 +404,16 @@ async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) ->
         },
     };
     ok
+}
+
+/// The frames refused for their signature, when the link has a signing key.
+fn refused_frames(m: &edge_agent::status::MavlinkStatus) -> String {
+    m.refused.map_or_else(String::new, |r| {
+        format!(
+            ", refused: {} unsigned, {} not signed with the key, {} with an old timestamp",
+            r.unsigned, r.bad_signature, r.old_timestamp
+        )
+    })
 }
 
 fn describe(config: &AgentConfig) -> String {

@@ -56,6 +56,21 @@ pub struct MavlinkStatus {
     pub unknown_messages: u64,
     /// `HEARTBEAT`s the agent sent as an onboard controller.
     pub heartbeats_sent: u64,
+    /// Frames refused for their signature, by reason; `None` when frames are not checked
+    /// (no `MAVLINK_SIGNING_KEY_FILE`).
+    pub refused: Option<RefusedFrames>,
+}
+
+/// MAVLink frames refused because they are not signed with the link's key, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RefusedFrames {
+    /// Unsigned frames (MAVLink 1 included).
+    pub unsigned: u64,
+    /// Frames signed with another key, or altered.
+    pub bad_signature: u64,
+    /// Frames signed with the key whose timestamp is not newer than their stream's last
+    /// (replayed), or more than a minute behind the newest known.
+    pub old_timestamp: u64,
 }
 
 /// A MAVLink system and component.

@@ -1,7 +1,7 @@
 //! The binary: `check` prints a clear report, a wrong setting stops it at start with a
 //! message naming the setting (no source named, a variable with the agent's prefix that is
-//! no setting, gpsd's address as a URL), and `run` publishes and writes its status file
-//! until SIGTERM.
+//! no setting, gpsd's address as a URL, a MAVLink signing key file that holds no key), and
+//! `run` publishes and writes its status file until SIGTERM.
 
 mod common;
 
@@ -21,6 +21,9 @@ fn agent() -> Command {
         "POSITION_SOURCE",
         "SOURCE",
         "GPSD_ADDRESS",
+        "MAVLINK_ADDRESS",
+        "MAVLINK_SYSTEM_ID",
+        "MAVLINK_SIGNING_KEY_FILE",
         "REPORT_INTERVAL",
         "EDGE_AGENT_CONFIG",
     ] {
@@ -214,6 +217,42 @@ async fn a_gpsd_url_is_refused_with_the_form_to_write() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("GPSD_ADDRESS"), "{stderr}");
     assert!(stderr.contains("write `localhost:2947`"), "{stderr}");
+}
+
+/// A signing key file that is not 64 hexadecimal digits (or cannot be read) stops the
+/// agent at start, saying what to write, and never repeating what the file holds.
+#[tokio::test]
+async fn a_wrong_mavlink_signing_key_file_says_what_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.key");
+    let not_hex = dir.path().join("passphrase.key");
+    let secret = "my-secret-passphrase-that-is-not-a-key-but-has-64-characters-yes";
+    assert_eq!(secret.len(), 64);
+    std::fs::write(&short, format!("{}\n", "ab".repeat(31))).unwrap();
+    std::fs::write(&not_hex, secret).unwrap();
+    for (file, problem) in [
+        (short, "62 characters, not 64"),
+        (not_hex, "not hexadecimal"),
+        (dir.path().join("missing.key"), "cannot read"),
+    ] {
+        let mut command = configured_but_source(dir.path());
+        command
+            .args(["check", "--timeout", "2"])
+            .env("POSITION_SOURCE", "mavlink")
+            .env("MAVLINK_ADDRESS", "udpin:127.0.0.1:9")
+            .env("MAVLINK_SIGNING_KEY_FILE", &file);
+        let output = finished(command).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("MAVLINK_SIGNING_KEY_FILE") && stderr.contains(problem),
+            "{problem}: {stderr}"
+        );
+        if problem != "cannot read" {
+            assert!(stderr.contains("64 hexadecimal digits"), "{stderr}");
+        }
+        assert!(!stderr.contains(secret), "{stderr}");
+    }
 }
 
 #[tokio::test]

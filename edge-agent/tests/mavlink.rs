@@ -3,7 +3,8 @@
 //! environment scripts/test-all makes) over UDP, a router's server endpoint, TCP and a
 //! serial line (a pty pair), and publishes to Mosquitto. Every published position must be
 //! one the vehicle sent, scaled as the protocol says, at the GPS time the vehicle gave;
-//! the expectations come from the peer's own account of what it sent.
+//! the expectations come from the peer's own account of what it sent. With a signing key
+//! (tests/mavlink/signing.rs) only frames signed with it are read, and the agent signs.
 
 mod common;
 
@@ -15,6 +16,8 @@ mod expect;
 mod peer;
 #[path = "mavlink/rig.rs"]
 mod rig;
+#[path = "mavlink/signing.rs"]
+mod signing;
 
 use std::collections::HashSet;
 
@@ -115,6 +118,10 @@ async fn one_vehicle_streams(link: Link, peer_args: &[&str], version: u64, signe
         mavlink_count(&status, "ignored_other_systems"),
         0,
         "{status}"
+    );
+    assert!(
+        status["mavlink"]["refused"].is_null(),
+        "frames are not checked without a key: {status}"
     );
     // Once the vehicle is locked the agent speaks its version.
     assert_agent_heartbeat(&mut rig, 1, version).await;

@@ -30,6 +30,7 @@ async fn mavlink_global_position_int_over_udp_is_published() {
     config.source = SourceConfig::Mavlink(MavlinkConfig {
         address: MavlinkAddress::UdpIn(format!("127.0.0.1:{port}")),
         system_id: None,
+        signing_key: None,
     });
     let agent = Running::start(config);
 

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, EARLIEST_PLAUSIBLE};
 use crate::status::StatusCell;
 pub use config::SourceConfig;
-pub use mavlink::{MavlinkAddress, MavlinkConfig};
+pub use mavlink::{MavlinkAddress, MavlinkConfig, SigningKey};
 use retry_backoff::{Backoff, BackoffConfig};
 pub use sim::{SimConfig, SimRoute};
 
@@ -141,9 +141,9 @@ impl Source {
             },
             SourceConfig::Mavlink(mavlink) => {
                 let mavlink = mavlink.clone();
-                let chosen = mavlink::ChosenVehicle::default();
+                let memory = mavlink::LinkMemory::default();
                 feed("mavlink", status, clock, shutdown, move |tx| {
-                    mavlink::run(mavlink.clone(), chosen.clone(), tx)
+                    mavlink::run(mavlink.clone(), memory.clone(), tx)
                 })
             }
             SourceConfig::Gpsd { address } => {

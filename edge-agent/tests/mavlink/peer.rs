@@ -1,5 +1,6 @@
-//! The flight controller (tests/python/flight_controller.py, pymavlink) as a child process:
-//! its JSON lines (what it sent, what it received) collected as they come.
+//! The flight controller (tests/python/flight_controller.py and its links in
+//! mavlink_link.py, pymavlink) as a child process: its JSON lines (what it sent, what it
+//! received) collected as they come.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ impl FlightController {
             )
             .args(args)
             .env("PYTHONUNBUFFERED", "1")
+            // It imports tests/python/mavlink_link.py: no __pycache__ in the tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr.reopen().unwrap())

@@ -19,18 +19,31 @@ Links (one of):
 
 Standard output, one JSON object a line, flushed:
   {"ev":"ready","link":...,"address":"HOST:PORT"|null,"device":PATH|null}
-  {"ev":"sent","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...}}
+  {"ev":"sent","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"key":K,"fields":{...}}
       printed before the bytes leave, so a test that saw the effect has the line;
-      "delivered": false when no peer could be sent to (nobody connected yet)
+      "delivered": false when no peer could be sent to (nobody connected yet); "key" the
+      passphrase of the signing key (null: unsigned)
   {"ev":"garbage","t":S,"kind":"random"|"bad_crc"|"prefix","sys":N,"fields":{...}}
       bad_crc: a GLOBAL_POSITION_INT whose checksum was broken (fields: what it carried)
-  {"ev":"received","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...}}
-  {"ev":"bad_input","t":S,"reason":...}   bytes we could not read
+  {"ev":"received","t":S,"sys":N,"comp":N,"msg":NAME,"v":1|2,"signed":B,"fields":{...},
+   "signing":{...}}
+  {"ev":"bad_input","t":S,"reason":...,"signing":{...}}   bytes we could not read
+      "signing" (with --verify-signed): pymavlink's counts of what it checked so far,
+      {"goodsig":N,"badsig":N,"unsigned":N,"reject":N}
   {"ev":"started","sys":N}  a held vehicle started (stdin `start N`)
+  {"ev":"withheld","t":S,"sys":N,"fields":{...}}  a signed position made and kept back
+  {"ev":"replayed","t":S,"sys":N,"kind":"withheld"|"repeat","msg":NAME,"fields":{...}}
 t is this process's monotonic clock in seconds.
 
-Standard input: `start SYSID` starts a vehicle given with `hold`; end of input (or
-SIGTERM) ends the program with status 0.
+Standard input: `start SYSID` starts a vehicle given with `hold`; `withhold SYSID` signs a
+GLOBAL_POSITION_INT at a place of no route and keeps it; `replay SYSID` sends it (later
+frames of the vehicle carry newer signing timestamps); `repeat SYSID` sends the vehicle's
+last frame again, byte for byte. End of input (or SIGTERM) ends the program with status 0.
+
+Signing (MAVLink 2): --signed PASSPHRASE signs every vehicle's frames with
+sha256(PASSPHRASE), on link id = the vehicle's index, with a timestamp that follows the
+clock as autopilots keep it (never behind the last one sent); --verify-signed checks what
+the agent sends with that key too, unsigned frames refused.
 
 Vehicles: --vehicle SPEC, repeated; SPEC is SYSID followed by comma-separated options:
   battery=PCT     SYS_STATUS.battery_remaining (default 90 - SYSID)
@@ -42,26 +55,28 @@ Vehicles: --vehicle SPEC, repeated; SPEC is SYSID followed by comma-separated op
   autopilot=N     HEARTBEAT.autopilot (default 3, ArduPilot; 8 = invalid, not an autopilot)
   comp=N          component id (default 1)
   hold            send nothing until stdin says `start SYSID`
+  key=PASSPHRASE  sign with sha256(PASSPHRASE) instead of --signed's key; key=none: unsigned
+  stale=SECONDS   sign with a clock this far behind (a recording played back)
+  route=N         a route N * 10 degrees south of the one its ids give (an impostor using
+                  the ids of another vehicle: its positions are told apart)
 """
 
 import argparse
 import hashlib
-import json
 import math
 import os
 import random
 import selectors
 import signal
-import socket
 import sys
-import termios
 import time
-import tty
 
 from pymavlink.dialects.v10 import ardupilotmega as apm_v1
 from pymavlink.dialects.v10 import common as common_v1
 from pymavlink.dialects.v20 import ardupilotmega as apm_v2
 from pymavlink.dialects.v20 import common as common_v2
+
+from mavlink_link import Link, emit, now
 
 # pymavlink's mavutil picks one of these modules from MAVLINK20 (and MAVLINK_DIALECT) at
 # import; holding both lets one process send either version and read both.
@@ -78,23 +93,6 @@ UNKNOWN_U8 = 255
 UNKNOWN_U16 = 65535
 # Unix time of 2015-01-01, the epoch of MAVLink 2 signing timestamps.
 SIGNING_EPOCH = 1420070400
-
-T0 = time.monotonic()
-
-
-def now():
-    return round(time.monotonic() - T0, 6)
-
-
-def emit(event, **fields):
-    fields = {"ev": event, **fields}
-    sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def host_port(text):
-    host, _, port = text.rpartition(":")
-    return (host or "127.0.0.1", int(port))
 
 
 class Capture:
@@ -117,6 +115,9 @@ class Vehicle:
         self.compid = 1
         self.held = False
         self.gps_health = False
+        self.key = args.signed
+        self.stale = 0.0
+        self.route_offset = 0
         for part in parts[1:]:
             key, _, value = part.partition("=")
             if key == "battery":
@@ -132,6 +133,12 @@ class Vehicle:
                 self.held = True
             elif key == "gps_health":
                 self.gps_health = True
+            elif key == "key":
+                self.key = None if value == "none" else value
+            elif key == "stale":
+                self.stale = float(value)
+            elif key == "route":
+                self.route_offset = int(value)
             else:
                 raise SystemExit(f"unknown vehicle option {part!r}")
         if self.gps_health and args.mavlink != 2:
@@ -143,15 +150,20 @@ class Vehicle:
         # Messages outside the common set go through the ArduPilot dialect, with the
         # same sequence numbers.
         self.apm = apm.MAVLink(self.capture, srcSystem=self.sysid, srcComponent=self.compid)
-        if args.signed is not None and args.mavlink == 2:
+        if self.key is not None and args.mavlink != 2:
+            raise SystemExit("signing needs --mavlink 2")
+        if self.key is not None:
             # What mavutil's mavfile.setup_signing does: key, outgoing signing, link id,
             # and a timestamp in 10 µs units since 2015-01-01.
             signing = self.mav.signing
-            signing.secret_key = hashlib.sha256(args.signed.encode()).digest()
+            signing.secret_key = hashlib.sha256(self.key.encode()).digest()
             signing.sign_outgoing = True
             signing.link_id = index
-            signing.timestamp = int((time.time() - SIGNING_EPOCH) * 100 * 1000)
+            signing.timestamp = self.signing_clock()
             self.apm.signing = signing
+        self.withheld = None
+        self.last_frame = None
+        self.last_sent = None
         # Each vehicle booted at its own moment before us.
         self.boot = time.monotonic() - 5.0 - 7.3 * index
         self.step = 0
@@ -161,151 +173,28 @@ class Vehicle:
     def boot_ms(self):
         return int((time.monotonic() - self.boot) * 1000)
 
+    def signing_clock(self):
+        """The signing timestamp of this vehicle's clock now (10 µs units since 2015)."""
+        return int((time.time() - self.stale - SIGNING_EPOCH) * 100 * 1000)
+
+    def keep_signing_time(self):
+        """Before a send: the signing timestamp follows the clock, as an autopilot's does
+        (pymavlink itself only adds 1 a frame), never going back."""
+        if self.key is not None:
+            self.mav.signing.timestamp = max(self.mav.signing.timestamp, self.signing_clock())
+
     def route(self, i):
         """The i-th point of this vehicle's route: distinct for every i < points and
         every vehicle (system and component); some values say "unknown"."""
         s, k = self.sysid, i % self.points
         lat = 476_200_000 + 1_000_000 * s + 100_000 * (self.compid - 1) + 1_234 * k + 7
+        lat -= 100_000_000 * self.route_offset
         lon = -1_223_400_000 - 1_000_000 * s - 987 * k - 3
         alt = 120_000 + 250 * k + 13 * s
         vx = 300 + 17 * k - 40 * s
         vy = -400 + 29 * k
         hdg = UNKNOWN_U16 if k == 3 else (1_000 * k + 37 * s + 5) % 36_000
         return lat, lon, alt, vx, vy, hdg
-
-
-class Link:
-    """The transport: sends frames to the agent and reads what comes back."""
-
-    def __init__(self, args, selector):
-        self.selector = selector
-        self.sock = None
-        self.master = None
-        self.slave = None
-        self.clients = []  # server: every peer that has spoken; udpin: the last one
-        self.tcp_listener = None
-        self.target = None
-        self.device = None
-        address = None
-        if args.udpout:
-            self.kind = "udpout"
-            self.target = host_port(args.udpout)
-            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self.sock.bind(("127.0.0.1", 0))
-            address = "%s:%d" % self.sock.getsockname()
-        elif args.udpin or args.server:
-            self.kind = "udpin" if args.udpin else "server"
-            self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self.sock.bind(host_port(args.udpin or args.server))
-            address = "%s:%d" % self.sock.getsockname()
-        elif args.tcp_listen:
-            self.kind = "tcp"
-            self.tcp_listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            self.tcp_listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.tcp_listener.bind(host_port(args.tcp_listen))
-            self.tcp_listener.listen(1)
-            self.tcp_listener.setblocking(False)
-            selector.register(self.tcp_listener, selectors.EVENT_READ, "accept")
-            address = "%s:%d" % self.tcp_listener.getsockname()
-        elif args.serial_pty:
-            self.kind = "serial"
-            self.master, self.slave = os.openpty()
-            # Raw on both ends: no echo, no line editing, no CR/LF translation.
-            tty.setraw(self.slave)
-            tty.setraw(self.master)
-            os.set_blocking(self.master, False)
-            self.device = os.ttyname(self.slave)
-            selector.register(self.master, selectors.EVENT_READ, "serial")
-        else:
-            raise SystemExit("choose a link: --udpout, --udpin, --server, --tcp-listen or --serial-pty")
-        if self.sock is not None:
-            self.sock.setblocking(False)
-            selector.register(self.sock, selectors.EVENT_READ, "udp")
-        emit("ready", link=self.kind, address=address, device=self.device)
-
-    def can_send(self):
-        if self.kind == "udpout" or self.kind == "serial":
-            return True
-        return bool(self.clients)
-
-    def send(self, frame):
-        """Sends one frame (or any bytes); False when there was nobody to send to."""
-        if self.kind == "udpout":
-            return self._sendto(frame, self.target)
-        if self.kind in ("udpin", "server"):
-            if not self.clients:
-                return False
-            return all([self._sendto(frame, client) for client in self.clients])
-        if self.kind == "tcp":
-            if not self.clients:
-                return False
-            try:
-                self.clients[0].sendall(frame)
-                return True
-            except OSError:
-                self._drop_tcp()
-                return False
-        try:
-            if os.write(self.master, frame) == len(frame):
-                return True
-        except BlockingIOError:
-            pass
-        # Nobody reads the slave (the agent has not opened it yet): a wire loses what
-        # nobody listens to, so the queue is emptied (a cut frame with it) and the
-        # frame written whole.
-        termios.tcflush(self.slave, termios.TCIFLUSH)
-        try:
-            return os.write(self.master, frame) == len(frame)
-        except BlockingIOError:
-            return False
-
-    def _sendto(self, frame, address):
-        try:
-            self.sock.sendto(frame, address)
-            return True
-        except OSError:
-            # ICMP port unreachable of an earlier datagram (the agent not up yet).
-            return False
-
-    def _drop_tcp(self):
-        for client in self.clients:
-            self.selector.unregister(client)
-            client.close()
-        self.clients = []
-
-    def on_ready(self, what):
-        """Reads what is waiting; returns the bytes (possibly empty)."""
-        if what == "accept":
-            client, _ = self.tcp_listener.accept()
-            self._drop_tcp()
-            client.setblocking(False)
-            self.clients = [client]
-            self.selector.register(client, selectors.EVENT_READ, "tcp")
-            return b""
-        if what == "udp":
-            try:
-                data, sender = self.sock.recvfrom(65536)
-            except OSError:
-                return b""
-            if self.kind == "udpin":
-                self.clients = [sender]
-            elif self.kind == "server" and sender not in self.clients:
-                self.clients.append(sender)
-            return data
-        if what == "tcp":
-            try:
-                data = self.clients[0].recv(65536)
-            except BlockingIOError:
-                return b""
-            except OSError:
-                data = b""
-            if not data:
-                self._drop_tcp()
-            return data
-        try:
-            return os.read(self.master, 65536)
-        except (BlockingIOError, OSError):
-            return b""
 
 
 def fields_of(message):
@@ -331,6 +220,14 @@ class FlightController:
         self.rng = random.Random(args.seed)
         self.parser = common_v2.MAVLink(None)
         self.parser.robust_parsing = True
+        self.verify = args.verify_signed
+        if self.verify:
+            # As a flight controller that requires signing: the key, its clock, and no
+            # unsigned message accepted.
+            signing = self.parser.signing
+            signing.secret_key = hashlib.sha256(args.signed.encode()).digest()
+            signing.timestamp = int((time.time() - SIGNING_EPOCH) * 100 * 1000)
+            signing.allow_unsigned_callback = lambda mav, msg_id: False
         self.system_time_offset_us = None
         if args.system_time is not None:
             # UNIX time = monotonic time + offset, the same for every vehicle.
@@ -355,6 +252,7 @@ class FlightController:
 
     def send(self, vehicle, message, mav=None):
         mav = mav or vehicle.mav
+        vehicle.keep_signing_time()
         mav.send(message)
         frame = vehicle.capture.frame
         signed = vehicle.version == 2 and bool(frame[2] & 0x01)
@@ -367,12 +265,36 @@ class FlightController:
             msg=message.get_type(),
             v=vehicle.version,
             signed=signed,
+            key=vehicle.key,
             delivered=delivered,
             fields=fields_of(message),
         )
+        vehicle.last_frame = frame
+        vehicle.last_sent = (message.get_type(), fields_of(message))
         if delivered:
             self.link.send(frame)
         return frame
+
+    def withhold(self, vehicle):
+        """Signs a position at a place of no route now, and keeps it back."""
+        vehicle.keep_signing_time()
+        message = vehicle.mav.global_position_int_encode(
+            vehicle.boot_ms(), -270_000_000 - vehicle.sysid, 1_530_000_000, 7_000, 0, 100, 100, 0, 4_500
+        )
+        vehicle.mav.send(message)
+        vehicle.withheld = (vehicle.capture.frame, fields_of(message))
+        emit("withheld", t=now(), sys=vehicle.sysid, fields=fields_of(message))
+
+    def replay(self, vehicle, kind):
+        """Sends the withheld frame, or the last one again."""
+        if kind == "withheld":
+            frame, fields = vehicle.withheld
+            msg = "GLOBAL_POSITION_INT"
+        else:
+            frame = vehicle.last_frame
+            msg, fields = vehicle.last_sent
+        emit("replayed", t=now(), sys=vehicle.sysid, kind=kind, msg=msg, fields=fields)
+        self.link.send(frame)
 
     def heartbeat(self, vehicle):
         mav = vehicle.mav
@@ -450,12 +372,25 @@ class FlightController:
             emit("garbage", t=now(), kind=kind, sys=vehicle.sysid, bytes=len(data))
             self.link.send(data)
 
+    def signing_counts(self):
+        if not self.verify:
+            return {}
+        signing = self.parser.signing
+        return {
+            "signing": {
+                "goodsig": signing.goodsig_count,
+                "badsig": signing.badsig_count,
+                "unsigned": signing.unsigned_count,
+                "reject": signing.reject_count,
+            }
+        }
+
     def on_bytes(self, data):
         if not data:
             return
         for message in self.parser.parse_buffer(data) or []:
             if message.get_type() == "BAD_DATA":
-                emit("bad_input", t=now(), reason=str(getattr(message, "reason", "")))
+                emit("bad_input", t=now(), reason=str(getattr(message, "reason", "")), **self.signing_counts())
                 continue
             buf = message.get_msgbuf()
             emit(
@@ -467,6 +402,7 @@ class FlightController:
                 v=2 if buf and buf[0] == 0xFD else 1,
                 signed=message.get_signed(),
                 fields=fields_of(message),
+                **self.signing_counts(),
             )
 
     def on_stdin(self):
@@ -486,6 +422,13 @@ class FlightController:
                     if vehicle.sysid == int(words[1]):
                         vehicle.held = False
                 emit("started", sys=int(words[1]))
+            elif words[:1] in (["withhold"], ["replay"], ["repeat"]) and len(words) == 2:
+                for vehicle in self.vehicles:
+                    if vehicle.sysid == int(words[1]):
+                        if words[0] == "withhold":
+                            self.withhold(vehicle)
+                        else:
+                            self.replay(vehicle, "withheld" if words[0] == "replay" else "repeat")
             elif words[:1] == ["stop"]:
                 self.running = False
 
@@ -536,12 +479,15 @@ def main():
     parser.add_argument("--rate", type=float, default=10.0, help="positions per second")
     parser.add_argument("--system-time", metavar="now|offset:SECONDS|UNIX_SECONDS")
     parser.add_argument("--signed", metavar="PASSPHRASE", help="sign v2 frames with sha256(PASSPHRASE)")
+    parser.add_argument("--verify-signed", action="store_true", help="accept only what is signed with --signed's key")
     parser.add_argument("--garbage-every", type=int, default=0, metavar="N", help="garbage before every N-th position")
     parser.add_argument("--unknown-messages", action="store_true", help="also send EKF_STATUS_REPORT (ArduPilot dialect)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.signed is not None and args.mavlink != 2:
         parser.error("--signed needs --mavlink 2")
+    if args.verify_signed and args.signed is None:
+        parser.error("--verify-signed needs --signed")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:

@@ -18,6 +18,8 @@ const STX_V2: u8 = 0xFD;
 const HEADER_V1: usize = 6;
 const HEADER_V2: usize = 10;
 const SIGNATURE_LEN: usize = 13;
+/// The signature's own bytes, at the end of the signature block.
+const SIGNATURE_VALUE_LEN: usize = 6;
 /// The only incompatibility flag defined: the frame is signed.
 const INCOMPAT_SIGNED: u8 = 0x01;
 
@@ -28,6 +30,40 @@ pub(super) struct Frame {
     pub(super) system_id: u8,
     pub(super) component_id: u8,
     pub(super) message: MavMessage,
+    /// The signature block and the bytes it signs, when the frame is signed.
+    pub(super) signed: Option<Signed>,
+}
+
+/// A signed MAVLink 2 frame's bytes (mavlink.io "Message Signing"): the 13-byte signature
+/// block is a link id, a 48-bit timestamp and a 48-bit signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Signed {
+    /// What the signature covers: the frame from its start marker to the timestamp's end.
+    pub(super) covered: Vec<u8>,
+    /// The signature: the first 6 bytes of SHA-256 over the key and `covered`.
+    pub(super) signature: [u8; SIGNATURE_VALUE_LEN],
+}
+
+impl Signed {
+    fn new(frame: &[u8]) -> Signed {
+        let (covered, signature) = frame.split_at(frame.len() - SIGNATURE_VALUE_LEN);
+        Signed {
+            covered: covered.to_vec(),
+            signature: signature.try_into().expect("6 bytes"),
+        }
+    }
+
+    /// The link id the sender signed on.
+    pub(super) fn link_id(&self) -> u8 {
+        self.covered[self.covered.len() - 7]
+    }
+
+    /// The signing timestamp: 10 µs units since 2015-01-01 00:00:00 UTC.
+    pub(super) fn timestamp(&self) -> u64 {
+        let mut bytes = [0; 8];
+        bytes[..6].copy_from_slice(&self.covered[self.covered.len() - 6..]);
+        u64::from_le_bytes(bytes)
+    }
 }
 
 /// What the next bytes of the stream are.
@@ -160,6 +196,7 @@ impl Decoder {
                         system_id,
                         component_id,
                         message,
+                        signed: (signature != 0).then(|| Signed::new(bytes)),
                     })),
                     Err(_) => Decoded::Unreadable(Unreadable::BadPayload { message_id }),
                 }
@@ -170,7 +207,7 @@ impl Decoder {
     }
 }
 
-/// Encodes `message` from `system_id`/`component_id` as one frame of `version`.
+/// Encodes `message` from `system_id`/`component_id` as one unsigned frame of `version`.
 pub(super) fn encode(
     version: MavlinkVersion,
     sequence: u8,

@@ -14,6 +14,7 @@ fn frame(system_id: u8, component_id: u8, message: MavMessage) -> Frame {
         system_id,
         component_id,
         message,
+        signed: None,
     }
 }
 
