@@ -7,6 +7,8 @@
 //! - [`geo`]: the areas a request names, checked;
 //! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
+//! - [`resource_id`]: the id a route takes from its path, checked once for every route;
+//! - `upstream`: what a caller is told when Cosmos DB fails (the detail is logged);
 //! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
 //! - `stream`: the live stream of the fleet (server-sent events);
 //! - [`api`]: the routes, the cost headers;
@@ -40,8 +42,10 @@ pub mod geofences;
 pub mod map;
 pub mod metrics;
 pub mod reads;
+pub mod resource_id;
 mod stream;
 pub mod tls;
+mod upstream;
 
 use std::sync::Arc;
 
