@@ -1,7 +1,8 @@
 //! Ids from the path and what reaches Cosmos DB: `.` and `..` (spelt plain or
 //! percent-encoded) answer 400 on every route that takes an id, and no request reaches the
 //! endpoint for them (seen by a recording proxy in front of `cosmos-sim`, not by the API's
-//! own client). A Cosmos DB failure answers a body without the account's URL.
+//! own client). A Cosmos DB failure answers a body without the account's URL, which the log
+//! holds.
 //!
 //! Requests go over raw HTTP/1.1: an HTTP client would fold `/api/drones/..` onto `/api/`
 //! before sending it, as a hostile client does not.
@@ -152,8 +153,32 @@ async fn dot_ids_answer_400_and_reach_no_cosmos_resource() {
     .expect("test timed out");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Log lines written to memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The server runs on this test's one thread, so its log goes to the subscriber set here.
+#[tokio::test(flavor = "current_thread")]
 async fn a_cosmos_failure_answers_without_the_account_url() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer({
+            let captured = captured.clone();
+            move || captured.clone()
+        })
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
     tokio::time::timeout(Duration::from_secs(120), async {
         let sim = CosmosSim::unthrottled().await.unwrap();
         let cosmos = client(&sim.endpoint(), sim.key());
@@ -182,6 +207,12 @@ async fn a_cosmos_failure_answers_without_the_account_url() {
         let (status, body) = raw(&base, "GET", "/api/drones/drone-1").await;
         assert_eq!(status, 502, "{body}");
         assert!(!body.to_string().contains(host), "{body}");
+        // The detail is the operator's: in the log.
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            log.contains(host),
+            "the log lacks the failed request's address: {log}"
+        );
     })
     .await
     .expect("test timed out");
