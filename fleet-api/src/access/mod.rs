@@ -193,7 +193,6 @@ impl Access {
     /// bearer token.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Refusal> {
         let unauthenticated = |m: &str| Refusal::Unauthenticated(m.to_string());
-        let keys = self.keys.current();
         match (
             headers.get(API_KEY_HEADER),
             headers.get(header::AUTHORIZATION),
@@ -201,10 +200,12 @@ impl Access {
             (Some(_), Some(_)) => Err(unauthenticated(
                 "two credentials: send either X-API-Key or Authorization",
             )),
-            (Some(_), None) if keys.is_empty() => {
-                Err(unauthenticated("this API takes no API keys"))
-            }
             (Some(value), None) => {
+                // The key file's newest version (a `stat` of the file when it has one).
+                let keys = self.keys.current();
+                if keys.is_empty() {
+                    return Err(unauthenticated("this API takes no API keys"));
+                }
                 let holder = value
                     .to_str()
                     .ok()
