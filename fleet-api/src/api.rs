@@ -32,7 +32,7 @@ use crate::geofences::Geofences;
 use crate::map;
 use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads, TrackPoint};
-use crate::resource_id::{BadId, ResourceId};
+use crate::resource_id::{BadId, DeviceId};
 use crate::upstream;
 use geojson::feature::Id;
 use geojson::{Feature, FeatureCollection, Geometry, GeometryValue, JsonObject, Position};
@@ -398,7 +398,7 @@ async fn within_polygon(
 
 async fn one(
     State(s): State<Arc<ApiState>>,
-    id: Result<ResourceId, BadId>,
+    id: Result<DeviceId, BadId>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     answer(&s, "by_id", async {
@@ -469,7 +469,7 @@ fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value
 
 async fn track(
     State(s): State<Arc<ApiState>>,
-    id: Result<ResourceId, BadId>,
+    id: Result<DeviceId, BadId>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     answer(&s, "track", async {

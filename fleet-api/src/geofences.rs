@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::access::{Access, Role, guarded};
 use crate::geo::{BadInput, LonLat, MAX_BODY_BYTES, Polygon};
-use crate::resource_id::ResourceId;
+use crate::resource_id::FenceId;
 use crate::upstream;
 
 /// Where the fences live, and the largest circle accepted.
@@ -185,7 +185,7 @@ impl Geofences {
         }
     }
 
-    async fn put(&self, id: ResourceId, body: Body) -> Result<Response, FenceError> {
+    async fn put(&self, id: FenceId, body: Body) -> Result<Response, FenceError> {
         let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
             .await
             .map_err(|_| FenceError::TooLarge)?;
@@ -215,7 +215,7 @@ impl Geofences {
         Ok((status, axum::Json(feature(&doc))).into_response())
     }
 
-    async fn get(&self, id: ResourceId) -> Result<Response, FenceError> {
+    async fn get(&self, id: FenceId) -> Result<Response, FenceError> {
         let id = id.as_str();
         let read = self.container.read(id, id).await?;
         let doc: Value = match read {
@@ -265,7 +265,7 @@ impl Geofences {
         Ok(axum::Json(json!({"type": "FeatureCollection", "features": features})).into_response())
     }
 
-    async fn delete(&self, id: ResourceId) -> Result<Response, FenceError> {
+    async fn delete(&self, id: FenceId) -> Result<Response, FenceError> {
         let id = id.as_str();
         match self.container.delete(id, id, None).await {
             Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
@@ -283,27 +283,26 @@ impl Geofences {
         let role = |role: Role, route: MethodRouter<Geofences>| guarded(access, role, route);
         let answered =
             |r: Result<Response, FenceError>| r.unwrap_or_else(IntoResponse::into_response);
-        let one = role(
-            Role::Read,
-            get(
-                move |State(g): State<Geofences>, id: ResourceId| async move {
+        let one =
+            role(
+                Role::Read,
+                get(move |State(g): State<Geofences>, id: FenceId| async move {
                     answered(g.get(id).await)
-                },
-            ),
-        )
-        .merge(role(
-            Role::Admin,
-            axum::routing::put(
-                move |State(g): State<Geofences>, id: ResourceId, body: Body| async move {
-                    answered(g.put(id, body).await)
-                },
+                }),
             )
-            .delete(
-                move |State(g): State<Geofences>, id: ResourceId| async move {
-                    answered(g.delete(id).await)
-                },
-            ),
-        ));
+            .merge(role(
+                Role::Admin,
+                axum::routing::put(
+                    move |State(g): State<Geofences>, id: FenceId, body: Body| async move {
+                        answered(g.put(id, body).await)
+                    },
+                )
+                .delete(
+                    move |State(g): State<Geofences>, id: FenceId| async move {
+                        answered(g.delete(id).await)
+                    },
+                ),
+            ));
         let all = role(
             Role::Read,
             get(move |State(g): State<Geofences>| async move { answered(g.list().await) }),
