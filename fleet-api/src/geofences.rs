@@ -10,8 +10,7 @@
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
@@ -23,9 +22,8 @@ use serde_json::{Value, json};
 
 use crate::access::{Access, Role, guarded};
 use crate::geo::{BadInput, LonLat, MAX_BODY_BYTES, Polygon};
-
-/// Longest fence id, characters.
-const MAX_ID_CHARS: usize = 128;
+use crate::resource_id::FenceId;
+use crate::upstream;
 
 /// Where the fences live, and the largest circle accepted.
 #[derive(Debug, Clone)]
@@ -141,7 +139,7 @@ impl IntoResponse for FenceError {
                 tracing::warn!(error = %e, "a geofence request to Cosmos DB failed");
                 let message = match e.status() {
                     Some(401 | 403) => "Cosmos DB refused the request: the API's credential may not write here. A read-only key, or the role \"Cosmos DB Built-in Data Reader\", keeps geofences read-only; with COSMOS_AUTH=entra, geofences need the role \"Cosmos DB Built-in Data Contributor\" and the container COSMOS_GEOFENCE_CONTAINER created beforehand (partition key /id)".to_string(),
-                    _ => format!("Cosmos DB: {e}"),
+                    _ => upstream::FAILED.to_string(),
                 };
                 (StatusCode::BAD_GATEWAY, "cosmos", message)
             }
@@ -151,23 +149,6 @@ impl IntoResponse for FenceError {
             axum::Json(json!({"error": code, "message": message})),
         )
             .into_response()
-    }
-}
-
-/// A fence id from the path: 1 to 128 characters, none that Cosmos DB refuses in an id.
-fn fence_id(id: Result<Path<String>, PathRejection>) -> Result<String, FenceError> {
-    let Path(id) = id.map_err(|e| FenceError::BadRequest(e.body_text()))?;
-    let ok = !id.is_empty()
-        && id.chars().count() <= MAX_ID_CHARS
-        && !id
-            .chars()
-            .any(|c| c.is_control() || matches!(c, '/' | '\\' | '?' | '#'));
-    if ok {
-        Ok(id)
-    } else {
-        Err(FenceError::BadRequest(format!(
-            "geofence id {id:?}: 1 to {MAX_ID_CHARS} characters, without control characters, / \\ ? or #"
-        )))
     }
 }
 
@@ -204,7 +185,7 @@ impl Geofences {
         }
     }
 
-    async fn put(&self, id: String, body: Body) -> Result<Response, FenceError> {
+    async fn put(&self, id: FenceId, body: Body) -> Result<Response, FenceError> {
         let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
             .await
             .map_err(|_| FenceError::TooLarge)?;
@@ -216,16 +197,17 @@ impl Geofences {
         let shape = Shape::from_geojson(&value, self.max_radius_m)?;
         let (geometry, properties) = shape.to_geojson();
         let doc = json!({
-            "id": id, "kind": "geofence", "geometry": geometry, "properties": properties,
+            "id": id.as_str(), "kind": "geofence", "geometry": geometry, "properties": properties,
             "updatedAt": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         });
         let text = serde_json::to_vec(&doc).expect("a JSON value serializes");
-        let written = match self.container.upsert(id.as_str(), &text).await {
+        let id = id.as_str();
+        let written = match self.container.upsert(id, &text).await {
             Err(e) if e.is_not_found() => {
                 self.container
                     .create_if_missing(&ContainerSetup::new("/id"))
                     .await?;
-                self.container.upsert(id.as_str(), &text).await?
+                self.container.upsert(id, &text).await?
             }
             other => other?,
         };
@@ -233,11 +215,12 @@ impl Geofences {
         Ok((status, axum::Json(feature(&doc))).into_response())
     }
 
-    async fn get(&self, id: String) -> Result<Response, FenceError> {
-        let read = self.container.read(id.as_str(), &id).await?;
+    async fn get(&self, id: FenceId) -> Result<Response, FenceError> {
+        let id = id.as_str();
+        let read = self.container.read(id, id).await?;
         let doc: Value = match read {
             Some(read) => read.json()?,
-            None => return Err(FenceError::NotFound(id)),
+            None => return Err(FenceError::NotFound(id.to_string())),
         };
         Ok(axum::Json(feature(&doc)).into_response())
     }
@@ -282,10 +265,11 @@ impl Geofences {
         Ok(axum::Json(json!({"type": "FeatureCollection", "features": features})).into_response())
     }
 
-    async fn delete(&self, id: String) -> Result<Response, FenceError> {
-        match self.container.delete(id.as_str(), &id, None).await {
+    async fn delete(&self, id: FenceId) -> Result<Response, FenceError> {
+        let id = id.as_str();
+        match self.container.delete(id, id, None).await {
             Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
-            Err(e) if e.is_not_found() => Err(FenceError::NotFound(id)),
+            Err(e) if e.is_not_found() => Err(FenceError::NotFound(id.to_string())),
             Err(e) => Err(e.into()),
         }
     }
@@ -299,32 +283,26 @@ impl Geofences {
         let role = |role: Role, route: MethodRouter<Geofences>| guarded(access, role, route);
         let answered =
             |r: Result<Response, FenceError>| r.unwrap_or_else(IntoResponse::into_response);
-        let one = role(
-            Role::Read,
-            get(move |State(g): State<Geofences>, id| async move {
-                match fence_id(id) {
-                    Ok(id) => answered(g.get(id).await),
-                    Err(e) => e.into_response(),
-                }
-            }),
-        )
-        .merge(role(
-            Role::Admin,
-            axum::routing::put(
-                move |State(g): State<Geofences>, id, body: Body| async move {
-                    match fence_id(id) {
-                        Ok(id) => answered(g.put(id, body).await),
-                        Err(e) => e.into_response(),
-                    }
-                },
+        let one =
+            role(
+                Role::Read,
+                get(move |State(g): State<Geofences>, id: FenceId| async move {
+                    answered(g.get(id).await)
+                }),
             )
-            .delete(move |State(g): State<Geofences>, id| async move {
-                match fence_id(id) {
-                    Ok(id) => answered(g.delete(id).await),
-                    Err(e) => e.into_response(),
-                }
-            }),
-        ));
+            .merge(role(
+                Role::Admin,
+                axum::routing::put(
+                    move |State(g): State<Geofences>, id: FenceId, body: Body| async move {
+                        answered(g.put(id, body).await)
+                    },
+                )
+                .delete(
+                    move |State(g): State<Geofences>, id: FenceId| async move {
+                        answered(g.delete(id).await)
+                    },
+                ),
+            ));
         let all = role(
             Role::Read,
             get(move |State(g): State<Geofences>| async move { answered(g.list().await) }),
@@ -364,15 +342,6 @@ mod tests {
             json!({"type": "Point", "coordinates": [0, 0]}),
         ] {
             assert!(Shape::from_geojson(&bad, 1e4).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn ids_are_bounded_and_plain() {
-        let id = |s: &str| fence_id(Ok(Path(s.to_string())));
-        assert_eq!(id("depot-north").ok(), Some("depot-north".to_string()));
-        for bad in ["", "a/b", "a?b", "a#b", "a\\b", "a\nb", &"x".repeat(129)] {
-            assert!(id(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -7,6 +7,8 @@
 //! - [`geo`]: the areas a request names, checked;
 //! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
+//! - [`resource_id`]: the id a route takes from its path, checked once for every route;
+//! - `upstream`: what a caller is told when Cosmos DB fails (the detail is logged);
 //! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
 //! - `stream`: the live stream of the fleet (server-sent events);
 //! - [`api`]: the routes, the cost headers;
@@ -15,6 +17,7 @@
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
 //! - [`metrics`]: Prometheus metrics per route;
+//! - `reload`: values read from files and read again when they change (TLS, API keys);
 //! - [`tls`]: HTTPS from certificate and key files, reloaded when they change.
 //!
 //! Running the API in-process (the demo does):
@@ -40,8 +43,11 @@ pub mod geofences;
 pub mod map;
 pub mod metrics;
 pub mod reads;
+mod reload;
+pub mod resource_id;
 mod stream;
 pub mod tls;
+mod upstream;
 
 use std::sync::Arc;
 
@@ -70,7 +76,11 @@ pub fn router(
             .with_throttle_wait(options.throttle_wait),
         query,
     );
-    let metrics = Arc::new(metrics::Metrics::default());
+    let mut metrics = metrics::Metrics::default();
+    if let Some(failures) = access.key_file_failures() {
+        metrics.count_key_file_failures(failures);
+    }
+    let metrics = Arc::new(metrics);
     let fleet = feed::Fleet::new(
         container.with_priority(options.priority),
         reads.clone(),

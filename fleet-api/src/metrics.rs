@@ -2,7 +2,8 @@
 //! calls per operation, latency, and 429s the reads met; every request (refusals included) by
 //! routed path, the caller's role and status; the reads refused by the budgets
 //! ([`crate::budget`]) by reason; and what the live stream's change-feed follower costs and
-//! how far behind each range is. Served as text at `/metrics`.
+//! how far behind each range is; API key file versions that did not load. Served as text at
+//! `/metrics`.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -146,6 +147,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Serves `failures` as the count of API key file versions that did not load.
+    pub fn count_key_file_failures(&mut self, failures: Counter) {
+        self.registry.register(
+            "fleet_api_key_file_reload_failures",
+            "API key file versions that could not be read or did not parse (the last good keys stayed in service)",
+            failures,
+        );
+    }
+
     /// Records a change-feed read that cost `charge` RU; for a feed page, its range and how
     /// long since the range was last read to its end.
     pub fn record_feed(&self, charge: f64, range: Option<(&str, f64)>) {

@@ -3,16 +3,14 @@
 //! that answers over them.
 //!
 //! A renewed certificate (cert-manager rewriting a Kubernetes secret, certbot renewing a
-//! file) is served from the next handshake on, without a restart: every handshake compares
-//! the two files' inode, modification time and length with those last read (two `stat`
-//! calls, microseconds against the handshake's milliseconds; a secret volume's atomic swap
-//! and a renamed file change the inode). A pair that does not load (a key
-//! written before its certificate, a key that does not match) leaves the last good pair in
-//! service and is logged; it is read again once the files change again.
+//! file) is served from the next handshake on, without a restart ([`crate::reload`]: two
+//! `stat` calls a handshake, microseconds against its milliseconds). A pair that does not
+//! load (a key written before its certificate, a key that does not match) leaves the last
+//! good pair in service and is logged; it is read again once the files change again.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
@@ -24,6 +22,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+use crate::reload::Reloading;
 
 /// The certificate chain and private key files, PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,22 +71,6 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
-/// What identifies one version of the two files: inode, modification time, length.
-type Stamp = [(u64, SystemTime, u64); 2];
-
-fn stamp(files: &TlsFiles) -> Result<Stamp, TlsError> {
-    use std::os::unix::fs::MetadataExt as _;
-    let one = |path: &Path| {
-        std::fs::metadata(path)
-            .and_then(|m| Ok((m.ino(), m.modified()?, m.len())))
-            .map_err(|source| TlsError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-    };
-    Ok([one(&files.cert)?, one(&files.key)?])
-}
-
 fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|source| TlsError::Read {
@@ -118,64 +102,25 @@ fn load(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, Tls
     })
 }
 
-/// The pair in service and the files' stamp it was read at.
-#[derive(Debug)]
-struct Loaded {
-    stamp: Stamp,
-    key: Arc<CertifiedKey>,
-}
-
 /// Answers every handshake with the newest pair of files that loads.
 #[derive(Debug)]
-struct ReloadingCert {
-    files: TlsFiles,
-    provider: Arc<CryptoProvider>,
-    loaded: Mutex<Loaded>,
-}
-
-impl ReloadingCert {
-    fn start(files: TlsFiles, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
-        let stamp = stamp(&files)?;
-        let key = Arc::new(load(&files, &provider)?);
-        Ok(Self {
-            files,
-            provider,
-            loaded: Mutex::new(Loaded { stamp, key }),
-        })
-    }
-
-    fn current(&self) -> Arc<CertifiedKey> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        let Ok(now) = stamp(&self.files) else {
-            // A file moved away mid-rotation: serve the pair in hand.
-            return loaded.key.clone();
-        };
-        if now != loaded.stamp {
-            loaded.stamp = now;
-            match load(&self.files, &self.provider) {
-                Ok(key) => {
-                    tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
-                    loaded.key = Arc::new(key);
-                }
-                Err(err) => {
-                    tracing::warn!(%err, "TLS files changed but do not load: serving the previous certificate");
-                }
-            }
-        }
-        loaded.key.clone()
-    }
-}
+struct ReloadingCert(Reloading<CertifiedKey>);
 
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        Some(self.0.current())
     }
 }
 
 /// The server side of TLS over `files`, read now (an error names the file and what is wrong).
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let resolver = ReloadingCert::start(files.clone(), provider.clone())?;
+    let (pair, for_load) = (files.clone(), provider.clone());
+    let resolver = ReloadingCert(Reloading::start(
+        "TLS certificate",
+        vec![files.cert.clone(), files.key.clone()],
+        move || load(&pair, &for_load),
+    )?);
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()

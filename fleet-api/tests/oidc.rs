@@ -165,3 +165,44 @@ async fn tokens_are_checked_against_the_issuer_and_its_rotated_keys() {
     .await
     .expect("bounded");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refresh_that_brings_no_keys_keeps_the_last_good_ones() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let published = Arc::new(Published::default());
+        let issuer = serve_issuer(listener, published.clone());
+        let made = keys_and_tokens(&issuer).await;
+        *published.jwks.lock().unwrap() = made["jwks"][0].clone();
+        let bearer =
+            |case: &str| Some(format!("Bearer {}", made["tokens"][case].as_str().unwrap()));
+
+        let sim = CosmosSim::unthrottled().await.unwrap();
+        let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+        let access = Access::start(AccessConfig {
+            keys: ApiKeys::default(),
+            oidc: Some(OidcSettings {
+                issuer: issuer.clone(),
+                audience: AUDIENCE.into(),
+            }),
+            anonymous: false,
+        })
+        .await
+        .unwrap();
+        let (base, _stop) = serve_with(c, ApiOptions::default(), access).await;
+        let drones = format!("{base}/api/drones");
+        assert_eq!(status(&drones, bearer("read")).await.0, 200);
+
+        // The issuer's JWKS goes empty; an unknown kid makes the API fetch it again.
+        *published.jwks.lock().unwrap() = json!({"keys": []});
+        assert_eq!(status(&drones, bearer("unknown_kid")).await.0, 401);
+        assert_eq!(published.fetches.load(Ordering::SeqCst), 2, "fetched again");
+        // Tokens under the key read first still verify.
+        let (code, body) = status(&drones, bearer("read")).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(status(&drones, bearer("admin")).await.0, 200);
+        sim.shutdown().await;
+    })
+    .await
+    .expect("bounded");
+}

@@ -75,6 +75,20 @@ struct Inner {
     signatures: Mutex<Signatures>,
 }
 
+impl Inner {
+    /// The URL of `path` (segments percent-encoded), if resolving it keeps every segment: a
+    /// `.` or `..` segment (also spelt `%2E`) would be folded onto the resource above it,
+    /// and `/docs/..` would name the container.
+    fn url(&self, path: &str) -> Result<Url, CosmosError> {
+        let text = format!("{}{}", self.base, path);
+        let url = Url::parse(&text).map_err(|e| CosmosError::Config(format!("{text}: {e}")))?;
+        if !url.path().ends_with(path) {
+            return Err(CosmosError::InvalidName(path.to_string()));
+        }
+        Ok(url)
+    }
+}
+
 /// The date header of the current second and the master-key signatures made in it. The
 /// signature covers the verb, resource type, resource link and date only, so the many
 /// requests a bulk writer sends per second to one container share one signature.
@@ -202,11 +216,12 @@ impl CosmosClient {
     /// failures and timeouts as errors.
     pub(crate) async fn send(&self, spec: &RequestSpec) -> Result<RawResponse, CosmosError> {
         let inner = &self.inner;
+        let url = inner.url(&spec.path)?;
         let (date, auth, auth_is_token) = self.sign(spec).await?;
         let timeout = spec.timeout.unwrap_or(inner.config.request_timeout);
         let mut request = inner
             .http
-            .request(spec.method.clone(), format!("{}{}", inner.base, spec.path))
+            .request(spec.method.clone(), url)
             .timeout(timeout)
             .header(headers::DATE, date)
             .header(headers::VERSION, cosmos_wire::API_VERSION)

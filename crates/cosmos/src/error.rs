@@ -52,6 +52,10 @@ pub enum CosmosError {
     /// A setting is wrong; the message says what to fix.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A name (database, container or document id) that no URL can address: `.` or `..`
+    /// name the resource above it once a URL is resolved. Refused before anything is sent.
+    #[error("the name in {0} is . or .., which would address another resource")]
+    InvalidName(String),
     /// The token credential failed to produce a token.
     #[error("credential failed: {0}")]
     Credential(String),

@@ -1,6 +1,7 @@
 //! The client against `@vercel/cosmosdb-server`, an independent implementation of the REST
-//! API: container setup, point operations with preconditions, a bulk of 10,000 documents,
-//! a spatial query, and a bulk under the undefined partition key. (That server ignores
+//! API: container setup, point operations with preconditions, ids with `%`, encoded dots and
+//! spaces each in its own path segment, a bulk of 10,000 documents, a spatial query, and a
+//! bulk under the undefined partition key. (That server ignores
 //! signatures, has one range whose id is a JSON number, does not support Patch inside
 //! batches, and refuses the undefined key in point operations.)
 
@@ -449,6 +450,30 @@ async fn undefined_key_documents_are_written_in_batches_with_the_empty_object() 
         assert_eq!(stored.documents.len(), 1);
         assert_eq!(stored.documents[0]["seq"], 7);
         assert!(stored.documents[0].get("deviceId").is_none());
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
+
+#[tokio::test]
+async fn odd_ids_round_trip_each_in_its_own_segment() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let server = CosmosDbServer::start().unwrap();
+        let c = container(&server, "odd-ids").await;
+        let ids = ["100%", "%2e%2e", "%2F", "with space", "a+b", "...", "é ü"];
+        for id in ids {
+            let written = c.create("d", &position("d", id, 1.0, 2.0)).await;
+            assert_eq!(written.map(|w| w.status).ok(), Some(201), "{id:?}");
+        }
+        for id in ids {
+            let read = c.read("d", id).await.unwrap().expect(id);
+            assert_eq!(read.json::<Value>().unwrap()["id"], id, "{id:?}");
+        }
+        for id in ids {
+            c.delete("d", id, None).await.unwrap();
+            let again = c.delete("d", id, None).await.unwrap_err();
+            assert!(again.is_not_found(), "{id:?}: {again}");
+        }
     })
     .await
     .expect("the test finished within its time limit");

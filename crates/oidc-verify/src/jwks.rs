@@ -1,5 +1,7 @@
 //! An issuer's signing keys: found through its discovery document, read from its JWKS, and
-//! read again (rate-limited) when a token names a `kid` not among them.
+//! read again (rate-limited) when a token names a `kid` not among them. A set read again
+//! replaces the one in hand only if it holds a usable key: a failed fetch or an empty set
+//! keeps the last good keys.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -137,13 +139,26 @@ impl Keys {
         match get_json(&self.http, self.jwks_uri.as_str()).await {
             Ok(jwks) => {
                 let keys = signing_keys(&jwks);
+                if keys.is_empty() {
+                    // An issuer never signs with no key: an empty set is a fault (a proxy's
+                    // page, a half-written file), and the keys in hand stay.
+                    tracing::warn!(
+                        kid,
+                        "the OIDC signing keys fetched again hold no usable key: keeping the previous ones"
+                    );
+                    return;
+                }
                 tracing::info!(kid, keys = keys.len(), "OIDC signing keys fetched again");
                 *self
                     .by_kid
                     .write()
                     .expect("the key map is never left poisoned") = keys;
             }
-            Err(e) => tracing::warn!(kid, error = %e, "cannot fetch the OIDC signing keys"),
+            Err(e) => tracing::warn!(
+                kid,
+                error = %e,
+                "cannot fetch the OIDC signing keys: keeping the previous ones"
+            ),
         }
     }
 }

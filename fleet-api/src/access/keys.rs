@@ -1,5 +1,7 @@
 //! API keys for scripts: the key file (`API_KEYS_FILE`), one `name role sha256hex` a line,
-//! and the look-up of a presented key.
+//! read again whenever it changes ([`crate::reload`]: a revoked key is refused from the next
+//! request on, no restart; a version that does not load keeps the last good keys), and the
+//! look-up of a presented key.
 //!
 //! Only the SHA-256 of a key is stored. A plain hash, without salt or stretching, is enough
 //! because the keys are random 256-bit values (`openssl rand -base64 32`): nobody can guess
@@ -8,9 +10,13 @@
 //! depends on the hash of the presented key, never on how much of a stored key it matches.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use sha2::{Digest, Sha256};
+
+use crate::reload::Reloading;
 
 use super::Role;
 
@@ -54,20 +60,24 @@ pub struct KeyHolder {
     pub role: Role,
 }
 
-/// The accepted keys, by the SHA-256 of the key.
+/// The accepted keys, by the SHA-256 of the key, and the file they were read from.
 #[derive(Debug, Clone, Default)]
 pub struct ApiKeys {
     by_hash: HashMap<[u8; 32], KeyHolder>,
+    file: Option<PathBuf>,
 }
 
 impl ApiKeys {
-    /// Reads the key file at `path`.
+    /// Reads the key file at `path` (read again whenever it changes, once in service).
     pub fn load(path: &Path) -> Result<ApiKeys, KeyError> {
         let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        ApiKeys::parse(&text)
+        Ok(ApiKeys {
+            file: Some(path.to_path_buf()),
+            ..ApiKeys::parse(&text)?
+        })
     }
 
     /// Parses a key file: `name role sha256hex` a line; blank lines and lines starting
@@ -108,7 +118,10 @@ impl ApiKeys {
         if by_hash.is_empty() {
             return Err(KeyError::Empty);
         }
-        Ok(ApiKeys { by_hash })
+        Ok(ApiKeys {
+            by_hash,
+            file: None,
+        })
     }
 
     /// Whether no key is accepted.
@@ -119,6 +132,44 @@ impl ApiKeys {
     /// The holder of `key`, if it is one of the accepted keys.
     pub fn find(&self, key: &str) -> Option<&KeyHolder> {
         self.by_hash.get(&sha256(key))
+    }
+}
+
+/// The keys in service: fixed, or the key file's newest version that loads.
+#[derive(Debug)]
+pub(super) enum KeySet {
+    Fixed(Arc<ApiKeys>),
+    File(Reloading<ApiKeys>),
+}
+
+impl KeySet {
+    /// `keys`, followed in their file if they were read from one.
+    pub(super) fn new(keys: ApiKeys) -> KeySet {
+        match keys.file.clone() {
+            Some(path) => KeySet::File(Reloading::keeping(
+                "API key file",
+                vec![path.clone()],
+                keys,
+                move || ApiKeys::load(&path),
+            )),
+            None => KeySet::Fixed(Arc::new(keys)),
+        }
+    }
+
+    /// The keys accepted now.
+    pub(super) fn current(&self) -> Arc<ApiKeys> {
+        match self {
+            KeySet::Fixed(keys) => keys.clone(),
+            KeySet::File(file) => file.current(),
+        }
+    }
+
+    /// The count of key file versions that did not load; none without a file.
+    pub(super) fn failures(&self) -> Option<Counter> {
+        match self {
+            KeySet::Fixed(_) => None,
+            KeySet::File(file) => Some(file.failures()),
+        }
     }
 }
 

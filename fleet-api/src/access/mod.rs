@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use serde_json::json;
 
+use keys::KeySet;
 pub use keys::{ApiKeys, KeyError, KeyHolder, MIN_KEY_CHARS, key_line};
 pub use oidc::{CLOCK_SKEW, Oidc, OidcError, OidcSettings, REFRESH_EVERY, Verified};
 
@@ -153,7 +154,7 @@ pub struct AccessConfig {
 /// The running access rules, shared by every route's guard.
 #[derive(Debug, Clone)]
 pub struct Access {
-    keys: Arc<ApiKeys>,
+    keys: Arc<KeySet>,
     oidc: Option<Arc<Oidc>>,
     anonymous: bool,
 }
@@ -162,7 +163,7 @@ impl Access {
     /// Lets every caller read without a credential, and takes none (the demo's rule).
     pub fn anonymous() -> Access {
         Access {
-            keys: Arc::default(),
+            keys: Arc::new(KeySet::new(ApiKeys::default())),
             oidc: None,
             anonymous: true,
         }
@@ -176,10 +177,16 @@ impl Access {
             None => None,
         };
         Ok(Access {
-            keys: Arc::new(config.keys),
+            keys: Arc::new(KeySet::new(config.keys)),
             oidc,
             anonymous: config.anonymous,
         })
+    }
+
+    /// The count of API key file versions that did not load (the last good keys stayed in
+    /// service); none when the keys were not read from a file.
+    pub fn key_file_failures(&self) -> Option<prometheus_client::metrics::counter::Counter> {
+        self.keys.failures()
     }
 
     /// Who sent `headers`, and with what roles. One credential a request: an API key or a
@@ -193,14 +200,16 @@ impl Access {
             (Some(_), Some(_)) => Err(unauthenticated(
                 "two credentials: send either X-API-Key or Authorization",
             )),
-            (Some(_), None) if self.keys.is_empty() => {
-                Err(unauthenticated("this API takes no API keys"))
-            }
             (Some(value), None) => {
+                // The key file's newest version (a `stat` of the file when it has one).
+                let keys = self.keys.current();
+                if keys.is_empty() {
+                    return Err(unauthenticated("this API takes no API keys"));
+                }
                 let holder = value
                     .to_str()
                     .ok()
-                    .and_then(|key| self.keys.find(key))
+                    .and_then(|key| keys.find(key))
                     .ok_or_else(|| unauthenticated("the API key is not one of the keys"))?;
                 Ok(Caller {
                     identity: Identity::Key(holder.name.clone()),

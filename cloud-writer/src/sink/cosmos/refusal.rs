@@ -57,6 +57,8 @@ pub fn of_error(error: &CosmosError) -> Refusal {
             of_status(e.status, true).unwrap_or(Refusal::Hold(HoldReason::RequestRefused))
         }
         CosmosError::Credential(_) => Refusal::Hold(HoldReason::Unauthorized),
+        // A document id no URL can address (`.`, `..`): that document, not the service.
+        CosmosError::InvalidName(_) => Refusal::Document(DropReason::DocumentRefused),
         CosmosError::Timeout(_)
         | CosmosError::Transport(_)
         | CosmosError::Decode { .. }
@@ -180,6 +182,11 @@ mod tests {
         assert_eq!(
             of_error(&CosmosError::Timeout(std::time::Duration::from_secs(1))),
             Refusal::Hold(Unavailable)
+        );
+        // A device id no URL can address drops its document, not the whole sink.
+        assert_eq!(
+            of_error(&CosmosError::InvalidName("/docs/..".into())),
+            Refusal::Document(DropReason::DocumentRefused)
         );
     }
 }
