@@ -1,6 +1,7 @@
 //! The API key file followed while the API runs: a key taken out of the file is refused
-//! within 5 s without a restart; a version that does not parse, or a file that goes away,
-//! keeps the last good keys, and each is counted in `/metrics`.
+//! within 5 s without a restart, and an emptied file revokes every key; a version that does
+//! not parse, or a file that goes away, keeps the last good keys, and each is counted in
+//! `/metrics`.
 
 mod common;
 
@@ -108,6 +109,11 @@ async fn a_revoked_key_is_refused_and_a_bad_file_keeps_the_last_good_keys() {
         replace(&file, &format!("{a}\n"));
         until(&base, KEY_A, 404).await;
         assert_eq!(status(&base, KEY_B).await, 401);
+        assert_eq!(failures(&base).await, 2);
+
+        // Emptied (only a comment left): every key is revoked, which is no failure.
+        replace(&file, "# all keys revoked\n");
+        until(&base, KEY_A, 401).await;
         assert_eq!(failures(&base).await, 2);
     })
     .await

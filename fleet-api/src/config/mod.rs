@@ -17,7 +17,7 @@ use serde::Deserialize;
 use settings::{AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
 
-use crate::access::{AccessConfig, ApiKeys, OidcSettings};
+use crate::access::{AccessConfig, ApiKeys, KeyError, OidcSettings};
 use crate::budget::RuBudget;
 use crate::map::{MapSignIn, MapUpdates};
 use crate::tls::TlsFiles;
@@ -494,10 +494,18 @@ fn access(
     anonymous: Option<bool>,
 ) -> Result<AccessConfig, ConfigError> {
     let keys = match keys_file {
-        Some(path) => ApiKeys::load(path).map_err(|e| ConfigError::Invalid {
-            name: "API_KEYS_FILE",
-            message: e.to_string(),
-        })?,
+        Some(path) => ApiKeys::load(path)
+            .and_then(|keys| {
+                if keys.is_empty() {
+                    Err(KeyError::Empty)
+                } else {
+                    Ok(keys)
+                }
+            })
+            .map_err(|e| ConfigError::Invalid {
+                name: "API_KEYS_FILE",
+                message: e.to_string(),
+            })?,
         None => ApiKeys::default(),
     };
     let anonymous = anonymous.unwrap_or(false);

@@ -101,15 +101,21 @@ fn a_configuration_that_lets_nobody_in_is_refused() {
     .resolve()
     .unwrap();
     assert!(!config.access.anonymous && !config.access.keys.is_empty());
-    std::fs::write(&file, "ci Fleet.Read nothex\n").unwrap();
-    let err = Settings {
-        api_keys_file: Some(file),
-        ..closed(None)
-    }
-    .resolve()
-    .unwrap_err()
-    .to_string();
+    let refused = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Settings {
+            api_keys_file: Some(file.clone()),
+            ..closed(None)
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string()
+    };
+    let err = refused("ci Fleet.Read nothex\n");
     assert!(err.contains("API_KEYS_FILE: line 1"), "{err}");
+    // At start a file with no key is a mistake (in service it revokes every key).
+    let err = refused("# none yet\n");
+    assert!(err.contains("API_KEYS_FILE: no key in the file"), "{err}");
 }
 
 #[test]
