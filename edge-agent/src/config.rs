@@ -224,6 +224,11 @@ pub struct Settings {
     /// The certificate's private key (PEM).
     #[arg(long, env = "DPS_KEY_FILE")]
     pub dps_key_file: Option<PathBuf>,
+    // The drone's own credentials and what it trusts (kept together).
+    /// `true` lets DPS_GROUP_KEY be on the drone (labs and demos only): whoever reads the
+    /// group key from one drone can derive every drone's key [default: false].
+    #[arg(long, env = "DPS_GROUP_KEY_ON_DEVICE")]
+    pub dps_group_key_on_device: Option<bool>,
 }
 
 impl fmt::Debug for Settings {
@@ -282,6 +287,7 @@ settings::layered!(Settings {
     dps_device_key,
     dps_cert_file,
     dps_key_file,
+    dps_group_key_on_device,
 });
 
 /// The agent's environment variables, whose prefixes mark a variable as the agent's:

@@ -58,9 +58,10 @@ enum Command {
     /// Register with the Device Provisioning Service now (DPS_ID_SCOPE and a key), keep
     /// the assignment beside the buffer and print it.
     Provision,
-    /// Print the DPS key of the drone with this registration id, derived from its
-    /// enrollment group's key read from standard input (what `az iot dps enrollment-group
-    /// compute-device-key` prints).
+    /// Print the DPS key of the drone with this registration id (its DPS_DEVICE_KEY),
+    /// derived from its enrollment group's key: DPS_GROUP_KEY, the file DPS_GROUP_KEY_FILE
+    /// names, or else standard input (what `az iot dps enrollment-group compute-device-key`
+    /// prints). Run it where the image is personalised, not on the drone.
     DeriveKey {
         /// The drone's registration id.
         #[arg(long)]
@@ -195,18 +196,27 @@ async fn provision_now(settings: Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `edge-agent derive-key`: the drone's key from the group key on standard input.
+/// `edge-agent derive-key`: the drone's key from the group key in DPS_GROUP_KEY, its file,
+/// or standard input.
 fn print_derived_key(registration_id: &str) -> anyhow::Result<ExitCode> {
-    let mut group_key = String::new();
-    std::io::stdin()
-        .read_line(&mut group_key)
-        .context("read the group key from standard input")?;
-    if group_key.trim().is_empty() {
-        bail!("give the enrollment group's key on standard input");
-    }
+    let group_key = match settings::secret_from_env(DPS_GROUP_KEY)? {
+        Some(key) => key,
+        None => {
+            let mut key = String::new();
+            std::io::stdin()
+                .read_line(&mut key)
+                .context("read the group key from standard input")?;
+            if key.trim().is_empty() {
+                bail!(
+                    "give the enrollment group's key on standard input, in DPS_GROUP_KEY or in the file DPS_GROUP_KEY_FILE names"
+                );
+            }
+            Secret::new(key)
+        }
+    };
     println!(
         "{}",
-        provision::derive_device_key(&group_key, registration_id)?
+        provision::derive_device_key(group_key.expose(), registration_id)?
     );
     Ok(ExitCode::SUCCESS)
 }

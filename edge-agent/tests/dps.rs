@@ -2,7 +2,8 @@
 //! first start registers with a key derived from the group's and publishes to the assigned
 //! hub; a restart reuses the kept assignment without registering (the group is disabled by
 //! then, so a registration would be refused); a disabled group is reported with DPS's error
-//! code and tried again on the backoff schedule. `derive-key` is held to Python's HMAC.
+//! code and tried again on the backoff schedule; the group key without the lab's opt-in
+//! stops the agent. `derive-key` is held to Python's HMAC and Microsoft's published example.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -23,14 +24,23 @@ async fn hub(dir: &Path) -> HubSim {
     HubSim::start(config).await.unwrap()
 }
 
-/// The agent binary onboarding through `hub`'s DPS as `registration_id` with the group key.
+/// The agent binary onboarding through `hub`'s DPS as `registration_id` with the group key
+/// (a lab's opt-in).
 fn agent(
     hub: &HubSim,
     dir: &Path,
     registration_id: &str,
     group_key: &str,
 ) -> tokio::process::Child {
-    agent_with(hub, dir, registration_id, &[("DPS_GROUP_KEY", group_key)])
+    agent_with(
+        hub,
+        dir,
+        registration_id,
+        &[
+            ("DPS_GROUP_KEY", group_key),
+            ("DPS_GROUP_KEY_ON_DEVICE", "true"),
+        ],
+    )
 }
 
 /// The agent binary onboarding through `hub`'s DPS as `registration_id` with `credential`
@@ -242,6 +252,187 @@ async fn a_drone_with_a_certificate_of_the_fleet_ca_registers_and_publishes_with
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_key_on_a_drone_stops_run_naming_the_drones_own_credentials() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        let output = agent_with(
+            &hub,
+            dir.path(),
+            "drone-dps-4",
+            &[("DPS_GROUP_KEY", &group_key)],
+        )
+        .wait_with_output()
+        .await
+        .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let log = std::fs::read_to_string(dir.path().join("drone-dps-4.log")).unwrap();
+        for named in ["DPS_DEVICE_KEY", "X.509", "derive-key"] {
+            assert!(log.contains(named), "{named} not named in: {log}");
+        }
+        assert!(!log.contains(&group_key), "the key itself is never printed");
+        assert!(hub.dps_registrations().is_empty());
+    })
+    .await;
+}
+
+/// Runs `openssl` with `args` in `dir`; panics with its output if it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "openssl {args:?}: {output:?}");
+}
+
+/// A fleet's root CA and intermediate made by OpenSSL in `dir`: `root.pem`, `int.pem` and
+/// `int-key.pem`.
+fn openssl_fleet_ca(dir: &Path) {
+    let ca_ext = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n\
+                  subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n";
+    std::fs::write(dir.join("ca.ext"), ca_ext).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut root = vec!["req", "-x509"];
+    root.extend(ec);
+    root.extend([
+        "-keyout",
+        "root-key.pem",
+        "-out",
+        "root.pem",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=fleet root",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &root);
+    let mut request = vec!["req"];
+    request.extend(ec);
+    request.extend([
+        "-keyout",
+        "int-key.pem",
+        "-out",
+        "int.csr",
+        "-subj",
+        "/CN=fleet intermediate",
+    ]);
+    openssl(dir, &request);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "int.csr",
+            "-CA",
+            "root.pem",
+            "-CAkey",
+            "root-key.pem",
+            "-set_serial",
+            "2",
+            "-days",
+            "30",
+            "-extfile",
+            "ca.ext",
+            "-out",
+            "int.pem",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_certs_issues_each_drone_a_certificate_the_fleets_x509_group_trusts() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let pki = dir.path().join("pki");
+        std::fs::create_dir_all(&pki).unwrap();
+        openssl_fleet_ca(&pki);
+        std::fs::write(pki.join("ids"), "drone-x509-2\ndrone-x509-3\n").unwrap();
+        let issued = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
+            .args([
+                "--ca-cert",
+                "int.pem",
+                "--ca-key",
+                "int-key.pem",
+                "--out",
+                "drones",
+                "ids",
+            ])
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert!(issued.status.success(), "{issued:?}");
+        let drones = pki.join("drones");
+        for id in ["drone-x509-2", "drone-x509-3"] {
+            // OpenSSL, not our code, checks the chain up to the root.
+            openssl(
+                &drones,
+                &[
+                    "verify",
+                    "-purpose",
+                    "sslclient",
+                    "-CAfile",
+                    "../root.pem",
+                    "-untrusted",
+                    "../int.pem",
+                    &format!("{id}.pem"),
+                ],
+            );
+            use std::os::unix::fs::PermissionsExt as _;
+            let key = std::fs::metadata(drones.join(format!("{id}-key.pem"))).unwrap();
+            assert_eq!(key.permissions().mode() & 0o777, 0o600);
+        }
+        // Issued again: refused, nothing replaced.
+        let again = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
+            .args([
+                "--ca-cert",
+                "int.pem",
+                "--ca-key",
+                "int-key.pem",
+                "--out",
+                "drones",
+                "ids",
+            ])
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert_eq!(again.status.code(), Some(2), "{again:?}");
+
+        // The DPS X.509 group of the fleet's root trusts the drone's chain.
+        let root = std::fs::read_to_string(pki.join("root.pem")).unwrap();
+        hub.add_x509_group("drones", &root).unwrap();
+        let (cert, key) = (
+            drones.join("drone-x509-2.pem"),
+            drones.join("drone-x509-2-key.pem"),
+        );
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let agent = agent_with(
+            &hub,
+            dir.path(),
+            "drone-x509-2",
+            &[("DPS_CERT_FILE", &cert), ("DPS_KEY_FILE", &key)],
+        );
+        accepted_more_than(&hub, 2).await;
+        stop(agent).await;
+        assert_eq!(hub.dps_registrations()[0].registration_id, "drone-x509-2");
+        assert!(received_seqs(&hub, "drone-x509-2").len() >= 3);
+    })
+    .await;
+}
+
 #[test]
 fn derive_key_equals_pythons_hmac_of_the_group_key() {
     let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
@@ -271,6 +462,35 @@ fn derive_key_equals_pythons_hmac_of_the_group_key() {
     assert_eq!(
         String::from_utf8(ours.stdout).unwrap(),
         String::from_utf8(python.stdout).unwrap()
+    );
+}
+
+#[test]
+fn derive_key_from_a_file_gives_microsofts_published_example() {
+    // learn.microsoft.com, "Tutorial: Provision devices using symmetric key enrollment
+    // groups": this group key and registration id give this derived key.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("group.key");
+    std::fs::write(
+        &file,
+        "8isrFI1sGsIlvvFSSFRiMfCNzv21fjbE/+ah/lSh3lF8e2YG1Te7w1KpZhJFFXJrqYKi9yegxkqIChbqOS9Egw==\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args([
+            "derive-key",
+            "--registration-id",
+            "sn-007-888-abc-mac-a1-b2-c3-d4-e5-f6",
+        ])
+        .env_clear()
+        .env("DPS_GROUP_KEY_FILE", &file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "Jsm0lyGpjaVYVP2g3FnmnmG9dI/9qU24wNoykUmermc=\n"
     );
 }
 

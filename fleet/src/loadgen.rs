@@ -337,6 +337,8 @@ async fn links(
             let group = AgentSettings {
                 dps_id_scope: Some(id_scope.clone()),
                 dps_group_key: Some(group_key.clone()),
+                // A lab: every simulated drone derives its key from the group's.
+                dps_group_key_on_device: Some(true),
                 dps_endpoint: Some(endpoint.clone()),
                 iothub_ca_file: ca_file.clone(),
                 ..AgentSettings::default()

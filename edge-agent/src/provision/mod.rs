@@ -1,13 +1,15 @@
 //! Zero-touch onboarding through the Device Provisioning Service (DPS): which hub and device
 //! id this drone has, found once by registering and kept beside the buffer.
 //!
-//! A fleet's image carries the ID scope and either the enrollment group's key (each drone
-//! derives its own: [`derive_device_key`]), the drone's own key, or a certificate signed by
-//! the fleet's CA (whose common name is the registration id). At the first start the
+//! A drone's image carries the ID scope and a credential of its own: its key (derived from
+//! the enrollment group's where the image is personalised: [`derive_device_key`]) or a
+//! certificate of the fleet's CA whose common name is the registration id ([`FleetCa`]).
+//! The group's key itself goes on a drone only in labs and demos. At the first start the
 //! agent registers ([`register`]) and keeps the assignment in `assignment.json` (hub and
 //! device id, no key: the key is derived again at every start) with owner-only permissions;
 //! later starts reuse it without registering.
 
+mod certs;
 mod register;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use settings::Secret;
 use sha2::Sha256;
 
+pub use certs::{CertError, DroneCertificate, FleetCa};
 pub use register::{RegisterError, register};
 
 /// The public DPS endpoint.
@@ -97,6 +100,18 @@ pub fn derive_device_key(group_key: &str, registration_id: &str) -> Result<Strin
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
     mac.update(registration_id.as_bytes());
     Ok(BASE64.encode(mac.finalize().into_bytes()))
+}
+
+/// DPS's rules for a registration id: 1 to 128 characters, lower-case letters, digits and
+/// `-` `.` `_` `:`.
+pub fn check_registration_id(id: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._:".contains(c);
+    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
+        return Err(format!(
+            "`{id}` is not a registration id: 1 to 128 lower-case letters, digits and - . _ :"
+        ));
+    }
+    Ok(())
 }
 
 /// The hub and device id DPS assigned this drone.
