@@ -229,6 +229,10 @@ pub struct Settings {
     /// group key from one drone can derive every drone's key [default: false].
     #[arg(long, env = "DPS_GROUP_KEY_ON_DEVICE")]
     pub dps_group_key_on_device: Option<bool>,
+    /// The hubs DPS may assign: a domain suffix (`.azure-devices.net`) or a host name and
+    /// its subdomains (a local hub's) [default: .azure-devices.net].
+    #[arg(long, env = "DPS_ALLOWED_HUB_SUFFIX")]
+    pub dps_allowed_hub_suffix: Option<String>,
 }
 
 impl fmt::Debug for Settings {
@@ -288,6 +292,7 @@ settings::layered!(Settings {
     dps_cert_file,
     dps_key_file,
     dps_group_key_on_device,
+    dps_allowed_hub_suffix,
 });
 
 /// The agent's environment variables, whose prefixes mark a variable as the agent's:

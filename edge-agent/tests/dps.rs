@@ -58,6 +58,7 @@ fn agent_with(
         .env_clear()
         .env("DPS_ID_SCOPE", hub.id_scope())
         .env("DPS_REGISTRATION_ID", registration_id)
+        .env("DPS_ALLOWED_HUB_SUFFIX", &hub.config().host)
         .envs(credential.iter().copied())
         .env(
             "DPS_ENDPOINT",
@@ -465,6 +466,79 @@ fn derive_key_equals_pythons_hmac_of_the_group_key() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_outside_the_allowed_suffix_is_refused_and_nothing_is_kept() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        // The local hub's name is `localhost`; the agent allows only the public cloud's.
+        let mut agent = agent_with(
+            &hub,
+            dir.path(),
+            "drone-dps-5",
+            &[
+                ("DPS_GROUP_KEY", &group_key),
+                ("DPS_GROUP_KEY_ON_DEVICE", "true"),
+                ("DPS_ALLOWED_HUB_SUFFIX", ".azure-devices.net"),
+            ],
+        );
+        let log = dir.path().join("drone-dps-5.log");
+        let refusals = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| {
+                    l.contains("DPS registration failed")
+                        && l.contains("assigned the hub \"localhost\", outside DPS_ALLOWED_HUB_SUFFIX (.azure-devices.net)")
+                })
+                .count()
+        };
+        while refusals() < 2 {
+            assert!(
+                agent.try_wait().unwrap().is_none(),
+                "the agent keeps trying: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop(agent).await;
+        assert!(!dir.path().join("drone-dps-5/assignment.json").exists());
+        assert_eq!(hub.stats().messages_accepted, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_days_retry_after_from_dps_is_cut_to_a_minute() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = HubConfig::new(dir.path().join("hub"));
+        config.dps.retry_after = Duration::from_secs(86_400);
+        // One 202 (to the registration), then assigned at the first status poll.
+        config.dps.assigning_polls = 0;
+        let hub = HubSim::start(config).await.unwrap();
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        let agent = agent(&hub, dir.path(), "drone-dps-6", &group_key);
+        // DPS answers 202 with retry-after=86400; the agent polls again after at most
+        // MAX_RETRY_AFTER (60 s, twice the registration's keep-alive: the connection holds),
+        // is assigned and publishes well within the test's 180 s.
+        accepted_more_than(&hub, 0).await;
+        stop(agent).await;
+        let log = std::fs::read_to_string(dir.path().join("drone-dps-6.log")).unwrap();
+        assert!(
+            log.contains("DPS asked for a longer wait than the agent takes")
+                && log.contains("asked_secs=86400"),
+            "{log}"
+        );
+        assert_eq!(
+            edge_agent::provision::MAX_RETRY_AFTER,
+            Duration::from_secs(60)
+        );
+    })
+    .await;
+}
+
 #[test]
 fn derive_key_from_a_file_gives_microsofts_published_example() {
     // learn.microsoft.com, "Tutorial: Provision devices using symmetric key enrollment
@@ -496,7 +570,7 @@ fn derive_key_from_a_file_gives_microsofts_published_example() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
-    use edge_agent::provision::{DpsConfig, DpsCredential, register};
+    use edge_agent::provision::{DpsConfig, DpsCredential, HubSuffix, register};
     use hub_sim::dps::Allocation;
     use settings::Secret;
     bounded(async {
@@ -505,14 +579,15 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
         config.dps.retry_after = Duration::from_millis(50);
         config.dps.allocation = Allocation::EvenlyDistributed;
         let a = HubSim::start(config).await.unwrap();
-        // Hub B shares A's CA and port, at 127.0.0.2.
+        // Hub B shares A's CA and port, at 127.0.0.2 (only DPS on A is dialled).
         let b_dir = dir.path().join("b");
         std::fs::create_dir_all(&b_dir).unwrap();
         for file in ["ca.pem", "ca-key.pem"] {
             std::fs::copy(dir.path().join("a").join(file), b_dir.join(file)).unwrap();
         }
         let mut b_config = HubConfig::new(&b_dir);
-        b_config.host = "127.0.0.2".into();
+        // Its name under the local hub's, which the drones allow.
+        b_config.host = "hub-b.localhost".into();
         b_config.bind = "127.0.0.2".parse().unwrap();
         b_config.mqtt_port = a.mqtt_addr().port();
         let b = HubSim::start(b_config).await.unwrap();
@@ -528,6 +603,7 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
             host: "localhost".into(),
             port: a.dps_addr().port(),
             ca_file: Some(ca.clone()),
+            allowed_hubs: HubSuffix::new("localhost").unwrap(),
         };
         let mut on_b = 0;
         for batch in (0..200).collect::<Vec<_>>().chunks(25) {
@@ -539,7 +615,7 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
                 }
             });
             for assignment in futures::future::join_all(registrations).await {
-                if assignment.assigned_hub == "127.0.0.2" {
+                if assignment.assigned_hub == "hub-b.localhost" {
                     on_b += 1;
                 } else {
                     assert_eq!(assignment.assigned_hub, "localhost");

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{ConfigError, DPS_DEVICE_KEY, DPS_GROUP_KEY, Settings, invalid};
 use crate::provision::{
-    Assignment, Attestation, DPS_PORT, DpsConfig, DpsCredential, GLOBAL_ENDPOINT,
+    Assignment, Attestation, DPS_PORT, DpsConfig, DpsCredential, GLOBAL_ENDPOINT, HubSuffix,
     check_registration_id,
 };
 
@@ -24,6 +24,10 @@ impl Settings {
                 (
                     "DPS_GROUP_KEY_ON_DEVICE",
                     self.dps_group_key_on_device.is_some(),
+                ),
+                (
+                    "DPS_ALLOWED_HUB_SUFFIX",
+                    self.dps_allowed_hub_suffix.is_some(),
                 ),
             ];
             return match without_scope.iter().find(|(_, set)| *set) {
@@ -122,6 +126,11 @@ impl Settings {
                 "write `host` or `host:port`, e.g. global.azure-devices-provisioning.net",
             ));
         }
+        let allowed_hubs = match &self.dps_allowed_hub_suffix {
+            Some(suffix) => HubSuffix::new(suffix)
+                .map_err(|problem| invalid("DPS_ALLOWED_HUB_SUFFIX", problem))?,
+            None => HubSuffix::default(),
+        };
         Ok(Some(DpsConfig {
             id_scope: id_scope.clone(),
             registration_id,
@@ -129,6 +138,7 @@ impl Settings {
             host: host.to_owned(),
             port,
             ca_file: self.iothub_ca_file.clone(),
+            allowed_hubs,
         }))
     }
 
@@ -154,6 +164,7 @@ impl Settings {
             dps_cert_file: None,
             dps_key_file: None,
             dps_group_key_on_device: None,
+            dps_allowed_hub_suffix: None,
             ..self
         }
     }

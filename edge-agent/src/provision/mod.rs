@@ -23,7 +23,7 @@ use settings::Secret;
 use sha2::Sha256;
 
 pub use certs::{CertError, DroneCertificate, FleetCa};
-pub use register::{RegisterError, register};
+pub use register::{MAX_RETRY_AFTER, RegisterError, register};
 
 /// The public DPS endpoint.
 pub const GLOBAL_ENDPOINT: &str = "global.azure-devices-provisioning.net";
@@ -70,6 +70,70 @@ pub struct DpsConfig {
     pub port: u16,
     /// The CA to trust instead of the system's roots (`IOTHUB_CA_FILE`).
     pub ca_file: Option<PathBuf>,
+    /// The hubs DPS may assign (`DPS_ALLOWED_HUB_SUFFIX`).
+    pub allowed_hubs: HubSuffix,
+}
+
+/// The host names of the hubs DPS may assign this drone: a domain suffix with its leading
+/// dot (`.azure-devices.net`: any hub of the public cloud), or one host name and its
+/// subdomains (`localhost`, a local hub). A hub outside it is refused: its name becomes
+/// the connection's host, and the drone would send its positions and its credentials there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubSuffix(String);
+
+impl HubSuffix {
+    /// The public cloud's hubs.
+    pub const AZURE: &str = ".azure-devices.net";
+
+    /// `text` as a suffix: letters, digits, `-` and `.`, case-insensitive.
+    pub fn new(text: &str) -> Result<HubSuffix, String> {
+        let suffix = text.trim().to_ascii_lowercase();
+        let labels = suffix.strip_prefix('.').unwrap_or(&suffix);
+        if labels.is_empty() || !is_host_name(labels) {
+            return Err(format!(
+                "`{text}` is not a host name or a domain suffix: write e.g. {} or localhost",
+                HubSuffix::AZURE
+            ));
+        }
+        Ok(HubSuffix(suffix))
+    }
+
+    /// Whether the hub `host` is inside: under the suffix, or the host name itself or
+    /// one of its subdomains.
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        if !is_host_name(&host) {
+            return false;
+        }
+        match self.0.strip_prefix('.') {
+            Some(_) => host.len() > self.0.len() && host.ends_with(&self.0),
+            None => host == self.0 || host.ends_with(&format!(".{}", self.0)),
+        }
+    }
+}
+
+impl Default for HubSuffix {
+    fn default() -> Self {
+        HubSuffix(HubSuffix::AZURE.to_owned())
+    }
+}
+
+impl std::fmt::Display for HubSuffix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Dot-separated labels of letters, digits and `-`, none empty.
+fn is_host_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 impl DpsConfig {
@@ -204,8 +268,8 @@ pub fn forget(dir: &Path) -> Result<(), StateError> {
 }
 
 /// The assignment: the one kept in `dir`, or a new registration, tried again with
-/// `backoff` (and DPS's `retry-after`) until one is assigned; every refusal is logged with
-/// what DPS said.
+/// `backoff` (and at least DPS's `retry-after`, itself capped) until one is assigned; every
+/// refusal is logged with what DPS said.
 pub async fn assignment(
     config: &DpsConfig,
     dir: &Path,
@@ -233,7 +297,10 @@ pub async fn assignment(
                 return Ok(assignment);
             }
             Err(err) => {
-                let delay = err.retry_after().unwrap_or_else(|| backoff.next_delay());
+                // DPS's wait (at most register::MAX_RETRY_AFTER) is the least one.
+                let delay = backoff
+                    .next_delay()
+                    .max(err.retry_after().unwrap_or_default());
                 tracing::error!(error = %err, retry_in = ?delay, "DPS registration failed");
                 tokio::time::sleep(delay).await;
             }
@@ -256,6 +323,32 @@ mod tests {
             host: "localhost".into(),
             port: DPS_PORT,
             ca_file: None,
+            allowed_hubs: HubSuffix::default(),
+        }
+    }
+
+    #[test]
+    fn only_hubs_under_the_allowed_suffix_are_taken() {
+        let azure = HubSuffix::default();
+        assert!(azure.allows("fleet-hub.azure-devices.net"));
+        assert!(azure.allows("Fleet-Hub.Azure-Devices.NET"));
+        for hostile in [
+            "azure-devices.net",
+            "evil-azure-devices.net",
+            "hub.azure-devices.net.evil.example",
+            "evil.example;SharedAccessKey=x.azure-devices.net",
+            "hub.azure-devices.net/",
+            "",
+        ] {
+            assert!(!azure.allows(hostile), "{hostile}");
+        }
+        let local = HubSuffix::new("localhost").unwrap();
+        assert!(local.allows("localhost"));
+        assert!(!local.allows("evillocalhost"));
+        assert!(!local.allows("fleet-hub.azure-devices.net"));
+        assert!(HubSuffix::new("127.0.0.2").unwrap().allows("127.0.0.2"));
+        for wrong in ["", ".", "https://x.net", "*.azure-devices.net", "a..b"] {
+            assert!(HubSuffix::new(wrong).is_err(), "{wrong}");
         }
     }
 
