@@ -13,7 +13,8 @@ use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
 use edge_agent::clock::{Clock, kernel_synchronised};
 use edge_agent::config::{
-    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, Secret, Settings,
+    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, MQTT_PASSWORD, Secret,
+    Settings,
 };
 use edge_agent::provision;
 use edge_agent::source::FixTime;
@@ -123,6 +124,7 @@ fn layered(cli: &Cli) -> anyhow::Result<(Settings, settings::EnvNames)> {
         connection_string: connection_string()?,
         dps_group_key: settings::secret_from_env(DPS_GROUP_KEY)?,
         dps_device_key: settings::secret_from_env(DPS_DEVICE_KEY)?,
+        mqtt_password: settings::secret_from_env(MQTT_PASSWORD)?,
         ..Settings::default()
     };
     let names = edge_agent::config::env_names(&Cli::command());
@@ -429,7 +431,16 @@ fn describe(config: &AgentConfig) -> String {
         Endpoint::WebSocket { url } => url.clone(),
     };
     let auth = match &config.transport.auth {
-        Auth::Anonymous => "anonymous".to_owned(),
+        Auth::Broker(broker) => match (&broker.login, &broker.identity) {
+            (Some(login), Some(identity)) => format!(
+                "user {}, certificate {}",
+                login.username,
+                identity.cert_path.display()
+            ),
+            (Some(login), None) => format!("user {}", login.username),
+            (None, Some(identity)) => format!("certificate {}", identity.cert_path.display()),
+            (None, None) => "anonymous".to_owned(),
+        },
         Auth::Sas(sas) => format!(
             "SAS, {} s tokens renewed at {:.0}%",
             sas.token_ttl.as_secs(),
