@@ -27,9 +27,10 @@ fn password(user: &str) -> String {
 }
 
 /// A CA and a server certificate for 127.0.0.1 in `dir` (`ca.pem`, `server.pem`,
-/// `server-key.pem`), and a broker with the shipped access rules and a TLS listener that,
-/// as shipped, takes clients without a certificate.
-fn broker(dir: &Path) -> Mosquitto {
+/// `server-key.pem`), a client certificate of drone A (`drone-a.pem`, `drone-a-key.pem`),
+/// and a broker with the shipped access rules and a TLS listener that takes clients
+/// without a certificate (as shipped) or, with `require_certificate`, refuses them.
+fn broker(dir: &Path, require_certificate: bool) -> Mosquitto {
     let ca = hub_sim::tls::Ca::generate().unwrap();
     let server = ca
         .issue(&["127.0.0.1".into(), "localhost".into()], "broker")
@@ -37,6 +38,9 @@ fn broker(dir: &Path) -> Mosquitto {
     std::fs::write(dir.join("ca.pem"), &ca.cert_pem).unwrap();
     std::fs::write(dir.join("server.pem"), &server.cert_pem).unwrap();
     std::fs::write(dir.join("server-key.pem"), &server.key_pem).unwrap();
+    let client = ca.issue(&[], "drone-a").unwrap();
+    std::fs::write(dir.join("drone-a.pem"), &client.cert_pem).unwrap();
+    std::fs::write(dir.join("drone-a-key.pem"), &client.key_pem).unwrap();
     let passwd = dir.join("passwd");
     let users = ["cloud-writer", "drone-a", "drone-b"].map(|u| (u, password(u)));
     let users: Vec<(&str, &str)> = users.iter().map(|(u, p)| (*u, p.as_str())).collect();
@@ -47,7 +51,7 @@ fn broker(dir: &Path) -> Mosquitto {
             ca_file: dir.join("ca.pem"),
             cert_file: dir.join("server.pem"),
             key_file: dir.join("server-key.pem"),
-            require_certificate: false,
+            require_certificate,
         })
         .start()
         .unwrap()
@@ -140,7 +144,7 @@ fn the_shipped_broker_has_a_tls_listener_and_no_anonymous_clients() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drone_logs_in_over_tls_and_cannot_publish_as_another() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = broker(dir.path());
+    let broker = broker(dir.path(), false);
     let tls_url = format!("mqtts://127.0.0.1:{}", broker.tls_port().unwrap());
     let (_writer, mut received) =
         client_as(&broker, "cloud-writer", Some("devices/+/messages/events/#")).await;
@@ -216,4 +220,39 @@ async fn a_drone_logs_in_over_tls_and_cannot_publish_as_another() {
         );
     }
     impostor.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_requires_a_client_certificate_takes_the_agents_x509_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path(), true);
+    let (_writer, mut received) =
+        client_as(&broker, "cloud-writer", Some("devices/+/messages/events/#")).await;
+    let settings = |cert: bool| Settings {
+        position_source: Some("sim".into()),
+        report_interval: Some("100ms".parse().unwrap()),
+        mqtt_url: Some(format!("mqtts://127.0.0.1:{}", broker.tls_port().unwrap())),
+        device_id: Some("drone-a".into()),
+        mqtt_username: Some("drone-a".into()),
+        mqtt_password: Some(Secret::new(password("drone-a"))),
+        iothub_ca_file: Some(dir.path().join("ca.pem")),
+        x509_cert_file: cert.then(|| dir.path().join("drone-a.pem")),
+        x509_key_file: cert.then(|| dir.path().join("drone-a-key.pem")),
+        buffer_dir: Some(dir.path().join(if cert { "with" } else { "without" })),
+        buffer_fsync: Some(false),
+        ..Settings::default()
+    };
+    // Without its certificate the broker refuses the handshake.
+    let refused = Running::start(settings(false).resolve().unwrap());
+    broker
+        .wait_for_log("peer did not return a certificate", TIMEOUT)
+        .unwrap();
+    assert_eq!(refused.stop().await.acked, 0);
+    let agent = Running::start(settings(true).resolve().unwrap());
+    let (topic, _) = next(&mut received).await;
+    assert!(
+        topic.starts_with("devices/drone-a/messages/events/"),
+        "{topic}"
+    );
+    agent.stop().await;
 }
