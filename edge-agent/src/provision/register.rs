@@ -3,7 +3,8 @@
 //! a SAS token over `{idScope}/registrations/{id}` signed by the drone's key with
 //! `skn=registration` as the password, or the drone's certificate in TLS and no password;
 //! publish `iotdps-register`, then poll `iotdps-get-operationstatus` after each
-//! `retry-after` until the answer is not 202.
+//! `retry-after` (at most [`MAX_RETRY_AFTER`]) until the answer is not 202. An assignment
+//! is taken only to a hub the drone allows ([`super::HubSuffix`]) and a well-formed device id.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
