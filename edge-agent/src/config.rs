@@ -11,8 +11,9 @@
 //! and a required setting that is missing ([`POSITION_SOURCE`](Settings::position_source)
 //! has no default: the simulator runs only when named). Durations take the one
 //! form of every program (`5`, `5s`, `500ms`, `2m`). Secrets (the connection string, the
-//! key) come from the environment, a `*_FILE` or the config file, never from a flag, and
-//! are held in [`Secret`] and [`SecretBytes`], whose `Debug` output is redacted.
+//! key, the broker's password) come from the environment, a `*_FILE` or the config file,
+//! never from a flag, and are held in [`Secret`] and [`SecretBytes`], whose `Debug` output
+//! is redacted.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ pub const CONNECTION_STRING: &str = "IOTHUB_DEVICE_CONNECTION_STRING";
 pub const DPS_GROUP_KEY: &str = "DPS_GROUP_KEY";
 /// The variable of the drone's own DPS key (a secret).
 pub const DPS_DEVICE_KEY: &str = "DPS_DEVICE_KEY";
+/// The variable of the plain broker's password (a secret).
+pub const MQTT_PASSWORD: &str = "MQTT_PASSWORD";
 
 /// A setting that stops the agent at start, with what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -228,6 +231,22 @@ pub struct Settings {
     /// The certificate's private key (PEM).
     #[arg(long, env = "DPS_KEY_FILE")]
     pub dps_key_file: Option<PathBuf>,
+    // The drone's own credentials and what it trusts (kept together).
+    /// `true` lets DPS_GROUP_KEY be on the drone (labs and demos only): whoever reads the
+    /// group key from one drone can derive every drone's key [default: false].
+    #[arg(long, env = "DPS_GROUP_KEY_ON_DEVICE")]
+    pub dps_group_key_on_device: Option<bool>,
+    /// The hubs DPS may assign: a domain suffix (`.azure-devices.net`) or a host name and
+    /// its subdomains (a local hub's) [default: .azure-devices.net].
+    #[arg(long, env = "DPS_ALLOWED_HUB_SUFFIX")]
+    pub dps_allowed_hub_suffix: Option<String>,
+    /// The user name on the MQTT_URL broker (with MQTT_PASSWORD; Mosquitto's ACL of
+    /// `deploy/mosquitto` wants the device id).
+    #[arg(long, env = "MQTT_USERNAME")]
+    pub mqtt_username: Option<String>,
+    /// The password on the MQTT_URL broker (environment, `_FILE` or config file only).
+    #[arg(skip)]
+    pub mqtt_password: Option<Secret>,
 }
 
 impl fmt::Debug for Settings {
@@ -287,6 +306,10 @@ settings::layered!(Settings {
     dps_device_key,
     dps_cert_file,
     dps_key_file,
+    dps_group_key_on_device,
+    dps_allowed_hub_suffix,
+    mqtt_username,
+    mqtt_password,
 });
 
 /// The agent's environment variables, whose prefixes mark a variable as the agent's:
@@ -298,6 +321,7 @@ pub fn env_names(command: &clap::Command) -> EnvNames {
         .secret(CONNECTION_STRING)
         .secret(DPS_GROUP_KEY)
         .secret(DPS_DEVICE_KEY)
+        .secret(MQTT_PASSWORD)
         .program(command)
 }
 
@@ -546,10 +570,20 @@ impl Settings {
                 })?;
                 telemetry::wire::check_device_id(&device_id)
                     .map_err(|err| invalid("DEVICE_ID", err.to_string()))?;
-                let (host, port) = parse_mqtt_url(url)?;
-                Ok((device_id, TransportConfig::plain(&host, port)))
+                Ok((device_id, self.broker(&BrokerUrl::parse(url)?)?))
             }
             (Some(cs), None) => {
+                for (setting, set) in [
+                    ("MQTT_USERNAME", self.mqtt_username.is_some()),
+                    (MQTT_PASSWORD, self.mqtt_password.is_some()),
+                ] {
+                    if set {
+                        return Err(invalid(
+                            setting,
+                            "it is the MQTT_URL broker's login; IoT Hub's comes from the connection string: remove it",
+                        ));
+                    }
+                }
                 let cs = DeviceConnectionString::parse(cs.expose())?;
                 let auth = self.iothub_auth(&cs)?;
                 let endpoint = match self.iothub_transport.as_deref().unwrap_or("mqtt") {
@@ -661,28 +695,8 @@ fn positive(setting: &'static str, duration: Duration) -> Result<Duration, Confi
     Ok(duration)
 }
 
-/// `mqtt://HOST[:PORT]` (or `tcp://`) into host and port (default 1883).
-fn parse_mqtt_url(url: &str) -> Result<(String, u16), ConfigError> {
-    let rest = url
-        .strip_prefix("mqtt://")
-        .or_else(|| url.strip_prefix("tcp://"))
-        .ok_or_else(|| invalid("MQTT_URL", format!("`{url}` does not start with mqtt://")))?;
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((host, port)) => {
-            let port = port
-                .parse()
-                .map_err(|_| invalid("MQTT_URL", format!("`{port}` is not a port number")))?;
-            (host, port)
-        }
-        None => (rest, 1883),
-    };
-    if host.is_empty() {
-        return Err(invalid("MQTT_URL", "the host is empty"));
-    }
-    Ok((host.to_owned(), port))
-}
-
+mod broker;
 mod dps;
+use broker::BrokerUrl;
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,8 @@ use edge_agent::SourceConfig;
 use edge_agent::buffer::DiskBuffer;
 use edge_agent::clock::{Clock, kernel_synchronised};
 use edge_agent::config::{
-    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, Secret, Settings,
+    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, MQTT_PASSWORD, Secret,
+    Settings,
 };
 use edge_agent::provision;
 use edge_agent::source::FixTime;
@@ -58,9 +59,10 @@ enum Command {
     /// Register with the Device Provisioning Service now (DPS_ID_SCOPE and a key), keep
     /// the assignment beside the buffer and print it.
     Provision,
-    /// Print the DPS key of the drone with this registration id, derived from its
-    /// enrollment group's key read from standard input (what `az iot dps enrollment-group
-    /// compute-device-key` prints).
+    /// Print the DPS key of the drone with this registration id (its DPS_DEVICE_KEY),
+    /// derived from its enrollment group's key: DPS_GROUP_KEY, the file DPS_GROUP_KEY_FILE
+    /// names, or else standard input (what `az iot dps enrollment-group compute-device-key`
+    /// prints). Run it where the image is personalised, not on the drone.
     DeriveKey {
         /// The drone's registration id.
         #[arg(long)]
@@ -122,6 +124,7 @@ fn layered(cli: &Cli) -> anyhow::Result<(Settings, settings::EnvNames)> {
         connection_string: connection_string()?,
         dps_group_key: settings::secret_from_env(DPS_GROUP_KEY)?,
         dps_device_key: settings::secret_from_env(DPS_DEVICE_KEY)?,
+        mqtt_password: settings::secret_from_env(MQTT_PASSWORD)?,
         ..Settings::default()
     };
     let names = edge_agent::config::env_names(&Cli::command());
@@ -195,18 +198,27 @@ async fn provision_now(settings: Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `edge-agent derive-key`: the drone's key from the group key on standard input.
+/// `edge-agent derive-key`: the drone's key from the group key in DPS_GROUP_KEY, its file,
+/// or standard input.
 fn print_derived_key(registration_id: &str) -> anyhow::Result<ExitCode> {
-    let mut group_key = String::new();
-    std::io::stdin()
-        .read_line(&mut group_key)
-        .context("read the group key from standard input")?;
-    if group_key.trim().is_empty() {
-        bail!("give the enrollment group's key on standard input");
-    }
+    let group_key = match settings::secret_from_env(DPS_GROUP_KEY)? {
+        Some(key) => key,
+        None => {
+            let mut key = String::new();
+            std::io::stdin()
+                .read_line(&mut key)
+                .context("read the group key from standard input")?;
+            if key.trim().is_empty() {
+                bail!(
+                    "give the enrollment group's key on standard input, in DPS_GROUP_KEY or in the file DPS_GROUP_KEY_FILE names"
+                );
+            }
+            Secret::new(key)
+        }
+    };
     println!(
         "{}",
-        provision::derive_device_key(&group_key, registration_id)?
+        provision::derive_device_key(group_key.expose(), registration_id)?
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -434,7 +446,16 @@ fn describe(config: &AgentConfig) -> String {
         Endpoint::WebSocket { url } => url.clone(),
     };
     let auth = match &config.transport.auth {
-        Auth::Anonymous => "anonymous".to_owned(),
+        Auth::Broker(broker) => match (&broker.login, &broker.identity) {
+            (Some(login), Some(identity)) => format!(
+                "user {}, certificate {}",
+                login.username,
+                identity.cert_path.display()
+            ),
+            (Some(login), None) => format!("user {}", login.username),
+            (None, Some(identity)) => format!("certificate {}", identity.cert_path.display()),
+            (None, None) => "anonymous".to_owned(),
+        },
         Auth::Sas(sas) => format!(
             "SAS, {} s tokens renewed at {:.0}%",
             sas.token_ttl.as_secs(),

@@ -2,7 +2,8 @@
 //! first start registers with a key derived from the group's and publishes to the assigned
 //! hub; a restart reuses the kept assignment without registering (the group is disabled by
 //! then, so a registration would be refused); a disabled group is reported with DPS's error
-//! code and tried again on the backoff schedule. `derive-key` is held to Python's HMAC.
+//! code and tried again on the backoff schedule; the group key without the lab's opt-in
+//! stops the agent. `derive-key` is held to Python's HMAC and Microsoft's published example.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -23,14 +24,23 @@ async fn hub(dir: &Path) -> HubSim {
     HubSim::start(config).await.unwrap()
 }
 
-/// The agent binary onboarding through `hub`'s DPS as `registration_id` with the group key.
+/// The agent binary onboarding through `hub`'s DPS as `registration_id` with the group key
+/// (a lab's opt-in).
 fn agent(
     hub: &HubSim,
     dir: &Path,
     registration_id: &str,
     group_key: &str,
 ) -> tokio::process::Child {
-    agent_with(hub, dir, registration_id, &[("DPS_GROUP_KEY", group_key)])
+    agent_with(
+        hub,
+        dir,
+        registration_id,
+        &[
+            ("DPS_GROUP_KEY", group_key),
+            ("DPS_GROUP_KEY_ON_DEVICE", "true"),
+        ],
+    )
 }
 
 /// The agent binary onboarding through `hub`'s DPS as `registration_id` with `credential`
@@ -48,6 +58,7 @@ fn agent_with(
         .env_clear()
         .env("DPS_ID_SCOPE", hub.id_scope())
         .env("DPS_REGISTRATION_ID", registration_id)
+        .env("DPS_ALLOWED_HUB_SUFFIX", &hub.config().host)
         .envs(credential.iter().copied())
         .env(
             "DPS_ENDPOINT",
@@ -242,6 +253,187 @@ async fn a_drone_with_a_certificate_of_the_fleet_ca_registers_and_publishes_with
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_key_on_a_drone_stops_run_naming_the_drones_own_credentials() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        let output = agent_with(
+            &hub,
+            dir.path(),
+            "drone-dps-4",
+            &[("DPS_GROUP_KEY", &group_key)],
+        )
+        .wait_with_output()
+        .await
+        .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let log = std::fs::read_to_string(dir.path().join("drone-dps-4.log")).unwrap();
+        for named in ["DPS_DEVICE_KEY", "X.509", "derive-key"] {
+            assert!(log.contains(named), "{named} not named in: {log}");
+        }
+        assert!(!log.contains(&group_key), "the key itself is never printed");
+        assert!(hub.dps_registrations().is_empty());
+    })
+    .await;
+}
+
+/// Runs `openssl` with `args` in `dir`; panics with its output if it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "openssl {args:?}: {output:?}");
+}
+
+/// A fleet's root CA and intermediate made by OpenSSL in `dir`: `root.pem`, `int.pem` and
+/// `int-key.pem`.
+fn openssl_fleet_ca(dir: &Path) {
+    let ca_ext = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n\
+                  subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n";
+    std::fs::write(dir.join("ca.ext"), ca_ext).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut root = vec!["req", "-x509"];
+    root.extend(ec);
+    root.extend([
+        "-keyout",
+        "root-key.pem",
+        "-out",
+        "root.pem",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=fleet root",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &root);
+    let mut request = vec!["req"];
+    request.extend(ec);
+    request.extend([
+        "-keyout",
+        "int-key.pem",
+        "-out",
+        "int.csr",
+        "-subj",
+        "/CN=fleet intermediate",
+    ]);
+    openssl(dir, &request);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "int.csr",
+            "-CA",
+            "root.pem",
+            "-CAkey",
+            "root-key.pem",
+            "-set_serial",
+            "2",
+            "-days",
+            "30",
+            "-extfile",
+            "ca.ext",
+            "-out",
+            "int.pem",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_certs_issues_each_drone_a_certificate_the_fleets_x509_group_trusts() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let pki = dir.path().join("pki");
+        std::fs::create_dir_all(&pki).unwrap();
+        openssl_fleet_ca(&pki);
+        std::fs::write(pki.join("ids"), "drone-x509-2\ndrone-x509-3\n").unwrap();
+        let issued = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
+            .args([
+                "--ca-cert",
+                "int.pem",
+                "--ca-key",
+                "int-key.pem",
+                "--out",
+                "drones",
+                "ids",
+            ])
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert!(issued.status.success(), "{issued:?}");
+        let drones = pki.join("drones");
+        for id in ["drone-x509-2", "drone-x509-3"] {
+            // OpenSSL, not our code, checks the chain up to the root.
+            openssl(
+                &drones,
+                &[
+                    "verify",
+                    "-purpose",
+                    "sslclient",
+                    "-CAfile",
+                    "../root.pem",
+                    "-untrusted",
+                    "../int.pem",
+                    &format!("{id}.pem"),
+                ],
+            );
+            use std::os::unix::fs::PermissionsExt as _;
+            let key = std::fs::metadata(drones.join(format!("{id}-key.pem"))).unwrap();
+            assert_eq!(key.permissions().mode() & 0o777, 0o600);
+        }
+        // Issued again: refused, nothing replaced.
+        let again = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
+            .args([
+                "--ca-cert",
+                "int.pem",
+                "--ca-key",
+                "int-key.pem",
+                "--out",
+                "drones",
+                "ids",
+            ])
+            .current_dir(&pki)
+            .output()
+            .unwrap();
+        assert_eq!(again.status.code(), Some(2), "{again:?}");
+
+        // The DPS X.509 group of the fleet's root trusts the drone's chain.
+        let root = std::fs::read_to_string(pki.join("root.pem")).unwrap();
+        hub.add_x509_group("drones", &root).unwrap();
+        let (cert, key) = (
+            drones.join("drone-x509-2.pem"),
+            drones.join("drone-x509-2-key.pem"),
+        );
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let agent = agent_with(
+            &hub,
+            dir.path(),
+            "drone-x509-2",
+            &[("DPS_CERT_FILE", &cert), ("DPS_KEY_FILE", &key)],
+        );
+        accepted_more_than(&hub, 2).await;
+        stop(agent).await;
+        assert_eq!(hub.dps_registrations()[0].registration_id, "drone-x509-2");
+        assert!(received_seqs(&hub, "drone-x509-2").len() >= 3);
+    })
+    .await;
+}
+
 #[test]
 fn derive_key_equals_pythons_hmac_of_the_group_key() {
     let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
@@ -275,8 +467,110 @@ fn derive_key_equals_pythons_hmac_of_the_group_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_outside_the_allowed_suffix_is_refused_and_nothing_is_kept() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path()).await;
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        // The local hub's name is `localhost`; the agent allows only the public cloud's.
+        let mut agent = agent_with(
+            &hub,
+            dir.path(),
+            "drone-dps-5",
+            &[
+                ("DPS_GROUP_KEY", &group_key),
+                ("DPS_GROUP_KEY_ON_DEVICE", "true"),
+                ("DPS_ALLOWED_HUB_SUFFIX", ".azure-devices.net"),
+            ],
+        );
+        let log = dir.path().join("drone-dps-5.log");
+        let refusals = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| {
+                    l.contains("DPS registration failed")
+                        && l.contains("assigned the hub \"localhost\", outside DPS_ALLOWED_HUB_SUFFIX (.azure-devices.net)")
+                })
+                .count()
+        };
+        while refusals() < 2 {
+            assert!(
+                agent.try_wait().unwrap().is_none(),
+                "the agent keeps trying: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop(agent).await;
+        assert!(!dir.path().join("drone-dps-5/assignment.json").exists());
+        assert_eq!(hub.stats().messages_accepted, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_days_retry_after_from_dps_is_cut_to_a_minute() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = HubConfig::new(dir.path().join("hub"));
+        config.dps.retry_after = Duration::from_secs(86_400);
+        // One 202 (to the registration), then assigned at the first status poll.
+        config.dps.assigning_polls = 0;
+        let hub = HubSim::start(config).await.unwrap();
+        let group_key = hub.add_symmetric_key_group("fleet").unwrap();
+        let agent = agent(&hub, dir.path(), "drone-dps-6", &group_key);
+        // DPS answers 202 with retry-after=86400; the agent polls again after at most
+        // MAX_RETRY_AFTER (60 s, twice the registration's keep-alive: the connection holds),
+        // is assigned and publishes well within the test's 180 s.
+        accepted_more_than(&hub, 0).await;
+        stop(agent).await;
+        let log = std::fs::read_to_string(dir.path().join("drone-dps-6.log")).unwrap();
+        assert!(
+            log.contains("DPS asked for a longer wait than the agent takes")
+                && log.contains("asked_secs=86400"),
+            "{log}"
+        );
+        assert_eq!(
+            edge_agent::provision::MAX_RETRY_AFTER,
+            Duration::from_secs(60)
+        );
+    })
+    .await;
+}
+
+#[test]
+fn derive_key_from_a_file_gives_microsofts_published_example() {
+    // learn.microsoft.com, "Tutorial: Provision devices using symmetric key enrollment
+    // groups": this group key and registration id give this derived key.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("group.key");
+    std::fs::write(
+        &file,
+        "8isrFI1sGsIlvvFSSFRiMfCNzv21fjbE/+ah/lSh3lF8e2YG1Te7w1KpZhJFFXJrqYKi9yegxkqIChbqOS9Egw==\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args([
+            "derive-key",
+            "--registration-id",
+            "sn-007-888-abc-mac-a1-b2-c3-d4-e5-f6",
+        ])
+        .env_clear()
+        .env("DPS_GROUP_KEY_FILE", &file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "Jsm0lyGpjaVYVP2g3FnmnmG9dI/9qU24wNoykUmermc=\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
-    use edge_agent::provision::{DpsConfig, DpsCredential, register};
+    use edge_agent::provision::{DpsConfig, DpsCredential, HubSuffix, register};
     use hub_sim::dps::Allocation;
     use settings::Secret;
     bounded(async {
@@ -285,14 +579,15 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
         config.dps.retry_after = Duration::from_millis(50);
         config.dps.allocation = Allocation::EvenlyDistributed;
         let a = HubSim::start(config).await.unwrap();
-        // Hub B shares A's CA and port, at 127.0.0.2.
+        // Hub B shares A's CA and port, at 127.0.0.2 (only DPS on A is dialled).
         let b_dir = dir.path().join("b");
         std::fs::create_dir_all(&b_dir).unwrap();
         for file in ["ca.pem", "ca-key.pem"] {
             std::fs::copy(dir.path().join("a").join(file), b_dir.join(file)).unwrap();
         }
         let mut b_config = HubConfig::new(&b_dir);
-        b_config.host = "127.0.0.2".into();
+        // Its name under the local hub's, which the drones allow.
+        b_config.host = "hub-b.localhost".into();
         b_config.bind = "127.0.0.2".parse().unwrap();
         b_config.mqtt_port = a.mqtt_addr().port();
         let b = HubSim::start(b_config).await.unwrap();
@@ -308,6 +603,7 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
             host: "localhost".into(),
             port: a.dps_addr().port(),
             ca_file: Some(ca.clone()),
+            allowed_hubs: HubSuffix::new("localhost").unwrap(),
         };
         let mut on_b = 0;
         for batch in (0..200).collect::<Vec<_>>().chunks(25) {
@@ -319,7 +615,7 @@ async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
                 }
             });
             for assignment in futures::future::join_all(registrations).await {
-                if assignment.assigned_hub == "127.0.0.2" {
+                if assignment.assigned_hub == "hub-b.localhost" {
                     on_b += 1;
                 } else {
                     assert_eq!(assignment.assigned_hub, "localhost");

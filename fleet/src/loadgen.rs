@@ -74,6 +74,8 @@ pub enum Target {
         ca_file: Option<PathBuf>,
         /// The assigned hub's MQTT port when it is not 8883 (the agent's `IOTHUB_PORT`).
         port: Option<u16>,
+        /// The hubs DPS may assign (the agent's `DPS_ALLOWED_HUB_SUFFIX`).
+        allowed_hub_suffix: Option<String>,
     },
 }
 
@@ -333,10 +335,14 @@ async fn links(
             endpoint,
             ca_file,
             port,
+            allowed_hub_suffix,
         } => {
             let group = AgentSettings {
                 dps_id_scope: Some(id_scope.clone()),
                 dps_group_key: Some(group_key.clone()),
+                // A lab: every simulated drone derives its key from the group's.
+                dps_group_key_on_device: Some(true),
+                dps_allowed_hub_suffix: allowed_hub_suffix.clone(),
                 dps_endpoint: Some(endpoint.clone()),
                 iothub_ca_file: ca_file.clone(),
                 ..AgentSettings::default()

@@ -187,6 +187,10 @@ struct LoadgenArgs {
     /// With --dps-id-scope: DPS as `host:port` [default: global.azure-devices-provisioning.net:8883].
     #[arg(long, env = "DPS_ENDPOINT", requires = "dps_id_scope")]
     dps_endpoint: Option<String>,
+    /// With --dps-id-scope: the hubs DPS may assign, a domain suffix or a local hub's host
+    /// name [default: .azure-devices.net].
+    #[arg(long, env = "DPS_ALLOWED_HUB_SUFFIX", requires = "dps_id_scope")]
+    dps_allowed_hub_suffix: Option<String>,
     /// With --device-connection-strings or --dps-id-scope: the CA (PEM) that signed the
     /// hub's (and DPS's) certificate, trusted instead of the system's roots (a gateway's,
     /// or a local hub's `ca.pem`).
@@ -426,6 +430,7 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
             }),
             ca_file: args.iothub_ca_file.clone(),
             port: args.iothub_port,
+            allowed_hub_suffix: args.dps_allowed_hub_suffix.clone(),
         }
     } else if args.url == "embedded" {
         let broker = tokio::task::spawn_blocking(|| Broker::start(BrokerKind::Embedded))

@@ -234,7 +234,10 @@ fn transient(err: &RegisterError) -> bool {
     match err {
         RegisterError::Connection { .. } | RegisterError::Timeout(_) => true,
         RegisterError::Refused { retry_after, .. } => retry_after.is_some(),
-        RegisterError::Key(_) | RegisterError::Tls(_) | RegisterError::Unreadable(_) => false,
+        RegisterError::Key(_)
+        | RegisterError::Tls(_)
+        | RegisterError::Unreadable(_)
+        | RegisterError::HubNotAllowed { .. } => false,
     }
 }
 
@@ -246,6 +249,7 @@ fn reason(err: &RegisterError) -> String {
         RegisterError::Connection { .. } => "no connection".to_owned(),
         RegisterError::Timeout(_) => "no answer in time".to_owned(),
         RegisterError::Unreadable(_) => "unreadable answer".to_owned(),
+        RegisterError::HubNotAllowed { .. } => "hub not allowed".to_owned(),
         RegisterError::Refused {
             status, error_code, ..
         } => match error_code {

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::{ConfigError, DPS_DEVICE_KEY, DPS_GROUP_KEY, Settings, invalid};
 use crate::provision::{
-    Assignment, Attestation, DPS_PORT, DpsConfig, DpsCredential, GLOBAL_ENDPOINT,
+    Assignment, Attestation, DPS_PORT, DpsConfig, DpsCredential, GLOBAL_ENDPOINT, HubSuffix,
+    check_registration_id,
 };
 
 impl Settings {
@@ -20,6 +21,14 @@ impl Settings {
                 (DPS_DEVICE_KEY, self.dps_device_key.is_some()),
                 ("DPS_CERT_FILE", self.dps_cert_file.is_some()),
                 ("DPS_KEY_FILE", self.dps_key_file.is_some()),
+                (
+                    "DPS_GROUP_KEY_ON_DEVICE",
+                    self.dps_group_key_on_device.is_some(),
+                ),
+                (
+                    "DPS_ALLOWED_HUB_SUFFIX",
+                    self.dps_allowed_hub_suffix.is_some(),
+                ),
             ];
             return match without_scope.iter().find(|(_, set)| *set) {
                 Some((setting, _)) => Err(invalid(
@@ -64,14 +73,24 @@ impl Settings {
                 ));
             }
         };
+        let group_key_on_device = self.dps_group_key_on_device == Some(true);
+        if self.dps_group_key_on_device.is_some() && self.dps_group_key.is_none() {
+            return Err(invalid(
+                "DPS_GROUP_KEY_ON_DEVICE",
+                "it allows DPS_GROUP_KEY, which is not set: remove it",
+            ));
+        }
         let credential = match (&self.dps_group_key, &self.dps_device_key, certificate) {
+            (Some(_), None, None) if !group_key_on_device => {
+                return Err(invalid(DPS_GROUP_KEY, GROUP_KEY_REFUSED));
+            }
             (Some(group), None, None) => DpsCredential::Group(group.clone()),
             (None, Some(device), None) => DpsCredential::Device(device.clone()),
             (None, None, Some(identity)) => DpsCredential::Certificate(identity),
             (None, None, None) => {
                 return Err(ConfigError::Missing {
-                    setting: DPS_GROUP_KEY,
-                    hint: "the enrollment group's primary key (or DPS_DEVICE_KEY, the drone's own, or DPS_CERT_FILE and DPS_KEY_FILE), in the environment or in the file DPS_GROUP_KEY_FILE names",
+                    setting: DPS_DEVICE_KEY,
+                    hint: "the drone's own key (`edge-agent derive-key` prints it), in the environment or in the file DPS_DEVICE_KEY_FILE names; or its X.509 certificate as DPS_CERT_FILE and DPS_KEY_FILE",
                 });
             }
             _ => {
@@ -107,6 +126,11 @@ impl Settings {
                 "write `host` or `host:port`, e.g. global.azure-devices-provisioning.net",
             ));
         }
+        let allowed_hubs = match &self.dps_allowed_hub_suffix {
+            Some(suffix) => HubSuffix::new(suffix)
+                .map_err(|problem| invalid("DPS_ALLOWED_HUB_SUFFIX", problem))?,
+            None => HubSuffix::default(),
+        };
         Ok(Some(DpsConfig {
             id_scope: id_scope.clone(),
             registration_id,
@@ -114,6 +138,7 @@ impl Settings {
             host: host.to_owned(),
             port,
             ca_file: self.iothub_ca_file.clone(),
+            allowed_hubs,
         }))
     }
 
@@ -138,10 +163,18 @@ impl Settings {
             dps_device_key: None,
             dps_cert_file: None,
             dps_key_file: None,
+            dps_group_key_on_device: None,
+            dps_allowed_hub_suffix: None,
             ..self
         }
     }
 }
+
+/// Why the group key is refused on a drone, and what to give it instead.
+const GROUP_KEY_REFUSED: &str = "the enrollment group's key must not be on a drone: whoever reads it can derive every drone's key. \
+Give the drone its own credential instead: DPS_DEVICE_KEY (its derived key, printed by `edge-agent derive-key`) \
+or an X.509 certificate of the fleet's CA (DPS_CERT_FILE and DPS_KEY_FILE, issued by `fleet-certs`). \
+Labs and demos only: DPS_GROUP_KEY_ON_DEVICE=true";
 
 /// Where the machine's id is (systemd's).
 const MACHINE_ID: &str = "/etc/machine-id";
@@ -170,16 +203,4 @@ pub(super) fn registration_id_of_machine(path: &Path) -> Result<String, String> 
     let digest = mac.finalize().into_bytes();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!("drone-{hex}"))
-}
-
-/// DPS's rules for a registration id: 1 to 128 characters, lower-case letters, digits and
-/// `-` `.` `_` `:`.
-pub(super) fn check_registration_id(id: &str) -> Result<(), String> {
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._:".contains(c);
-    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
-        return Err(format!(
-            "`{id}` is not a registration id: 1 to 128 lower-case letters, digits and - . _ :"
-        ));
-    }
-    Ok(())
 }

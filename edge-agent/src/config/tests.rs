@@ -2,8 +2,9 @@
 //! the source that must be named, gpsd's address, the environment's unknown variables, the
 //! layers' order and the example file.
 
-use super::dps::{check_registration_id, registration_id_of_machine};
+use super::dps::registration_id_of_machine;
 use super::*;
+use crate::provision::check_registration_id;
 use settings::Layered as _;
 
 fn base() -> Settings {
@@ -455,6 +456,7 @@ fn dps_settings() -> Settings {
         dps_id_scope: Some("0ne00000001".into()),
         dps_registration_id: Some("drone-7".into()),
         dps_group_key: Some(Secret::new("AAEC")),
+        dps_group_key_on_device: Some(true),
         ..base()
     }
 }
@@ -503,9 +505,17 @@ fn dps_settings_resolve_and_wrong_ones_name_what_to_fix() {
         (
             Settings {
                 dps_group_key: None,
+                dps_group_key_on_device: None,
                 ..dps_settings()
             },
-            "DPS_GROUP_KEY",
+            "DPS_DEVICE_KEY",
+        ),
+        (
+            Settings {
+                dps_group_key: None,
+                ..dps_settings()
+            },
+            "DPS_GROUP_KEY_ON_DEVICE",
         ),
         (
             Settings {
@@ -524,6 +534,7 @@ fn dps_settings_resolve_and_wrong_ones_name_what_to_fix() {
         (
             Settings {
                 dps_group_key: None,
+                dps_group_key_on_device: None,
                 dps_cert_file: Some("/etc/hostname".into()),
                 ..dps_settings()
             },
@@ -542,6 +553,29 @@ fn dps_settings_resolve_and_wrong_ones_name_what_to_fix() {
         let message = settings.dps().unwrap_err().to_string();
         assert!(message.contains(setting), "{message} should name {setting}");
     }
+}
+
+#[test]
+fn the_group_key_is_refused_on_a_drone_unless_a_lab_opts_in() {
+    let on_a_drone = Settings {
+        dps_group_key_on_device: None,
+        ..dps_settings()
+    };
+    let message = on_a_drone.dps().unwrap_err().to_string();
+    for named in [
+        "DPS_GROUP_KEY:",
+        "DPS_DEVICE_KEY",
+        "X.509",
+        "DPS_GROUP_KEY_ON_DEVICE=true",
+    ] {
+        assert!(message.contains(named), "{message} should name {named}");
+    }
+    let refused = Settings {
+        dps_group_key_on_device: Some(false),
+        ..dps_settings()
+    };
+    assert!(refused.dps().is_err());
+    assert!(dps_settings().dps().unwrap().is_some());
 }
 
 #[test]

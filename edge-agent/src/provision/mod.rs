@@ -1,13 +1,15 @@
 //! Zero-touch onboarding through the Device Provisioning Service (DPS): which hub and device
 //! id this drone has, found once by registering and kept beside the buffer.
 //!
-//! A fleet's image carries the ID scope and either the enrollment group's key (each drone
-//! derives its own: [`derive_device_key`]), the drone's own key, or a certificate signed by
-//! the fleet's CA (whose common name is the registration id). At the first start the
+//! A drone's image carries the ID scope and a credential of its own: its key (derived from
+//! the enrollment group's where the image is personalised: [`derive_device_key`]) or a
+//! certificate of the fleet's CA whose common name is the registration id ([`FleetCa`]).
+//! The group's key itself goes on a drone only in labs and demos. At the first start the
 //! agent registers ([`register`]) and keeps the assignment in `assignment.json` (hub and
 //! device id, no key: the key is derived again at every start) with owner-only permissions;
 //! later starts reuse it without registering.
 
+mod certs;
 mod register;
 
 use std::path::{Path, PathBuf};
@@ -20,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use settings::Secret;
 use sha2::Sha256;
 
-pub use register::{RegisterError, register};
+pub use certs::{CertError, DroneCertificate, FleetCa};
+pub use register::{MAX_RETRY_AFTER, RegisterError, register};
 
 /// The public DPS endpoint.
 pub const GLOBAL_ENDPOINT: &str = "global.azure-devices-provisioning.net";
@@ -67,6 +70,70 @@ pub struct DpsConfig {
     pub port: u16,
     /// The CA to trust instead of the system's roots (`IOTHUB_CA_FILE`).
     pub ca_file: Option<PathBuf>,
+    /// The hubs DPS may assign (`DPS_ALLOWED_HUB_SUFFIX`).
+    pub allowed_hubs: HubSuffix,
+}
+
+/// The host names of the hubs DPS may assign this drone: a domain suffix with its leading
+/// dot (`.azure-devices.net`: any hub of the public cloud), or one host name and its
+/// subdomains (`localhost`, a local hub). A hub outside it is refused: its name becomes
+/// the connection's host, and the drone would send its positions and its credentials there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubSuffix(String);
+
+impl HubSuffix {
+    /// The public cloud's hubs.
+    pub const AZURE: &str = ".azure-devices.net";
+
+    /// `text` as a suffix: letters, digits, `-` and `.`, case-insensitive.
+    pub fn new(text: &str) -> Result<HubSuffix, String> {
+        let suffix = text.trim().to_ascii_lowercase();
+        let labels = suffix.strip_prefix('.').unwrap_or(&suffix);
+        if labels.is_empty() || !is_host_name(labels) {
+            return Err(format!(
+                "`{text}` is not a host name or a domain suffix: write e.g. {} or localhost",
+                HubSuffix::AZURE
+            ));
+        }
+        Ok(HubSuffix(suffix))
+    }
+
+    /// Whether the hub `host` is inside: under the suffix, or the host name itself or
+    /// one of its subdomains.
+    pub fn allows(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        if !is_host_name(&host) {
+            return false;
+        }
+        match self.0.strip_prefix('.') {
+            Some(_) => host.len() > self.0.len() && host.ends_with(&self.0),
+            None => host == self.0 || host.ends_with(&format!(".{}", self.0)),
+        }
+    }
+}
+
+impl Default for HubSuffix {
+    fn default() -> Self {
+        HubSuffix(HubSuffix::AZURE.to_owned())
+    }
+}
+
+impl std::fmt::Display for HubSuffix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Dot-separated labels of letters, digits and `-`, none empty.
+fn is_host_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 impl DpsConfig {
@@ -97,6 +164,18 @@ pub fn derive_device_key(group_key: &str, registration_id: &str) -> Result<Strin
     let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
     mac.update(registration_id.as_bytes());
     Ok(BASE64.encode(mac.finalize().into_bytes()))
+}
+
+/// DPS's rules for a registration id: 1 to 128 characters, lower-case letters, digits and
+/// `-` `.` `_` `:`.
+pub fn check_registration_id(id: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._:".contains(c);
+    if id.is_empty() || id.len() > 128 || !id.chars().all(allowed) {
+        return Err(format!(
+            "`{id}` is not a registration id: 1 to 128 lower-case letters, digits and - . _ :"
+        ));
+    }
+    Ok(())
 }
 
 /// The hub and device id DPS assigned this drone.
@@ -189,8 +268,8 @@ pub fn forget(dir: &Path) -> Result<(), StateError> {
 }
 
 /// The assignment: the one kept in `dir`, or a new registration, tried again with
-/// `backoff` (and DPS's `retry-after`) until one is assigned; every refusal is logged with
-/// what DPS said.
+/// `backoff` (and at least DPS's `retry-after`, itself capped) until one is assigned; every
+/// refusal is logged with what DPS said.
 pub async fn assignment(
     config: &DpsConfig,
     dir: &Path,
@@ -218,7 +297,10 @@ pub async fn assignment(
                 return Ok(assignment);
             }
             Err(err) => {
-                let delay = err.retry_after().unwrap_or_else(|| backoff.next_delay());
+                // DPS's wait (at most register::MAX_RETRY_AFTER) is the least one.
+                let delay = backoff
+                    .next_delay()
+                    .max(err.retry_after().unwrap_or_default());
                 tracing::error!(error = %err, retry_in = ?delay, "DPS registration failed");
                 tokio::time::sleep(delay).await;
             }
@@ -241,6 +323,32 @@ mod tests {
             host: "localhost".into(),
             port: DPS_PORT,
             ca_file: None,
+            allowed_hubs: HubSuffix::default(),
+        }
+    }
+
+    #[test]
+    fn only_hubs_under_the_allowed_suffix_are_taken() {
+        let azure = HubSuffix::default();
+        assert!(azure.allows("fleet-hub.azure-devices.net"));
+        assert!(azure.allows("Fleet-Hub.Azure-Devices.NET"));
+        for hostile in [
+            "azure-devices.net",
+            "evil-azure-devices.net",
+            "hub.azure-devices.net.evil.example",
+            "evil.example;SharedAccessKey=x.azure-devices.net",
+            "hub.azure-devices.net/",
+            "",
+        ] {
+            assert!(!azure.allows(hostile), "{hostile}");
+        }
+        let local = HubSuffix::new("localhost").unwrap();
+        assert!(local.allows("localhost"));
+        assert!(!local.allows("evillocalhost"));
+        assert!(!local.allows("fleet-hub.azure-devices.net"));
+        assert!(HubSuffix::new("127.0.0.2").unwrap().allows("127.0.0.2"));
+        for wrong in ["", ".", "https://x.net", "*.azure-devices.net", "a..b"] {
+            assert!(HubSuffix::new(wrong).is_err(), "{wrong}");
         }
     }
 

@@ -3,7 +3,8 @@
 //! a SAS token over `{idScope}/registrations/{id}` signed by the drone's key with
 //! `skn=registration` as the password, or the drone's certificate in TLS and no password;
 //! publish `iotdps-register`, then poll `iotdps-get-operationstatus` after each
-//! `retry-after` until the answer is not 202.
+//! `retry-after` (at most [`MAX_RETRY_AFTER`]) until the answer is not 202. An assignment
+//! is taken only to a hub the drone allows ([`super::HubSuffix`]) and a well-formed device id.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,6 +13,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use client_tls::Trust;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, Transport};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::{ANSWER_TIMEOUT, Assignment, Attestation, DpsConfig};
 use crate::transport::sas::sas_token;
@@ -19,6 +21,9 @@ use crate::transport::sas::sas_token;
 const API_VERSION: &str = "2019-03-31";
 /// The wait DPS asks for when its answer names none.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(3);
+/// The longest wait taken from DPS's `retry-after` (the service asks for a few seconds): a
+/// longer one, a DPS's mistake or an impostor's, would hold the drone off the hub.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// How long a registration's SAS token is valid.
 const TOKEN_TTL: u64 = 3600;
 
@@ -57,6 +62,16 @@ pub enum RegisterError {
     /// An answer the agent cannot read.
     #[error("an answer of DPS the agent cannot read: {0}")]
     Unreadable(String),
+    /// DPS assigned a hub outside `DPS_ALLOWED_HUB_SUFFIX`: refused, nothing kept.
+    #[error(
+        "DPS assigned the hub {hub:?}, outside DPS_ALLOWED_HUB_SUFFIX ({allowed}): refused; if your hubs are there, set DPS_ALLOWED_HUB_SUFFIX to their domain"
+    )]
+    HubNotAllowed {
+        /// The host name DPS named.
+        hub: String,
+        /// The suffix it is not under.
+        allowed: String,
+    },
 }
 
 impl RegisterError {
@@ -86,7 +101,7 @@ fn answer(topic: &str, payload: &[u8]) -> Result<Answer, RegisterError> {
         .split(['?', '&'])
         .find_map(|p| p.strip_prefix("retry-after="))
         .and_then(|s| s.parse().ok())
-        .map(Duration::from_secs);
+        .map(bounded_retry_after);
     let body = if payload.is_empty() {
         Value::Null
     } else {
@@ -98,6 +113,19 @@ fn answer(topic: &str, payload: &[u8]) -> Result<Answer, RegisterError> {
         retry_after,
         body,
     })
+}
+
+/// DPS's `retry-after` in seconds, at most [`MAX_RETRY_AFTER`].
+fn bounded_retry_after(secs: u64) -> Duration {
+    let asked = Duration::from_secs(secs);
+    if asked > MAX_RETRY_AFTER {
+        tracing::warn!(
+            asked_secs = secs,
+            waiting = ?MAX_RETRY_AFTER,
+            "DPS asked for a longer wait than the agent takes"
+        );
+    }
+    asked.min(MAX_RETRY_AFTER)
 }
 
 /// Registers `config`'s drone presenting `attestation`.
@@ -163,22 +191,18 @@ async fn exchange(
         .await
         .map_err(|err| lost(err.to_string()))?;
     let mut rid = 1u32;
+    // After a 202: the status poll to send, and when. The event loop runs meanwhile, so
+    // its keep-alive pings hold the connection through a wait longer than the keep-alive.
+    let mut poll: Option<(Instant, String)> = None;
+    let mut answer_by = Instant::now() + ANSWER_TIMEOUT;
     loop {
-        let event = tokio::time::timeout(ANSWER_TIMEOUT, events.poll())
-            .await
-            .map_err(|_| RegisterError::Timeout(ANSWER_TIMEOUT))?
-            .map_err(|err| lost(err.to_string()))?;
-        let Event::Incoming(Packet::Publish(publish)) = event else {
-            continue;
-        };
-        let answer = answer(&publish.topic, &publish.payload)?;
-        match answer.status {
-            202 => {
-                let operation = answer.body["operationId"]
-                    .as_str()
-                    .ok_or_else(|| RegisterError::Unreadable("202 without operationId".into()))?
-                    .to_owned();
-                tokio::time::sleep(answer.retry_after.unwrap_or(DEFAULT_RETRY_AFTER)).await;
+        let deadline = poll.as_ref().map_or(answer_by, |(at, _)| *at);
+        let event = tokio::select! {
+            event = events.poll() => event.map_err(|err| lost(err.to_string()))?,
+            () = tokio::time::sleep_until(deadline) => {
+                let Some((_, operation)) = poll.take() else {
+                    return Err(RegisterError::Timeout(ANSWER_TIMEOUT));
+                };
                 rid += 1;
                 client
                     .publish(
@@ -191,6 +215,22 @@ async fn exchange(
                     )
                     .await
                     .map_err(|err| lost(err.to_string()))?;
+                answer_by = Instant::now() + ANSWER_TIMEOUT;
+                continue;
+            }
+        };
+        let Event::Incoming(Packet::Publish(publish)) = event else {
+            continue;
+        };
+        let answer = answer(&publish.topic, &publish.payload)?;
+        match answer.status {
+            202 => {
+                let operation = answer.body["operationId"]
+                    .as_str()
+                    .ok_or_else(|| RegisterError::Unreadable("202 without operationId".into()))?
+                    .to_owned();
+                let wait = answer.retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+                poll = Some((Instant::now() + wait, operation));
             }
             200 => return assigned(config, &answer.body),
             status => {
@@ -229,11 +269,21 @@ fn assigned(config: &DpsConfig, body: &Value) -> Result<Assignment, RegisterErro
             .map(str::to_owned)
             .ok_or_else(|| RegisterError::Unreadable(format!("assigned without {field}")))
     };
+    let assigned_hub = text("assignedHub")?;
+    if !config.allowed_hubs.allows(&assigned_hub) {
+        return Err(RegisterError::HubNotAllowed {
+            hub: assigned_hub,
+            allowed: config.allowed_hubs.to_string(),
+        });
+    }
+    let device_id = text("deviceId")?;
+    telemetry::wire::check_device_id(&device_id)
+        .map_err(|err| RegisterError::Unreadable(format!("deviceId {device_id:?}: {err}")))?;
     Ok(Assignment {
         id_scope: config.id_scope.clone(),
         registration_id: config.registration_id.clone(),
-        assigned_hub: text("assignedHub")?,
-        device_id: text("deviceId")?,
+        assigned_hub,
+        device_id,
     })
 }
 
@@ -259,5 +309,21 @@ mod tests {
         .unwrap();
         assert_eq!((a.status, a.retry_after), (401, None));
         assert!(answer("$dps/registrations/res/x/?$rid=1", b"").is_err());
+    }
+
+    #[test]
+    fn a_wait_longer_than_the_cap_is_cut_to_it() {
+        let a = answer(
+            "$dps/registrations/res/429/?$rid=1&retry-after=86400",
+            br#"{"errorCode":429001}"#,
+        )
+        .unwrap();
+        assert_eq!(a.retry_after, Some(MAX_RETRY_AFTER));
+        let a = answer(
+            "$dps/registrations/res/202/?$rid=1&retry-after=18446744073709551615",
+            b"{}",
+        )
+        .unwrap();
+        assert_eq!(a.retry_after, Some(MAX_RETRY_AFTER));
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use retry_backoff::BackoffConfig;
-use settings::SecretBytes;
+use settings::{Secret, SecretBytes};
 
 /// The MQTT connection: where, how to authenticate, how to retry.
 #[derive(Debug, Clone)]
@@ -31,14 +31,14 @@ pub struct TransportConfig {
 }
 
 impl TransportConfig {
-    /// Plain MQTT to `host:port`, anonymous, default timings.
+    /// Plain MQTT to `host:port`, no login, default timings.
     pub fn plain(host: &str, port: u16) -> TransportConfig {
         TransportConfig {
             endpoint: Endpoint::Tcp {
                 host: host.to_owned(),
                 port,
             },
-            auth: Auth::Anonymous,
+            auth: Auth::Broker(BrokerAuth::default()),
             keep_alive: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(10),
             backoff: BackoffConfig::default(),
@@ -77,12 +77,31 @@ pub enum Endpoint {
 /// How the agent authenticates.
 #[derive(Debug, Clone)]
 pub enum Auth {
-    /// No credentials (local brokers).
-    Anonymous,
+    /// A plain broker's login and client certificate, each if given (none: anonymous).
+    Broker(BrokerAuth),
     /// IoT Hub SAS: a token made from the device key, renewed before it expires.
     Sas(SasConfig),
     /// IoT Hub X.509: a client certificate in TLS, no password.
     X509(X509Config),
+}
+
+/// A plain broker's authentication: a user name and password, a client certificate in
+/// TLS (`mqtts://`), both, or neither.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerAuth {
+    /// The login of CONNECT.
+    pub login: Option<Login>,
+    /// The client certificate and key.
+    pub identity: Option<client_tls::Identity>,
+}
+
+/// A user name and password for CONNECT.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// The user name.
+    pub username: String,
+    /// The password (redacted in `Debug`).
+    pub password: Secret,
 }
 
 /// IoT Hub SAS authentication.
@@ -113,7 +132,7 @@ impl Auth {
     /// The IoT Hub host name if this is an IoT Hub authentication.
     pub fn hub_host(&self) -> Option<&str> {
         match self {
-            Auth::Anonymous => None,
+            Auth::Broker(_) => None,
             Auth::Sas(sas) => Some(&sas.hub_host),
             Auth::X509(x509) => Some(&x509.hub_host),
         }

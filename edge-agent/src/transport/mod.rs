@@ -41,7 +41,7 @@ use crate::status::{ConnectionState, StatusCell};
 pub(crate) use cloud::{
     CloudEvent, CloudLink, Desired, MAX_METHOD_PAYLOAD, MethodRequest, Rid, Twin,
 };
-pub use config::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+pub use config::{Auth, BrokerAuth, Endpoint, Login, SasConfig, TransportConfig, X509Config};
 use inflight::Inflight;
 use retry_backoff::Backoff;
 pub use tls::TlsError;
@@ -250,7 +250,11 @@ impl Dialer {
             .set_max_packet_size(MAX_PACKET, MAX_PACKET);
         let mut renew_after = None;
         match &self.config.auth {
-            Auth::Anonymous => {}
+            Auth::Broker(broker) => {
+                if let Some(login) = &broker.login {
+                    options.set_credentials(&login.username, login.password.expose());
+                }
+            }
             Auth::X509(x509) => {
                 options.set_credentials(iothub_username(&x509.hub_host, &self.device_id), "");
             }

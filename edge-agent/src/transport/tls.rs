@@ -1,7 +1,7 @@
-//! TLS for IoT Hub: the server is verified against the system's root certificates (the OS
+//! TLS for IoT Hub and `mqtts://` brokers: the server is verified against the system's root certificates (the OS
 //! store, or `SSL_CERT_FILE`/`SSL_CERT_DIR`), or against `IOTHUB_CA_FILE` alone (a gateway's
-//! or a local hub's CA); with X.509 authentication the client presents its certificate chain
-//! and key (PEM files). The server's certificate is checked at the agent's clock's time:
+//! or a local hub's or broker's CA); with X.509 authentication, or a broker's client
+//! certificate, the client presents its certificate chain and key (PEM files). The server's certificate is checked at the agent's clock's time:
 //! a board still in 1970 would find every certificate not valid yet. The PEM handling is
 //! `client-tls`'s, shared with the writer's `mqtts://` source.
 
@@ -24,7 +24,8 @@ pub(super) fn configuration(
             cert_path: x509.cert_path.clone(),
             key_path: x509.key_path.clone(),
         }),
-        Auth::Anonymous | Auth::Sas(_) => None,
+        Auth::Broker(broker) => broker.identity.clone(),
+        Auth::Sas(_) => None,
     };
     let trust = match &config.ca_file {
         Some(ca) => Trust::CaFile(ca.clone()),

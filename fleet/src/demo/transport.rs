@@ -145,6 +145,9 @@ impl Transport {
             dps_id_scope: Some(hub.id_scope().to_owned()),
             dps_endpoint: Some(format!("{}:{}", hub.config().host, hub.dps_addr().port())),
             dps_group_key: Some(edge_agent::config::Secret::new(group_key)),
+            // A demo: every simulated drone derives its key from the group's.
+            dps_group_key_on_device: Some(true),
+            dps_allowed_hub_suffix: Some(hub.config().host.clone()),
             iothub_ca_file: Some(hub.config().state_dir.join("ca.pem")),
             ..edge_agent::config::Settings::default()
         };
