@@ -90,6 +90,7 @@ async fn serves_https_and_the_renewed_certificate_from_the_next_connection() {
             listener,
             router,
             server_config(&files).unwrap(),
+            Default::default(),
             stop.clone(),
         ));
 
