@@ -174,7 +174,7 @@ pub fn router(
     });
     let router = Router::new()
         .merge(map)
-        .merge(geofences.routes(access))
+        .merge(geofences.routes(access, limits.clone()))
         .merge(live.routes(access, limits.clone()))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))

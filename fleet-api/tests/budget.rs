@@ -169,3 +169,53 @@ async fn the_api_asks_at_low_priority_unless_told_otherwise() {
     .await
     .expect("the test finished within its time limit");
 }
+
+/// GET `path` as `key`: status and body.
+async fn get_as(base: &str, path: &str, key: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .header("X-API-Key", key)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = if path.ends_with("/stream") {
+        Value::Null
+    } else {
+        response.json().await.unwrap()
+    };
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geofence_reads_and_the_streams_snapshot_are_held_to_the_budget() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (sim, base) = fleet(ApiOptions {
+            ru_per_sec_per_identity: RuBudget::PerSec(5.0),
+            ..ApiOptions::default()
+        })
+        .await;
+        put_circle_fence(&client(&sim.endpoint(), sim.key()), "yard", HOME, 500.0).await;
+        // Listing the fences asks every range: more than 5 RU, so a caller soon owes.
+        let mut listed = 0;
+        let body = loop {
+            let (status, body) = get_as(&base, "/api/geofences", STORM).await;
+            if status == 429 {
+                break body;
+            }
+            assert_eq!(status, 200, "{body}");
+            listed += 1;
+            assert!(listed < 100, "geofence reads were never refused");
+        };
+        assert_eq!(body["error"], "over_budget", "{body}");
+        assert_eq!(get_as(&base, "/api/geofences/yard", STORM).await.0, 429);
+        // A stream that starts with the snapshot is charged its query (60 drones on 4
+        // ranges, more than 5 RU): the caller owes after it.
+        assert_eq!(get_as(&base, "/api/drones/stream", CALM).await.0, 200);
+        let (status, body) = get_as(&base, "/api/geofences/yard", CALM).await;
+        assert_eq!(status, 429, "{body}");
+        sim.shutdown().await;
+    })
+    .await
+    .expect("the test finished within its time limit");
+}
