@@ -186,18 +186,23 @@ impl Limits {
     }
 
     /// Settles `reservation`, made for a read of `route` by `who`, on `ru`, what the read
-    /// cost; a cost that is not a finite number leaves the estimate charged, and is counted.
-    fn settle(&self, who: &Who, route: &str, reservation: Reservation, ru: f64) {
-        if !ru.is_finite() {
-            self.metrics.record_unusable_charge();
-            tracing::warn!(%who, route, charge = ru, "Cosmos DB reported a request charge that is not a number; left out of the budget");
-            return;
-        }
-        {
-            let mut estimates = lock(&self.estimates);
-            let estimate = estimates.entry(route.to_string()).or_insert(ru);
-            *estimate += (ru - *estimate) * ESTIMATE_WEIGHT;
-        }
+    /// cost (none: Cosmos DB was not asked, and the route's estimate learns nothing); a cost
+    /// that is not a finite number leaves the estimate charged, and is counted.
+    fn settle(&self, who: &Who, route: &str, reservation: Reservation, ru: Option<f64>) {
+        let ru = match ru {
+            Some(ru) if !ru.is_finite() => {
+                self.metrics.record_unusable_charge();
+                tracing::warn!(%who, route, charge = ru, "Cosmos DB reported a request charge that is not a number; left out of the budget");
+                return;
+            }
+            Some(ru) => {
+                let mut estimates = lock(&self.estimates);
+                let estimate = estimates.entry(route.to_string()).or_insert(ru);
+                *estimate += (ru - *estimate) * ESTIMATE_WEIGHT;
+                ru
+            }
+            None => 0.0,
+        };
         let RuBudget::PerSec(rate) = self.budget else {
             return;
         };
@@ -250,7 +255,7 @@ pub async fn budget(State(limits): State<Arc<Limits>>, request: Request, next: N
     let cost = response
         .extensions()
         .get::<ReadCost>()
-        .map_or(0.0, |cost| cost.request_charge);
+        .map(|cost| cost.request_charge);
     limits.settle(&who, &route, reservation, cost);
     response
 }
@@ -304,7 +309,7 @@ mod tests {
     /// A read of `ru` by `who`, admitted on an estimate of `estimate`.
     fn read(limits: &Limits, who: &Who, estimate: f64, ru: f64) {
         let reservation = limits.admit(who, estimate).expect("admitted");
-        limits.settle(who, "/r", reservation, ru);
+        limits.settle(who, "/r", reservation, Some(ru));
     }
 
     #[test]
@@ -343,7 +348,7 @@ mod tests {
         assert!(limits.admit(&who, 30.0).is_err());
         // Settled on 5 RU each: 100 RU of estimates given back less 20 spent.
         for reservation in held.into_iter().flatten() {
-            limits.settle(&who, "/r", reservation, 5.0);
+            limits.settle(&who, "/r", reservation, Some(5.0));
         }
         assert!(limits.admit(&who, 30.0).is_ok());
     }
@@ -380,6 +385,10 @@ mod tests {
         read(&limits, &who, 1.0, 40.0);
         assert_eq!(limits.estimate("/r"), 40.0);
         read(&limits, &who, 1.0, 90.0);
+        assert_eq!(limits.estimate("/r"), 50.0);
+        // A request refused before Cosmos DB was asked teaches it nothing.
+        let reservation = limits.admit(&who, 50.0).unwrap();
+        limits.settle(&who, "/r", reservation, None);
         assert_eq!(limits.estimate("/r"), 50.0);
     }
 
