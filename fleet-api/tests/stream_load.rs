@@ -1,12 +1,13 @@
 //! Live streams under load, against the local Cosmos endpoint: 300 viewers of a fleet of
 //! 1,000 drones that never read are dropped after `API_STREAM_STALL` and counted, while the
-//! API keeps answering; the snapshot, written in pieces, is still one FeatureCollection; one
+//! API (the binary, whose resident memory is printed) keeps answering; the snapshot, written in pieces, is still one FeatureCollection; one
 //! caller's streams are capped apart from another's.
 
 mod common;
 
-use std::io::Write as _;
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::sse::Viewer;
@@ -14,8 +15,6 @@ use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
-use fleet_api::budget::RuBudget;
-use fleet_api::serving::Serving;
 use socket2::{Domain, Socket, Type};
 
 /// The longest any test of this file may take.
@@ -50,11 +49,51 @@ async fn metric(base: &str, prefix: &str, part: &str) -> f64 {
         .sum()
 }
 
-/// This process's resident memory, from `/proc/self/status`.
-fn rss() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+/// The resident memory of process `pid`, from `/proc/PID/status`.
+fn rss(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.trim_start_matches("VmRSS:").trim().to_string()
+}
+
+/// The `fleet-api` binary, killed when dropped.
+struct Running {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary over `sim` on a free port with `settings`, and reads the address it
+/// prints.
+fn start_binary(sim: &CosmosSim, settings: &[(&str, &str)]) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-api"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("COSMOS_ENDPOINT", sim.endpoint())
+        .env("COSMOS_KEY", sim.key())
+        .env("API_ADDR", "127.0.0.1:0")
+        .envs(settings.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the fleet-api binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("fleet-api: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    Running { child, base }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,16 +103,17 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
         let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
         seed_latest(&c, &scatter(1000, 0xf1ee7)).await;
         // All from this host's one address, each snapshot charged: no budget or cap per caller.
-        let options = ApiOptions {
-            stream_max_clients_per_identity: 1000,
-            ru_per_sec_per_identity: RuBudget::Off,
-            ..ApiOptions::default()
-        };
-        let serving = Serving {
-            stall: Duration::from_secs(5),
-            ..Serving::default()
-        };
-        let (base, _stop) = serve_limited(c, options, Access::anonymous(), serving).await;
+        let api = start_binary(
+            &sim,
+            &[
+                ("API_ALLOW_ANONYMOUS", "true"),
+                ("API_STREAM_STALL", "5s"),
+                ("API_STREAM_MAX_CLIENTS_PER_IDENTITY", "1000"),
+                ("API_RU_PER_SEC_PER_IDENTITY", "off"),
+            ],
+        );
+        let base = api.base.clone();
+        let pid = api.child.id();
         let addr: SocketAddr = base.trim_start_matches("http://").parse().unwrap();
 
         // A viewer that reads gets the whole fleet as one FeatureCollection.
@@ -83,7 +123,7 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
         assert_eq!(snapshot.data["type"], "FeatureCollection");
         assert_eq!(snapshot.data["features"].as_array().unwrap().len(), 1000);
 
-        let before = rss();
+        let before = rss(pid);
         let silent: Vec<_> = (0..300).map(|_| silent_viewer(addr)).collect();
         eventually(Duration::from_secs(120), || async {
             let open = metric(
@@ -96,8 +136,8 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
         })
         .await;
         eprintln!(
-            "VmRSS of the test process (API, endpoint and clients): {before} with one viewer, {} with 300 silent viewers of 1,000 drones",
-            rss()
+            "fleet-api's VmRSS: {before} with one viewer, {} with 300 silent viewers of 1,000 drones",
+            rss(pid)
         );
         // The API answers while they are open.
         let near = format!(
@@ -112,7 +152,7 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
             metric(&base, "fleet_api_stream_stalled_total", "").await >= 300.0
         })
         .await;
-        eprintln!("VmRSS once they were dropped: {}", rss());
+        eprintln!("fleet-api's VmRSS once they were dropped: {}", rss(pid));
         // The reader, which took its writes, is still served.
         move_drone_on(&sim, "drone-7").await;
         assert_eq!(reader.next().await.data["id"], "drone-7");
