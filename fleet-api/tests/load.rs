@@ -1,6 +1,7 @@
 //! A misbehaving caller with a valid key, against the local Cosmos endpoint: bodies trickled
 //! a byte a second hold no fan-out slot (another key's `near` still answers) and are answered
-//! 408 after `API_BODY_TIMEOUT`; one caller's fan-outs are capped apart from another's; a
+//! 408 after `API_BODY_TIMEOUT`; one caller's fan-outs are capped apart from another's; an
+//! answer not begun within `API_REQUEST_TIMEOUT` is given up (503); a
 //! connection that never finishes its headers is closed after `API_HEADER_TIMEOUT`; and
 //! connections past `API_MAX_CONNECTIONS` are closed until one is freed.
 
@@ -284,6 +285,34 @@ async fn connections_past_the_cap_are_closed_until_one_is_freed() {
             healthz(&mut second).await,
             "the kept connection still serves"
         );
+    })
+    .await
+    .expect("the test finishes within its limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_not_begun_within_the_request_timeout_is_given_up() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let (sim, c) = fleet(20, 1).await;
+        let options = ApiOptions {
+            request_timeout: Duration::from_secs(1),
+            ..ApiOptions::default()
+        };
+        let (base, _stop) = serve_with(c, options, two_keys().await).await;
+        sim.set_latency(Duration::from_secs(10));
+        let response = reqwest::Client::new()
+            .get(format!(
+                "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
+                HOME.1, HOME.0
+            ))
+            .header("X-API-Key", KEY_A)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()["retry-after"], "1");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"], "timeout", "{body}");
     })
     .await
     .expect("the test finishes within its limit");
