@@ -159,14 +159,13 @@ pub fn router(
         options.map_sign_in.as_ref(),
     );
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
-    let intake = (
-        axum::middleware::from_fn_with_state(options.body_timeout, intake::whole_body),
-        axum::middleware::from_fn_with_state(
-            options.trusted_proxies.clone().into(),
-            intake::client_address,
-        ),
-        axum::middleware::from_fn_with_state(options.request_timeout, intake::answer_within),
+    let whole_body = axum::middleware::from_fn_with_state(options.body_timeout, intake::whole_body);
+    let client_address = axum::middleware::from_fn_with_state(
+        options.trusted_proxies.clone().into(),
+        intake::client_address,
     );
+    let answer_within =
+        axum::middleware::from_fn_with_state(options.request_timeout, intake::answer_within);
     let shared = Arc::new(ApiState {
         reads,
         metrics,
@@ -201,9 +200,9 @@ pub fn router(
     // The audit outermost: it sees every answer, refusals and CORS preflights included.
     // Inside it, the answer's time bound, the client's address, then the whole body.
     router
-        .layer(intake.0)
-        .layer(intake.1)
-        .layer(intake.2)
+        .layer(whole_body)
+        .layer(client_address)
+        .layer(answer_within)
         .layer(axum::middleware::from_fn(browser::security_headers))
         .layer(audit)
         .with_state(shared)
