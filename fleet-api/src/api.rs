@@ -5,7 +5,8 @@
 //! HTTP calls, retries included), with `x-query-throttled` (calls answered 429) and
 //! `x-query-parallelism` (most ranges asked at once), also when it failed; bad input is a 400 whose JSON body
 //! says what is wrong, an unknown drone a 404. Request bodies are bounded. Every read is held to
-//! its caller's RU budget and every fan-out to the slots ([`crate::budget`]).
+//! its caller's RU budget and every fan-out to the slots ([`crate::budget`]), after its body
+//! is read in full ([`crate::intake`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::budget::{self, Limits};
 use crate::config::ApiOptions;
 use crate::geo::{self, BadInput, LonLat, MAX_BODY_BYTES, Polygon};
 use crate::geofences::Geofences;
+use crate::intake;
 use crate::map;
 use crate::metrics::Metrics;
 use crate::reads::{Drone, Reads, TrackPoint};
@@ -132,6 +134,7 @@ pub fn router(
     let limits = Arc::new(Limits::new(
         options.ru_per_sec_per_identity,
         options.max_concurrent_queries,
+        options.max_concurrent_queries_per_identity,
         metrics.clone(),
     ));
     let read = |route: MethodRouter<Arc<ApiState>>| guarded(access, Role::Read, route);
@@ -156,6 +159,13 @@ pub fn router(
         options.map_sign_in.as_ref(),
     );
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
+    let whole_body = axum::middleware::from_fn_with_state(options.body_timeout, intake::whole_body);
+    let client_address = axum::middleware::from_fn_with_state(
+        options.trusted_proxies.clone().into(),
+        intake::client_address,
+    );
+    let answer_within =
+        axum::middleware::from_fn_with_state(options.request_timeout, intake::answer_within);
     let shared = Arc::new(ApiState {
         reads,
         metrics,
@@ -163,8 +173,8 @@ pub fn router(
     });
     let router = Router::new()
         .merge(map)
-        .merge(geofences.routes(access))
-        .merge(live.routes(access))
+        .merge(geofences.routes(access, limits.clone()))
+        .merge(live.routes(access, limits.clone()))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))
         .route("/api/drones", fan_out(get(all)))
@@ -188,21 +198,24 @@ pub fn router(
         None => router,
     };
     // The audit outermost: it sees every answer, refusals and CORS preflights included.
+    // Inside it, the answer's time bound, the client's address, then the whole body.
     router
+        .layer(whole_body)
+        .layer(client_address)
+        .layer(answer_within)
         .layer(axum::middleware::from_fn(browser::security_headers))
         .layer(audit)
         .with_state(shared)
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled.
+/// Serves `router` on `listener` with the default connection limits until `shutdown` is
+/// cancelled ([`crate::serving::serve`] takes others, and TLS).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    crate::serving::serve(listener, router, Default::default(), None, shutdown).await
 }
 
 async fn metrics_text(State(s): State<Arc<ApiState>>) -> Response {

@@ -1,22 +1,28 @@
 //! What each caller may spend on Cosmos DB, and how many fan-out queries run at once.
 //!
-//! - Per identity (an API key's name, a token's subject; anonymous callers share one): a token
-//!   bucket of request units refilled at `API_RU_PER_SEC_PER_IDENTITY`, holding one second of
-//!   it. A read is let in while its caller's bucket is not in debt and charged afterwards with
-//!   what it cost (the `x-ms-request-charge` of every call, summed over the fan-out and its
-//!   retries), so an expensive query can leave its caller in debt. A caller in debt gets 429
-//!   with `Retry-After` (whole seconds until the debt is repaid) before Cosmos DB is asked.
+//! - Per caller ([`Who`]: an API key's name, a token's subject; an anonymous caller by its
+//!   client's address): a token bucket of request units refilled at
+//!   `API_RU_PER_SEC_PER_IDENTITY`, holding one second of it. A read is let in while its
+//!   caller's bucket is not in debt, and reserves an estimate then (the mean charge of the
+//!   route's recent reads), so that concurrent reads cannot all be let in on one balance; when
+//!   it is answered the reservation is settled on what it cost (the `x-ms-request-charge` of
+//!   every call, summed over the fan-out and its retries), so an expensive query can leave its
+//!   caller in debt. A caller in debt gets 429 with `Retry-After` (whole seconds until the debt
+//!   is repaid) before Cosmos DB is asked. A charge that is not a finite number is left out
+//!   (the estimate stays charged) and counted.
 //! - Overall: at most `API_MAX_CONCURRENT_QUERIES` fan-out queries (near, within, all) run at
-//!   once. One beyond waits up to [`QUEUE_WAIT`] for a slot, then gets 503 with
-//!   `Retry-After: 1`: then the service, not the caller, is short.
+//!   once, and at most `API_MAX_CONCURRENT_QUERIES_PER_IDENTITY` of one caller (one more of
+//!   that caller's gets 429 at once). One beyond the overall cap waits up to [`QUEUE_WAIT`]
+//!   for a slot, then gets 503 with `Retry-After: 1`: then the service, not the caller, is
+//!   short. A request's body is read in full before ([`crate::intake`]).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +32,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::access::{Caller, Identity};
+use crate::caps::{PerCaller, Who};
 use crate::metrics::{Metrics, Refused};
 
 /// How long a fan-out query waits for a slot before it is answered 503.
@@ -34,6 +40,10 @@ pub const QUEUE_WAIT: Duration = Duration::from_secs(1);
 
 /// Buckets kept before full ones (which a new caller would get anyway) are forgotten.
 const BUCKETS_KEPT: usize = 10_000;
+/// What a read of a route not yet seen is estimated at, RU (a point read).
+const FIRST_ESTIMATE: f64 = 1.0;
+/// The weight of the newest charge in a route's estimate.
+const ESTIMATE_WEIGHT: f64 = 0.2;
 
 /// The RU each identity may spend per second: a number above 0, or `off`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,53 +99,61 @@ struct Bucket {
     last: Instant,
 }
 
-/// The budgets of every identity and the slots of fan-out queries.
+/// The budgets of every caller and the slots of fan-out queries.
 #[derive(Debug)]
 pub struct Limits {
     budget: RuBudget,
-    buckets: Mutex<HashMap<Identity, Bucket>>,
+    buckets: Mutex<HashMap<Who, Bucket>>,
+    /// Each route's estimate of a read, RU.
+    estimates: Mutex<HashMap<String, f64>>,
     fan_outs: Semaphore,
+    fan_outs_per_caller: PerCaller,
     metrics: Arc<Metrics>,
 }
 
+/// An estimate charged to a caller at admission, until its read's cost is known.
+#[derive(Debug)]
+#[must_use = "a reservation is settled on the read's cost"]
+pub struct Reservation {
+    ru: f64,
+}
+
+/// A lock that a panic elsewhere does not make unusable (the data are numbers, each write
+/// whole).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Limits {
-    /// Budgets of `budget` per identity, at most `max_concurrent` fan-out queries at once.
-    pub fn new(budget: RuBudget, max_concurrent: usize, metrics: Arc<Metrics>) -> Self {
+    /// Budgets of `budget` per caller, at most `max_concurrent` fan-out queries at once and
+    /// `per_caller` of one caller.
+    pub fn new(
+        budget: RuBudget,
+        max_concurrent: usize,
+        per_caller: usize,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             budget,
             buckets: Mutex::default(),
+            estimates: Mutex::default(),
             fan_outs: Semaphore::new(max_concurrent),
+            fan_outs_per_caller: PerCaller::new(per_caller),
             metrics,
         }
     }
 
-    /// `Ok` if `who` may read now, else how long until its debt is repaid.
-    fn admit(&self, who: &Identity) -> Result<(), Duration> {
-        let RuBudget::PerSec(rate) = self.budget else {
-            return Ok(());
-        };
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().expect("budget lock is never poisoned");
-        let Some(bucket) = buckets.get_mut(who) else {
-            return Ok(());
-        };
-        let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
-        bucket.ru = (bucket.ru + elapsed * rate).min(rate);
-        bucket.last = now;
-        if bucket.ru > 0.0 {
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64(-bucket.ru / rate))
-        }
+    /// The estimate of a read of `route`.
+    fn estimate(&self, route: &str) -> f64 {
+        lock(&self.estimates)
+            .get(route)
+            .copied()
+            .unwrap_or(FIRST_ESTIMATE)
     }
 
-    /// Charges `who` with `ru`, what one of its reads cost.
-    fn charge(&self, who: &Identity, ru: f64) {
-        let RuBudget::PerSec(rate) = self.budget else {
-            return;
-        };
+    /// `who`'s bucket, refilled to now.
+    fn bucket<'a>(buckets: &'a mut HashMap<Who, Bucket>, who: &Who, rate: f64) -> &'a mut Bucket {
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().expect("budget lock is never poisoned");
         if buckets.len() >= BUCKETS_KEPT && !buckets.contains_key(who) {
             buckets.retain(|_, b| {
                 b.ru + now.saturating_duration_since(b.last).as_secs_f64() * rate < rate
@@ -146,8 +164,51 @@ impl Limits {
             last: now,
         });
         let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
-        bucket.ru = (bucket.ru + elapsed * rate).min(rate) - ru;
+        bucket.ru = (bucket.ru + elapsed * rate).min(rate);
         bucket.last = now;
+        bucket
+    }
+
+    /// If `who` may read now, reserves `estimate` RU of its budget; else how long until its
+    /// debt is repaid.
+    fn admit(&self, who: &Who, estimate: f64) -> Result<Reservation, Duration> {
+        let RuBudget::PerSec(rate) = self.budget else {
+            return Ok(Reservation { ru: 0.0 });
+        };
+        let mut buckets = lock(&self.buckets);
+        let bucket = Self::bucket(&mut buckets, who, rate);
+        if bucket.ru > 0.0 {
+            bucket.ru -= estimate;
+            Ok(Reservation { ru: estimate })
+        } else {
+            Err(Duration::try_from_secs_f64(-bucket.ru / rate).unwrap_or(Duration::MAX))
+        }
+    }
+
+    /// Settles `reservation`, made for a read of `route` by `who`, on `ru`, what the read
+    /// cost (none: Cosmos DB was not asked, and the route's estimate learns nothing); a cost
+    /// that is not a finite number leaves the estimate charged, and is counted.
+    fn settle(&self, who: &Who, route: &str, reservation: Reservation, ru: Option<f64>) {
+        let ru = match ru {
+            Some(ru) if !ru.is_finite() => {
+                self.metrics.record_unusable_charge();
+                tracing::warn!(%who, route, charge = ru, "Cosmos DB reported a request charge that is not a number; left out of the budget");
+                return;
+            }
+            Some(ru) => {
+                let mut estimates = lock(&self.estimates);
+                let estimate = estimates.entry(route.to_string()).or_insert(ru);
+                *estimate += (ru - *estimate) * ESTIMATE_WEIGHT;
+                ru
+            }
+            None => 0.0,
+        };
+        let RuBudget::PerSec(rate) = self.budget else {
+            return;
+        };
+        let mut buckets = lock(&self.buckets);
+        let bucket = Self::bucket(&mut buckets, who, rate);
+        bucket.ru += reservation.ru - ru;
     }
 }
 
@@ -166,39 +227,60 @@ fn refused(status: StatusCode, wait: Duration, code: &str, message: String) -> R
     response
 }
 
-/// Middleware of every read: refuses a caller in debt (429), and charges what the read cost
-/// (the answer's [`ReadCost`]). Runs inside the route's guard, which put the [`Caller`] in.
+/// Middleware of every read: refuses a caller in debt (429), reserves the route's estimate,
+/// and settles it on what the read cost (the answer's [`ReadCost`]). Runs inside the route's
+/// guard, which put the [`crate::access::Caller`] in.
 pub async fn budget(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
-    let who = request
-        .extensions()
-        .get::<Caller>()
-        .map_or(Identity::Anonymous, |c| c.identity.clone());
-    if let Err(wait) = limits.admit(&who) {
-        limits.metrics.record_refusal(Refused::IdentityBudget);
-        return refused(
-            StatusCode::TOO_MANY_REQUESTS,
-            wait,
-            "over_budget",
-            format!(
-                "{who} has spent its {} RU/s of Cosmos DB reads (API_RU_PER_SEC_PER_IDENTITY); retry after the Retry-After seconds",
-                limits.budget
-            ),
-        );
-    }
+    let who = Who::of(request.extensions());
+    let route = request.extensions().get::<MatchedPath>().map_or_else(
+        || request.uri().path().to_string(),
+        |p| p.as_str().to_string(),
+    );
+    let reservation = match limits.admit(&who, limits.estimate(&route)) {
+        Ok(reservation) => reservation,
+        Err(wait) => {
+            limits.metrics.record_refusal(Refused::IdentityBudget);
+            return refused(
+                StatusCode::TOO_MANY_REQUESTS,
+                wait,
+                "over_budget",
+                format!(
+                    "{who} has spent its {} RU/s of Cosmos DB reads (API_RU_PER_SEC_PER_IDENTITY); retry after the Retry-After seconds",
+                    limits.budget
+                ),
+            );
+        }
+    };
     let response = next.run(request).await;
-    if let Some(cost) = response.extensions().get::<ReadCost>() {
-        limits.charge(&who, cost.request_charge);
-    }
+    let cost = response
+        .extensions()
+        .get::<ReadCost>()
+        .map(|cost| cost.request_charge);
+    limits.settle(&who, &route, reservation, cost);
     response
 }
 
-/// Middleware of the fan-out queries: holds one of the slots while the query runs; without a
-/// slot within [`QUEUE_WAIT`], 503.
+/// Middleware of the fan-out queries: holds one of the caller's slots and one of all while
+/// the query runs; the caller's all taken, 429 at once; none of all within [`QUEUE_WAIT`],
+/// 503.
 pub async fn fan_out_slot(
     State(limits): State<Arc<Limits>>,
     request: Request,
     next: Next,
 ) -> Response {
+    let who = Who::of(request.extensions());
+    let Some(_held) = limits.fan_outs_per_caller.take(&who) else {
+        limits.metrics.record_refusal(Refused::CallerConcurrency);
+        return refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            Duration::from_secs(1),
+            "too_many_at_once",
+            format!(
+                "{who} already runs {} fan-out queries (API_MAX_CONCURRENT_QUERIES_PER_IDENTITY); wait for one to finish",
+                limits.fan_outs_per_caller.max()
+            ),
+        );
+    };
     let Ok(Ok(_slot)) = tokio::time::timeout(QUEUE_WAIT, limits.fan_outs.acquire()).await else {
         limits.metrics.record_refusal(Refused::Concurrency);
         return refused(
@@ -214,9 +296,20 @@ pub async fn fan_out_slot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::Identity;
 
     fn limits(budget: RuBudget) -> Limits {
-        Limits::new(budget, 1, Arc::new(Metrics::default()))
+        Limits::new(budget, 1, 1, Arc::new(Metrics::default()))
+    }
+
+    fn key(name: &str) -> Who {
+        Who::Caller(Identity::Key(name.into()))
+    }
+
+    /// A read of `ru` by `who`, admitted on an estimate of `estimate`.
+    fn read(limits: &Limits, who: &Who, estimate: f64, ru: f64) {
+        let reservation = limits.admit(who, estimate).expect("admitted");
+        limits.settle(who, "/r", reservation, Some(ru));
     }
 
     #[test]
@@ -231,38 +324,102 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_caller_in_debt_waits_until_it_is_repaid() {
         let limits = limits(RuBudget::PerSec(100.0));
-        let who = Identity::Key("ci".into());
-        assert!(limits.admit(&who).is_ok());
+        let who = key("ci");
         // 100 RU of burst, then a query of 250 RU: 150 RU of debt, 1.5 s at 100 RU/s.
-        limits.charge(&who, 250.0);
-        assert_eq!(limits.admit(&who), Err(Duration::from_millis(1500)));
+        read(&limits, &who, 1.0, 250.0);
+        assert_eq!(
+            limits.admit(&who, 1.0).map(|_| ()),
+            Err(Duration::from_millis(1500))
+        );
         tokio::time::advance(Duration::from_millis(1499)).await;
-        assert!(limits.admit(&who).is_err());
+        assert!(limits.admit(&who, 1.0).is_err());
         tokio::time::advance(Duration::from_millis(2)).await;
-        assert!(limits.admit(&who).is_ok());
+        assert!(limits.admit(&who, 1.0).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn identities_have_budgets_of_their_own_and_off_is_no_budget() {
+    async fn concurrent_reads_are_let_in_only_on_what_is_left_after_their_estimates() {
+        let limits = limits(RuBudget::PerSec(100.0));
+        let who = key("burst");
+        // Estimates of 30 RU: the fourth read finds the bucket spent by the three before it,
+        // none of which has been answered yet.
+        let held: Vec<_> = (0..4).map(|_| limits.admit(&who, 30.0)).collect();
+        assert_eq!(held.iter().filter(|r| r.is_ok()).count(), 4);
+        assert!(limits.admit(&who, 30.0).is_err());
+        // Settled on 5 RU each: 100 RU of estimates given back less 20 spent.
+        for reservation in held.into_iter().flatten() {
+            limits.settle(&who, "/r", reservation, Some(5.0));
+        }
+        assert!(limits.admit(&who, 30.0).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_charge_that_is_not_a_number_is_counted_and_leaves_the_estimate_charged() {
+        let limits = limits(RuBudget::PerSec(100.0));
+        let who = key("odd");
+        for charge in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            read(&limits, &who, 10.0, charge);
+        }
+        // 30 RU of estimates stay charged, and the budget still works.
+        read(&limits, &who, 1.0, 80.0);
+        assert!(limits.admit(&who, 1.0).is_err());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(limits.admit(&who, 1.0).is_ok());
+        assert!(
+            limits
+                .metrics
+                .render()
+                .contains("fleet_api_charge_not_finite_total 3"),
+            "{}",
+            limits.metrics.render()
+        );
+        // The route's estimate learnt nothing from them.
+        assert!(limits.estimate("/r").is_finite());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_routes_estimate_follows_its_charges() {
+        let limits = limits(RuBudget::Off);
+        let who = key("ci");
+        assert_eq!(limits.estimate("/r"), FIRST_ESTIMATE);
+        read(&limits, &who, 1.0, 40.0);
+        assert_eq!(limits.estimate("/r"), 40.0);
+        read(&limits, &who, 1.0, 90.0);
+        assert_eq!(limits.estimate("/r"), 50.0);
+        // A request refused before Cosmos DB was asked teaches it nothing.
+        let reservation = limits.admit(&who, 50.0).unwrap();
+        limits.settle(&who, "/r", reservation, None);
+        assert_eq!(limits.estimate("/r"), 50.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn callers_have_budgets_of_their_own_and_off_is_no_budget() {
         let limits = limits(RuBudget::PerSec(10.0));
-        let storm = Identity::Key("storm".into());
-        limits.charge(&storm, 1000.0);
-        assert!(limits.admit(&storm).is_err());
-        assert!(limits.admit(&Identity::Key("calm".into())).is_ok());
-        assert!(limits.admit(&Identity::Anonymous).is_ok());
+        let storm = key("storm");
+        read(&limits, &storm, 1.0, 1000.0);
+        assert!(limits.admit(&storm, 1.0).is_err());
+        assert!(limits.admit(&key("calm"), 1.0).is_ok());
+        let a = Who::Client("192.0.2.1".parse().unwrap());
+        let b = Who::Client("192.0.2.2".parse().unwrap());
+        read(&limits, &a, 1.0, 1000.0);
+        assert!(limits.admit(&a, 1.0).is_err());
+        assert!(
+            limits.admit(&b, 1.0).is_ok(),
+            "anonymous clients share no bucket"
+        );
         let off = self::limits(RuBudget::Off);
-        off.charge(&storm, 1e9);
-        assert!(off.admit(&storm).is_ok());
+        read(&off, &storm, 1.0, 1e9);
+        assert!(off.admit(&storm, 1.0).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_full_bucket_holds_one_second_of_budget() {
         let limits = limits(RuBudget::PerSec(100.0));
-        let who = Identity::Anonymous;
-        limits.charge(&who, 0.0);
+        let who = key("idle");
+        read(&limits, &who, 0.0, 0.0);
         tokio::time::advance(Duration::from_secs(60)).await;
         // A minute of idling saved no more than one second of budget.
-        limits.charge(&who, 100.0);
-        assert!(limits.admit(&who).is_err());
+        read(&limits, &who, 0.0, 100.0);
+        assert!(limits.admit(&who, 0.0).is_err());
     }
 }

@@ -71,7 +71,9 @@ pub struct Change {
 
 /// The fleet's newest positions and the recent changes.
 pub struct Fleet {
-    drones: RwLock<HashMap<String, Drone>>,
+    drones: RwLock<HashMap<String, Arc<Drone>>>,
+    /// What the snapshot query cost, RU (bits of the f64).
+    snapshot_charge: AtomicU64,
     recent: Mutex<VecDeque<Change>>,
     last_id: AtomicU64,
     changes: broadcast::Sender<Change>,
@@ -103,6 +105,7 @@ impl Fleet {
     ) -> Arc<Fleet> {
         Arc::new(Fleet {
             drones: RwLock::default(),
+            snapshot_charge: AtomicU64::new(0),
             recent: Mutex::default(),
             last_id: AtomicU64::new(0),
             changes: broadcast::channel(CHANNEL).0,
@@ -136,8 +139,14 @@ impl Fleet {
         self.changes.subscribe()
     }
 
-    /// Every drone, and the number of the last change they include.
-    pub fn snapshot(&self) -> (u64, Vec<Drone>) {
+    /// What the fleet's snapshot query cost, RU: what a stream that starts with the snapshot
+    /// is charged.
+    pub fn snapshot_charge(&self) -> f64 {
+        f64::from_bits(self.snapshot_charge.load(Ordering::Relaxed))
+    }
+
+    /// Every drone (shared, not copied), and the number of the last change they include.
+    pub fn snapshot(&self) -> (u64, Vec<Arc<Drone>>) {
         let drones = self.drones.read().expect("never left poisoned");
         let last = self.last_id.load(Ordering::SeqCst);
         (last, drones.values().cloned().collect())
@@ -173,11 +182,11 @@ impl Fleet {
         if !moved && !agent_changed {
             return;
         }
-        let crossings = match drones.get(&drone.device_id).and_then(Drone::lon_lat) {
+        let crossings = match drones.get(&drone.device_id).and_then(|d| d.lon_lat()) {
             Some(before) => self.crossings(before, drone.lon_lat()),
             None => Vec::new(),
         };
-        drones.insert(drone.device_id.clone(), drone.clone());
+        drones.insert(drone.device_id.clone(), Arc::new(drone.clone()));
         if moved {
             self.metrics.record_move();
         }
@@ -254,6 +263,8 @@ impl Fleet {
         }
         let snapshot = self.reads.all().await.map_err(|f| f.source)?;
         self.metrics.record_feed(snapshot.cost.request_charge, None);
+        self.snapshot_charge
+            .store(snapshot.cost.request_charge.to_bits(), Ordering::Relaxed);
         for drone in snapshot.value {
             self.apply(drone);
         }

@@ -1,12 +1,15 @@
 //! Geofences: areas an operator names, a polygon or a circle (its centre and radius), kept in
 //! a Cosmos DB container of their own in the positions' database, one document per fence
-//! (partition key `/id`); read with `Fleet.Read`, changed only with `Fleet.Admin`.
+//! (partition key `/id`); read with `Fleet.Read`, changed only with `Fleet.Admin`, each
+//! request held to its caller's RU budget ([`crate::budget`]).
 //!
 //! A fence is sent and answered as a GeoJSON Feature: a Polygon geometry (or a bare Polygon),
 //! or a circle as Azure Maps writes one, a Point geometry with the properties
 //! `{"subType": "Circle", "radius": metres}`. The container is created at the first fence
 //! written (`PUT` needs a key or role that may write; a read-only key leaves the fences
 //! readable and answers `PUT` with Cosmos DB's refusal).
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
@@ -16,11 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use chrono::Utc;
 use cosmos::{
-    ContainerClient, ContainerSetup, CosmosError, QueryOptions, QueryRequest, QueryScope,
+    ContainerClient, ContainerSetup, CosmosError, QueryOptions, QueryRequest, QueryScope, ReadCost,
 };
 use serde_json::{Value, json};
 
 use crate::access::{Access, Role, guarded};
+use crate::budget::{self, Limits};
 use crate::geo::{BadInput, LonLat, MAX_BODY_BYTES, Polygon};
 use crate::resource_id::FenceId;
 use crate::upstream;
@@ -176,6 +180,16 @@ fn feature(doc: &Value) -> Value {
     json!({"type": "Feature", "id": doc["id"], "geometry": doc["geometry"], "properties": properties})
 }
 
+/// `response` with what its read cost, for the caller's RU budget ([`crate::budget`]).
+fn costed(mut response: Response, charge: f64) -> Response {
+    response.extensions_mut().insert(ReadCost {
+        request_charge: charge,
+        calls: 1,
+        ..ReadCost::default()
+    });
+    response
+}
+
 impl Geofences {
     /// The fences in `container`; circles up to `max_radius_m`.
     pub fn new(container: ContainerClient, max_radius_m: f64) -> Self {
@@ -218,16 +232,16 @@ impl Geofences {
     async fn get(&self, id: FenceId) -> Result<Response, FenceError> {
         let id = id.as_str();
         let read = self.container.read(id, id).await?;
-        let doc: Value = match read {
-            Some(read) => read.json()?,
+        let (doc, charge): (Value, f64) = match read {
+            Some(read) => (read.json()?, read.request_charge),
             None => return Err(FenceError::NotFound(id.to_string())),
         };
-        Ok(axum::Json(feature(&doc)).into_response())
+        Ok(costed(axum::Json(feature(&doc)).into_response(), charge))
     }
 
     /// Every fence, to judge crossings by (a fence that no longer parses is left out).
     pub(crate) async fn load(&self) -> Result<FenceSet, CosmosError> {
-        let mut documents = self.documents().await?;
+        let (mut documents, _) = self.documents().await?;
         documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
         Ok(FenceSet(
             documents
@@ -240,8 +254,9 @@ impl Geofences {
         ))
     }
 
-    /// Every fence document; none when the container does not exist yet.
-    async fn documents(&self) -> Result<Vec<Value>, CosmosError> {
+    /// Every fence document, and what reading them cost (RU); none when the container does
+    /// not exist yet.
+    async fn documents(&self) -> Result<(Vec<Value>, f64), CosmosError> {
         let query = QueryRequest {
             query: "SELECT * FROM c WHERE c.kind = 'geofence'".into(),
             parameters: Vec::new(),
@@ -251,18 +266,19 @@ impl Geofences {
             .query_counted(&query, &QueryScope::AllRanges, &QueryOptions::default())
             .await;
         match answer {
-            Ok(answer) => Ok(answer.documents),
+            Ok(answer) => Ok((answer.documents, answer.cost.request_charge)),
             // No fence written yet: no container yet.
-            Err(f) if f.source.is_not_found() => Ok(Vec::new()),
+            Err(f) if f.source.is_not_found() => Ok((Vec::new(), f.cost.request_charge)),
             Err(f) => Err(f.source),
         }
     }
 
     async fn list(&self) -> Result<Response, FenceError> {
-        let mut documents = self.documents().await?;
+        let (mut documents, charge) = self.documents().await?;
         documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
         let features: Vec<Value> = documents.iter().map(feature).collect();
-        Ok(axum::Json(json!({"type": "FeatureCollection", "features": features})).into_response())
+        let answer = axum::Json(json!({"type": "FeatureCollection", "features": features}));
+        Ok(costed(answer.into_response(), charge))
     }
 
     async fn delete(&self, id: FenceId) -> Result<Response, FenceError> {
@@ -276,11 +292,18 @@ impl Geofences {
 
     /// The routes: `GET /api/geofences` and `GET /api/geofences/{id}` for `Fleet.Read`,
     /// `PUT` and `DELETE /api/geofences/{id}` for `Fleet.Admin`.
-    pub fn routes<S>(self, access: &Access) -> Router<S>
+    pub fn routes<S>(self, access: &Access, limits: Arc<Limits>) -> Router<S>
     where
         S: Clone + Send + Sync + 'static,
     {
-        let role = |role: Role, route: MethodRouter<Geofences>| guarded(access, role, route);
+        // Inside the guard, which names the caller: the caller's RU budget.
+        let role = |role: Role, route: MethodRouter<Geofences>| {
+            let budgeted = route.route_layer(axum::middleware::from_fn_with_state(
+                limits.clone(),
+                budget::budget,
+            ));
+            guarded(access, role, budgeted)
+        };
         let answered =
             |r: Result<Response, FenceError>| r.unwrap_or_else(IntoResponse::into_response);
         let one =

@@ -12,12 +12,16 @@
 //! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
 //! - `stream`: the live stream of the fleet (server-sent events);
 //! - [`api`]: the routes, the cost headers;
-//! - [`budget`]: each caller's RU budget and the cap on fan-out queries at once;
+//! - [`intake`]: a request's client address, its whole body and its time bound;
+//! - [`budget`]: each caller's RU budget and the caps on fan-out queries at once;
+//! - `caps`: who a request is charged to, and what one caller may hold at once;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
 //! - [`metrics`]: Prometheus metrics per route;
 //! - `reload`: values read from files and read again when they change (TLS, API keys);
+//! - [`serving`]: what every connection is held to: the connection cap, header and stall
+//!   timeouts, plain or over TLS;
 //! - [`tls`]: HTTPS from certificate and key files, reloaded when they change.
 //!
 //! Running the API in-process (the demo does):
@@ -36,15 +40,18 @@ pub mod api;
 pub mod audit;
 pub mod browser;
 pub mod budget;
+mod caps;
 pub mod config;
 mod feed;
 pub mod geo;
 pub mod geofences;
+pub mod intake;
 pub mod map;
 pub mod metrics;
 pub mod reads;
 mod reload;
 pub mod resource_id;
+pub mod serving;
 mod stream;
 pub mod tls;
 mod upstream;
@@ -87,6 +94,11 @@ pub fn router(
         geofences.clone(),
         metrics.clone(),
     );
-    let live = stream::Live::new(fleet, options.stream_max_clients);
+    let live = stream::Live::new(
+        fleet,
+        metrics.clone(),
+        options.stream_max_clients,
+        options.stream_max_clients_per_identity,
+    );
     api::router(reads, geofences, live, options, metrics, &access)
 }

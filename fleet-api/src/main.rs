@@ -118,8 +118,8 @@ async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Resul
         .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;
     let router = fleet_api::router(container, config.options, access);
     match tls {
-        Some(tls) => fleet_api::tls::serve(listener, router, tls, stop).await?,
-        None => fleet_api::api::serve(listener, router, stop).await?,
+        Some(tls) => fleet_api::tls::serve(listener, router, tls, config.serving, stop).await?,
+        None => fleet_api::serving::serve(listener, router, config.serving, None, stop).await?,
     }
     Ok(())
 }

@@ -231,8 +231,9 @@ async function streaming() {
       if (lastEventId !== null) headers["last-event-id"] = lastEventId;
       const r = await fetch("/api/drones/stream", { headers });
       if (r.status === 401) { await fleetAuth.unauthorized(); continue; }
-      if (r.status === 503) {
-        // As many viewers as the API allows: poll until a place is free.
+      if (r.status === 503 || r.status === 429) {
+        // As many viewers as the API allows (503), or as this caller may have (429): poll
+        // until a place is free.
         const body = await r.json().catch(() => ({}));
         wait = 1000 * (Number(r.headers.get("retry-after")) || 5);
         await poll();

@@ -44,6 +44,10 @@ pub enum Refused {
     IdentityBudget,
     /// Every fan-out query slot stayed taken (503).
     Concurrency,
+    /// The caller held as many fan-out queries as one caller may (429).
+    CallerConcurrency,
+    /// The caller held as many live streams as one caller may (429).
+    CallerStreams,
 }
 
 impl Refused {
@@ -51,6 +55,8 @@ impl Refused {
         match self {
             Refused::IdentityBudget => "identity_budget",
             Refused::Concurrency => "concurrency",
+            Refused::CallerConcurrency => "caller_concurrency",
+            Refused::CallerStreams => "caller_streams",
         }
     }
 }
@@ -68,6 +74,8 @@ pub struct Metrics {
     feed_charge: Counter<f64, AtomicU64>,
     feed_moves: Counter,
     feed_behind: Family<[(&'static str, String); 1], Gauge<f64, AtomicU64>>,
+    stalled_streams: Counter,
+    unusable_charges: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -90,6 +98,8 @@ impl Default for Metrics {
             feed_charge: Counter::default(),
             feed_moves: Counter::default(),
             feed_behind: Family::default(),
+            stalled_streams: Counter::default(),
+            unusable_charges: Counter::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -124,7 +134,7 @@ impl Default for Metrics {
         );
         r.register(
             "fleet_api_refused",
-            "Reads refused before Cosmos DB was asked, by reason: identity_budget (429, the caller's RU budget spent) or concurrency (503, no fan-out slot)",
+            "Reads refused before Cosmos DB was asked, by reason: identity_budget (429, the caller's RU budget spent), concurrency (503, no fan-out slot), caller_concurrency (429, the caller's own fan-out slots taken) or caller_streams (429, the caller's own streams open)",
             metrics.refused.clone(),
         );
         r.register(
@@ -141,6 +151,16 @@ impl Default for Metrics {
             "fleet_api_feed_behind_seconds",
             "Per partition key range: seconds since the follower last read the range's feed to its end (0: caught up)",
             metrics.feed_behind.clone(),
+        );
+        r.register(
+            "fleet_api_stream_stalled",
+            "Live streams dropped because their client took no write for API_STREAM_STALL",
+            metrics.stalled_streams.clone(),
+        );
+        r.register(
+            "fleet_api_charge_not_finite",
+            "Request charges Cosmos DB reported that are not finite numbers, left out of the budgets",
+            metrics.unusable_charges.clone(),
         );
         metrics
     }
@@ -207,6 +227,16 @@ impl Metrics {
     /// Counts one read refused before Cosmos DB was asked.
     pub fn record_refusal(&self, why: Refused) {
         self.refused.get_or_create(&[("reason", why.label())]).inc();
+    }
+
+    /// Counts a live stream dropped because its client stopped taking writes.
+    pub fn record_stalled_stream(&self) {
+        self.stalled_streams.inc();
+    }
+
+    /// Counts a request charge that is not a finite number.
+    pub fn record_unusable_charge(&self) {
+        self.unusable_charges.inc();
     }
 
     /// The Prometheus text exposition.

@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
@@ -24,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::reload::Reloading;
+use crate::serving::Serving;
 
 /// The certificate chain and private key files, PEM.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,26 +129,15 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     Ok(Arc::new(config))
 }
 
-/// How long open connections may finish after `shutdown`.
-const GRACE: Duration = Duration::from_secs(10);
-
-/// Serves `router` over TLS on `listener` until `shutdown` is cancelled.
+/// Serves `router` over TLS on `listener` within `serving`'s limits until `shutdown` is
+/// cancelled.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     config: Arc<ServerConfig>,
+    serving: Serving,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let handle = axum_server::Handle::new();
-    tokio::spawn({
-        let handle = handle.clone();
-        async move {
-            shutdown.cancelled().await;
-            handle.graceful_shutdown(Some(GRACE));
-        }
-    });
-    axum_server::from_tcp_rustls(listener.into_std()?, RustlsConfig::from_config(config))
-        .handle(handle)
-        .serve(router.into_make_service())
-        .await
+    let config = RustlsConfig::from_config(config);
+    crate::serving::serve(listener, router, serving, Some(config), shutdown).await
 }

@@ -165,6 +165,9 @@ async fn a_hundred_viewers_of_the_stream_cost_what_one_does_and_far_less_than_po
     let options = ApiOptions {
         ru_per_sec_per_identity: RuBudget::Off,
         max_concurrent_queries: 4096,
+        // The viewers are many maps, all from this host's one address.
+        max_concurrent_queries_per_identity: 4096,
+        stream_max_clients_per_identity: 100_000,
         ..ApiOptions::default()
     };
     let (base, _stop) = serve(c.clone(), options).await;

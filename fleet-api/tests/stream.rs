@@ -11,13 +11,20 @@ use common::sse::Viewer;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
+use fleet_api::budget::RuBudget;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {
     let sim = CosmosSim::unthrottled().await.unwrap();
     let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
     seed_latest(&c, &scatter(6, 3)).await;
-    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
+    // A hundred viewers from this host's one address, each charged its snapshot.
+    let options = ApiOptions {
+        stream_max_clients_per_identity: 1000,
+        ru_per_sec_per_identity: RuBudget::Off,
+        ..ApiOptions::default()
+    };
+    let (base, _stop) = serve(c.clone(), options).await;
 
     let mut first = Viewer::open(&base, None).await;
     let snapshot = first.next().await;

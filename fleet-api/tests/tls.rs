@@ -1,7 +1,8 @@
 //! HTTPS from certificate and key files: the API answers over TLS with the certificate the
 //! files hold, a renewed pair is served from the next connection without a restart, a pair
 //! that does not load leaves the last good one in service, and a wrong file stops the
-//! program at start. Certificates are rcgen's; the client is reqwest over rustls, trusting
+//! program at start; connections over TLS are capped, and one that never starts its
+//! handshake, or idles, is closed. Certificates are rcgen's; the client is reqwest over rustls, trusting
 //! only the CA under test.
 
 mod common;
@@ -16,6 +17,7 @@ use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
 use fleet_api::tls::{TlsFiles, server_config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use tokio::io::AsyncReadExt as _;
 use tokio_util::sync::CancellationToken;
 
 const HOST: &str = "fleet.test";
@@ -90,6 +92,7 @@ async fn serves_https_and_the_renewed_certificate_from_the_next_connection() {
             listener,
             router,
             server_config(&files).unwrap(),
+            Default::default(),
             stop.clone(),
         ));
 
@@ -196,4 +199,73 @@ fn a_missing_or_wrong_file_stops_the_start_naming_it() {
     let (code, stderr) = run_to_exit(&base);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("API_TLS_KEY_FILE"), "{stderr}");
+}
+
+/// A client trusting only `ca`, reaching [`HOST`] at `addr`, keeping its connection.
+fn trusting(ca: &str, addr: SocketAddr) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .resolve(HOST, addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_connections_are_capped_and_silent_ones_closed() {
+    tokio::time::timeout(TEST_TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let files = TlsFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let (ca, cert, key) = issue("capped");
+        std::fs::write(&files.cert, &cert).unwrap();
+        std::fs::write(&files.key, &key).unwrap();
+        let sim = CosmosSim::unthrottled().await.unwrap();
+        let container = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = fleet_api::router(
+            container,
+            ApiOptions::default(),
+            fleet_api::access::Access::anonymous(),
+        );
+        let serving = fleet_api::serving::Serving {
+            header_timeout: Duration::from_secs(10),
+            max_connections: 2,
+            ..Default::default()
+        };
+        let stop = CancellationToken::new();
+        tokio::spawn(fleet_api::tls::serve(
+            listener,
+            router,
+            server_config(&files).unwrap(),
+            serving,
+            stop.clone(),
+        ));
+        let url = format!("https://{HOST}:{}/healthz", addr.port());
+        // Two clients keep their connections: a third finds none.
+        let (one, two) = (trusting(&ca, addr), trusting(&ca, addr));
+        for client in [&one, &two] {
+            assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+        }
+        assert!(
+            trusting(&ca, addr).get(&url).send().await.is_err(),
+            "a connection past API_MAX_CONNECTIONS was served"
+        );
+        // The two idle past API_HEADER_TIMEOUT are closed; then a new client is served.
+        eventually(Duration::from_secs(40), || async {
+            trusting(&ca, addr).get(&url).send().await.is_ok()
+        })
+        .await;
+        // A connection that never starts its handshake is closed too.
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        assert!(matches!(silent.read(&mut buf).await, Ok(0) | Err(_)));
+        stop.cancel();
+    })
+    .await
+    .expect("the test finished within its time limit");
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use axum::http::HeaderValue;
 use clap::Args;
+use ipnet::IpNet;
 use serde::Deserialize;
 use settings::{AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport};
 use url::Url;
@@ -20,10 +21,14 @@ use url::Url;
 use crate::access::{AccessConfig, ApiKeys, KeyError, OidcSettings};
 use crate::budget::RuBudget;
 use crate::map::{MapSignIn, MapUpdates};
+use crate::serving::Serving;
 use crate::tls::TlsFiles;
 use cosmos::Priority;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
+
+mod limits;
+use limits::{count, serving, time_limit, trusted_proxies};
 
 /// How many ranges a cross-partition query asks at once: a number, or `serial` (one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +145,34 @@ settings::with_cosmos_account! {
         /// Live streams (GET /api/drones/stream) open at once, 1 to 100000 [default: 1000]
         #[arg(long, env = "API_STREAM_MAX_CLIENTS")]
         pub api_stream_max_clients: Option<usize>,
+        /// Fan-out queries one caller (key, token subject, anonymous client address) runs at
+        /// once, 1 to 4096 [default: 4]
+        #[arg(long, env = "API_MAX_CONCURRENT_QUERIES_PER_IDENTITY")]
+        pub api_max_concurrent_queries_per_identity: Option<usize>,
+        /// Live streams one caller has open at once, 1 to 100000 [default: 50]
+        #[arg(long, env = "API_STREAM_MAX_CLIENTS_PER_IDENTITY")]
+        pub api_stream_max_clients_per_identity: Option<usize>,
+        /// Connections open at once; one more is closed, 1 to 1000000 [default: 1024]
+        #[arg(long, env = "API_MAX_CONNECTIONS")]
+        pub api_max_connections: Option<usize>,
+        /// How long a client has for a request's headers (and a new or idle connection for
+        /// its first bytes) [default: 10s]
+        #[arg(long, env = "API_HEADER_TIMEOUT")]
+        pub api_header_timeout: Option<DurationSetting>,
+        /// How long a client has to send a request's body in full [default: 10s]
+        #[arg(long, env = "API_BODY_TIMEOUT")]
+        pub api_body_timeout: Option<DurationSetting>,
+        /// How long an answer may take to begin (a live stream: its start) [default: 30s]
+        #[arg(long, env = "API_REQUEST_TIMEOUT")]
+        pub api_request_timeout: Option<DurationSetting>,
+        /// How long a client may take no write before its connection, a live stream's
+        /// included, is dropped [default: 30s]
+        #[arg(long, env = "API_STREAM_STALL")]
+        pub api_stream_stall: Option<DurationSetting>,
+        /// Proxies whose X-Forwarded-For names the client, comma-separated addresses or CIDR
+        /// ranges [default: none: the peer is the client]
+        #[arg(long, env = "API_TRUSTED_PROXIES")]
+        pub api_trusted_proxies: Option<String>,
     }
 }
 
@@ -173,6 +206,14 @@ settings::layered!(Settings {
     api_ru_per_sec_per_identity,
     api_max_concurrent_queries,
     api_stream_max_clients,
+    api_max_concurrent_queries_per_identity,
+    api_stream_max_clients_per_identity,
+    api_max_connections,
+    api_header_timeout,
+    api_body_timeout,
+    api_request_timeout,
+    api_stream_stall,
+    api_trusted_proxies,
 });
 
 /// The Cosmos DB side.
@@ -224,12 +265,23 @@ pub struct ApiOptions {
     pub max_concurrent_queries: usize,
     /// Live streams open at once.
     pub stream_max_clients: usize,
+    /// Fan-out queries one caller runs at once.
+    pub max_concurrent_queries_per_identity: usize,
+    /// Live streams one caller has open at once.
+    pub stream_max_clients_per_identity: usize,
+    /// How long a client has to send a request's body.
+    pub body_timeout: Duration,
+    /// How long an answer may take to begin.
+    pub request_timeout: Duration,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 impl Default for ApiOptions {
     /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map streaming (polling every
     /// 2 s when it polls), no other origin, low priority, 1,000 RU/s per caller, 16 fan-outs
-    /// at once, 1,000 live streams.
+    /// at once (4 of one caller), 1,000 live streams (50 of one caller), bodies within 10 s,
+    /// answers begun within 30 s, no trusted proxy.
     fn default() -> Self {
         Self {
             max_parallelism: 8,
@@ -245,6 +297,11 @@ impl Default for ApiOptions {
             ru_per_sec_per_identity: RuBudget::PerSec(1000.0),
             max_concurrent_queries: 16,
             stream_max_clients: 1000,
+            max_concurrent_queries_per_identity: 4,
+            stream_max_clients_per_identity: 50,
+            body_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -264,6 +321,8 @@ pub struct ApiConfig {
     pub access: AccessConfig,
     /// HTTPS files; none: plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// What every connection is held to.
+    pub serving: Serving,
 }
 
 impl Settings {
@@ -308,24 +367,23 @@ impl Settings {
             oidc,
             self.api_allow_anonymous,
         )?;
-        let max_concurrent_queries = self
-            .api_max_concurrent_queries
-            .unwrap_or(defaults.max_concurrent_queries);
-        if !(1..=4096).contains(&max_concurrent_queries) {
-            return Err(ConfigError::Invalid {
-                name: "API_MAX_CONCURRENT_QUERIES",
-                message: "must be from 1 to 4096".into(),
-            });
-        }
-        let stream_max_clients = self
-            .api_stream_max_clients
-            .unwrap_or(defaults.stream_max_clients);
-        if !(1..=100_000).contains(&stream_max_clients) {
-            return Err(ConfigError::Invalid {
-                name: "API_STREAM_MAX_CLIENTS",
-                message: "must be from 1 to 100000".into(),
-            });
-        }
+        let max_concurrent_queries = count(
+            "API_MAX_CONCURRENT_QUERIES",
+            self.api_max_concurrent_queries,
+            defaults.max_concurrent_queries,
+            4096,
+        )?;
+        let stream_max_clients = count(
+            "API_STREAM_MAX_CLIENTS",
+            self.api_stream_max_clients,
+            defaults.stream_max_clients,
+            100_000,
+        )?;
+        let serving = serving(
+            self.api_header_timeout,
+            self.api_stream_stall,
+            self.api_max_connections,
+        )?;
         let map_refresh = self.map_refresh.map_or(defaults.map_refresh, |d| d.0);
         if map_refresh < Duration::from_millis(100) {
             return Err(ConfigError::Invalid {
@@ -367,10 +425,34 @@ impl Settings {
                     .unwrap_or(defaults.ru_per_sec_per_identity),
                 max_concurrent_queries,
                 stream_max_clients,
+                max_concurrent_queries_per_identity: count(
+                    "API_MAX_CONCURRENT_QUERIES_PER_IDENTITY",
+                    self.api_max_concurrent_queries_per_identity,
+                    defaults.max_concurrent_queries_per_identity,
+                    4096,
+                )?,
+                stream_max_clients_per_identity: count(
+                    "API_STREAM_MAX_CLIENTS_PER_IDENTITY",
+                    self.api_stream_max_clients_per_identity,
+                    defaults.stream_max_clients_per_identity,
+                    100_000,
+                )?,
+                body_timeout: time_limit(
+                    "API_BODY_TIMEOUT",
+                    self.api_body_timeout,
+                    defaults.body_timeout,
+                )?,
+                request_timeout: time_limit(
+                    "API_REQUEST_TIMEOUT",
+                    self.api_request_timeout,
+                    defaults.request_timeout,
+                )?,
+                trusted_proxies: trusted_proxies(self.api_trusted_proxies.as_deref())?,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,
             tls: tls_files(self.api_tls_cert_file, self.api_tls_key_file)?,
+            serving,
         })
     }
 }

@@ -244,3 +244,46 @@ fn the_key_never_shows_in_debug() {
     let shown = format!("{:?}", base().resolve().unwrap());
     assert!(!shown.contains("a2V5"), "{shown}");
 }
+
+#[test]
+fn what_a_caller_may_hold_and_take_is_set_from_the_file_and_checked() {
+    let config = base().resolve().unwrap();
+    assert_eq!(config.serving, Serving::default());
+    let file: Settings = toml::from_str(
+        "api_header_timeout = \"2s\"\napi_body_timeout = 3\napi_request_timeout = \"1m\"\n\
+         api_stream_stall = \"500ms\"\napi_max_connections = 10\n\
+         api_trusted_proxies = \"10.0.0.0/8, 192.0.2.7\"\n\
+         api_max_concurrent_queries_per_identity = 2\napi_stream_max_clients_per_identity = 3\n",
+    )
+    .unwrap();
+    let config = base().or(file).resolve().unwrap();
+    assert_eq!(
+        config.serving,
+        Serving {
+            header_timeout: Duration::from_secs(2),
+            stall: Duration::from_millis(500),
+            max_connections: 10,
+        }
+    );
+    assert_eq!(config.options.body_timeout, Duration::from_secs(3));
+    assert_eq!(config.options.request_timeout, Duration::from_secs(60));
+    assert_eq!(config.options.trusted_proxies.len(), 2);
+    assert_eq!(config.options.max_concurrent_queries_per_identity, 2);
+    assert_eq!(config.options.stream_max_clients_per_identity, 3);
+    for (bad, name) in [
+        ("api_header_timeout = \"0s\"", "API_HEADER_TIMEOUT"),
+        ("api_max_connections = 0", "API_MAX_CONNECTIONS"),
+        (
+            "api_trusted_proxies = \"proxy.local\"",
+            "API_TRUSTED_PROXIES",
+        ),
+        (
+            "api_stream_max_clients_per_identity = 0",
+            "API_STREAM_MAX_CLIENTS_PER_IDENTITY",
+        ),
+    ] {
+        let file: Settings = toml::from_str(bad).unwrap();
+        let err = base().or(file).resolve().unwrap_err().to_string();
+        assert!(err.contains(name), "{bad}: {err}");
+    }
+}

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use cosmos::{ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, Credential, MasterKey};
 use fleet_api::ApiOptions;
 use fleet_api::access::Access;
+use fleet_api::serving::Serving;
 use serde_json::Value;
 use telemetry::{DocumentLayout, Position};
 use tokio_util::sync::CancellationToken;
@@ -187,11 +188,28 @@ pub async fn serve_with(
     options: ApiOptions,
     access: Access,
 ) -> (String, CancellationToken) {
+    serve_limited(container, options, access, Serving::default()).await
+}
+
+/// The API over `container`, letting callers in by `access`, its connections held to
+/// `serving`, served on a free port of 127.0.0.1; its base URL.
+pub async fn serve_limited(
+    container: ContainerClient,
+    options: ApiOptions,
+    access: Access,
+    serving: Serving,
+) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
     let router = fleet_api::router(container, options, access);
-    tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
+    tokio::spawn(fleet_api::serving::serve(
+        listener,
+        router,
+        serving,
+        None,
+        stop.clone(),
+    ));
     (base, stop)
 }
 
@@ -296,4 +314,20 @@ pub fn expected(docs: &[Value], keep: impl Fn((f64, f64)) -> bool) -> BTreeSet<S
         .filter(|d| keep(point_of(d)))
         .map(|d| d["deviceId"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Waits until `check` holds, asking again every 50 ms; fails after `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the condition did not hold within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
