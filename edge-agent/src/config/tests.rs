@@ -5,6 +5,7 @@
 use super::dps::registration_id_of_machine;
 use super::*;
 use crate::provision::check_registration_id;
+use crate::source::SourceConfig;
 use settings::Layered as _;
 
 fn base() -> Settings {
