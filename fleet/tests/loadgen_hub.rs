@@ -127,6 +127,8 @@ async fn loadgen_registers_each_drone_through_dps_and_publishes_to_the_assigned_
             "--dps-endpoint",
             &format!("localhost:{}", hub.dps_addr().port()),
         ])
+        // The local hub's name, where DPS assigns the drones.
+        .args(["--dps-allowed-hub-suffix", &hub.config().host])
         .arg("--iothub-ca-file")
         .arg(state.join("ca.pem"))
         .args(["--iothub-port", &hub.mqtt_addr().port().to_string()])
