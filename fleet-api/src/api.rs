@@ -154,6 +154,7 @@ pub fn router(
         options.map_updates,
         options.map_refresh,
         options.map_sign_in.as_ref(),
+        options.map_tiles.as_ref(),
     );
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let shared = Arc::new(ApiState {
