@@ -7,7 +7,7 @@ use url::Url;
 use crate::map::MapTiles;
 
 /// The base map, or none when `MAP_TILE_URL` is not set (then neither may the others be).
-pub(super) fn map_tiles(
+pub fn map_tiles(
     url: Option<String>,
     attribution: Option<String>,
     key: Option<Secret>,

@@ -381,7 +381,7 @@ impl Settings {
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
                 map_sign_in,
-                map_tiles: map_tiles::map_tiles(
+                map_tiles: map_tiles(
                     self.map_tile_url,
                     self.map_tile_attribution,
                     self.map_tile_key,
@@ -553,5 +553,6 @@ fn access(
 }
 
 mod map_tiles;
+pub use map_tiles::map_tiles;
 #[cfg(test)]
 mod tests;
