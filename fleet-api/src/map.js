@@ -94,7 +94,7 @@ function placeDrone(f) {
     dot = L.circleMarker(latLng(f), { renderer: dronesCanvas, radius: 5, bubblingMouseEvents: false, ...style });
     dot.droneId = f.id;
     dot.bindTooltip(() => { const d = fleet.get(dot.droneId); return `${d.id} · ${LINK_TEXT[linkState(d)]} · ${Math.round(ageS(d))} s ago`; });
-    dot.on("click", () => select(dot.droneId));
+    dot.on("click", () => { if (!dragged) select(dot.droneId); });
     dots.set(f.id, dot);
     droneLayer.addLayer(dot);
   } else {
@@ -141,7 +141,7 @@ function drawOverlays() {
   overlayLayer.clearLayers();
   const geom = track && track.geometry;
   if (geom && geom.type === "LineString") {
-    overlayLayer.addLayer(L.polyline(geom.coordinates.map(([lon, lat]) => [lat, lon]), { color: "#2a6fdb", weight: 2, interactive: false }));
+    overlayLayer.addLayer(L.polyline(geom.coordinates.map(([lon, lat]) => [lat, lon]), { color: "#2a6fdb", weight: 2, interactive: false, className: "track" }));
   }
   if (!query) return;
   overlayLayer.addLayer(L.circle([query.lat, query.lon], {
@@ -383,31 +383,31 @@ function fromAddress() {
 }
 
 // A click asks for the drones within CLICK_RADIUS_M; a drag with Shift held, from a centre
-// outwards, for those within the radius dragged (a drag without Shift pans).
+// outwards, for those within the radius dragged (a drag without Shift pans). The drag is
+// followed on the container before Leaflet sees it, also when it starts or ends on a dot; the
+// click that ends it asks nothing more.
 let drag = null, dragged = false;
-map.on("click", e => {
-  if (dragged) { dragged = false; return; }
-  if (viewSet) ask(e.latlng.lng, e.latlng.lat, CLICK_RADIUS_M);
-});
-map.on("mousedown", e => {
-  if (!viewSet || !e.originalEvent.shiftKey) return;
+const container = map.getContainer();
+container.addEventListener("mousedown", e => {
+  dragged = false;
+  if (!viewSet || !e.shiftKey) return;
   map.dragging.disable();
-  drag = e.latlng;
-});
-map.on("mousemove", e => {
+  drag = map.mouseEventToLatLng(e);
+}, true);
+container.addEventListener("mousemove", e => {
   if (!drag) return;
-  query = { lon: drag.lng, lat: drag.lat, radius: map.distance(drag, e.latlng), hits: [] };
+  query = { lon: drag.lng, lat: drag.lat, radius: map.distance(drag, map.mouseEventToLatLng(e)), hits: [] };
   drawOverlays();
-});
-map.on("mouseup", e => {
+}, true);
+container.addEventListener("mouseup", e => {
   if (!drag) return;
   map.dragging.enable();
-  const radius = map.distance(drag, e.latlng);
-  const centre = drag;
+  const centre = drag, radius = map.distance(drag, map.mouseEventToLatLng(e));
   drag = null;
   dragged = radius > 0;
   if (dragged) ask(centre.lng, centre.lat, radius);
-});
+}, true);
+map.on("click", e => { if (viewSet && !dragged) ask(e.latlng.lng, e.latlng.lat, CLICK_RADIUS_M); });
 layer("fit").addEventListener("click", () => { viewSet = false; fit(); });
 
 // For the browser tests: what the canvas shows, without pixels to read.

@@ -356,6 +356,53 @@ async fn a_drone_moves_on_the_map_within_two_seconds_of_its_write_without_pollin
     sim.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_click_selects_a_drone_and_its_track_a_click_or_shift_drag_asks_a_radius() {
+    let chromium = Chromium::find().unwrap_or_else(|e| {
+        panic!("the map test needs Debian's chromium: {e} (./scripts/test-all installs it)")
+    });
+    let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
+    let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let points = scatter(20, 0xc11c);
+    seed_latest(&c, &points).await;
+    seed_history(&c, "drone-2", 10, points[2]).await;
+    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-2");
+    map.next("drawn").await;
+
+    map.send("click drone-2").await;
+    let clicked = map.next("clicked").await;
+    assert_eq!(clicked["clicked"]["detail"], "drone-2", "{clicked}");
+    assert_eq!(clicked["clicked"]["track"], true, "{clicked}");
+
+    // The map's lower right corner, away from the fleet (fitted with a margin).
+    map.send("query 960 780").await;
+    let query = map.next("query").await;
+    assert!(
+        query["query"].as_str().unwrap().contains("within 1000 m"),
+        "{query}"
+    );
+
+    map.send("drag drone-2 drone-5").await;
+    let query = map.next("query").await;
+    let text = query["query"].as_str().unwrap();
+    let radius: f64 = text
+        .split(" within ")
+        .nth(1)
+        .and_then(|rest| rest.split(" m").next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("no radius in {text}"));
+    let apart = haversine(points[2], points[5]);
+    assert!(
+        (radius - apart).abs() < 0.03 * apart + 5.0,
+        "dragged {radius} m between drones {apart:.0} m apart: {text}"
+    );
+    map.send("end").await;
+    map.next("requests").await;
+    drop(api);
+    sim.shutdown().await;
+}
+
 /// A tile server on a free port: a small PNG for every path, each path recorded.
 async fn tile_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::sync::{Arc, Mutex};

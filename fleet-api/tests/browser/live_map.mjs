@@ -13,6 +13,11 @@
 //     resource the page loaded (performance.getEntries);
 //   "perf <drones> <moves>": {"perf": {drawMs, movesMs, drawn}}, the time to draw that many
 //     drones and then to apply that many moves, each until the frame that shows them;
+//   "click <drone>": clicks the drone's dot; once its details show,
+//     {"clicked": {"detail": id shown, "track": whether its track is drawn}};
+//   "query <x> <y>": clicks the map there; {"query": the radius query's answer line};
+//   "drag <drone> <drone>": drags with Shift held from one dot to the other;
+//     {"query": the radius query's answer line};
 //   "end": {"requests": [...], "urls": [...]}, the path of every request the page made to
 //     /api/, and the URL of every request at all, and exits.
 import { createRequire } from "node:module";
@@ -68,6 +73,35 @@ try {
         attribution: document.querySelector(".leaflet-control-attribution").textContent,
         resources: performance.getEntriesByType("resource").map(e => e.name),
       })) });
+    } else if (command === "click") {
+      const [x, y] = await page.evaluate(find, args[0]);
+      await page.mouse.click(x, y);
+      await page.waitForFunction(id => {
+        const cell = document.querySelector("#detail td.n");
+        return cell && cell.textContent === id && document.querySelector("path.track");
+      }, WAIT, args[0]);
+      print({ clicked: await page.evaluate(() => ({
+        detail: document.querySelector("#detail td.n").textContent,
+        track: !!document.querySelector("path.track"),
+      })) });
+    } else if (command === "query" || command === "drag") {
+      const before = await page.evaluate(() => document.querySelector("#result").textContent);
+      if (command === "query") {
+        await page.mouse.click(Number(args[0]), Number(args[1]));
+      } else {
+        const [[x0, y0], [x1, y1]] = [await page.evaluate(find, args[0]), await page.evaluate(find, args[1])];
+        await page.keyboard.down("Shift");
+        await page.mouse.move(x0, y0);
+        await page.mouse.down();
+        await page.mouse.move(x1, y1, { steps: 10 });
+        await page.mouse.up();
+        await page.keyboard.up("Shift");
+      }
+      await page.waitForFunction(before => {
+        const head = document.querySelector("#result div");
+        return head && head.textContent !== before;
+      }, WAIT, before);
+      print({ query: await page.evaluate(() => document.querySelector("#result div").textContent) });
     } else if (command === "perf") {
       print({ perf: await page.evaluate(perf, Number(args[0]), Number(args[1])) });
     } else if (command === "moved") {
