@@ -98,8 +98,11 @@ function placeDrone(f) {
     dots.set(f.id, dot);
     droneLayer.addLayer(dot);
   } else {
-    dot.setLatLng(latLng(f));
-    dot.setStyle(style);
+    // Only what changed: each change asks the canvas to redraw.
+    const [lat, lng] = latLng(f), at = dot.getLatLng();
+    if (at.lat !== lat || at.lng !== lng) dot.setLatLng([lat, lng]);
+    const o = dot.options;
+    if (o.fillColor !== style.fillColor || o.color !== style.color || o.weight !== style.weight || o.dashArray !== style.dashArray) dot.setStyle(style);
   }
   dot.state = state;
 }
