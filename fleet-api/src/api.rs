@@ -157,6 +157,7 @@ pub fn router(
         options.map_updates,
         options.map_refresh,
         options.map_sign_in.as_ref(),
+        options.map_tiles.as_ref(),
     );
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let whole_body = axum::middleware::from_fn_with_state(options.body_timeout, intake::whole_body);

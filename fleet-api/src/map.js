@@ -1,52 +1,60 @@
-// The live map (served as /map.js): draws the fleet and its geofences, follows the live
-// stream /api/drones/stream (or polls /api/drones, when the page says so or the stream
-// refuses it), marks fence crossings, answers clicks; asks the API with the credential of
-// /signin.js.
+// The live map (served as /map.js, after /leaflet.js): draws the fleet on a canvas layer
+// over the configured base map, with its geofences; follows the live stream
+// /api/drones/stream (or polls /api/drones, when the page says so or the stream refuses it),
+// marks fence crossings, answers clicks; asks the API with the credential of /signin.js.
+// Leaflet projects, pans, zooms and finds the drone under the pointer.
 "use strict";
-const SVGNS = "http://www.w3.org/2000/svg";
-const EARTH_M = 6371008.8;
 const REFRESH_MS = Math.max(100, Number(document.body.dataset.refreshMs) || 2000);
 const UPDATES = document.body.dataset.updates === "poll" ? "poll" : "stream";
 // Ages are recoloured this often while streaming; the fences are read again this often.
 const RECOLOUR_MS = 5000, FENCES_MS = 30000;
 // Crossings listed in the panel.
 const CROSSINGS_KEPT = 20;
-const svg = document.getElementById("map");
+// A click without a drag asks for the drones within this radius.
+const CLICK_RADIUS_M = 1000;
 const layer = id => document.getElementById(id);
-// View: centre (lon, lat) and pixels per degree of latitude.
-let view = null;
+
+const map = L.map("map", { boxZoom: false, zoomControl: true });
+map.attributionControl.setPrefix(false);
+L.control.scale({ imperial: false }).addTo(map);
+// Drones are drawn on one canvas (thousands of dots); fences, tracks and queries are few
+// and stay SVG elements.
+const dronesCanvas = L.canvas({ padding: 0.2 });
+const droneLayer = L.layerGroup().addTo(map);
+const fenceLayer = L.layerGroup().addTo(map);
+const overlayLayer = L.layerGroup().addTo(map);
+
 // The fleet by drone id; each Feature's `at` is the time its age was 0, by this page's clock.
 let fleet = new Map();
+// The dot of each drawn drone, by id.
+const dots = new Map();
 let fences = [];
 let crossings = [];
 let moves = 0;
 let selected = null;
 let track = null;
 let query = null;
+let viewSet = false;
 
-function el(name, attrs, parent) {
-  const e = document.createElementNS(SVGNS, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (parent) parent.appendChild(e);
-  return e;
+// The base map of /map/config.json, or a note that none is configured.
+async function baseMap() {
+  const tiles = (await (await fetch("/map/config.json")).json()).tiles;
+  if (!tiles) {
+    const note = L.control({ position: "topright" });
+    note.onAdd = () => {
+      const div = L.DomUtil.create("div", "no-basemap");
+      div.id = "no-basemap";
+      div.textContent = "No base map is configured (MAP_TILE_URL).";
+      return div;
+    };
+    note.addTo(map);
+    return;
+  }
+  const base = L.tileLayer(tiles.url, { attribution: tiles.attribution || "", maxZoom: 19 });
+  base.on("load", () => { document.body.dataset.tilesLoaded = String(Date.now()); });
+  base.addTo(map);
 }
-function size() { const r = svg.getBoundingClientRect(); return [r.width || 800, r.height || 600]; }
-function project(lon, lat) {
-  const [w, h] = size();
-  const k = Math.cos(view.lat * Math.PI / 180);
-  return [w / 2 + (lon - view.lon) * k * view.ppd, h / 2 - (lat - view.lat) * view.ppd];
-}
-function unproject(x, y) {
-  const [w, h] = size();
-  const k = Math.cos(view.lat * Math.PI / 180);
-  return [view.lon + (x - w / 2) / (k * view.ppd), view.lat - (y - h / 2) / view.ppd];
-}
-function metresPerPixel() { return (Math.PI / 180) * EARTH_M / view.ppd; }
-function haversine(a, b) {
-  const r = Math.PI / 180, dlat = (b[1] - a[1]) * r, dlon = (b[0] - a[0]) * r;
-  const h = Math.sin(dlat / 2) ** 2 + Math.cos(a[1] * r) * Math.cos(b[1] * r) * Math.sin(dlon / 2) ** 2;
-  return 2 * EARTH_M * Math.asin(Math.min(1, Math.sqrt(h)));
-}
+
 function stamp(f) { f.at = Date.now() - (f.properties.ageS || 0) * 1000; return f; }
 function ageS(f) { return (Date.now() - f.at) / 1000; }
 function colour(ageS) {
@@ -67,113 +75,88 @@ function linkState(f) {
   return agent.connected === true ? "silent" : "unreported";
 }
 const LINK_TEXT = { current: "current", silent: "connected, no fix", disconnected: "disconnected", unreported: "no position lately" };
-function niceStep(raw) {
-  const p = Math.pow(10, Math.floor(Math.log10(raw)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
-  return 10 * p;
+// The dot's style for each link state (the legend in the panel shows the same).
+function dotStyle(f) {
+  const state = linkState(f);
+  const style = { fillColor: state === "disconnected" ? "#fff" : colour(ageS(f)), fillOpacity: 1, color: "#1d2733", weight: 0.8, dashArray: null };
+  if (state === "silent") Object.assign(style, { color: "#b3261e", weight: 2.5 });
+  if (state === "disconnected") Object.assign(style, { color: "#5b6875", weight: 1.5, dashArray: "2 2" });
+  if (f.id === selected) Object.assign(style, { color: "#000", weight: 2.5 });
+  return [state, style];
+}
+const latLng = f => [f.geometry.coordinates[1], f.geometry.coordinates[0]];
+
+// Draws drone `f`, or moves and restyles its dot where it is already drawn.
+function placeDrone(f) {
+  const [state, style] = dotStyle(f);
+  let dot = dots.get(f.id);
+  if (!dot) {
+    dot = L.circleMarker(latLng(f), { renderer: dronesCanvas, radius: 5, bubblingMouseEvents: false, ...style });
+    dot.droneId = f.id;
+    dot.bindTooltip(() => { const d = fleet.get(dot.droneId); return `${d.id} · ${LINK_TEXT[linkState(d)]} · ${Math.round(ageS(d))} s ago`; });
+    dot.on("click", () => { if (!dragged) select(dot.droneId); });
+    dots.set(f.id, dot);
+    droneLayer.addLayer(dot);
+  } else {
+    // Only what changed: each change asks the canvas to redraw.
+    const [lat, lng] = latLng(f), at = dot.getLatLng();
+    if (at.lat !== lat || at.lng !== lng) dot.setLatLng([lat, lng]);
+    const o = dot.options;
+    if (o.fillColor !== style.fillColor || o.color !== style.color || o.weight !== style.weight || o.dashArray !== style.dashArray) dot.setStyle(style);
+  }
+  dot.state = state;
+}
+function drawDrones() {
+  for (const [id, dot] of dots) {
+    if (!fleet.has(id)) { droneLayer.removeLayer(dot); dots.delete(id); }
+  }
+  for (const f of fleet.values()) placeDrone(f);
+  document.body.dataset.drawn = String(dots.size);
 }
 function fit() {
   const drones = [...fleet.values()];
-  if (!drones.length) { view = view || { lon: 0, lat: 0, ppd: 2 }; return; }
-  const lons = drones.map(d => d.geometry.coordinates[0]);
-  const lats = drones.map(d => d.geometry.coordinates[1]);
-  const [minLon, maxLon, minLat, maxLat] = [Math.min(...lons), Math.max(...lons), Math.min(...lats), Math.max(...lats)];
-  const lat = (minLat + maxLat) / 2, lon = (minLon + maxLon) / 2;
-  const k = Math.cos(lat * Math.PI / 180);
-  const [w, h] = size();
-  const spanX = Math.max((maxLon - minLon) * k, 0.002), spanY = Math.max(maxLat - minLat, 0.002);
-  view = { lon, lat, ppd: 0.85 * Math.min(w / spanX, h / spanY) };
-}
-
-function drawGraticule() {
-  const g = layer("grat"); g.replaceChildren();
-  const [w, h] = size();
-  const [lon0, lat1] = unproject(0, 0), [lon1, lat0] = unproject(w, h);
-  const step = niceStep((lat1 - lat0) / 6);
-  const digits = Math.max(0, -Math.floor(Math.log10(step)));
-  for (let lat = Math.ceil(lat0 / step) * step; lat <= lat1; lat += step) {
-    const y = project(lon0, lat)[1];
-    el("line", { class: "grat", x1: 0, x2: w, y1: y, y2: y }, g);
-    el("text", { class: "grat-label", x: 4, y: y - 3 }, g).textContent = lat.toFixed(digits) + "°";
-  }
-  const lonStep = niceStep((lon1 - lon0) / 6);
-  const lonDigits = Math.max(0, -Math.floor(Math.log10(lonStep)));
-  for (let lon = Math.ceil(lon0 / lonStep) * lonStep; lon <= lon1; lon += lonStep) {
-    const x = project(lon, lat0)[0];
-    el("line", { class: "grat", x1: x, x2: x, y1: 0, y2: h }, g);
-    el("text", { class: "grat-label", x: x + 3, y: h - 4 }, g).textContent = lon.toFixed(lonDigits) + "°";
-  }
-}
-function drawScale() {
-  const g = layer("scale"); g.replaceChildren();
-  const [, h] = size();
-  const metres = niceStep(metresPerPixel() * 120);
-  const px = metres / metresPerPixel();
-  const x = 16, y = h - 24;
-  el("rect", { x: x - 6, y: y - 18, width: px + 12, height: 28, fill: "rgba(255,255,255,0.8)" }, g);
-  el("path", { d: `M${x} ${y - 5}V${y}H${x + px}V${y - 5}`, fill: "none", stroke: "#1d2733", "stroke-width": 2 }, g);
-  el("text", { x, y: y - 8, "font-size": 11 }, g).textContent = metres >= 1000 ? metres / 1000 + " km" : metres + " m";
-}
-// Draws drone `f`, or moves its dot where it is already drawn.
-function placeDrone(f, g) {
-  const [x, y] = project(...f.geometry.coordinates);
-  let c = g.querySelector(`[data-drone-id="${CSS.escape(f.id)}"]`);
-  if (!c) {
-    c = el("circle", { r: 5, "data-drone-id": f.id }, g);
-    el("title", {}, c);
-    c.addEventListener("mousedown", e => e.stopPropagation());
-    c.addEventListener("click", e => { e.stopPropagation(); select(f.id); });
-  }
-  const state = linkState(f);
-  c.setAttribute("class", `drone ${state}` + (f.id === selected ? " selected" : ""));
-  c.setAttribute("data-state", state);
-  c.setAttribute("cx", x);
-  c.setAttribute("cy", y);
-  c.setAttribute("fill", state === "disconnected" ? "#fff" : colour(ageS(f)));
-  c.firstChild.textContent = `${f.id} · ${LINK_TEXT[state]} · ${Math.round(ageS(f))} s ago`;
-}
-function drawDrones() {
-  const g = layer("drones"); g.replaceChildren();
-  for (const f of fleet.values()) placeDrone(f, g);
+  if (!drones.length) { if (!viewSet) map.setView([0, 0], 2); viewSet = true; return; }
+  map.fitBounds(L.latLngBounds(drones.map(latLng)).pad(0.08), { animate: false, maxZoom: 16 });
+  viewSet = true;
 }
 function drawFences() {
-  const g = layer("fences"); g.replaceChildren();
+  fenceLayer.clearLayers();
   const marked = new Set(crossings.filter(c => Date.now() - c.at < 60000).map(c => c.fence));
   for (const f of fences) {
-    const cls = "fence" + (marked.has(f.id) ? " crossed" : "");
+    const crossed = marked.has(f.id);
+    const style = crossed
+      ? { color: "#b3261e", weight: 2.5, fillColor: "#b3261e", fillOpacity: 0.12 }
+      : { color: "#7b3fa0", weight: 1.5, fillColor: "#7b3fa0", fillOpacity: 0.06 };
     const geom = f.geometry || {};
-    let anchor;
+    let shape;
     if (geom.type === "Polygon") {
-      const ring = geom.coordinates[0].map(c => project(...c));
-      el("polygon", { class: cls, points: ring.map(p => p.join(",")).join(" "), "data-fence-id": f.id }, g);
-      anchor = ring[0];
+      shape = L.polygon(geom.coordinates[0].map(([lon, lat]) => [lat, lon]), style);
     } else if (geom.type === "Point" && f.properties && f.properties.subType === "Circle") {
-      const [x, y] = project(...geom.coordinates);
-      el("circle", { class: cls, cx: x, cy: y, r: f.properties.radius / metresPerPixel(), "data-fence-id": f.id }, g);
-      anchor = [x, y];
+      shape = L.circle([geom.coordinates[1], geom.coordinates[0]], { radius: f.properties.radius, ...style });
     } else continue;
-    el("text", { class: "fence-label", x: anchor[0] + 4, y: anchor[1] - 4 }, g).textContent = f.id;
+    shape.bindTooltip(f.id, { permanent: true, direction: "right", className: "fence-label" });
+    fenceLayer.addLayer(shape);
+    shape.getElement().dataset.fenceId = f.id;
+    shape.getElement().classList.toggle("crossed", crossed);
   }
 }
-function drawTrack() {
-  const g = layer("tracks"); g.replaceChildren();
+function drawOverlays() {
+  overlayLayer.clearLayers();
   const geom = track && track.geometry;
-  if (!geom || geom.type !== "LineString") return;
-  el("polyline", { class: "track", points: geom.coordinates.map(c => project(...c).join(",")).join(" ") }, g);
-}
-function drawQuery() {
-  const g = layer("queries"); g.replaceChildren();
+  if (geom && geom.type === "LineString") {
+    overlayLayer.addLayer(L.polyline(geom.coordinates.map(([lon, lat]) => [lat, lon]), { color: "#2a6fdb", weight: 2, interactive: false, className: "track" }));
+  }
   if (!query) return;
-  const [x, y] = project(query.lon, query.lat);
-  el("circle", { class: "query", cx: x, cy: y, r: query.radius / metresPerPixel() }, g);
+  overlayLayer.addLayer(L.circle([query.lat, query.lon], {
+    radius: query.radius, color: "#2a6fdb", weight: 1, dashArray: "4 3", fillOpacity: 0.08, interactive: false,
+  }));
   for (const f of query.hits || []) {
-    const [hx, hy] = project(...f.geometry.coordinates);
-    el("circle", { class: "hit", cx: hx, cy: hy, r: 8 }, g);
+    overlayLayer.addLayer(L.circleMarker(latLng(f), { radius: 8, color: "#2a6fdb", weight: 2, fill: false, interactive: false }));
   }
 }
 function draw() {
-  if (!view) fit();
-  drawGraticule(); drawFences(); drawTrack(); drawQuery(); drawDrones(); drawScale();
+  if (!viewSet) fit();
+  drawFences(); drawOverlays(); drawDrones();
 }
 
 function status(text, error) {
@@ -195,12 +178,18 @@ async function getJson(url, init) {
 
 // The whole fleet, from a snapshot or a poll.
 function setFleet(features) {
-  const first = !view;
+  const first = !viewSet;
   fleet = new Map(features.map(f => [f.id, stamp(f)]));
   if (first) fit();
   draw();
   if (first) fromAddress();
   document.body.dataset.updated = String(Date.now());
+}
+// One drone's new position, from the stream.
+function move(f) {
+  fleet.set(f.id, stamp(f));
+  if (viewSet) placeDrone(f);
+  moves += 1;
 }
 
 // Polling: the fleet every REFRESH_MS.
@@ -284,9 +273,7 @@ function onEvent(name, data) {
   if (name === "snapshot") {
     setFleet(data.features);
   } else if (name === "position") {
-    fleet.set(data.id, stamp(data));
-    if (view) placeDrone(data, layer("drones"));
-    moves += 1;
+    move(data);
     document.body.dataset.updated = String(Date.now());
   } else if (name === "enter" || name === "leave") {
     crossings.unshift({ ...data, kind: name, at: Date.now() });
@@ -312,7 +299,7 @@ async function loadFences() {
   try {
     const [body] = await getJson("/api/geofences");
     fences = body.features;
-    if (view) drawFences();
+    if (viewSet) drawFences();
   } catch (e) {
     layer("crossings").textContent = "geofences: " + e.message;
   }
@@ -327,8 +314,10 @@ function satellites(gnss) {
   return gnss.sats + (gnss.satsVisible == null ? "" : " of " + gnss.satsVisible + " visible");
 }
 async function select(id) {
+  const before = fleet.get(selected);
   selected = id;
-  drawDrones();
+  if (before) placeDrone(before);
+  if (fleet.has(id)) placeDrone(fleet.get(id));
   const detail = layer("detail");
   try {
     const [d, r1] = await getJson("/api/drones/" + encodeURIComponent(id));
@@ -358,7 +347,7 @@ async function select(id) {
     detail.className = "error";
     detail.textContent = e.message;
   }
-  drawTrack();
+  drawOverlays();
 }
 function table(rows) {
   const t = document.createElement("table");
@@ -371,7 +360,7 @@ function table(rows) {
 async function ask(lon, lat, radius) {
   radius = Math.max(1, Math.round(radius));
   query = { lon, lat, radius, hits: [] };
-  drawQuery();
+  drawOverlays();
   const out = layer("result");
   try {
     const url = `/api/drones/near?lat=${lat.toFixed(6)}&lon=${lon.toFixed(6)}&radius_m=${radius}`;
@@ -385,7 +374,7 @@ async function ask(lon, lat, radius) {
     out.className = "error";
     out.textContent = e.message;
   }
-  drawQuery();
+  drawOverlays();
 }
 
 // `?select=ID` selects a drone, `?near=lat,lon,radius_m` draws a radius query: links that
@@ -397,43 +386,57 @@ function fromAddress() {
   if (near.length === 3 && near.every(Number.isFinite)) ask(near[1], near[0], near[2]);
 }
 
-let drag = null;
-svg.addEventListener("mousedown", e => {
-  if (!view) return;
-  const [lon, lat] = unproject(e.offsetX, e.offsetY);
-  drag = { lon, lat, x: e.offsetX, y: e.offsetY };
-});
-svg.addEventListener("mousemove", e => {
+// A click asks for the drones within CLICK_RADIUS_M; a drag with Shift held, from a centre
+// outwards, for those within the radius dragged (a drag without Shift pans). The drag is
+// followed on the container before Leaflet sees it, also when it starts or ends on a dot; the
+// click that ends it asks nothing more.
+let drag = null, dragged = false;
+const container = map.getContainer();
+container.addEventListener("mousedown", e => {
+  dragged = false;
+  if (!viewSet || !e.shiftKey) return;
+  map.dragging.disable();
+  drag = map.mouseEventToLatLng(e);
+}, true);
+container.addEventListener("mousemove", e => {
   if (!drag) return;
-  const [lon, lat] = unproject(e.offsetX, e.offsetY);
-  query = { lon: drag.lon, lat: drag.lat, radius: haversine([drag.lon, drag.lat], [lon, lat]), hits: [] };
-  drawQuery();
-});
-svg.addEventListener("mouseup", e => {
+  query = { lon: drag.lng, lat: drag.lat, radius: map.distance(drag, map.mouseEventToLatLng(e)), hits: [] };
+  drawOverlays();
+}, true);
+container.addEventListener("mouseup", e => {
   if (!drag) return;
-  const moved = Math.hypot(e.offsetX - drag.x, e.offsetY - drag.y) > 4;
-  const [lon, lat] = unproject(e.offsetX, e.offsetY);
-  const radius = moved ? haversine([drag.lon, drag.lat], [lon, lat]) : 1000;
-  ask(drag.lon, drag.lat, radius);
+  map.dragging.enable();
+  const centre = drag, radius = map.distance(drag, map.mouseEventToLatLng(e));
   drag = null;
-});
-svg.addEventListener("wheel", e => {
-  if (!view) return;
-  e.preventDefault();
-  const before = unproject(e.offsetX, e.offsetY);
-  view.ppd *= e.deltaY < 0 ? 1.25 : 0.8;
-  const after = unproject(e.offsetX, e.offsetY);
-  view.lon += before[0] - after[0];
-  view.lat += before[1] - after[1];
-  draw();
-}, { passive: false });
-layer("fit").addEventListener("click", () => { fit(); draw(); });
-window.addEventListener("resize", draw);
+  dragged = radius > 0;
+  if (dragged) ask(centre.lng, centre.lat, radius);
+}, true);
+map.on("click", e => { if (viewSet && !dragged) ask(e.latlng.lng, e.latlng.lat, CLICK_RADIUS_M); });
+layer("fit").addEventListener("click", () => { viewSet = false; fit(); });
+
+// For the browser tests: what the canvas shows, without pixels to read.
+window.fleetMap = {
+  // Each drawn drone: id, link state, fill colour and where its dot stands in the map's
+  // container, in pixels.
+  drones: () => [...dots.values()].map(d => {
+    const p = map.latLngToContainerPoint(d.getLatLng());
+    return { id: d.droneId, state: d.state, fill: d.options.fillColor, x: p.x, y: p.y };
+  }),
+  // The view: zoom and the bounds the container shows.
+  view: () => {
+    const b = map.getBounds();
+    return { zoom: map.getZoom(), west: b.getWest(), south: b.getSouth(), east: b.getEast(), north: b.getNorth() };
+  },
+  setFleet,
+  move,
+};
+
+baseMap().catch(e => status("base map: " + e.message, true));
 loadFences();
 setInterval(loadFences, FENCES_MS);
 if (UPDATES === "poll") {
   polling();
 } else {
   streaming();
-  setInterval(() => { if (view) { drawDrones(); drawFences(); } }, RECOLOUR_MS);
+  setInterval(() => { if (viewSet) { drawDrones(); drawFences(); } }, RECOLOUR_MS);
 }

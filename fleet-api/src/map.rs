@@ -1,9 +1,10 @@
-//! The live map: its page, scripts and styles, embedded in the binary; how it learns of
+//! The live map: its page, scripts and styles, and Leaflet (vendored in `vendor/leaflet/`),
+//! embedded in the binary; its base map ([`MapTiles`]); how it learns of
 //! the fleet's moves ([`MapUpdates`]: the live stream, or polling); how it signs in
 //! (`/map/config.json`: the issuer, client id and scope of the authorization code flow with
 //! PKCE that `signin.js` runs); and the content security policy that lets the page load and
 //! run only these files of its own origin (no inline script or style, nothing from
-//! elsewhere) and talk to the issuer.
+//! elsewhere), load images from the tile server, and talk to the issuer.
 //!
 //! The map's files are open to everyone: they carry no positions, and a browser must load
 //! them before it can sign in. The data they ask for is behind the API's roles.
@@ -22,6 +23,9 @@ const PAGE: &str = include_str!("map.html");
 const SCRIPT: &str = include_str!("map.js");
 const SIGN_IN: &str = include_str!("signin.js");
 const STYLES: &str = include_str!("map.css");
+/// Leaflet 1.9.4 (BSD-2-Clause, `vendor/leaflet/LICENSE`), from npm; see `vendor/leaflet/README.md`.
+const LEAFLET: &str = include_str!("vendor/leaflet/leaflet.js");
+const LEAFLET_STYLES: &str = include_str!("vendor/leaflet/leaflet.css");
 
 /// The map page's policy without sign-in: its own origin's scripts, styles and API only.
 pub const MAP_POLICY: &str =
@@ -65,25 +69,68 @@ pub struct MapSignIn {
     pub scope: String,
 }
 
-/// The page's policy: with sign-in, it may also fetch from the issuer's origin.
-fn policy(sign_in: Option<&MapSignIn>) -> String {
-    match sign_in {
-        None => MAP_POLICY.to_string(),
-        Some(s) => format!("{MAP_POLICY}; connect-src 'self' {}", s.issuer_origin),
+/// The map's base map: XYZ raster tiles (`MAP_TILE_URL`), their attribution, and the Azure
+/// Maps key the tile requests carry, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapTiles {
+    /// The URL template with `{z}`, `{x}` and `{y}`, without the key.
+    pub template: String,
+    /// The tile server's origin, the only other one the page may load images from.
+    pub origin: String,
+    /// What the map shows in its corner, as the tile provider asks.
+    pub attribution: String,
+    /// Azure Maps' `subscription-key` (`MAP_TILE_KEY`), added to every tile request.
+    pub key: Option<settings::Secret>,
+}
+
+impl MapTiles {
+    /// The template the page asks for tiles by: with the key, when there is one.
+    fn page_template(&self) -> String {
+        let Some(key) = &self.key else {
+            return self.template.clone();
+        };
+        let sep = if self.template.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        let key: String = url::form_urlencoded::byte_serialize(key.expose().as_bytes()).collect();
+        format!("{}{sep}subscription-key={key}", self.template)
     }
 }
 
-/// The map's routes (`/`, `/map.js`, `/signin.js`, `/map.css`, `/map/config.json`), the page
-/// following the fleet by `updates`, polling every `refresh`, signing in by `sign_in`.
-pub fn routes<S>(updates: MapUpdates, refresh: Duration, sign_in: Option<&MapSignIn>) -> Router<S>
+/// The page's policy: with sign-in, it may also fetch from the issuer's origin; with a base
+/// map, load images from the tile server.
+fn policy(sign_in: Option<&MapSignIn>, tiles: Option<&MapTiles>) -> String {
+    let mut policy = MAP_POLICY.to_string();
+    if let Some(s) = sign_in {
+        policy += &format!("; connect-src 'self' {}", s.issuer_origin);
+    }
+    if let Some(t) = tiles {
+        policy += &format!("; img-src 'self' {}", t.origin);
+    }
+    policy
+}
+
+/// The map's routes (`/`, `/map.js`, `/signin.js`, `/map.css`, `/leaflet.js`, `/leaflet.css`,
+/// `/map/config.json`), the page following the fleet by `updates`, polling every `refresh`,
+/// signing in by `sign_in`, over the base map `tiles`.
+pub fn routes<S>(
+    updates: MapUpdates,
+    refresh: Duration,
+    sign_in: Option<&MapSignIn>,
+    tiles: Option<&MapTiles>,
+) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
     let page = PAGE
         .replace("__UPDATES__", updates.name())
         .replace("__REFRESH_MS__", &refresh.as_millis().to_string());
-    let policy = policy(sign_in);
-    let config = serde_json::json!({ "signIn": sign_in }).to_string();
+    let policy = policy(sign_in, tiles);
+    let tiles = tiles
+        .map(|t| serde_json::json!({ "url": t.page_template(), "attribution": t.attribution }));
+    let config = serde_json::json!({ "signIn": sign_in, "tiles": tiles }).to_string();
     let script = |text: &'static str| {
         get(move || async move {
             (
@@ -91,6 +138,9 @@ where
                 text,
             )
         })
+    };
+    let style = |text: &'static str| {
+        get(move || async move { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], text) })
     };
     Router::new()
         .route(
@@ -108,10 +158,9 @@ where
         )
         .route("/map.js", script(SCRIPT))
         .route("/signin.js", script(SIGN_IN))
-        .route(
-            "/map.css",
-            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLES) }),
-        )
+        .route("/leaflet.js", script(LEAFLET))
+        .route("/map.css", style(STYLES))
+        .route("/leaflet.css", style(LEAFLET_STYLES))
         .route(
             "/map/config.json",
             get(move || async move { ([(header::CONTENT_TYPE, "application/json")], config) }),
@@ -124,14 +173,14 @@ mod tests {
 
     #[test]
     fn signing_in_lets_the_page_reach_the_issuer_and_nothing_else() {
-        assert_eq!(policy(None), MAP_POLICY);
+        assert_eq!(policy(None, None), MAP_POLICY);
         let sign_in = MapSignIn {
             issuer: "https://login.microsoftonline.com/tenant/v2.0".into(),
             issuer_origin: "https://login.microsoftonline.com".into(),
             client_id: "map".into(),
             scope: "api://fleet-api/.default".into(),
         };
-        let with = policy(Some(&sign_in));
+        let with = policy(Some(&sign_in), None);
         assert!(with.starts_with(MAP_POLICY), "{with}");
         assert!(
             with.ends_with("; connect-src 'self' https://login.microsoftonline.com"),
@@ -142,5 +191,33 @@ mod tests {
             config["signIn"],
             serde_json::json!({"issuer": sign_in.issuer, "clientId": "map", "scope": "api://fleet-api/.default"})
         );
+    }
+
+    #[test]
+    fn a_base_map_lets_the_page_load_images_from_its_origin_only_and_carries_the_key() {
+        let tiles = MapTiles {
+            template: "https://atlas.microsoft.com/map/tile?api-version=2024-04-01&tilesetId=microsoft.base.road&zoom={z}&x={x}&y={y}".into(),
+            origin: "https://atlas.microsoft.com".into(),
+            attribution: "© Microsoft, © TomTom".into(),
+            key: Some(settings::Secret::new("k+y/=")),
+        };
+        assert_eq!(
+            policy(None, Some(&tiles)),
+            format!("{MAP_POLICY}; img-src 'self' https://atlas.microsoft.com")
+        );
+        assert!(
+            tiles
+                .page_template()
+                .ends_with("&y={y}&subscription-key=k%2By%2F%3D"),
+            "{}",
+            tiles.page_template()
+        );
+        assert!(!format!("{tiles:?}").contains("k+y"), "the key in Debug");
+        let plain = MapTiles {
+            key: None,
+            template: "http://127.0.0.1:9/{z}/{x}/{y}.png".into(),
+            ..tiles
+        };
+        assert_eq!(plain.page_template(), "http://127.0.0.1:9/{z}/{x}/{y}.png");
     }
 }

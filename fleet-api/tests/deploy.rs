@@ -46,8 +46,9 @@ fn manifests_name_only_settings_the_api_reads_and_reach_its_port() {
     let secret = manifest("secret.example.yaml");
     let mount = text(&container["volumeMounts"][0]["mountPath"]);
     for (name, value) in &env {
-        // COSMOS_KEY has no flag (a secret): its file form is read from the environment.
-        let known = help.contains(&format!("[env: {name}=")) || *name == "COSMOS_KEY_FILE";
+        // Secrets have no flag: their file forms are read from the environment.
+        let known = help.contains(&format!("[env: {name}="))
+            || ["COSMOS_KEY_FILE", "MAP_TILE_KEY_FILE"].contains(name);
         assert!(known, "{name} is not a setting of fleet-api");
         if let Some(file) = value.strip_prefix(&format!("{mount}/")) {
             assert!(

@@ -60,13 +60,14 @@ pub enum ApiError {
 }
 
 impl ServedApi {
-    /// Serves the API over `database`/`container` of `sim` on `addr`; when that address
-    /// is taken, on a free port of the same interface.
+    /// Serves the API over `database`/`container` of `sim` on `addr`, the map over
+    /// `map_tiles`; when that address is taken, on a free port of the same interface.
     pub async fn start(
         sim: &CosmosSim,
         database: &str,
         container: &str,
         addr: SocketAddr,
+        map_tiles: Option<fleet_api::map::MapTiles>,
     ) -> Result<ServedApi, ApiError> {
         let key = MasterKey::from_base64(sim.key()).expect("the endpoint's key is base64");
         let client = CosmosClient::new(CosmosConfig::new(
@@ -88,7 +89,10 @@ impl ServedApi {
         // The demo's map and report read without credentials (API_ALLOW_ANONYMOUS=true).
         let router = fleet_api::router(
             client.container(database, container),
-            fleet_api::ApiOptions::default(),
+            fleet_api::ApiOptions {
+                map_tiles,
+                ..fleet_api::ApiOptions::default()
+            },
             fleet_api::access::Access::anonymous(),
         );
         let stop = CancellationToken::new();
@@ -187,4 +191,48 @@ async fn features(request: &str) -> Result<Features, ApiError> {
         request_charge,
         calls,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_demo_map_uses_the_tile_server_it_is_given_and_none_otherwise() {
+        let sim = CosmosSim::builder().start().await.unwrap();
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let tiles = fleet_api::config::map_tiles(
+            Some("http://127.0.0.1:9/tiles/{z}/{x}/{y}.png".into()),
+            Some("© Local Tiles".into()),
+            None,
+        )
+        .unwrap();
+        for (given, expected) in [
+            (
+                tiles,
+                serde_json::json!({"url": "http://127.0.0.1:9/tiles/{z}/{x}/{y}.png", "attribution": "© Local Tiles"}),
+            ),
+            (None, Value::Null),
+        ] {
+            let api = ServedApi::start(&sim, "db", "c", any, given).await.unwrap();
+            let page = reqwest::get(format!("{}/", api.url())).await.unwrap();
+            let policy = page.headers()["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let config: Value = reqwest::get(format!("{}/map/config.json", api.url()))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(config["tiles"], expected);
+            assert_eq!(
+                policy.contains("img-src 'self' http://127.0.0.1:9"),
+                !expected.is_null(),
+                "{policy}"
+            );
+        }
+        sim.shutdown().await;
+    }
 }

@@ -154,6 +154,14 @@ struct DemoArgs {
     /// when this one is taken).
     #[arg(long, default_value = "127.0.0.1:8080")]
     api_addr: std::net::SocketAddr,
+    /// The live map's base map: an XYZ tile URL template with {z}, {x} and {y}, as
+    /// fleet-api's MAP_TILE_URL [default: none, a plain background; the demo needs no network]
+    #[arg(long, env = "MAP_TILE_URL")]
+    map_tiles: Option<String>,
+    /// What the map shows for the base map, as its provider asks (MAP_TILE_ATTRIBUTION)
+    /// [default: the tile server's origin]
+    #[arg(long, env = "MAP_TILE_ATTRIBUTION", requires = "map_tiles")]
+    map_tiles_attribution: Option<String>,
     /// Write the report (with the timeline) as JSON to this file as well.
     #[arg(long)]
     report_json: Option<std::path::PathBuf>,
@@ -326,6 +334,7 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     raise_open_file_limit();
     let terminal = std::io::stdout().is_terminal() && !args.lines;
+    let map_tiles = fleet_api::config::map_tiles(args.map_tiles, args.map_tiles_attribution, None)?;
     let config = DemoConfig {
         scenario: args.scenario,
         drones: args.drones,
@@ -342,6 +351,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         latency: Duration::from_millis(args.latency_ms),
         force: args.force,
         api_addr: args.api_addr,
+        map_tiles,
         output: if terminal {
             Output::Terminal
         } else {

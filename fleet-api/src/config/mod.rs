@@ -15,12 +15,14 @@ use axum::http::HeaderValue;
 use clap::Args;
 use ipnet::IpNet;
 use serde::Deserialize;
-use settings::{AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport};
+use settings::{
+    AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport, secret_from_env,
+};
 use url::Url;
 
 use crate::access::{AccessConfig, ApiKeys, KeyError, OidcSettings};
 use crate::budget::RuBudget;
-use crate::map::{MapSignIn, MapUpdates};
+use crate::map::{MapSignIn, MapTiles, MapUpdates};
 use crate::serving::Serving;
 use crate::tls::TlsFiles;
 use cosmos::Priority;
@@ -97,6 +99,19 @@ settings::with_cosmos_account! {
         /// How often the map polls the fleet when it does not stream [default: 2s]
         #[arg(long, env = "MAP_REFRESH")]
         pub map_refresh: Option<DurationSetting>,
+        /// The map's base map: an XYZ tile URL template with {z}, {x} and {y}
+        /// (Azure Maps: https://atlas.microsoft.com/map/tile?api-version=2024-04-01&tilesetId=microsoft.base.road&zoom={z}&x={x}&y={y})
+        /// [default: none, a plain background]
+        #[arg(long, env = "MAP_TILE_URL")]
+        pub map_tile_url: Option<String>,
+        /// What the map shows for the base map, as its provider asks [default: the tile
+        /// server's origin]
+        #[arg(long, env = "MAP_TILE_ATTRIBUTION")]
+        pub map_tile_attribution: Option<String>,
+        /// Azure Maps key added to tile requests as subscription-key (environment or file:
+        /// MAP_TILE_KEY, MAP_TILE_KEY_FILE)
+        #[arg(skip)]
+        pub map_tile_key: Option<Secret>,
         /// Log format: text or json [default: text]
         #[arg(long, env = "LOG_FORMAT")]
         pub log_format: Option<LogFormat>,
@@ -192,6 +207,9 @@ settings::layered!(Settings {
     query_throttle_wait,
     map_updates,
     map_refresh,
+    map_tile_url,
+    map_tile_attribution,
+    map_tile_key,
     log_format,
     api_keys_file,
     api_allow_anonymous,
@@ -255,6 +273,8 @@ pub struct ApiOptions {
     pub cors_origins: Vec<HeaderValue>,
     /// How the map signs in; none: it asks without a credential.
     pub map_sign_in: Option<MapSignIn>,
+    /// The map's base map; none: a plain background.
+    pub map_tiles: Option<MapTiles>,
     /// The container of the geofences, in the positions' database.
     pub geofence_container: String,
     /// The priority level of every Cosmos DB request (priority-based execution).
@@ -292,6 +312,7 @@ impl Default for ApiOptions {
             map_refresh: Duration::from_secs(2),
             cors_origins: Vec::new(),
             map_sign_in: None,
+            map_tiles: None,
             geofence_container: "geofences".into(),
             priority: Priority::Low,
             ru_per_sec_per_identity: RuBudget::PerSec(1000.0),
@@ -329,8 +350,10 @@ impl Settings {
     /// The secrets that have no flag: `COSMOS_KEY`, from the environment or the file
     /// `COSMOS_KEY_FILE` names.
     pub fn secrets_from_env() -> Result<Settings, ConfigError> {
+        let map_tile_key = secret_from_env("MAP_TILE_KEY")?;
         Ok(Settings {
             cosmos_key: cosmos_key_from_env()?,
+            map_tile_key,
             ..Settings::default()
         })
     }
@@ -416,6 +439,11 @@ impl Settings {
                 map_refresh,
                 cors_origins: cors_origins(self.api_cors_origins.as_deref())?,
                 map_sign_in,
+                map_tiles: map_tiles(
+                    self.map_tile_url,
+                    self.map_tile_attribution,
+                    self.map_tile_key,
+                )?,
                 geofence_container: self
                     .cosmos_geofence_container
                     .unwrap_or(defaults.geofence_container),
@@ -606,5 +634,7 @@ fn access(
     })
 }
 
+mod map_tiles;
+pub use map_tiles::map_tiles;
 #[cfg(test)]
 mod tests;

@@ -135,6 +135,8 @@ pub struct DemoConfig {
     /// Where the read API and the live map are served while the demo runs (a free port
     /// of the same interface when this one is taken).
     pub api_addr: SocketAddr,
+    /// The live map's base map (`--map-tiles`); `None`: a plain background, no network.
+    pub map_tiles: Option<fleet_api::map::MapTiles>,
     /// Where the drones publish and the writers read: the local IoT Hub (two writer
     /// replicas on its Event Hubs endpoint) or an MQTT broker (one writer).
     pub hub: HubKind,
@@ -192,6 +194,7 @@ impl Default for DemoConfig {
             area_radius_m: sim.area_radius_m,
             force: false,
             api_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            map_tiles: None,
             hub: HubKind::Iothub,
             ownership_expiry: Duration::from_secs(10),
             publish_every: None,
@@ -340,7 +343,14 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         container_key,
         Some(&config.indexing.policy()),
     )?;
-    let api = ServedApi::start(&sim, DATABASE, CONTAINER, config.api_addr).await?;
+    let api = ServedApi::start(
+        &sim,
+        DATABASE,
+        CONTAINER,
+        config.api_addr,
+        config.map_tiles.clone(),
+    )
+    .await?;
     if config.output != Output::Quiet {
         println!(
             "demo: the live map and the read API at {}/ while the demo runs",
