@@ -139,7 +139,10 @@ async fn keys_are_checked_and_health_metrics_and_the_map_files_stay_open() {
         // The map's files carry no positions and load before any sign-in: open.
         assert_eq!(get_with(&format!("{base}/"), None).await.0, 200);
         let (status, config) = get_with(&format!("{base}/map/config.json"), None).await;
-        assert_eq!((status, config), (200, serde_json::json!({"signIn": null})));
+        assert_eq!(
+            (status, config),
+            (200, serde_json::json!({"signIn": null, "tiles": null}))
+        );
         assert_eq!(get_with(&format!("{base}/healthz"), None).await.0, 200);
         assert_eq!(get_with(&format!("{base}/metrics"), None).await.0, 200);
         sim.shutdown().await;

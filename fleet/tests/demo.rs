@@ -297,7 +297,7 @@ async fn the_demo_costs_what_the_plan_predicts_with_and_without_the_levers() {
     let _one = ONE_AT_A_TIME.lock().await;
     // 5 minutes of flight (10 s at 30x): ten 30 s publishes per drone.
     let flight = |publish_every, min_write_interval, indexing| DemoConfig {
-        drones: 40,
+        drones: 12,
         duration: Duration::from_secs(10),
         speedup: 30.0,
         publish_every,
