@@ -12,7 +12,7 @@
 //! in rolling restarts and scaling on 32 partitions). So the previous owner, once it sees
 //! the takeover, lets its events in flight reach their outcome, writes its last
 //! checkpoint, and records the handover for the new owner's claim (its ETag: a
-//! `handover` document or blob, [`Store::hand_over`]); and after a claim that took a
+//! `handover` document or blob, [`Store::hand_over`](super::stores::Store::hand_over)); and after a claim that took a
 //! partition from another current owner, the checkpoint listing the processor opens it
 //! with waits for that record, at most [`WAIT`]. A checkpoint that merely moved proves
 //! nothing: the previous owner writes one every checkpoint interval while it reads on.
@@ -36,7 +36,7 @@ use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
 
 use super::balance::even_steals;
 use super::store::Scope;
-use super::stores::{Store, unquoted};
+use super::stores::{SharedStore, unquoted};
 use super::takeover::Takeovers;
 
 /// Longest wait for a moved partition's handover: the previous owner's ownership listing
@@ -52,7 +52,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// claimed from another current owner.
 #[derive(Debug)]
 pub(super) struct Handovers {
-    store: Store,
+    store: SharedStore,
     owner: String,
     expiry: Duration,
     /// The hub's partition count.
@@ -80,7 +80,7 @@ impl Handovers {
     /// on a hub of `partitions` partitions, telling `takeovers` of the partitions claimed
     /// here that another replica claimed before they opened.
     pub(super) fn new(
-        store: Store,
+        store: SharedStore,
         owner: String,
         expiry: Duration,
         partitions: usize,
@@ -259,6 +259,8 @@ impl CheckpointStore for Handovers {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::source::eventhubs::store::CosmosCheckpointStore;
 
@@ -267,7 +269,7 @@ mod tests {
     /// partitions, having listed the ownerships, sees the store through [`Handovers`].
     struct Fixture {
         _sim: cosmos_sim::CosmosSim,
-        store: Store,
+        store: SharedStore,
         scope: Scope,
         /// The previous owner's ownerships of partitions 0 and 1.
         previous: Vec<Ownership>,
@@ -278,7 +280,7 @@ mod tests {
     impl Fixture {
         async fn new(partitions: usize) -> Fixture {
             let (sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
-            let store = Store::Cosmos(store);
+            let store: SharedStore = Arc::new(store);
             let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
             let takeovers = Takeovers::default();
             let handovers = Handovers::new(

@@ -357,7 +357,6 @@ mod tests {
     use crate::source::Message;
     use crate::source::eventhubs::event::test_events::amqp_message;
     use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
-    use crate::source::eventhubs::stores::Store;
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
         store
@@ -396,7 +395,7 @@ mod tests {
         let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
         let readers = Readers {
             checkpoints: Arc::new(PartitionCheckpoints::new(
-                Store::Cosmos(store.clone()),
+                Arc::new(store.clone()),
                 Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
                 metrics.clone(),
             )),

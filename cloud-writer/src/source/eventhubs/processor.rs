@@ -41,7 +41,7 @@ use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
 use super::stall::{self, Readings, Watchdog};
 use super::store::Scope;
-use super::stores::{self, Store};
+use super::stores::{self, SharedStore};
 use super::takeover::{Takeovers, Watch};
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
@@ -101,7 +101,7 @@ struct Context {
     owner: String,
     /// `namespace/event hub`, for logs.
     hub: String,
-    store: Store,
+    store: SharedStore,
     scope: Scope,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
@@ -192,7 +192,7 @@ pub(super) async fn run(
         checkpoints,
         metrics,
     } = source;
-    let store = Store::open(&checkpoints, &settings)
+    let store = stores::open(&checkpoints, &settings)
         .await
         .map_err(SourceError::Config)?;
     install_tls_provider();
@@ -303,8 +303,8 @@ pub(super) async fn run(
 
 /// Gives this replica's partitions up in the checkpoint store, so that the other
 /// replicas take them at their next balancing.
-async fn give_up(store: &Store, scope: &Scope, owner: &str) {
-    match stores::relinquish(store, scope, owner).await {
+async fn give_up(store: &SharedStore, scope: &Scope, owner: &str) {
+    match stores::relinquish(&**store, scope, owner).await {
         Ok(partitions) => {
             tracing::info!(
                 ?partitions,

@@ -1,129 +1,116 @@
-//! Which checkpoint store the source runs with ([`Store`]: this project's Cosmos DB
-//! container, or Blob Storage in the SDKs' layout), opened from the
-//! [`CheckpointContainer`] the writer chose, and giving a replica's partitions up in
+//! The checkpoint store the source runs with, through one trait ([`Store`]: the SDK's
+//! [`CheckpointStore`] and the handover records; this project's Cosmos DB container, or
+//! Blob Storage in the SDKs' layout), opened from the [`CheckpointContainer`] the writer
+//! chose ([`open`]), and giving a replica's partitions up in
 //! either ([`relinquish`], through the SDK's [`CheckpointStore`] trait alone).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use azure_messaging_eventhubs::CheckpointStore;
-use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
+use azure_messaging_eventhubs::models::Ownership;
 
 use super::CheckpointContainer;
 use super::blob_store::BlobCheckpointStore;
 use super::store::{CosmosCheckpointStore, Scope, azure_error};
 use crate::config::EventHubsSettings;
 
-/// The checkpoint store of a running source.
-#[derive(Debug, Clone)]
-pub enum Store {
-    /// A Cosmos DB container of this project's layout.
-    Cosmos(CosmosCheckpointStore),
-    /// Blob Storage, in the layout every Event Hubs SDK shares.
-    Blob(BlobCheckpointStore),
-}
-
-impl Store {
-    /// Opens the store `checkpoints` names (the Cosmos container's name from `settings`).
-    pub async fn open(
-        checkpoints: &CheckpointContainer,
-        settings: &EventHubsSettings,
-    ) -> Result<Store, String> {
-        match checkpoints {
-            CheckpointContainer::Cosmos {
-                client,
-                database,
-                create_if_missing,
-            } => CosmosCheckpointStore::open(
-                client,
-                database,
-                &settings.checkpoint_container,
-                *create_if_missing,
-            )
-            .await
-            .map(Store::Cosmos)
-            .map_err(|e| e.to_string()),
-            CheckpointContainer::Blob(blob) => BlobCheckpointStore::open(blob)
-                .await
-                .map(Store::Blob)
-                .map_err(|e| e.to_string()),
-        }
-    }
-
+/// A checkpoint store the source runs with: the SDK's [`CheckpointStore`] and, beside
+/// it, the handover records of this writer (`super::handover`).
+#[async_trait::async_trait]
+pub trait Store: CheckpointStore + std::fmt::Debug {
     /// Records that this replica ended its reading of `partition` in `scope`, and
     /// checkpointed it, for the claim with ETag `claim` (the new owner's, which waits for
     /// it: `super::handover`).
-    pub async fn hand_over(
+    async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> azure_core::Result<()>;
+
+    /// The claim each partition of `scope` was last handed over for, its ETag as
+    /// recorded.
+    async fn handovers(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>>;
+
+    /// The claim each partition of `scope` was last handed over for, its ETag without
+    /// quotes.
+    async fn handed_over(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        Ok(self
+            .handovers(scope)
+            .await?
+            .into_iter()
+            .map(|(partition, claim)| (partition, unquoted(&claim).to_owned()))
+            .collect())
+    }
+}
+
+/// The checkpoint store of a running source, shared by its parts.
+pub type SharedStore = Arc<dyn Store>;
+
+/// Opens the store `checkpoints` names (the Cosmos container's name from `settings`).
+pub async fn open(
+    checkpoints: &CheckpointContainer,
+    settings: &EventHubsSettings,
+) -> Result<SharedStore, String> {
+    match checkpoints {
+        CheckpointContainer::Cosmos {
+            client,
+            database,
+            create_if_missing,
+        } => CosmosCheckpointStore::open(
+            client,
+            database,
+            &settings.checkpoint_container,
+            *create_if_missing,
+        )
+        .await
+        .map(|store| Arc::new(store) as SharedStore)
+        .map_err(|e| e.to_string()),
+        CheckpointContainer::Blob(blob) => BlobCheckpointStore::open(blob)
+            .await
+            .map(|store| Arc::new(store) as SharedStore)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for CosmosCheckpointStore {
+    async fn hand_over(
         &self,
         scope: &Scope,
         partition: &str,
         claim: &str,
     ) -> azure_core::Result<()> {
-        match self {
-            Store::Cosmos(store) => store
-                .hand_over(scope, partition, claim)
-                .await
-                .map_err(azure_error),
-            Store::Blob(store) => store
-                .hand_over(scope, partition, claim)
-                .await
-                .map_err(azure_error),
-        }
+        CosmosCheckpointStore::hand_over(self, scope, partition, claim)
+            .await
+            .map_err(azure_error)
     }
 
-    /// The claim each partition of `scope` was last handed over for, its ETag without
-    /// quotes.
-    pub async fn handed_over(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
-        let handed = match self {
-            Store::Cosmos(store) => store.handed_over(scope).await.map_err(azure_error),
-            Store::Blob(store) => store.handed_over(scope).await.map_err(azure_error),
-        }?;
-        Ok(handed
-            .into_iter()
-            .map(|(partition, claim)| (partition, unquoted(&claim).to_owned()))
-            .collect())
-    }
-
-    fn inner(&self) -> &dyn CheckpointStore {
-        match self {
-            Store::Cosmos(store) => store,
-            Store::Blob(store) => store,
-        }
+    async fn handovers(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        CosmosCheckpointStore::handed_over(self, scope)
+            .await
+            .map_err(azure_error)
     }
 }
 
 #[async_trait::async_trait]
-impl CheckpointStore for Store {
-    async fn claim_ownership(
+impl Store for BlobCheckpointStore {
+    async fn hand_over(
         &self,
-        ownerships: &[Ownership],
-    ) -> azure_core::Result<Vec<Ownership>> {
-        self.inner().claim_ownership(ownerships).await
-    }
-
-    async fn list_checkpoints(
-        &self,
-        namespace: &str,
-        event_hub_name: &str,
-        consumer_group: &str,
-    ) -> azure_core::Result<Vec<Checkpoint>> {
-        self.inner()
-            .list_checkpoints(namespace, event_hub_name, consumer_group)
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> azure_core::Result<()> {
+        BlobCheckpointStore::hand_over(self, scope, partition, claim)
             .await
+            .map_err(azure_error)
     }
 
-    async fn list_ownerships(
-        &self,
-        namespace: &str,
-        event_hub_name: &str,
-        consumer_group: &str,
-    ) -> azure_core::Result<Vec<Ownership>> {
-        self.inner()
-            .list_ownerships(namespace, event_hub_name, consumer_group)
+    async fn handovers(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        BlobCheckpointStore::handed_over(self, scope)
             .await
-    }
-
-    async fn update_checkpoint(&self, checkpoint: Checkpoint) -> azure_core::Result<()> {
-        self.inner().update_checkpoint(checkpoint).await
+            .map_err(azure_error)
     }
 }
 

@@ -23,11 +23,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use azure_core::time::OffsetDateTime;
-use azure_messaging_eventhubs::CheckpointStore;
 use tokio_util::sync::CancellationToken;
 
 use super::store::Scope;
-use super::stores::Store;
+use super::stores::SharedStore;
 use crate::metrics::Metrics;
 
 /// The running readings' tokens, by partition: cancelled when the partition was taken over.
@@ -147,7 +146,7 @@ const WATCHES_PER_INTERVAL: u32 = 4;
 
 /// What the watch needs.
 pub(super) struct Watch {
-    pub(super) store: Store,
+    pub(super) store: SharedStore,
     pub(super) scope: Scope,
     /// This replica's owner id.
     pub(super) owner: String,
