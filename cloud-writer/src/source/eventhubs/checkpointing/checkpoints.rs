@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::store::Scope;
-use super::stores::SharedStore;
+use super::store::{Scope, SharedStore};
 use crate::metrics::Metrics;
 use crate::source::{Ack, AckQueue, AckSink};
 
@@ -334,7 +333,7 @@ fn not_recorded(partition: &str, recorded: azure_core::Result<()>) {
 #[cfg(test)]
 impl PartitionCheckpoints {
     /// Checkpoints whose store is never reached, for tests that write none.
-    pub(super) fn unwritten(metrics: Arc<Metrics>) -> Self {
+    pub(in crate::source::eventhubs) fn unwritten(metrics: Arc<Metrics>) -> Self {
         let key = cosmos::MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
         let client = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
             "http://127.0.0.1:9".parse().unwrap(),
@@ -342,7 +341,7 @@ impl PartitionCheckpoints {
         ))
         .unwrap();
         PartitionCheckpoints::new(
-            Arc::new(super::store::CosmosCheckpointStore::new(
+            Arc::new(super::cosmos_store::CosmosCheckpointStore::new(
                 client.container("telemetry", "checkpoints"),
             )),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
@@ -491,7 +490,7 @@ mod tests {
     #[tokio::test]
     async fn an_earlier_reading_never_moves_the_written_checkpoint_back() {
         let (_sim, store) =
-            crate::source::eventhubs::store::CosmosCheckpointStore::on_local_endpoint().await;
+            crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore::on_local_endpoint().await;
         let checkpoints = PartitionCheckpoints::new(
             Arc::new(store),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
