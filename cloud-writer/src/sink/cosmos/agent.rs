@@ -5,7 +5,7 @@
 //! by the twin's `version`). The position's fields are not touched, so the newest-wins rule
 //! of positions holds as it is.
 //!
-//! The same state machine as a position's ([`super::state`], Patch mode): 200 written,
+//! The same state machine as a position's ([`super::newest_wins`], Patch mode): 200 written,
 //! 412 superseded (an older event replayed), 404 Create a document of the fact alone (the
 //! agent connected before the drone's first position; a position's conditional patch then
 //! finds no stored position and applies), 409 Patch again. In ETag mode (a server without
@@ -23,23 +23,14 @@ use cosmos::{BulkOperation, OperationType};
 use serde_json::{Map, Value, json};
 use telemetry::document::{AGENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, document_id};
 
+use super::driver::WriteEngine;
+use super::in_flight::{AgentPending, Ctx, OutcomeInfo, Parked};
+use super::newest_wins::{self, Final, Next, Step};
 use super::refusal::{self, Refusal};
-use super::state::{self, Final, Next, Step};
-use super::{Ctx, OutcomeInfo, Parked, WriteEngine};
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason};
 use crate::pipeline::AgentWrite;
 use crate::pipeline::agent::{AgentFact, ConnectionOp};
-
-/// An agent fact being written.
-#[derive(Debug)]
-pub(super) struct AgentPending {
-    pub(super) write: AgentWrite,
-    pub(super) doc_id: String,
-    /// Whether it is the hold's probe.
-    pub(super) probe: bool,
-    pub(super) rounds: u32,
-}
 
 /// The fields a fact sets, and the condition that the stored fact is older.
 fn fields(fact: &AgentFact) -> (Vec<(&'static str, Value)>, String) {
@@ -211,7 +202,7 @@ impl WriteEngine {
             }
             Refusal::None => self.answered(&mut pending.probe),
         }
-        match state::next(step, status, NewestWins::Patch, &mut pending.rounds) {
+        match newest_wins::next(step, status, NewestWins::Patch, &mut pending.rounds) {
             Next::Finish(outcome) => self.finish_agent(*pending, Some(outcome)),
             Next::Send(step) => {
                 let op = self.agent_op(pending, step);

@@ -1,58 +1,27 @@
 //! The sink's driver: the write engine shared by the submitting side and the outcome task, the
 //! in-flight limit, building and submitting the bulk operations, and the outcome loop that
 //! classifies each answer ([`super::refusal`]) and feeds the rest to the state
-//! machine ([`super::state`]) until every position is final and acknowledged.
+//! machine ([`super::newest_wins`]) until every position is final and acknowledged.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use cosmos::{
-    BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, FinalError, OperationType, Outcome,
-};
-use telemetry::{Position, PositionOrder};
+use cosmos::{BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, OperationType, Outcome};
 use tokio::sync::{Notify, Semaphore};
 
-use super::agent::AgentPending;
 use super::encode::Encoder;
 use super::high_water::HighWater;
 use super::hold::Hold;
+use super::in_flight::{Ctx, OutcomeInfo, Parked, Pending};
+use super::newest_wins::{self, Final, Next, Step};
 use super::refusal::{self, Refusal};
-use super::state::{self, Final, Next, Step};
-use super::{HistoryDoc, Parked, SinkSettings};
+use super::settings::SinkSettings;
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::pipeline::staleness;
-
-/// A position being written. Its document and patch are encoded when a step first
-/// needs them, and kept for retries.
-#[derive(Debug)]
-pub(super) struct Pending {
-    pub(super) position: Position,
-    pub(super) doc_id: String,
-    pub(super) order: PositionOrder,
-    pub(super) enqueued: Option<DateTime<Utc>>,
-    pub(super) received_at: Instant,
-    pub(super) latest: Option<Bytes>,
-    pub(super) patch: Option<Bytes>,
-    /// The `ifMatch` of its Replace: kept, so that a Replace sent again stays conditional.
-    pub(super) if_match: Option<String>,
-    /// Whether it is the hold's probe (its next answer tells whether the cause is gone).
-    pub(super) probe: bool,
-    pub(super) ack: crate::source::Ack,
-    pub(super) rounds: u32,
-}
-
-/// The context of one bulk operation.
-#[derive(Debug)]
-pub(super) enum Ctx {
-    Latest(Box<Pending>, Step),
-    History(HistoryDoc),
-    Agent(Box<AgentPending>, Step),
-}
 
 /// The write machinery of the sink (the bulk writer, the high-water marks, the in-flight
 /// limit, the hold), shared by the submitting side and the outcome task.
@@ -260,7 +229,7 @@ impl WriteEngine {
             Refusal::None => self.answered(&mut pending.probe),
         }
         let mode = self.settings.newest_wins;
-        match state::next(step, status, mode, &mut pending.rounds) {
+        match newest_wins::next(step, status, mode, &mut pending.rounds) {
             Next::Finish(outcome) => self.finish(*pending, outcome, etag),
             Next::Send(step) => {
                 let op = self.op(pending, step);
@@ -279,14 +248,6 @@ impl WriteEngine {
             }
         }
     }
-}
-
-/// The fields of an outcome the state machine reads.
-pub(super) struct OutcomeInfo {
-    pub(super) status: u16,
-    pub(super) error: Option<FinalError>,
-    pub(super) etag: Option<String>,
-    pub(super) whole_request: bool,
 }
 
 pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOutcomes<Ctx>) {

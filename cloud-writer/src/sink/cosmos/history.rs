@@ -5,24 +5,12 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use cosmos::{BulkOperation, OperationType};
 
+use super::driver::WriteEngine;
+use super::in_flight::{Ctx, HistoryDoc, OutcomeInfo, Parked};
 use super::refusal::{self, Refusal};
-use super::{Ctx, OutcomeInfo, Parked, WriteEngine};
 use crate::metrics::{DocumentKind, DropReason};
-
-/// A history document being written.
-#[derive(Debug)]
-pub(super) struct HistoryDoc {
-    pub(super) device_id: String,
-    pub(super) id: String,
-    pub(super) body: Bytes,
-    pub(super) device_time: DateTime<Utc>,
-    pub(super) ack: crate::source::Ack,
-    pub(super) probe: bool,
-}
 
 impl WriteEngine {
     pub(super) fn history_op(&self, doc: HistoryDoc) -> BulkOperation<Ctx> {

@@ -8,23 +8,12 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::agent::AgentPending;
-use super::history::HistoryDoc;
+use super::driver::WriteEngine;
 use super::hold::{ProbeResult, Resubmit};
+use super::in_flight::Parked;
+use super::newest_wins::Final;
 use super::refusal::{self, Refusal};
-use super::state::Final;
-use super::{Pending, Step, WriteEngine};
 use crate::metrics::HoldReason;
-
-/// A write parked while the stream is held.
-#[derive(Debug)]
-pub(super) enum Parked {
-    /// A position and the step to send again (`None`: read the stored document first).
-    Latest(Box<Pending>, Option<Step>),
-    History(HistoryDoc),
-    /// An agent fact and the step to send again.
-    Agent(Box<AgentPending>, Step),
-}
 
 impl WriteEngine {
     /// A probe got an answer other than a refusal of every write.

@@ -3,7 +3,7 @@
 //! partition: a point read of a missing document fails on some servers instead of
 //! answering 404), inside the in-flight limit and at most [`MAX_READS`] at once; then
 //! Replace with its ETag, Create, or find the position superseded
-//! ([`super::state::after_read`]).
+//! ([`super::newest_wins::after_read`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +11,10 @@ use std::time::Duration;
 use cosmos::{ContainerClient, CosmosError, QueryParameter, QueryRequest, QueryScope};
 use telemetry::PositionOrder;
 
+use super::driver::WriteEngine;
+use super::in_flight::{Parked, Pending};
+use super::newest_wins::{self, AfterRead, Final, Step};
 use super::refusal::{self, Refusal};
-use super::state::{self, AfterRead, Final, Step};
-use super::{Parked, Pending, WriteEngine};
 
 /// Point reads in flight at once (ETag mode).
 pub(super) const MAX_READS: usize = 64;
@@ -26,7 +27,7 @@ impl WriteEngine {
     /// position superseded.
     pub(super) fn read_then_write(self: Arc<Self>, mut pending: Box<Pending>) {
         tokio::spawn(async move {
-            if !state::take_round(&mut pending.rounds) {
+            if !newest_wins::take_round(&mut pending.rounds) {
                 self.finish(*pending, Final::Failed, None);
                 return;
             }
@@ -54,22 +55,23 @@ impl WriteEngine {
                     return;
                 }
             };
-            let step = match state::after_read(stored.as_ref().map(|s| s.order), pending.order) {
-                AfterRead::Superseded => {
-                    if let Some(stored) = stored {
-                        self.high_water
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .raise(&pending.position.device_id, stored.order, stored.etag);
+            let step =
+                match newest_wins::after_read(stored.as_ref().map(|s| s.order), pending.order) {
+                    AfterRead::Superseded => {
+                        if let Some(stored) = stored {
+                            self.high_water
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .raise(&pending.position.device_id, stored.order, stored.etag);
+                        }
+                        return self.finish(*pending, Final::Superseded, None);
                     }
-                    return self.finish(*pending, Final::Superseded, None);
-                }
-                AfterRead::Replace => {
-                    pending.if_match = stored.and_then(|s| s.etag);
-                    Step::Replace
-                }
-                AfterRead::Create => Step::Create,
-            };
+                    AfterRead::Replace => {
+                        pending.if_match = stored.and_then(|s| s.etag);
+                        Step::Replace
+                    }
+                    AfterRead::Create => Step::Create,
+                };
             let op = self.op(pending, step);
             self.submit(op).await;
         });
