@@ -35,8 +35,9 @@
 //!
 //! Everything of the sink lives in this folder: its settings (`settings`), the bytes
 //! ([`encode`]), the newest-wins state machine (`newest_wins`, no I/O), what is in flight
-//! (`in_flight`), the write engine and its outcome task (`driver`), the agent facts
-//! (`agent`), the history documents (`history`), what is known stored ([`high_water`]),
+//! (`in_flight`), the write engine (`engine`: every write's
+//! steps, from its first operation to its final outcome), its outcome task (`outcomes`),
+//! the agent facts' documents (`agent`), what is known stored ([`high_water`]),
 //! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
 //! and what it parks (`parked`).
 
@@ -56,26 +57,27 @@ use crate::pipeline::reject::Rejects;
 use crate::pipeline::{AgentWrite, PositionWrite, Sink};
 
 mod agent;
-mod driver;
 pub mod encode;
+mod engine;
 pub mod high_water;
-mod history;
 pub mod hold;
 mod in_flight;
 mod indexing;
 mod newest_wins;
+mod outcomes;
 mod parked;
 mod read;
 pub mod refusal;
 mod settings;
 
-use driver::{WriteEngine, outcome_loop};
 pub use encode::Encoder;
+use engine::WriteEngine;
 use high_water::HighWater;
 use hold::Hold;
 use in_flight::{Ctx, HistoryDoc, Pending};
 pub use indexing::policy_cost;
 use newest_wins::{First, Step};
+use outcomes::outcome_loop;
 use read::{MAX_READS, read_query};
 pub use settings::SinkSettings;
 
