@@ -5,7 +5,7 @@
 //! event whose outcome is final and all of whose predecessors are final, so that a
 //! restart resumes after written events only.
 
-pub mod checkpointing;
+pub(crate) mod checkpointing;
 mod reading;
 
 pub use checkpointing::CheckpointContainer;

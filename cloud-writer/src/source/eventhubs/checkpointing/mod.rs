@@ -15,12 +15,12 @@
 //! - [`transfer`]: showing and copying checkpoints by hand (`cloud-writer checkpoints`).
 
 mod balance;
-pub mod blob_store;
-pub mod checkpoints;
-pub mod cosmos_store;
-pub mod handover;
-pub mod store;
-pub mod takeover;
+pub(crate) mod blob_store;
+pub(super) mod checkpoints;
+pub(crate) mod cosmos_store;
+pub(super) mod handover;
+pub(super) mod store;
+pub(super) mod takeover;
 pub mod transfer;
 
 pub use store::Scope;
