@@ -50,9 +50,9 @@ pub mod internals {
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};
-    pub use crate::source::eventhubs::blob_store::BlobCheckpointStore;
-    pub use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
-    pub use crate::source::eventhubs::transfer;
+    pub use crate::source::eventhubs::checkpointing::blob_store::BlobCheckpointStore;
+    pub use crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore;
+    pub use crate::source::eventhubs::checkpointing::{Scope, transfer};
     pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
     pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
     pub use crate::source::queue::channel;

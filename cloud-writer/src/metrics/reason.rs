@@ -154,7 +154,7 @@ label_values! {
         /// partition is read again from its checkpoint.
         ReceiverFailed => "receiver_failed",
         /// Partitions' receivers delivered nothing while the hub held newer events
-        /// (`source::eventhubs::stall`).
+        /// (`source::eventhubs::reading::stall`).
         ReceiversStalled => "receivers_stalled",
     }
 }

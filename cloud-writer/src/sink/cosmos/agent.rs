@@ -1,11 +1,11 @@
-//! Agent facts (connection state, version) on the drone's latest document, each in its own
-//! order: a conditional Patch of the fields [`telemetry::document::AGENT_FIELDS`] names, under
+//! The documents of agent facts (connection state, version) on the drone's latest document,
+//! which the write engine sends ([`super::engine`]), each fact in its own order: a conditional Patch of the fields [`telemetry::document::AGENT_FIELDS`] names, under
 //! the condition that the stored fact is older (connection events by `sequenceNumber`, a
 //! string of fixed-width hexadecimal digits that sorts in the order of the events; versions
 //! by the twin's `version`). The position's fields are not touched, so the newest-wins rule
 //! of positions holds as it is.
 //!
-//! The same state machine as a position's ([`super::state`], Patch mode): 200 written,
+//! The same state machine as a position's ([`super::newest_wins`], Patch mode): 200 written,
 //! 412 superseded (an older event replayed), 404 Create a document of the fact alone (the
 //! agent connected before the drone's first position; a position's conditional patch then
 //! finds no stored position and applies), 409 Patch again. In ETag mode (a server without
@@ -15,31 +15,12 @@
 //! Cost: one Patch of a document of about 1 KB, about what a Replace costs (~10 RU); a
 //! drone connects and disconnects a few times a day, and its version changes rarely.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use chrono::SecondsFormat;
-use cosmos::{BulkOperation, OperationType};
 use serde_json::{Map, Value, json};
 use telemetry::document::{AGENT_FIELDS, DOCUMENT_SCHEMA_VERSION, DocumentLayout, document_id};
 
-use super::refusal::{self, Refusal};
-use super::state::{self, Final, Next, Step};
-use super::{Ctx, OutcomeInfo, Parked, WriteEngine};
-use crate::config::NewestWins;
-use crate::metrics::{DocumentKind, DropReason};
-use crate::pipeline::AgentWrite;
 use crate::pipeline::agent::{AgentFact, ConnectionOp};
-
-/// An agent fact being written.
-#[derive(Debug)]
-pub(super) struct AgentPending {
-    pub(super) write: AgentWrite,
-    pub(super) doc_id: String,
-    /// Whether it is the hold's probe.
-    pub(super) probe: bool,
-    pub(super) rounds: u32,
-}
 
 /// The fields a fact sets, and the condition that the stored fact is older.
 fn fields(fact: &AgentFact) -> (Vec<(&'static str, Value)>, String) {
@@ -125,119 +106,6 @@ pub(super) fn document(layout: &DocumentLayout, device_id: &str, fact: &AgentFac
         doc.insert(name.into(), value);
     }
     Bytes::from(serde_json::to_vec(&doc).expect("JSON values serialize"))
-}
-
-impl WriteEngine {
-    /// The operation of `step` (Patch or Create) for an agent fact.
-    pub(super) fn agent_op(&self, pending: Box<AgentPending>, step: Step) -> BulkOperation<Ctx> {
-        let fact = &pending.write.fact;
-        let (kind, id, body) = match step {
-            Step::Create => (
-                OperationType::Create,
-                None,
-                document(self.encoder.layout(), &pending.write.device_id, fact),
-            ),
-            Step::Patch | Step::Replace => (
-                OperationType::Patch,
-                Some(pending.doc_id.clone()),
-                patch(fact),
-            ),
-        };
-        BulkOperation {
-            kind,
-            partition_key: self.encoder.partition_key(&pending.write.device_id),
-            id,
-            body,
-            if_match: None,
-            context: Ctx::Agent(pending, step),
-        }
-    }
-
-    /// Starts writing an agent fact; waits while the stream is held or the in-flight limit
-    /// is reached.
-    pub(super) async fn write_agent(&self, write: AgentWrite) {
-        if self.settings.newest_wins == NewestWins::Etag {
-            let detail = "agent facts need Patch; NEWEST_WINS=etag cannot store them".to_owned();
-            let body = patch(&write.fact);
-            self.rejects.record_refused(
-                &write.device_id,
-                DropReason::UnsupportedEvent,
-                detail,
-                &body,
-            );
-            return write.ack.finish();
-        }
-        self.enter().await;
-        let pending = Box::new(AgentPending {
-            doc_id: document_id(&write.device_id).into_owned(),
-            write,
-            probe: false,
-            rounds: 0,
-        });
-        self.submit(self.agent_op(pending, Step::Patch)).await;
-    }
-
-    /// Sends a parked fact again (facts do not turn stale: their order is on the server).
-    pub(super) async fn resubmit_agent(&self, pending: Box<AgentPending>, step: Step) {
-        self.submit(self.agent_op(pending, step)).await;
-    }
-
-    /// Handles one outcome of an agent fact's operation.
-    pub(super) async fn on_agent(
-        self: &Arc<Self>,
-        mut pending: Box<AgentPending>,
-        step: Step,
-        info: OutcomeInfo,
-    ) {
-        let OutcomeInfo {
-            status,
-            error,
-            whole_request,
-            ..
-        } = info;
-        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
-            Refusal::Hold(cause) => return self.park(Parked::Agent(pending, step), cause),
-            Refusal::Again => {
-                self.answered(&mut pending.probe);
-                return self.resubmit_agent(pending, step).await;
-            }
-            Refusal::Document(reason) => {
-                self.answered(&mut pending.probe);
-                let detail = format!("Cosmos DB refused the agent fact of {}", pending.doc_id);
-                let body = patch(&pending.write.fact);
-                self.rejects
-                    .record_refused(&pending.write.device_id, reason, detail, &body);
-                return self.finish_agent(*pending, None);
-            }
-            Refusal::None => self.answered(&mut pending.probe),
-        }
-        match state::next(step, status, NewestWins::Patch, &mut pending.rounds) {
-            Next::Finish(outcome) => self.finish_agent(*pending, Some(outcome)),
-            Next::Send(step) => {
-                let op = self.agent_op(pending, step);
-                self.submit(op).await;
-            }
-            Next::Read | Next::Unexpected => {
-                tracing::error!(device = %pending.write.device_id, ?step, status, error = ?error, "agent fact rejected by Cosmos DB; dropped");
-                self.finish_agent(*pending, Some(Final::Failed));
-            }
-        }
-    }
-
-    /// Counts a fact's final outcome (`None`: refused, counted already) and acknowledges
-    /// its message.
-    fn finish_agent(&self, pending: AgentPending, outcome: Option<Final>) {
-        match outcome {
-            Some(Final::Written) => self.metrics.written(DocumentKind::Agent),
-            Some(Final::Superseded) => self.metrics.dropped(DropReason::Superseded),
-            Some(Final::Failed | Final::StaleInRetry | Final::Refused(_)) => {
-                self.metrics.dropped(DropReason::WriteFailed)
-            }
-            None => {}
-        }
-        pending.write.ack.finish();
-        self.leave();
-    }
 }
 
 #[cfg(test)]

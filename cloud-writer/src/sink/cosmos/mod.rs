@@ -4,11 +4,11 @@
 //! # Newest wins
 //! The server decides, so the rule holds across batches in flight together, replicas and
 //! restarts:
-//! - [`NewestWins::Patch`]: a Patch of the drone's document with the condition "stored
+//! - [`NewestWins::Patch`](crate::config::NewestWins::Patch): a Patch of the drone's document with the condition "stored
 //!   position older than this one" (`deviceTimeMs`, then `seq`). 200: written;
 //!   412: superseded (final); 404: Create the full document; a Create answered 409 (another
 //!   write created it meanwhile) goes back to the conditional Patch.
-//! - [`NewestWins::Etag`]: read the stored document's order and ETag (or use the ETag
+//! - [`NewestWins::Etag`](crate::config::NewestWins::Etag): read the stored document's order and ETag (or use the ETag
 //!   this writer last wrote), compare orders in memory, Replace with `ifMatch` (Create
 //!   when absent); 412 or 409 read again. For servers without Patch in batches.
 //!
@@ -33,66 +33,53 @@
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
 //!
-//! Everything of the sink lives in this folder: the bytes ([`encode`]), the positions'
-//! state machine (`state`, no I/O), the agent facts (`agent`), what is known stored ([`high_water`]), the ETag
-//! mode's read (`read`), what a refusal means ([`refusal`]) and the hold ([`hold`]).
+//! Everything of the sink lives in this folder: its settings (`settings`), the bytes
+//! ([`encode`]), the newest-wins state machine (`newest_wins`, no I/O), what is in flight
+//! (`in_flight`), the write engine (`engine`: every write's
+//! steps, from its first operation to its final outcome), its outcome task (`outcomes`),
+//! the agent facts' documents (`agent`), what is known stored ([`high_water`]),
+//! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
+//! and what it parks (`parked`).
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use cosmos::{BulkConfig, ContainerClient};
-use telemetry::StalenessPolicy;
+use cosmos::ContainerClient;
 use telemetry::document::{document_id, history_id};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::config::NewestWins;
 use crate::metrics::{DropReason, Metrics};
 use crate::pipeline::reject::Rejects;
 use crate::pipeline::{AgentWrite, PositionWrite, Sink};
 
 mod agent;
-mod driver;
 pub mod encode;
+mod engine;
 pub mod high_water;
-mod history;
 pub mod hold;
+mod in_flight;
 mod indexing;
+mod newest_wins;
+mod outcomes;
 mod parked;
 mod read;
 pub mod refusal;
-mod state;
+mod settings;
 
-use driver::{Ctx, OutcomeInfo, Pending, WriteEngine, outcome_loop};
 pub use encode::Encoder;
+use engine::WriteEngine;
 use high_water::HighWater;
-use history::HistoryDoc;
 use hold::Hold;
+use in_flight::{Ctx, HistoryDoc, Pending};
 pub use indexing::policy_cost;
-use parked::Parked;
+use newest_wins::{First, Step};
+use outcomes::outcome_loop;
 use read::{MAX_READS, read_query};
-use state::{First, Step};
-
-/// Settings of the sink.
-#[derive(Debug, Clone)]
-pub struct SinkSettings {
-    /// How newest-wins is enforced.
-    pub newest_wins: NewestWins,
-    /// The staleness rule, re-applied to positions that must be retried.
-    pub staleness: StalenessPolicy,
-    /// Drones whose high-water mark is kept.
-    pub high_water_capacity: usize,
-    /// The bulk writer's settings. Its queue capacity is also the in-flight limit of the
-    /// sink: positions (and history documents) from the moment the sink takes them until
-    /// they are final, ETag-mode reads and parked writes included.
-    pub bulk: BulkConfig,
-    /// The account key's file (COSMOS_KEY_FILE), read again while Cosmos DB refuses the key.
-    pub key_file: Option<PathBuf>,
-}
+pub use settings::SinkSettings;
 
 /// The sink. Feed it with [`CosmosSink::write`]; [`CosmosSink::close`] waits for every
 /// position's final outcome.
@@ -180,7 +167,7 @@ impl CosmosSink {
         let first = {
             let mut hw = engine.high_water.lock().unwrap_or_else(|e| e.into_inner());
             let mark = hw.get(&item.position.device_id);
-            state::first(mark, order, engine.settings.newest_wins)
+            newest_wins::first(mark, order, engine.settings.newest_wins)
         };
         let Some(first) = first else {
             return self.superseded(item).await;

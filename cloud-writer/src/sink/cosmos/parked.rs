@@ -1,82 +1,19 @@
-//! Writes parked while the stream is held ([`super::hold`]): what is parked, how a
-//! probe's answer is reported, the probe request, how parked writes are sent again or
-//! dropped when they turned stale, and, before each probe after a 401/403, the key file read
-//! again or a new Entra ID token asked for.
+//! The write engine as the hold sees it ([`super::hold`]'s `Resubmit`): parked writes sent
+//! again or dropped when they turned stale, the probe request, and, before each probe after a
+//! 401/403, the key file read again or a new Entra ID token asked for. Parking itself and
+//! the probe's answers are the engine's ([`super::engine`]).
 
 use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::agent::AgentPending;
-use super::history::HistoryDoc;
-use super::hold::{ProbeResult, Resubmit};
+use super::engine::WriteEngine;
+use super::hold::Resubmit;
+use super::in_flight::Parked;
+use super::newest_wins::Final;
 use super::refusal::{self, Refusal};
-use super::state::Final;
-use super::{Pending, Step, WriteEngine};
 use crate::metrics::HoldReason;
-
-/// A write parked while the stream is held.
-#[derive(Debug)]
-pub(super) enum Parked {
-    /// A position and the step to send again (`None`: read the stored document first).
-    Latest(Box<Pending>, Option<Step>),
-    History(HistoryDoc),
-    /// An agent fact and the step to send again.
-    Agent(Box<AgentPending>, Step),
-}
-
-impl WriteEngine {
-    /// A probe got an answer other than a refusal of every write.
-    pub(super) fn answered(&self, probe: &mut bool) {
-        if std::mem::take(probe) {
-            self.hold.probe_result(ProbeResult::Passed);
-        }
-    }
-
-    /// A probe ended without an answer that tells (it turned stale).
-    pub(super) fn unanswered(&self, probe: &mut bool) {
-        if std::mem::take(probe) {
-            self.hold.probe_result(ProbeResult::Inconclusive);
-        }
-    }
-
-    /// Parks a write refused for `cause` (holding the stream).
-    pub(super) fn park(&self, parked: Parked, cause: HoldReason) {
-        let (parked, probe) = match parked {
-            Parked::Latest(mut p, step) => {
-                let probe = std::mem::take(&mut p.probe);
-                (Parked::Latest(p, step), probe)
-            }
-            Parked::History(mut h) => {
-                let probe = std::mem::take(&mut h.probe);
-                (Parked::History(h), probe)
-            }
-            Parked::Agent(mut a, step) => {
-                let probe = std::mem::take(&mut a.probe);
-                (Parked::Agent(a, step), probe)
-            }
-        };
-        self.hold.park(parked, cause, probe);
-    }
-
-    /// Reads the key file again and signs with its key from now on.
-    pub(super) fn reload_key(&self) {
-        let Some(path) = &self.settings.key_file else {
-            return;
-        };
-        let key = crate::config::read_key_file(path)
-            .map_err(|e| e.to_string())
-            .and_then(|key| {
-                cosmos::MasterKey::from_base64(key.expose())
-                    .map_err(|e| format!("COSMOS_KEY_FILE is not a base64 account key: {e}"))
-            });
-        match key {
-            Ok(key) => self.container.client().set_master_key(key),
-            Err(err) => tracing::warn!(error = %err, "cannot read COSMOS_KEY_FILE again"),
-        }
-    }
-}
 
 impl Resubmit<Parked> for WriteEngine {
     fn resubmit(self: Arc<Self>, item: Parked, probe: bool) -> BoxFuture<'static, bool> {

@@ -12,7 +12,7 @@
 //! in rolling restarts and scaling on 32 partitions). So the previous owner, once it sees
 //! the takeover, lets its events in flight reach their outcome, writes its last
 //! checkpoint, and records the handover for the new owner's claim (its ETag: a
-//! `handover` document or blob, [`Store::hand_over`]); and after a claim that took a
+//! `handover` document or blob, [`Store::hand_over`](super::store::Store::hand_over)); and after a claim that took a
 //! partition from another current owner, the checkpoint listing the processor opens it
 //! with waits for that record, at most [`WAIT`]. A checkpoint that merely moved proves
 //! nothing: the previous owner writes one every checkpoint interval while it reads on.
@@ -35,8 +35,7 @@ use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::{Checkpoint, Ownership};
 
 use super::balance::even_steals;
-use super::store::Scope;
-use super::stores::{Store, unquoted};
+use super::store::{Scope, SharedStore, unquoted};
 use super::takeover::Takeovers;
 
 /// Longest wait for a moved partition's handover: the previous owner's ownership listing
@@ -51,8 +50,8 @@ const POLL: Duration = Duration::from_millis(100);
 /// The checkpoint store as this replica's processor uses it, and which partitions it last
 /// claimed from another current owner.
 #[derive(Debug)]
-pub(super) struct Handovers {
-    store: Store,
+pub(in crate::source::eventhubs) struct Handovers {
+    store: SharedStore,
     owner: String,
     expiry: Duration,
     /// The hub's partition count.
@@ -79,8 +78,8 @@ impl Handovers {
     /// `store` as this replica's processor (`owner`) uses it, ownerships holding `expiry`
     /// on a hub of `partitions` partitions, telling `takeovers` of the partitions claimed
     /// here that another replica claimed before they opened.
-    pub(super) fn new(
-        store: Store,
+    pub(in crate::source::eventhubs) fn new(
+        store: SharedStore,
         owner: String,
         expiry: Duration,
         partitions: usize,
@@ -259,15 +258,17 @@ impl CheckpointStore for Handovers {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::source::eventhubs::store::CosmosCheckpointStore;
+    use crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore;
 
     /// A Cosmos checkpoint store on a local endpoint where replica `previous` holds
     /// partitions 0 and 1, and the processor of replica `next` on a hub of `partitions`
     /// partitions, having listed the ownerships, sees the store through [`Handovers`].
     struct Fixture {
         _sim: cosmos_sim::CosmosSim,
-        store: Store,
+        store: SharedStore,
         scope: Scope,
         /// The previous owner's ownerships of partitions 0 and 1.
         previous: Vec<Ownership>,
@@ -278,7 +279,7 @@ mod tests {
     impl Fixture {
         async fn new(partitions: usize) -> Fixture {
             let (sim, store) = CosmosCheckpointStore::on_local_endpoint().await;
-            let store = Store::Cosmos(store);
+            let store: SharedStore = Arc::new(store);
             let scope = Scope::new("hub.servicebus.windows.net", "hub", "$Default");
             let takeovers = Takeovers::default();
             let handovers = Handovers::new(

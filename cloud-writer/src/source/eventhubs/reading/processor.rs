@@ -33,20 +33,19 @@ use azure_messaging_eventhubs::{
 use entra_credential::EntraCredential;
 use tokio_util::sync::CancellationToken;
 
-use super::EventHubsSource;
-use super::checkpoints::PartitionCheckpoints;
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
-use super::handover::Handovers;
 use super::lag::{self, PollError};
 use super::partitions::{self, Readers};
 use super::stall::{self, Readings, Watchdog};
-use super::store::Scope;
-use super::stores::{self, Store};
-use super::takeover::{Takeovers, Watch};
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
 };
 use crate::metrics::{Metrics, SessionBreak};
+use crate::source::eventhubs::checkpointing::checkpoints::PartitionCheckpoints;
+use crate::source::eventhubs::checkpointing::handover::Handovers;
+use crate::source::eventhubs::checkpointing::store::{self, Scope, SharedStore};
+use crate::source::eventhubs::checkpointing::takeover::{Takeovers, Watch};
+use crate::source::eventhubs::checkpointing::{self, CheckpointContainer};
 use crate::source::queue::QueueSender;
 use crate::source::{RECONNECT_BACKOFF, SourceControl, SourceError};
 use retry_backoff::Backoff;
@@ -101,7 +100,7 @@ struct Context {
     owner: String,
     /// `namespace/event hub`, for logs.
     hub: String,
-    store: Store,
+    store: SharedStore,
     scope: Scope,
     checkpoints: Arc<PartitionCheckpoints>,
     metrics: Arc<Metrics>,
@@ -181,18 +180,15 @@ fn close_client(client: ConsumerClient) {
     });
 }
 
-pub(super) async fn run(
-    source: EventHubsSource,
+pub(in crate::source::eventhubs) async fn run(
+    connection: EventHubsConnection,
+    settings: EventHubsSettings,
+    checkpoints: CheckpointContainer,
+    metrics: Arc<Metrics>,
     tx: QueueSender,
     control: SourceControl,
 ) -> Result<(), SourceError> {
-    let EventHubsSource {
-        connection,
-        settings,
-        checkpoints,
-        metrics,
-    } = source;
-    let store = Store::open(&checkpoints, &settings)
+    let store = checkpointing::open(&checkpoints, &settings)
         .await
         .map_err(SourceError::Config)?;
     install_tls_provider();
@@ -303,8 +299,8 @@ pub(super) async fn run(
 
 /// Gives this replica's partitions up in the checkpoint store, so that the other
 /// replicas take them at their next balancing.
-async fn give_up(store: &Store, scope: &Scope, owner: &str) {
-    match stores::relinquish(store, scope, owner).await {
+async fn give_up(store: &SharedStore, scope: &Scope, owner: &str) {
+    match store::relinquish(&**store, scope, owner).await {
         Ok(partitions) => {
             tracing::info!(
                 ?partitions,

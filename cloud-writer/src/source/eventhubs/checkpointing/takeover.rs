@@ -23,16 +23,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use azure_core::time::OffsetDateTime;
-use azure_messaging_eventhubs::CheckpointStore;
 use tokio_util::sync::CancellationToken;
 
-use super::store::Scope;
-use super::stores::Store;
+use super::store::{Scope, SharedStore};
 use crate::metrics::Metrics;
 
 /// The running readings' tokens, by partition: cancelled when the partition was taken over.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Takeovers {
+pub(in crate::source::eventhubs) struct Takeovers {
     readings: Arc<Mutex<HashMap<String, Reading>>>,
     next: Arc<AtomicU64>,
     /// Partitions the processor claimed here that another replica claimed before their
@@ -42,24 +40,24 @@ pub(super) struct Takeovers {
 
 /// One reading's place in [`Takeovers`]: cancelled when its partition was taken over.
 #[derive(Debug, Clone)]
-pub(super) struct Reading {
+pub(in crate::source::eventhubs) struct Reading {
     id: u64,
     /// Cancelled on a takeover.
-    pub(super) taken_over: CancellationToken,
+    pub(in crate::source::eventhubs) taken_over: CancellationToken,
     /// The ETag of the new owner's claim, once taken over.
     claim: Arc<OnceLock<String>>,
 }
 
 impl Reading {
     /// The ETag of the claim that took the partition over, if it was.
-    pub(super) fn claim(&self) -> Option<&str> {
+    pub(in crate::source::eventhubs) fn claim(&self) -> Option<&str> {
         self.claim.get().map(String::as_str)
     }
 }
 
 impl Takeovers {
     /// A reading of `partition` that starts now.
-    pub(super) fn reading(&self, partition: &str) -> Reading {
+    pub(in crate::source::eventhubs) fn reading(&self, partition: &str) -> Reading {
         let reading = Reading {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             taken_over: CancellationToken::new(),
@@ -70,7 +68,7 @@ impl Takeovers {
     }
 
     /// `reading` of `partition` ended (a later reading of it stays).
-    pub(super) fn ended(&self, partition: &str, reading: &Reading) {
+    pub(in crate::source::eventhubs) fn ended(&self, partition: &str, reading: &Reading) {
         let mut readings = self.lock();
         if readings
             .get(partition)
@@ -105,23 +103,23 @@ impl Takeovers {
 
     /// `partition`, claimed here, was claimed by another replica before its reading
     /// began: the reading the processor opens for it ends at once.
-    pub(super) fn forsake(&self, partition: &str) {
+    pub(in crate::source::eventhubs) fn forsake(&self, partition: &str) {
         lock(&self.forsaken).insert(partition.to_owned());
     }
 
     /// Whether `partition` was forsaken since it was last opened; its next opening is not.
-    pub(super) fn forsaken(&self, partition: &str) -> bool {
+    pub(in crate::source::eventhubs) fn forsaken(&self, partition: &str) -> bool {
         lock(&self.forsaken).remove(partition)
     }
 
     /// `partitions` are claimed here again: a mark left from an earlier claim whose
     /// reading the processor never opened no longer holds.
-    pub(super) fn claimed_again(&self, partitions: &HashSet<String>) {
+    pub(in crate::source::eventhubs) fn claimed_again(&self, partitions: &HashSet<String>) {
         lock(&self.forsaken).retain(|p| !partitions.contains(p));
     }
 
     /// Whether a reading of `partition` runs.
-    pub(super) fn reads(&self, partition: &str) -> bool {
+    pub(in crate::source::eventhubs) fn reads(&self, partition: &str) -> bool {
         self.lock().contains_key(partition)
     }
 
@@ -146,24 +144,28 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 const WATCHES_PER_INTERVAL: u32 = 4;
 
 /// What the watch needs.
-pub(super) struct Watch {
-    pub(super) store: Store,
-    pub(super) scope: Scope,
+pub(in crate::source::eventhubs) struct Watch {
+    pub(in crate::source::eventhubs) store: SharedStore,
+    pub(in crate::source::eventhubs) scope: Scope,
     /// This replica's owner id.
-    pub(super) owner: String,
+    pub(in crate::source::eventhubs) owner: String,
     /// The balancing interval.
-    pub(super) interval: Duration,
+    pub(in crate::source::eventhubs) interval: Duration,
     /// How long an ownership holds without renewal.
-    pub(super) expiry: Duration,
+    pub(in crate::source::eventhubs) expiry: Duration,
     /// The hub's partitions.
-    pub(super) partitions: Vec<String>,
-    pub(super) metrics: Arc<Metrics>,
+    pub(in crate::source::eventhubs) partitions: Vec<String>,
+    pub(in crate::source::eventhubs) metrics: Arc<Metrics>,
 }
 
 impl Watch {
     /// Lists the ownerships every interval until `reading` is cancelled, ending the
     /// readings of partitions another owner holds.
-    pub(super) async fn run(self, takeovers: Takeovers, reading: CancellationToken) {
+    pub(in crate::source::eventhubs) async fn run(
+        self,
+        takeovers: Takeovers,
+        reading: CancellationToken,
+    ) {
         let period = (self.interval / WATCHES_PER_INTERVAL).min(WATCH_EVERY);
         let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

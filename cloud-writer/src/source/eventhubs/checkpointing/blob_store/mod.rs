@@ -33,7 +33,7 @@ pub use client::BlobError;
 use client::ContainerClient;
 use listing::ListedBlob;
 
-use super::store::{Scope, azure_error, claim_each};
+use super::store::{Scope, Store, azure_error, claim_each};
 use crate::config::BlobCheckpoints;
 
 const CHECKPOINT: &str = "checkpoint";
@@ -328,5 +328,25 @@ impl CheckpointStore for BlobCheckpointStore {
             .await
             .map_err(azure_error)?;
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for BlobCheckpointStore {
+    async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> azure_core::Result<()> {
+        BlobCheckpointStore::hand_over(self, scope, partition, claim)
+            .await
+            .map_err(azure_error)
+    }
+
+    async fn handovers(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        BlobCheckpointStore::handed_over(self, scope)
+            .await
+            .map_err(azure_error)
     }
 }

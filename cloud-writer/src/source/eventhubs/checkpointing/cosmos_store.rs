@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 
-use azure_core::error::ErrorKind as AzureErrorKind;
 use azure_core::http::Etag;
 use azure_core::time::OffsetDateTime;
 use azure_messaging_eventhubs::CheckpointStore;
@@ -23,103 +22,10 @@ use cosmos::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::store::{Scope, Store, azure_error, claim_each};
+
 /// The partition key path of the checkpoint container.
 pub const SCOPE_PATH: &str = "/scope";
-
-/// A consumer scope: which hub and consumer group the documents belong to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scope {
-    /// Fully qualified namespace, e.g. `myhub.servicebus.windows.net`.
-    pub namespace: String,
-    /// Event hub name.
-    pub event_hub: String,
-    /// Consumer group.
-    pub consumer_group: String,
-}
-
-impl Scope {
-    /// A scope from its three names.
-    pub fn new(namespace: &str, event_hub: &str, consumer_group: &str) -> Self {
-        Scope {
-            namespace: namespace.to_owned(),
-            event_hub: event_hub.to_owned(),
-            consumer_group: consumer_group.to_owned(),
-        }
-    }
-
-    /// The partition key value of this scope (case-insensitive names, as the service's).
-    pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}",
-            self.namespace.to_lowercase(),
-            self.event_hub.to_lowercase(),
-            self.consumer_group.to_lowercase()
-        )
-    }
-
-    /// A checkpoint of `partition_id` in this scope.
-    pub fn checkpoint(
-        &self,
-        partition_id: &str,
-        sequence_number: Option<i64>,
-        offset: Option<String>,
-    ) -> Checkpoint {
-        Checkpoint {
-            fully_qualified_namespace: self.namespace.clone(),
-            event_hub_name: self.event_hub.clone(),
-            consumer_group: self.consumer_group.clone(),
-            partition_id: partition_id.to_owned(),
-            offset,
-            sequence_number,
-        }
-    }
-
-    /// An ownership of `partition_id` in this scope, as a store read it.
-    pub fn ownership(
-        &self,
-        partition_id: String,
-        owner_id: Option<String>,
-        etag: Option<String>,
-        last_modified_time: Option<OffsetDateTime>,
-    ) -> Ownership {
-        Ownership {
-            fully_qualified_namespace: self.namespace.clone(),
-            event_hub_name: self.event_hub.clone(),
-            consumer_group: self.consumer_group.clone(),
-            partition_id,
-            owner_id,
-            etag: etag.map(Etag::from),
-            last_modified_time,
-        }
-    }
-}
-
-/// A store's failure as the SDK's [`CheckpointStore`] reports it.
-pub(super) fn azure_error(
-    err: impl std::error::Error + Send + Sync + 'static,
-) -> azure_core::Error {
-    azure_core::Error::new(AzureErrorKind::Io, err)
-}
-
-/// Claims each of `ownerships` in turn with `claim` (which answers `None` when another
-/// processor won it); the ones won, as the SDK's [`CheckpointStore::claim_ownership`]
-/// returns them.
-pub(super) async fn claim_each<'a, E, F>(
-    ownerships: &'a [Ownership],
-    claim: impl Fn(&'a Ownership) -> F,
-) -> azure_core::Result<Vec<Ownership>>
-where
-    E: std::error::Error + Send + Sync + 'static,
-    F: Future<Output = Result<Option<Ownership>, E>>,
-{
-    let mut claimed = Vec::with_capacity(ownerships.len());
-    for wanted in ownerships {
-        if let Some(ownership) = claim(wanted).await.map_err(azure_error)? {
-            claimed.push(ownership);
-        }
-    }
-    Ok(claimed)
-}
 
 /// Why the checkpoint container cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -415,11 +321,31 @@ impl CheckpointStore for CosmosCheckpointStore {
     }
 }
 
+#[async_trait::async_trait]
+impl Store for CosmosCheckpointStore {
+    async fn hand_over(
+        &self,
+        scope: &Scope,
+        partition: &str,
+        claim: &str,
+    ) -> azure_core::Result<()> {
+        CosmosCheckpointStore::hand_over(self, scope, partition, claim)
+            .await
+            .map_err(azure_error)
+    }
+
+    async fn handovers(&self, scope: &Scope) -> azure_core::Result<HashMap<String, String>> {
+        CosmosCheckpointStore::handed_over(self, scope)
+            .await
+            .map_err(azure_error)
+    }
+}
+
 #[cfg(test)]
 impl CosmosCheckpointStore {
     /// A store in a new container on a new local endpoint, for the source's unit tests; the
     /// endpoint lives as long as the first value.
-    pub(super) async fn on_local_endpoint() -> (cosmos_sim::CosmosSim, Self) {
+    pub(in crate::source::eventhubs) async fn on_local_endpoint() -> (cosmos_sim::CosmosSim, Self) {
         let sim = cosmos_sim::CosmosSim::builder().start().await.unwrap();
         let key = cosmos::MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
         let client = CosmosClient::new(cosmos::CosmosConfig::new(

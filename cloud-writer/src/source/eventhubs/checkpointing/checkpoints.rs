@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use azure_messaging_eventhubs::CheckpointStore;
 use tokio::sync::Notify;
 
-use super::store::Scope;
-use super::stores::Store;
+use super::store::{Scope, SharedStore};
 use crate::metrics::Metrics;
 use crate::source::{Ack, AckQueue, AckSink};
 
@@ -30,7 +28,7 @@ pub struct EventPosition {
 /// the store and taken from the hub per partition.
 #[derive(Debug)]
 pub struct PartitionCheckpoints {
-    store: Store,
+    store: SharedStore,
     scope: Scope,
     metrics: Arc<Metrics>,
     partitions: Mutex<HashMap<String, Partition>>,
@@ -150,7 +148,7 @@ impl PartitionQueue {
 
 impl PartitionCheckpoints {
     /// The checkpoints of `scope`, written to `store`, reporting lag to `metrics`.
-    pub fn new(store: Store, scope: Scope, metrics: Arc<Metrics>) -> Self {
+    pub fn new(store: SharedStore, scope: Scope, metrics: Arc<Metrics>) -> Self {
         PartitionCheckpoints {
             store,
             scope,
@@ -254,7 +252,7 @@ impl PartitionCheckpoints {
             Some(position.sequence_number),
             position.offset.clone(),
         );
-        match CheckpointStore::update_checkpoint(&self.store, checkpoint).await {
+        match self.store.update_checkpoint(checkpoint).await {
             Ok(()) => {
                 tracing::debug!(%partition, sequence_number = position.sequence_number, "checkpoint written");
                 self.lock().entry(partition.to_owned()).or_default().written =
@@ -335,7 +333,7 @@ fn not_recorded(partition: &str, recorded: azure_core::Result<()>) {
 #[cfg(test)]
 impl PartitionCheckpoints {
     /// Checkpoints whose store is never reached, for tests that write none.
-    pub(super) fn unwritten(metrics: Arc<Metrics>) -> Self {
+    pub(in crate::source::eventhubs) fn unwritten(metrics: Arc<Metrics>) -> Self {
         let key = cosmos::MasterKey::from_base64(cosmos_wire::auth::EMULATOR_KEY).unwrap();
         let client = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
             "http://127.0.0.1:9".parse().unwrap(),
@@ -343,7 +341,7 @@ impl PartitionCheckpoints {
         ))
         .unwrap();
         PartitionCheckpoints::new(
-            Store::Cosmos(super::store::CosmosCheckpointStore::new(
+            Arc::new(super::cosmos_store::CosmosCheckpointStore::new(
                 client.container("telemetry", "checkpoints"),
             )),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
@@ -492,9 +490,9 @@ mod tests {
     #[tokio::test]
     async fn an_earlier_reading_never_moves_the_written_checkpoint_back() {
         let (_sim, store) =
-            crate::source::eventhubs::store::CosmosCheckpointStore::on_local_endpoint().await;
+            crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore::on_local_endpoint().await;
         let checkpoints = PartitionCheckpoints::new(
-            Store::Cosmos(store),
+            Arc::new(store),
             Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
             Arc::new(Metrics::new()),
         );

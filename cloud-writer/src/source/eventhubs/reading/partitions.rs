@@ -11,7 +11,7 @@
 //! events come again to whoever reads the partition next. Lost to another owner, it first
 //! stops counting as owned and lets its events in flight reach their outcome, then
 //! checkpoints and hands the partition over to the new owner, which waits for that
-//! (`super::handover`). When the source stops, a reading ends without forgetting
+//! (`super::super::checkpointing::handover`). When the source stops, a reading ends without forgetting
 //! anything: once the pipeline has drained, the source checkpoints every partition a last
 //! time and gives it up.
 //!
@@ -31,13 +31,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinSet, LocalSet};
 use tokio_util::sync::CancellationToken;
 
-use super::checkpoints::{PartitionCheckpoints, PartitionQueue};
 use super::event::EventParts;
 use super::failure::SessionHealth;
 use super::stall::{Progress, Readings};
-use super::takeover::Takeovers;
 use crate::metrics::{DropReason, Metrics, OwnershipChange, SessionBreak};
 use crate::source::SourceError;
+use crate::source::eventhubs::checkpointing::checkpoints::{PartitionCheckpoints, PartitionQueue};
+use crate::source::eventhubs::checkpointing::takeover::Takeovers;
 use crate::source::queue::QueueSender;
 
 /// How long a reading taken over by another replica waits for its events in flight to
@@ -355,9 +355,9 @@ mod tests {
 
     use super::*;
     use crate::source::Message;
-    use crate::source::eventhubs::event::test_events::amqp_message;
-    use crate::source::eventhubs::store::{CosmosCheckpointStore, Scope};
-    use crate::source::eventhubs::stores::Store;
+    use crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore;
+    use crate::source::eventhubs::checkpointing::store::Scope;
+    use crate::source::eventhubs::reading::event::test_events::amqp_message;
 
     async fn checkpoint_of(store: &CosmosCheckpointStore, partition: &str) -> Option<i64> {
         store
@@ -396,7 +396,7 @@ mod tests {
         let (tx, mut rx) = crate::source::queue::channel(1 << 20, metrics.clone());
         let readers = Readers {
             checkpoints: Arc::new(PartitionCheckpoints::new(
-                Store::Cosmos(store.clone()),
+                Arc::new(store.clone()),
                 Scope::new("hub.servicebus.windows.net", "hub", "$Default"),
                 metrics.clone(),
             )),

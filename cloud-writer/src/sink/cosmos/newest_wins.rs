@@ -1,7 +1,7 @@
 //! The per-position state machine of the newest-wins write, without I/O: how a position's
 //! write starts from what the high-water mark knows of its drone ([`first`]), what follows
 //! an answer of the server ([`next`]) or the ETag mode's read ([`after_read`]), and how a
-//! position ends ([`Final`]). The driver (`driver.rs`, `read.rs`) sends the operations and
+//! position ends ([`Final`]). The write engine (`engine.rs`) sends the operations and
 //! feeds the answers in; refusals that are not this machine's business are classified
 //! before (`super::refusal`).
 

@@ -14,7 +14,7 @@ use azure_messaging_eventhubs::models::{AmqpSimpleValue, AmqpValue, ReceivedEven
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::checkpoints::{EventPosition, PartitionQueue};
+use crate::source::eventhubs::checkpointing::checkpoints::{EventPosition, PartitionQueue};
 use crate::source::{Ack, HubEvent, Message, MessageKind};
 
 /// The system property carrying the device identity IoT Hub authenticated.
@@ -233,7 +233,7 @@ mod tests {
     use super::test_events::{amqp_message, event};
     use super::*;
     use crate::metrics::Metrics;
-    use crate::source::eventhubs::checkpoints::PartitionCheckpoints;
+    use crate::source::eventhubs::checkpointing::checkpoints::PartitionCheckpoints;
 
     #[test]
     fn identity_and_times_come_from_the_hub() {

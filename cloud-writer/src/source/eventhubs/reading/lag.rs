@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use azure_messaging_eventhubs::ConsumerClient;
 use azure_messaging_eventhubs::models::EventHubPartitionProperties;
 
-use super::checkpoints::PartitionCheckpoints;
 use crate::metrics::Metrics;
+use crate::source::eventhubs::checkpointing::checkpoints::PartitionCheckpoints;
 
 /// Events of a partition after the checkpoint: the last enqueued sequence number minus the
 /// checkpoint's (which names the last event already final), counting only events the hub

@@ -1,0 +1,80 @@
+//! What is in flight in the sink, shared by the write engine ([`super::engine`]), its
+//! outcome task ([`super::outcomes`]) and the hold's side of it ([`super::parked`]): a
+//! position, a history document or an agent fact being written, the context of its bulk
+//! operation, the answer's fields the state machine reads, and its parked form.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use cosmos::FinalError;
+use telemetry::{Position, PositionOrder};
+
+use super::newest_wins::Step;
+use crate::pipeline::AgentWrite;
+
+/// A position being written. Its document and patch are encoded when a step first
+/// needs them, and kept for retries.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) position: Position,
+    pub(super) doc_id: String,
+    pub(super) order: PositionOrder,
+    pub(super) enqueued: Option<DateTime<Utc>>,
+    pub(super) received_at: Instant,
+    pub(super) latest: Option<Bytes>,
+    pub(super) patch: Option<Bytes>,
+    /// The `ifMatch` of its Replace: kept, so that a Replace sent again stays conditional.
+    pub(super) if_match: Option<String>,
+    /// Whether it is the hold's probe (its next answer tells whether the cause is gone).
+    pub(super) probe: bool,
+    pub(super) ack: crate::source::Ack,
+    pub(super) rounds: u32,
+}
+
+/// The context of one bulk operation.
+#[derive(Debug)]
+pub(super) enum Ctx {
+    Latest(Box<Pending>, Step),
+    History(HistoryDoc),
+    Agent(Box<AgentPending>, Step),
+}
+
+/// An agent fact being written.
+#[derive(Debug)]
+pub(super) struct AgentPending {
+    pub(super) write: AgentWrite,
+    pub(super) doc_id: String,
+    /// Whether it is the hold's probe.
+    pub(super) probe: bool,
+    pub(super) rounds: u32,
+}
+
+/// A history document being written.
+#[derive(Debug)]
+pub(super) struct HistoryDoc {
+    pub(super) device_id: String,
+    pub(super) id: String,
+    pub(super) body: Bytes,
+    pub(super) device_time: DateTime<Utc>,
+    pub(super) ack: crate::source::Ack,
+    pub(super) probe: bool,
+}
+
+/// A write parked while the stream is held.
+#[derive(Debug)]
+pub(super) enum Parked {
+    /// A position and the step to send again (`None`: read the stored document first).
+    Latest(Box<Pending>, Option<Step>),
+    History(HistoryDoc),
+    /// An agent fact and the step to send again.
+    Agent(Box<AgentPending>, Step),
+}
+
+/// The fields of an outcome the state machine reads.
+pub(super) struct OutcomeInfo {
+    pub(super) status: u16,
+    pub(super) error: Option<FinalError>,
+    pub(super) etag: Option<String>,
+    pub(super) whole_request: bool,
+}
