@@ -1,5 +1,5 @@
 //! The README's settings table lists exactly the settings `fleet-api` reads: every argument
-//! of [`Settings`] by its variable, the account key (environment or file only), and nothing
+//! of [`Settings`] by its variable, the account and tile keys (environment or file only), and nothing
 //! the program does not read.
 
 use std::collections::BTreeSet;
@@ -15,8 +15,9 @@ fn the_readme_lists_every_setting_and_nothing_else() {
         .get_arguments()
         .filter_map(|arg| arg.get_env()?.to_str().map(str::to_owned))
         .collect();
-    // The secret without a flag (`Settings::secrets_from_env`).
+    // The secrets without a flag, read from the environment or their `_FILE`.
     read.insert("COSMOS_KEY".into());
+    read.insert("MAP_TILE_KEY".into());
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let section = readme
