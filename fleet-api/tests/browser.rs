@@ -23,10 +23,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::binary::{Running, start_binary};
 use common::*;
 use cosmos_sim::CosmosSim;
 use entra_sim::{App, EntraSim, User};
@@ -34,46 +34,12 @@ use serde_json::Value;
 use test_harness::Chromium;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-/// The `fleet-api` binary, killed when dropped.
-struct Running {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary on a free port with `access` (the settings of who may read) and reads
-/// the address it prints.
-fn start_binary(sim: &CosmosSim, access: &[(&str, &str)]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-api"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("COSMOS_ENDPOINT", sim.endpoint())
-        .env("COSMOS_KEY", sim.key())
-        .env("API_ADDR", "127.0.0.1:0")
-        .env("MAP_REFRESH", "500ms")
-        .envs(access.iter().copied())
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the fleet-api binary starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("fleet-api: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
-    Running { child, base }
+/// Starts the binary with `access` (the settings of who may read), the map polling every
+/// 500 ms.
+fn start_map(sim: &CosmosSim, access: &[(&str, &str)]) -> Running {
+    let mut settings = vec![("MAP_REFRESH", "500ms")];
+    settings.extend_from_slice(access);
+    start_binary(sim, &settings)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -86,7 +52,7 @@ async fn the_map_draws_every_drone_the_api_returns() {
     let points = scatter(75, 0xb10b);
     seed_latest(&c, &points).await;
     seed_history(&c, "drone-3", 40, points[3]).await;
-    let api = start_binary(
+    let api = start_map(
         &sim,
         &[("API_ALLOW_ANONYMOUS", "true"), ("MAP_UPDATES", "poll")],
     );
@@ -159,7 +125,7 @@ async fn the_map_tells_current_silent_and_disconnected_drones_apart() {
             .await
             .unwrap();
     }
-    let api = start_binary(
+    let api = start_map(
         &sim,
         &[("API_ALLOW_ANONYMOUS", "true"), ("MAP_UPDATES", "poll")],
     );
@@ -211,7 +177,7 @@ async fn the_map_signs_in_with_pkce_and_draws_the_fleet() {
     let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
     seed_latest(&c, &scatter(40, 0x5157)).await;
     let issuer = entra.issuer();
-    let api = start_binary(
+    let api = start_map(
         &sim,
         &[
             ("API_OIDC_ISSUER", issuer.as_str()),
@@ -304,7 +270,7 @@ async fn a_drone_moves_on_the_map_within_two_seconds_of_its_write_without_pollin
     let fenced = (points[7].0 + 0.009, points[7].1);
     put_circle_fence(&cosmos, "depot", fenced, 150.0).await;
     // MAP_REFRESH is short: a page that polled would ask for the fleet several times a second.
-    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let api = start_map(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
     let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-7");
     map.next("drawn").await;
 
@@ -366,7 +332,7 @@ async fn a_click_selects_a_drone_and_its_track_a_click_or_shift_drag_asks_a_radi
     let points = scatter(20, 0xc11c);
     seed_latest(&c, &points).await;
     seed_history(&c, "drone-2", 10, points[2]).await;
-    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let api = start_map(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
     let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-2");
     map.next("drawn").await;
 
@@ -449,7 +415,7 @@ async fn the_map_asks_for_the_tiles_of_its_view_shows_their_attribution_and_noth
     let points = scatter(30, 0x7e1e);
     seed_latest(&c, &points).await;
     let template = format!("{tiles}/tiles/{{z}}/{{x}}/{{y}}.png");
-    let api = start_binary(
+    let api = start_map(
         &sim,
         &[
             ("API_ALLOW_ANONYMOUS", "true"),
@@ -514,7 +480,7 @@ async fn ten_thousand_drones_are_drawn_and_a_second_of_moves_applied_within_boun
     let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
     let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
     seed_latest(&c, &scatter(5, 0x10_000)).await;
-    let api = start_binary(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    let api = start_map(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
     let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-0");
     map.next("drawn").await;
     map.send("perf 10000 2000").await;

@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::binary::start_binary;
 use common::sse::Viewer;
 use common::*;
 use cosmos_sim::CosmosSim;
@@ -54,46 +54,6 @@ fn rss(pid: u32) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.trim_start_matches("VmRSS:").trim().to_string()
-}
-
-/// The `fleet-api` binary, killed when dropped.
-struct Running {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary over `sim` on a free port with `settings`, and reads the address it
-/// prints.
-fn start_binary(sim: &CosmosSim, settings: &[(&str, &str)]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-api"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("COSMOS_ENDPOINT", sim.endpoint())
-        .env("COSMOS_KEY", sim.key())
-        .env("API_ADDR", "127.0.0.1:0")
-        .envs(settings.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the fleet-api binary starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("fleet-api: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
-    Running { child, base }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

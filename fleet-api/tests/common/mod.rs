@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod sse;
 
 use std::collections::BTreeSet;
