@@ -51,12 +51,17 @@ async fn fleet(n: usize, partitions: usize) -> (CosmosSim, cosmos::ContainerClie
 
 /// A near query as `key`: its status.
 async fn near(base: &str, key: &str) -> u16 {
+    near_response(base, key).await.status().as_u16()
+}
+
+/// The answer to a `near` query around the fleet with `key`.
+async fn near_response(base: &str, key: &str) -> reqwest::Response {
     let url = format!(
         "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
         HOME.1, HOME.0
     );
     let request = reqwest::Client::new().get(url).header("X-API-Key", key);
-    request.send().await.unwrap().status().as_u16()
+    request.send().await.unwrap()
 }
 
 async fn connect(base: &str) -> TcpStream {
@@ -193,15 +198,7 @@ async fn one_callers_fan_outs_are_capped_apart_from_anothers() {
         })
         .await;
         // A third of A's: refused at once, before Cosmos DB is asked.
-        let response = reqwest::Client::new()
-            .get(format!(
-                "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
-                HOME.1, HOME.0
-            ))
-            .header("X-API-Key", KEY_A)
-            .send()
-            .await
-            .unwrap();
+        let response = near_response(&base, KEY_A).await;
         assert_eq!(response.status(), 429);
         assert_eq!(response.headers()["retry-after"], "1");
         let body: serde_json::Value = response.json().await.unwrap();
@@ -300,15 +297,7 @@ async fn an_answer_not_begun_within_the_request_timeout_is_given_up() {
         };
         let (base, _stop) = serve_with(c, options, two_keys().await).await;
         sim.set_latency(Duration::from_secs(10));
-        let response = reqwest::Client::new()
-            .get(format!(
-                "{base}/api/drones/near?lat={}&lon={}&radius_m=3000",
-                HOME.1, HOME.0
-            ))
-            .header("X-API-Key", KEY_A)
-            .send()
-            .await
-            .unwrap();
+        let response = near_response(&base, KEY_A).await;
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()["retry-after"], "1");
         let body: serde_json::Value = response.json().await.unwrap();
