@@ -362,19 +362,23 @@ async fn fleet_certs_issues_each_drone_a_certificate_the_fleets_x509_group_trust
         std::fs::create_dir_all(&pki).unwrap();
         openssl_fleet_ca(&pki);
         std::fs::write(pki.join("ids"), "drone-x509-2\ndrone-x509-3\n").unwrap();
-        let issued = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
-            .args([
-                "--ca-cert",
-                "int.pem",
-                "--ca-key",
-                "int-key.pem",
-                "--out",
-                "drones",
-                "ids",
-            ])
-            .current_dir(&pki)
-            .output()
-            .unwrap();
+        // fleet-certs, issuing from the intermediate a certificate for each id in `ids`.
+        let issue = || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
+                .args([
+                    "--ca-cert",
+                    "int.pem",
+                    "--ca-key",
+                    "int-key.pem",
+                    "--out",
+                    "drones",
+                    "ids",
+                ])
+                .current_dir(&pki)
+                .output()
+                .unwrap()
+        };
+        let issued = issue();
         assert!(issued.status.success(), "{issued:?}");
         let drones = pki.join("drones");
         for id in ["drone-x509-2", "drone-x509-3"] {
@@ -397,19 +401,7 @@ async fn fleet_certs_issues_each_drone_a_certificate_the_fleets_x509_group_trust
             assert_eq!(key.permissions().mode() & 0o777, 0o600);
         }
         // Issued again: refused, nothing replaced.
-        let again = std::process::Command::new(env!("CARGO_BIN_EXE_fleet-certs"))
-            .args([
-                "--ca-cert",
-                "int.pem",
-                "--ca-key",
-                "int-key.pem",
-                "--out",
-                "drones",
-                "ids",
-            ])
-            .current_dir(&pki)
-            .output()
-            .unwrap();
+        let again = issue();
         assert_eq!(again.status.code(), Some(2), "{again:?}");
 
         // The DPS X.509 group of the fleet's root trusts the drone's chain.
