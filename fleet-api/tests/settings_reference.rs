@@ -1,38 +1,34 @@
-//! The README's settings table lists exactly the settings `fleet-api` reads: every argument
-//! of [`Settings`] by its variable, the account and tile keys (environment or file only), and nothing
-//! the program does not read.
+//! `SETTINGS.md` lists exactly the settings the read API accepts: every argument of
+//! [`Settings`] with its variable and flag, the secrets without a flag (`COSMOS_KEY`,
+//! `MAP_TILE_KEY` and their `_FILE` forms) and the binary's own (`FLEET_API_CONFIG`).
 
-use std::collections::BTreeSet;
+#[path = "../../cloud-writer/tests/settings_reference/check.rs"]
+mod check;
+
 use std::path::Path;
 
 use clap::Args as _;
 use fleet_api::Settings;
+use settings::EnvNames;
 
 #[test]
-fn the_readme_lists_every_setting_and_nothing_else() {
+fn the_reference_lists_every_setting_and_nothing_else() {
     let command = Settings::augment_args(clap::Command::new("settings"));
-    let mut read: BTreeSet<String> = command
-        .get_arguments()
-        .filter_map(|arg| arg.get_env()?.to_str().map(str::to_owned))
-        .collect();
-    // The secrets without a flag, read from the environment or their `_FILE`.
-    read.insert("COSMOS_KEY".into());
-    read.insert("MAP_TILE_KEY".into());
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split_once("\n## Settings\n")
-        .and_then(|(_, rest)| rest.split("\n## ").next())
-        .expect("the README has a Settings section");
-    let listed: BTreeSet<String> = section
-        .lines()
-        .filter_map(|line| line.strip_prefix("| `")?.split_once('`'))
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    let missing: Vec<_> = read.difference(&listed).collect();
-    let unknown: Vec<_> = listed.difference(&read).collect();
-    assert!(
-        missing.is_empty() && unknown.is_empty(),
-        "the README's settings table lacks {missing:?} and lists {unknown:?}, which fleet-api does not read"
+    // The secrets `Settings::secrets_from_env` reads.
+    let names = EnvNames::settings(&command)
+        .secret("COSMOS_KEY")
+        .secret("MAP_TILE_KEY");
+    let accepted = check::accepted(
+        &command,
+        &check::file_keys::<Settings>(),
+        &names,
+        Path::new(env!("CARGO_BIN_EXE_fleet-api")),
     );
+    assert!(
+        accepted.contains_key("MAP_TILE_KEY_FILE") && accepted.contains_key("FLEET_API_CONFIG")
+    );
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("SETTINGS.md");
+    if let Err(problems) = check::check(&accepted, &reference) {
+        panic!("{problems}");
+    }
 }
