@@ -12,7 +12,8 @@
 //!
 //! Cost: a tile served from the cache ([`CACHE_BYTES`], [`CACHE_FOR`]) costs one map lookup;
 //! a fetched one is one tile server request (Azure Maps bills Render tiles per request) and
-//! its bytes through the API. `fleet_api_map_tiles` counts both.
+//! its bytes through the API. `fleet_api_map_tiles` counts both. Two viewers asking for the
+//! same tile before it is kept both fetch it (no coalescing: a map's tiles are few).
 
 mod cache;
 mod rate;
@@ -147,7 +148,9 @@ where
         .timeout(FETCH_WITHIN)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .expect("the TLS roots load (as for Cosmos DB)");
+        // The Cosmos DB client, built before the router, loads the same roots and stops the
+        // program with a message when it cannot.
+        .expect("the TLS roots load");
     let proxy = Arc::new(Proxy {
         template: tiles.template.clone(),
         auth: tiles.auth.clone(),
