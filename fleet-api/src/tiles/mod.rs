@@ -94,7 +94,7 @@ pub struct MapTiles {
     /// What the map shows in its corner, as the tile provider asks.
     pub attribution: String,
     /// The credential tile requests carry: with one, the API fetches the tiles for the page
-    /// ([`crate::tiles`]), so that the page never holds it.
+    /// ([`routes`]), so that the page never holds it.
     pub auth: TileAuth,
 }
 
