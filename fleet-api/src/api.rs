@@ -159,6 +159,7 @@ pub fn router(
         options.map_sign_in.as_ref(),
         options.map_tiles.as_ref(),
     );
+    let tiles = crate::tiles::routes(options.map_tiles.as_ref(), access, metrics.clone());
     let audit = axum::middleware::from_fn_with_state(metrics.clone(), crate::audit::audit);
     let whole_body = axum::middleware::from_fn_with_state(options.body_timeout, intake::whole_body);
     let client_address = axum::middleware::from_fn_with_state(
@@ -174,6 +175,7 @@ pub fn router(
     });
     let router = Router::new()
         .merge(map)
+        .merge(tiles)
         .merge(geofences.routes(access, limits.clone()))
         .merge(live.routes(access, limits.clone()))
         .route("/healthz", get(|| async { "ok\n" }))

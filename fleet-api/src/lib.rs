@@ -16,6 +16,8 @@
 //! - [`budget`]: each caller's RU budget and the caps on fan-out queries at once;
 //! - `caps`: who a request is charged to, and what one caller may hold at once;
 //! - [`map`]: the embedded map page, its script and styles, and its content security policy;
+//! - [`tiles`]: the base map's tiles fetched for the page when the tile server takes a key
+//!   or a token;
 //! - [`browser`]: CORS and the security headers of every answer;
 //! - [`audit`]: one log line per request with who asked, and the count per route and role;
 //! - [`metrics`]: Prometheus metrics per route;
@@ -53,6 +55,7 @@ mod reload;
 pub mod resource_id;
 pub mod serving;
 mod stream;
+pub mod tiles;
 pub mod tls;
 mod upstream;
 

@@ -36,6 +36,26 @@ let track = null;
 let query = null;
 let viewSet = false;
 
+// Tiles the API fetches for the page (the tile server takes a key or a token the page must
+// not hold): each asked with the page's credential and shown from a blob: URL.
+const ApiTiles = L.TileLayer.extend({
+  createTile(coords, done) {
+    const img = document.createElement("img");
+    img.alt = "";
+    img.setAttribute("role", "presentation");
+    fleetAuth.ready
+      .then(() => fetch(this.getTileUrl(coords), { headers: fleetAuth.headers() }))
+      .then(r => { if (!r.ok) throw new Error(`tile: ${r.status}`); return r.blob(); })
+      .then(blob => {
+        img.onload = () => { URL.revokeObjectURL(img.src); done(null, img); };
+        img.onerror = () => done(new Error("tile: not an image"), img);
+        img.src = URL.createObjectURL(blob);
+      })
+      .catch(e => done(e, img));
+    return img;
+  },
+});
+
 // The base map of /map/config.json, or a note that none is configured.
 async function baseMap() {
   const tiles = (await (await fetch("/map/config.json")).json()).tiles;
@@ -50,7 +70,8 @@ async function baseMap() {
     note.addTo(map);
     return;
   }
-  const base = L.tileLayer(tiles.url, { attribution: tiles.attribution || "", maxZoom: 19 });
+  const options = { attribution: tiles.attribution || "", maxZoom: 19 };
+  const base = tiles.proxied ? new ApiTiles(tiles.url, options) : L.tileLayer(tiles.url, options);
   base.on("load", () => { document.body.dataset.tilesLoaded = String(Date.now()); });
   base.addTo(map);
 }

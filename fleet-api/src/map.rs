@@ -4,7 +4,8 @@
 //! (`/map/config.json`: the issuer, client id and scope of the authorization code flow with
 //! PKCE that `signin.js` runs); and the content security policy that lets the page load and
 //! run only these files of its own origin (no inline script or style, nothing from
-//! elsewhere), load images from the tile server, and talk to the issuer.
+//! elsewhere), load images from a keyless tile server (or, when the API fetches the tiles,
+//! from its own origin only: [`crate::tiles`]), and talk to the issuer.
 //!
 //! The map's files are open to everyone: they carry no positions, and a browser must load
 //! them before it can sign in. The data they ask for is behind the API's roles.
@@ -16,6 +17,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
+
+pub use crate::tiles::MapTiles;
 
 /// The page, with `__UPDATES__` standing for how it follows the fleet and `__REFRESH_MS__`
 /// for the polling interval.
@@ -69,36 +72,6 @@ pub struct MapSignIn {
     pub scope: String,
 }
 
-/// The map's base map: XYZ raster tiles (`MAP_TILE_URL`), their attribution, and the Azure
-/// Maps key the tile requests carry, if any.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MapTiles {
-    /// The URL template with `{z}`, `{x}` and `{y}`, without the key.
-    pub template: String,
-    /// The tile server's origin, the only other one the page may load images from.
-    pub origin: String,
-    /// What the map shows in its corner, as the tile provider asks.
-    pub attribution: String,
-    /// Azure Maps' `subscription-key` (`MAP_TILE_KEY`), added to every tile request.
-    pub key: Option<settings::Secret>,
-}
-
-impl MapTiles {
-    /// The template the page asks for tiles by: with the key, when there is one.
-    fn page_template(&self) -> String {
-        let Some(key) = &self.key else {
-            return self.template.clone();
-        };
-        let sep = if self.template.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        let key: String = url::form_urlencoded::byte_serialize(key.expose().as_bytes()).collect();
-        format!("{}{sep}subscription-key={key}", self.template)
-    }
-}
-
 /// The page's policy: with sign-in, it may also fetch from the issuer's origin; with a base
 /// map, load images from the tile server.
 fn policy(sign_in: Option<&MapSignIn>, tiles: Option<&MapTiles>) -> String {
@@ -106,8 +79,11 @@ fn policy(sign_in: Option<&MapSignIn>, tiles: Option<&MapTiles>) -> String {
     if let Some(s) = sign_in {
         policy += &format!("; connect-src 'self' {}", s.issuer_origin);
     }
-    if let Some(t) = tiles {
-        policy += &format!("; img-src 'self' {}", t.origin);
+    match tiles {
+        // The API's tiles, fetched with the page's credential and shown as blob: URLs.
+        Some(t) if t.proxied() => policy += "; img-src 'self' blob:",
+        Some(t) => policy += &format!("; img-src 'self' {}", t.origin),
+        None => {}
     }
     policy
 }
@@ -128,8 +104,13 @@ where
         .replace("__UPDATES__", updates.name())
         .replace("__REFRESH_MS__", &refresh.as_millis().to_string());
     let policy = policy(sign_in, tiles);
-    let tiles = tiles
-        .map(|t| serde_json::json!({ "url": t.page_template(), "attribution": t.attribution }));
+    let tiles = tiles.map(|t| {
+        serde_json::json!({
+            "url": t.page_template(),
+            "attribution": t.attribution,
+            "proxied": t.proxied(),
+        })
+    });
     let config = serde_json::json!({ "signIn": sign_in, "tiles": tiles }).to_string();
     let script = |text: &'static str| {
         get(move || async move {
@@ -170,6 +151,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tiles::TileAuth;
 
     #[test]
     fn signing_in_lets_the_page_reach_the_issuer_and_nothing_else() {
@@ -194,30 +176,30 @@ mod tests {
     }
 
     #[test]
-    fn a_base_map_lets_the_page_load_images_from_its_origin_only_and_carries_the_key() {
-        let tiles = MapTiles {
-            template: "https://atlas.microsoft.com/map/tile?api-version=2024-04-01&tilesetId=microsoft.base.road&zoom={z}&x={x}&y={y}".into(),
-            origin: "https://atlas.microsoft.com".into(),
-            attribution: "© Microsoft, © TomTom".into(),
-            key: Some(settings::Secret::new("k+y/=")),
+    fn a_keyless_base_map_is_loaded_from_its_origin_and_a_keyed_one_from_the_api() {
+        let public = MapTiles {
+            template: "http://127.0.0.1:9/{z}/{x}/{y}.png".into(),
+            origin: "http://127.0.0.1:9".into(),
+            attribution: "© Test".into(),
+            auth: TileAuth::None,
         };
         assert_eq!(
-            policy(None, Some(&tiles)),
-            format!("{MAP_POLICY}; img-src 'self' https://atlas.microsoft.com")
+            policy(None, Some(&public)),
+            format!("{MAP_POLICY}; img-src 'self' http://127.0.0.1:9")
         );
-        assert!(
-            tiles
-                .page_template()
-                .ends_with("&y={y}&subscription-key=k%2By%2F%3D"),
-            "{}",
-            tiles.page_template()
-        );
-        assert!(!format!("{tiles:?}").contains("k+y"), "the key in Debug");
-        let plain = MapTiles {
-            key: None,
-            template: "http://127.0.0.1:9/{z}/{x}/{y}.png".into(),
-            ..tiles
+        assert_eq!(public.page_template(), public.template);
+        let keyed = MapTiles {
+            template: "https://atlas.microsoft.com/map/tile?api-version=2024-04-01&tilesetId=microsoft.base.road&zoom={z}&x={x}&y={y}".into(),
+            origin: "https://atlas.microsoft.com".into(),
+            auth: TileAuth::Key(settings::Secret::new("k+y/=")),
+            ..public
         };
-        assert_eq!(plain.page_template(), "http://127.0.0.1:9/{z}/{x}/{y}.png");
+        assert_eq!(
+            policy(None, Some(&keyed)),
+            format!("{MAP_POLICY}; img-src 'self' blob:"),
+            "the tile server's origin is not the page's to reach"
+        );
+        assert_eq!(keyed.page_template(), "/map/tiles/{z}/{x}/{y}");
+        assert!(!format!("{keyed:?}").contains("k+y"), "the key in Debug");
     }
 }

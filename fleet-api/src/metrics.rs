@@ -61,6 +61,33 @@ impl Refused {
     }
 }
 
+/// Where a tile the API serves came from ([`crate::tiles`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileSource {
+    /// The API's cache: no tile server request.
+    Cache,
+    /// The tile server: one request, billed by Azure Maps.
+    Server,
+    /// The tile server has no such tile (404).
+    Missing,
+    /// The tile server failed or answered something unusable (502).
+    Failed,
+    /// Not asked: the caller's tile rate was spent (429).
+    Refused,
+}
+
+impl TileSource {
+    fn label(self) -> &'static str {
+        match self {
+            TileSource::Cache => "cache",
+            TileSource::Server => "server",
+            TileSource::Missing => "missing",
+            TileSource::Failed => "failed",
+            TileSource::Refused => "refused",
+        }
+    }
+}
+
 /// The metrics of one API. Cheap to update from any request.
 pub struct Metrics {
     registry: Registry,
@@ -76,6 +103,7 @@ pub struct Metrics {
     feed_behind: Family<[(&'static str, String); 1], Gauge<f64, AtomicU64>>,
     stalled_streams: Counter,
     unusable_charges: Counter,
+    tiles: Family<[(&'static str, &'static str); 1], Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -100,6 +128,7 @@ impl Default for Metrics {
             feed_behind: Family::default(),
             stalled_streams: Counter::default(),
             unusable_charges: Counter::default(),
+            tiles: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -161,6 +190,11 @@ impl Default for Metrics {
             "fleet_api_charge_not_finite",
             "Request charges Cosmos DB reported that are not finite numbers, left out of the budgets",
             metrics.unusable_charges.clone(),
+        );
+        r.register(
+            "fleet_api_map_tiles",
+            "Base map tiles asked of the API, by source: cache, server (one tile server request), missing (404), failed (502) or refused (429, the caller's tile rate)",
+            metrics.tiles.clone(),
         );
         metrics
     }
@@ -227,6 +261,13 @@ impl Metrics {
     /// Counts one read refused before Cosmos DB was asked.
     pub fn record_refusal(&self, why: Refused) {
         self.refused.get_or_create(&[("reason", why.label())]).inc();
+    }
+
+    /// Counts one tile asked of the API.
+    pub fn record_tile(&self, source: TileSource) {
+        self.tiles
+            .get_or_create(&[("source", source.label())])
+            .inc();
     }
 
     /// Counts a live stream dropped because its client stopped taking writes.

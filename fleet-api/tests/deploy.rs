@@ -3,7 +3,8 @@
 //! them), the container listens where `API_ADDR` says, each secret file it names is a key of
 //! the example Secret, the probes ask the routes open without a credential, the Service
 //! and the Ingress reach the container's port by name, and Cosmos DB is reached with
-//! workload identity, no key. The pod is confined by its NetworkPolicy, reads its secret
+//! workload identity, no key. The map's base map is Azure Maps Render's raster tiles, which
+//! the API fetches with its workload identity's tokens (no key). The pod is confined by its NetworkPolicy, reads its secret
 //! files through its group and runs an image pinned by digest; the Ingress carries no
 //! configuration snippet.
 
@@ -104,4 +105,35 @@ fn the_api_reaches_cosmos_db_with_workload_identity_and_no_key() {
         &test_harness::manifests::load("fleet-api/serviceaccount.yaml"),
         &manifest("secret.example.yaml"),
     );
+}
+
+#[test]
+fn the_map_shows_azure_maps_tiles_fetched_with_workload_identity_and_no_key() {
+    let deployment = manifest("deployment.yaml");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(
+        text(&pod["metadata"]["labels"]["azure.workload.identity/use"]),
+        "true"
+    );
+    let container = &pod["spec"]["containers"][0];
+    let env = |name| test_harness::manifests::env_value(container, name);
+    let url = env("MAP_TILE_URL").expect("a base map");
+    assert!(
+        url.starts_with("https://atlas.microsoft.com/map/tile?api-version=2024-04-01&tilesetId="),
+        "not Azure Maps Render's raster tiles: {url}"
+    );
+    assert!(env("MAP_TILE_KEY_FILE").is_none() && env("MAP_TILE_KEY").is_none());
+    let tiles = fleet_api::config::map_tiles(
+        Some(url.into()),
+        env("MAP_TILE_ATTRIBUTION").map(Into::into),
+        None,
+        env("MAP_TILE_CLIENT_ID").map(Into::into),
+    )
+    .unwrap()
+    .unwrap();
+    assert!(
+        matches!(tiles.auth, fleet_api::tiles::TileAuth::Entra { .. }),
+        "{tiles:?}"
+    );
+    assert!(manifest("secret.example.yaml")["stringData"]["MAP_TILE_KEY"].is_badvalue());
 }

@@ -205,12 +205,13 @@ mod tests {
             Some("http://127.0.0.1:9/tiles/{z}/{x}/{y}.png".into()),
             Some("© Local Tiles".into()),
             None,
+            None,
         )
         .unwrap();
         for (given, expected) in [
             (
                 tiles,
-                serde_json::json!({"url": "http://127.0.0.1:9/tiles/{z}/{x}/{y}.png", "attribution": "© Local Tiles"}),
+                serde_json::json!({"url": "http://127.0.0.1:9/tiles/{z}/{x}/{y}.png", "attribution": "© Local Tiles", "proxied": false}),
             ),
             (None, Value::Null),
         ] {

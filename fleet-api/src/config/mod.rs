@@ -22,8 +22,9 @@ use url::Url;
 
 use crate::access::{AccessConfig, OidcSettings};
 use crate::budget::RuBudget;
-use crate::map::{MapSignIn, MapTiles, MapUpdates};
+use crate::map::{MapSignIn, MapUpdates};
 use crate::serving::Serving;
+use crate::tiles::MapTiles;
 use crate::tls::TlsFiles;
 use cosmos::Priority;
 
@@ -108,10 +109,14 @@ settings::with_cosmos_account! {
         /// server's origin]
         #[arg(long, env = "MAP_TILE_ATTRIBUTION")]
         pub map_tile_attribution: Option<String>,
-        /// Azure Maps key added to tile requests as subscription-key (environment or file:
-        /// MAP_TILE_KEY, MAP_TILE_KEY_FILE)
+        /// Azure Maps key the API sends with the tile requests it makes for the page
+        /// (environment or file: MAP_TILE_KEY, MAP_TILE_KEY_FILE)
         #[arg(skip)]
         pub map_tile_key: Option<Secret>,
+        /// Azure Maps account's client id: the API fetches tiles for the page with Entra ID
+        /// tokens of its own identity (AZURE_CREDENTIAL), instead of MAP_TILE_KEY
+        #[arg(long, env = "MAP_TILE_CLIENT_ID")]
+        pub map_tile_client_id: Option<String>,
         /// Log format: text or json [default: text]
         #[arg(long, env = "LOG_FORMAT")]
         pub log_format: Option<LogFormat>,
@@ -210,6 +215,7 @@ settings::layered!(Settings {
     map_tile_url,
     map_tile_attribution,
     map_tile_key,
+    map_tile_client_id,
     log_format,
     api_keys_file,
     api_allow_anonymous,
@@ -443,6 +449,7 @@ impl Settings {
                     self.map_tile_url,
                     self.map_tile_attribution,
                     self.map_tile_key,
+                    self.map_tile_client_id,
                 )?,
                 geofence_container: self
                     .cosmos_geofence_container
