@@ -533,7 +533,7 @@ mod tests {
                     lat: 2.0,
                 })
                 .collect(),
-            next: next.then(|| telemetry::PositionOrder {
+            next: next.then_some(telemetry::PositionOrder {
                 device_time_ms: n as i64,
                 seq: n,
             }),

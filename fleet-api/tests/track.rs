@@ -247,3 +247,54 @@ async fn each_page_is_charged_to_the_callers_budget() {
     assert_eq!(next.calls, 0);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_track_read_from_segments_costs_less_than_from_history_documents() {
+    let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
+    let c = segment_container(&client(&sim.endpoint(), sim.key()), "positions").await;
+    let now = Utc::now().timestamp_millis();
+    let start = (now - 70 * 60_000).div_euclid(300_000) * 300_000;
+    // An hour 5 s apart: 720 positions, in 5-minute segments (60 each) or one a document.
+    let sent = flight(720, start, 5_000, HOME);
+    write(&c, "drone-s", &segments("drone-s", &sent, 300_000)).await;
+    write(&c, "drone-h", &history("drone-h", &sent)).await;
+    let (base, _stop) = serve(c, ApiOptions::default()).await;
+    let span = [
+        (
+            "since",
+            DateTime::<Utc>::from_timestamp_millis(start)
+                .unwrap()
+                .to_rfc3339(),
+        ),
+        (
+            "until",
+            DateTime::<Utc>::from_timestamp_millis(now)
+                .unwrap()
+                .to_rfc3339(),
+        ),
+    ];
+    for limit in ["1000", "100"] {
+        let mut ru = Vec::new();
+        for drone in ["drone-s", "drone-h"] {
+            let got = follow(&base, drone, &query(&span, limit)).await;
+            assert_eq!(got.sent, sent, "{drone}, limit {limit}");
+            let (charge, calls) = (
+                got.charges.iter().sum::<f64>(),
+                got.calls.iter().sum::<u32>(),
+            );
+            eprintln!(
+                "{drone}: pages of {limit}: {} pages, {charge:.2} RU, {calls} calls, {:.4} RU a position",
+                got.pages.len(),
+                charge / sent.len() as f64
+            );
+            ru.push(charge);
+        }
+        assert!(
+            ru[0] < ru[1],
+            "segments {} RU, history documents {} RU",
+            ru[0],
+            ru[1]
+        );
+    }
+    sim.shutdown().await;
+}

@@ -76,7 +76,7 @@ pub(super) async fn fetch(
 ) -> Result<Fetched, ReadFailure> {
     let cap = request.limit + 1;
     let until = request.span.until_ms;
-    let mut from = request.from_ms();
+    let mut from = request.first_ms();
     loop {
         let documents = asker
             .ask(&query(&request.device_id, Some(cap), from, until))

@@ -56,7 +56,7 @@ impl TrackRequest {
     }
 
     /// The first device time a page may hold.
-    fn from_ms(&self) -> i64 {
+    fn first_ms(&self) -> i64 {
         self.after.map_or(self.span.since_ms, |a| a.device_time_ms)
     }
 }

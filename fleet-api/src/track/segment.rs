@@ -125,7 +125,7 @@ pub(super) async fn fetch(
     asker: &mut Asker<'_>,
     request: &TrackRequest,
 ) -> Result<Fetched, ReadFailure> {
-    let (from, until) = (request.from_ms(), request.span.until_ms);
+    let (from, until) = (request.first_ms(), request.span.until_ms);
     let mut fetched = Fetched::default();
     let mut start_after = None;
     let (mut read_segments, mut read_points) = (0usize, 0usize);
