@@ -60,7 +60,7 @@ async fn a_track_of_segments_equals_the_positions_sent_across_boundaries_and_pag
         &segments("drone-2", &flight(30, start, 5_000, HOME), STRETCH_MS),
     )
     .await;
-    let (base, _stop) = serve(c, ApiOptions::default()).await;
+    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
 
     // Pages of 7 (ending inside segments, never on their boundaries alone) and of 12 (a
     // segment's worth), and one page for all.
@@ -74,6 +74,17 @@ async fn a_track_of_segments_equals_the_positions_sent_across_boundaries_and_pag
         );
         assert!(got.pages.len() >= pages, "limit {limit}: {:?}", got.pages);
         assert!(got.charges.iter().all(|c| *c > 0.0), "{:?}", got.charges);
+    }
+    // A document that is not a segment, among them, is left out; the rest reads on.
+    let broken = serde_json::json!({"id": "drone-1:seg:0", "deviceId": "drone-1", "kind": "segment",
+        "startMs": start + 4 * STRETCH_MS + 1, "endMs": start + 5 * STRETCH_MS, "points": "none"});
+    write(&c, "drone-1", &[broken]).await;
+    for limit in ["3", "1000"] {
+        assert_eq!(
+            follow(&base, "drone-1", &query(&span, limit)).await.sent,
+            sent,
+            "limit {limit}"
+        );
     }
     // A page of one, across the whole flight.
     let ones = follow(&base, "drone-1", &query(&span, "1")).await;

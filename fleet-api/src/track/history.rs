@@ -82,13 +82,13 @@ pub(super) async fn fetch(
             .ask(&query(&request.device_id, Some(cap), from, until))
             .await?;
         let cut = documents.len() >= cap;
-        let points: Vec<TrackPoint> = documents.into_iter().filter_map(decode).collect();
-        let Some(last_ms) = points
+        // The order the query went by, also past a document that does not decode.
+        let last_ms = documents
             .iter()
-            .map(|p| p.device_time_ms)
-            .max()
-            .filter(|_| cut)
-        else {
+            .filter_map(|d| d.get("deviceTimeMs").and_then(Value::as_i64))
+            .max();
+        let points: Vec<TrackPoint> = documents.into_iter().filter_map(decode).collect();
+        let Some(last_ms) = last_ms.filter(|_| cut) else {
             let points = points.into_iter().filter(|p| request.wants(p)).collect();
             return Ok(Fetched {
                 points,

@@ -52,9 +52,9 @@ fn point(values: &[Value]) -> Option<TrackPoint> {
     })
 }
 
-/// A segment's start and its points; a point that is not one, or lies outside the
-/// segment's stretch, is left out and logged.
-fn decode(document: Value) -> Option<(i64, Vec<TrackPoint>)> {
+/// A segment's points; a point that is not one, or lies outside the segment's stretch, is
+/// left out and logged.
+fn decode(document: Value) -> Option<Vec<TrackPoint>> {
     let d: SegmentDocument = serde_json::from_value(document)
         .inspect_err(|e| tracing::warn!(error = %e, "a segment document lacks its stretch or points: left out"))
         .ok()?;
@@ -70,7 +70,7 @@ fn decode(document: Value) -> Option<(i64, Vec<TrackPoint>)> {
             ),
         }
     }
-    Some((d.start_ms, points))
+    Some(points)
 }
 
 /// The query for the first `top` segments of `device_id` that reach past `from` and start
@@ -143,10 +143,15 @@ pub(super) async fn fetch(
             Err(failure) => return Err(failure),
         };
         let cut = documents.len() >= top;
-        for (start, points) in documents.into_iter().filter_map(decode) {
+        for document in documents {
+            // The order the query went by, also past a document that does not decode.
+            let start = document.get("startMs").and_then(Value::as_i64);
+            start_after = start.max(start_after);
+            let Some(points) = decode(document) else {
+                continue;
+            };
             read_segments += 1;
             read_points += points.len();
-            start_after = Some(start);
             fetched
                 .points
                 .extend(points.into_iter().filter(|p| request.wants(p)));
