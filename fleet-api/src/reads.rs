@@ -1,8 +1,9 @@
 //! The questions the API asks Cosmos DB, and the drones and track points they answer with.
 //!
 //! The writer keeps one "latest" document per drone (`id` = the document id of the device,
-//! partition key = the device id) and, in history mode, one "history" document per position
-//! in the drone's own logical partition (see `telemetry::document`). So:
+//! partition key = the device id) and, in history mode, the drone's positions in its own
+//! logical partition: track segments, or one "history" document per position in containers
+//! written before segments (see `telemetry::document`). So:
 //! - near / within / all: a cross-partition query over the latest documents, fanned out over
 //!   the ranges (`ST_DISTANCE` / `ST_WITHIN` on `location`);
 //! - one drone: a point read (one call);
