@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -33,16 +33,17 @@ use crate::geofences::Geofences;
 use crate::intake;
 use crate::map;
 use crate::metrics::Metrics;
-use crate::reads::{Drone, Reads, TrackPoint};
+use crate::reads::{Drone, Reads};
 use crate::resource_id::{BadId, DeviceId};
+use crate::track::continuation::Continuation;
+use crate::track::request::track_request;
+use crate::track::{TrackPage, TrackRequest};
 use crate::upstream;
 use geojson::feature::Id;
 use geojson::{Feature, FeatureCollection, Geometry, GeometryValue, JsonObject, Position};
 
 /// Most drones one answer lists.
 pub const MAX_LIMIT: usize = 10_000;
-/// The track's default span.
-const DEFAULT_TRACK_SPAN: Duration = Duration::from_secs(3600);
 
 /// What every request handler shares.
 #[derive(Debug)]
@@ -433,51 +434,47 @@ async fn one(
     .await
 }
 
-/// `since`: an RFC 3339 time, or a duration back from now (`30m`, `2h`).
-fn since(p: &HashMap<String, String>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
-    let Some(text) = p.get("since") else {
-        return Ok(now - DEFAULT_TRACK_SPAN);
-    };
-    if let Ok(time) = text.parse::<DateTime<Utc>>() {
-        return Ok(time);
-    }
-    text.parse::<settings::DurationSetting>()
-        .ok()
-        .map(settings::DurationSetting::get)
-        .and_then(|d| chrono::Duration::from_std(d).ok())
-        .and_then(|d| now.checked_sub_signed(d))
-        .ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "since: '{text}' is not an RFC 3339 time (2026-11-22T09:00:00Z) or a duration back from now (30m, 2h)"
-            ))
-        })
+/// Unix milliseconds as RFC 3339, as the documents write device time.
+fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// A drone's track as one Feature: no geometry, a Point, or a LineString.
-fn track_feature(id: &str, since: DateTime<Utc>, points: &[TrackPoint]) -> Value {
-    let positions: Vec<Position> = points
+/// A page of a drone's track as one Feature: no geometry, a Point, or a LineString; with the
+/// continuation of the next page, if any.
+fn track_feature(request: &TrackRequest, page: &TrackPage) -> Value {
+    let positions: Vec<Position> = page
+        .points
         .iter()
-        .filter_map(|p| match &p.location.value {
-            GeometryValue::Point { coordinates } => Some(coordinates.clone()),
-            _ => None,
-        })
+        .map(|p| Position::from(vec![p.lon, p.lat]))
         .collect();
     let geometry = match positions.len() {
         0 => None,
         1 => Some(GeometryValue::new_point(positions[0].clone())),
         _ => Some(GeometryValue::new_line_string(positions)),
     };
+    let continuation = page.next.map(|after| {
+        Continuation {
+            span: request.span,
+            after,
+        }
+        .encode(&request.device_id)
+    });
     let properties = json!({
-        "deviceId": id,
-        "since": since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "points": points.len(),
-        "seq": points.iter().map(|p| p.seq).collect::<Vec<_>>(),
-        "deviceTimes": points.iter().map(|p| p.device_time.as_str()).collect::<Vec<_>>(),
+        "deviceId": request.device_id,
+        "since": rfc3339(request.span.since_ms),
+        "until": rfc3339(request.span.until_ms),
+        "limit": request.limit,
+        "points": page.points.len(),
+        "seq": page.points.iter().map(|p| p.seq).collect::<Vec<_>>(),
+        "deviceTimes": page.points.iter().map(|p| rfc3339(p.device_time_ms)).collect::<Vec<_>>(),
+        "continuation": continuation,
     });
     geojson_value(&Feature {
         bbox: None,
         geometry: geometry.map(Geometry::new),
-        id: Some(Id::String(id.to_owned())),
+        id: Some(Id::String(request.device_id.clone())),
         properties: properties.as_object().cloned(),
         foreign_members: None,
     })
@@ -489,12 +486,12 @@ async fn track(
     RawQuery(raw): RawQuery,
 ) -> Response {
     answer(&s, "track", async {
-        let p = params(raw, &["since"])?;
+        let p = params(raw, &["since", "until", "limit", "continuation"])?;
         let id = id?;
-        let id = id.as_str();
-        let since = since(&p, Utc::now())?;
-        let answer = s.reads.track(id, since.timestamp_millis()).await?;
-        Ok((track_feature(id, since, &answer.value), answer.cost))
+        let request = track_request(id.as_str(), &p, Utc::now(), &s.options.track)
+            .map_err(ApiError::BadRequest)?;
+        let answer = s.reads.track(&request).await?;
+        Ok((track_feature(&request, &answer.value), answer.cost))
     })
     .await
 }
@@ -519,40 +516,46 @@ mod tests {
     }
 
     #[test]
-    fn since_is_a_time_or_a_duration_back() {
-        let now: DateTime<Utc> = "2026-11-22T10:00:00Z".parse().unwrap();
-        let p = |v: &str| HashMap::from([("since".to_string(), v.to_string())]);
-        assert_eq!(
-            since(&HashMap::new(), now).unwrap(),
-            now - chrono::Duration::hours(1)
-        );
-        assert_eq!(
-            since(&p("30m"), now).unwrap(),
-            now - chrono::Duration::minutes(30)
-        );
-        assert_eq!(
-            since(&p("2026-11-22T09:15:00Z"), now).unwrap(),
-            "2026-11-22T09:15:00Z".parse::<DateTime<Utc>>().unwrap()
-        );
-        assert!(since(&p("yesterday"), now).is_err());
-    }
-
-    #[test]
     fn a_track_of_one_point_is_a_point_and_of_none_is_null() {
-        let since = Utc::now();
-        let point = |seq| TrackPoint {
-            seq,
-            device_time: "t".into(),
-            device_time_ms: seq as i64,
-            location: Geometry::new(GeometryValue::new_point([1.0, 2.0])),
+        let request = TrackRequest {
+            device_id: "d".into(),
+            span: crate::track::Span {
+                since_ms: 0,
+                until_ms: 10,
+            },
+            after: None,
+            limit: 2,
         };
-        assert_eq!(track_feature("d", since, &[])["geometry"], Value::Null);
+        let page = |n: u64, next: bool| TrackPage {
+            points: (1..=n)
+                .map(|seq| crate::track::TrackPoint {
+                    seq,
+                    device_time_ms: seq as i64,
+                    lon: 1.0,
+                    lat: 2.0,
+                })
+                .collect(),
+            next: next.then_some(telemetry::PositionOrder {
+                device_time_ms: n as i64,
+                seq: n,
+            }),
+        };
+        let none = track_feature(&request, &page(0, false));
+        assert_eq!(none["geometry"], Value::Null);
+        assert_eq!(none["properties"]["continuation"], Value::Null);
         assert_eq!(
-            track_feature("d", since, &[point(1)])["geometry"]["type"],
+            track_feature(&request, &page(1, false))["geometry"]["type"],
             "Point"
         );
-        let line = track_feature("d", since, &[point(1), point(2)]);
+        let line = track_feature(&request, &page(2, true));
         assert_eq!(line["geometry"]["type"], "LineString");
         assert_eq!(line["properties"]["seq"], json!([1, 2]));
+        assert_eq!(
+            line["properties"]["deviceTimes"][0],
+            "1970-01-01T00:00:00.001Z"
+        );
+        let token = line["properties"]["continuation"].as_str().unwrap();
+        let next = Continuation::decode("d", token).unwrap();
+        assert_eq!((next.span, next.after.seq), (request.span, 2));
     }
 }

@@ -7,6 +7,7 @@
 //! - [`geo`]: the areas a request names, checked;
 //! - [`geofences`]: the fences operators name, kept in their own container;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
+//! - [`track`]: a page of a drone's track, from history documents and track segments;
 //! - [`resource_id`]: the id a route takes from its path, checked once for every route;
 //! - `upstream`: what a caller is told when Cosmos DB fails (the detail is logged);
 //! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
@@ -57,11 +58,13 @@ pub mod serving;
 mod stream;
 pub mod tiles;
 pub mod tls;
+pub mod track;
 mod upstream;
 
 use std::sync::Arc;
 
 pub use config::{ApiConfig, ApiOptions, Settings};
+pub use track::request::TrackLimits;
 
 /// The API's router over `container`, letting callers in by `access`, with its own metrics;
 /// its Cosmos DB requests carry `options.priority`.

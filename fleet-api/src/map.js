@@ -334,6 +334,30 @@ function satellites(gnss) {
   if (!gnss || gnss.sats == null) return "–";
   return gnss.sats + (gnss.satsVisible == null ? "" : " of " + gnss.satsVisible + " visible");
 }
+// A drone's track of the last hour, page after page (each page's continuation asks for the
+// next), up to MAX_TRACK_PAGES; with the pages' positions, count and summed cost.
+const MAX_TRACK_PAGES = 50;
+async function readTrack(id) {
+  const url = "/api/drones/" + encodeURIComponent(id) + "/track";
+  const coordinates = [];
+  let next = url, pages = 0, ru = 0, calls = 0, continuation = null;
+  while (next && pages < MAX_TRACK_PAGES) {
+    const [page, r] = await getJson(next);
+    pages += 1;
+    ru += Number(r.headers.get("x-query-request-charge")) || 0;
+    calls += Number(r.headers.get("x-query-calls")) || 0;
+    const g = page.geometry;
+    if (g && g.type === "Point") coordinates.push(g.coordinates);
+    if (g && g.type === "LineString") coordinates.push(...g.coordinates);
+    continuation = page.properties.continuation;
+    next = continuation ? url + "?continuation=" + encodeURIComponent(continuation) : null;
+  }
+  return {
+    geometry: coordinates.length > 1 ? { type: "LineString", coordinates } : null,
+    points: coordinates.length, pages, more: !!continuation,
+    cost: `${ru.toFixed(2)} RU, ${calls} calls, ${pages} page${pages === 1 ? "" : "s"}`,
+  };
+}
 async function select(id) {
   const before = fleet.get(selected);
   selected = id;
@@ -342,7 +366,7 @@ async function select(id) {
   const detail = layer("detail");
   try {
     const [d, r1] = await getJson("/api/drones/" + encodeURIComponent(id));
-    const [t, r2] = await getJson("/api/drones/" + encodeURIComponent(id) + "/track");
+    const t = await readTrack(id);
     track = t;
     const p = d.properties;
     const rows = [
@@ -358,10 +382,12 @@ async function select(id) {
       ["GNSS fix", (p.gnss && p.gnss.fix) || "–"],
       ["satellites", satellites(p.gnss)],
       ["horizontal accuracy", p.gnss && p.gnss.hAccM != null ? p.gnss.hAccM.toFixed(1) + " m" : "–"],
-      ["track (last hour)", t.properties.points ? t.properties.points + " positions" : "no history documents"],
-      ["read", cost(r1)], ["track query", cost(r2)],
+      ["track (last hour)", t.points ? t.points + (t.more ? "+" : "") + " positions" : "no history"],
+      ["read", cost(r1)], ["track query", t.cost],
     ];
     detail.className = "";
+    detail.dataset.trackPoints = String(t.points);
+    detail.dataset.trackPages = String(t.pages);
     detail.replaceChildren(table(rows));
   } catch (e) {
     track = null;

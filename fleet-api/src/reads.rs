@@ -1,15 +1,17 @@
 //! The questions the API asks Cosmos DB, and the drones and track points they answer with.
 //!
 //! The writer keeps one "latest" document per drone (`id` = the document id of the device,
-//! partition key = the device id) and, in history mode, one "history" document per position
-//! in the drone's own logical partition (see `telemetry::document`). So:
+//! partition key = the device id) and, in history mode, the drone's positions in its own
+//! logical partition: track segments, or one "history" document per position in containers
+//! written before segments (see `telemetry::document`). So:
 //! - near / within / all: a cross-partition query over the latest documents, fanned out over
 //!   the ranges (`ST_DISTANCE` / `ST_WITHIN` on `location`);
 //! - one drone: a point read (one call);
 //! - a latest document without `location` (the writer stored its agent's connection state
 //!   before its first position) is no drone on the map: the queries over drones ask for
 //!   `IS_DEFINED(c.location)`, and the point read answers as for no document;
-//! - a track: a query on the drone's logical partition (one call per page).
+//! - a track: a page at a time from the drone's logical partition, from history documents
+//!   and track segments ([`crate::track`]).
 
 use chrono::{DateTime, Utc};
 use cosmos::{
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::geo::{LonLat, Polygon};
+use crate::track::{self, TrackPage, TrackRequest};
 
 /// The fields of a latest document the API shows.
 const DRONE_FIELDS: &str = "c.deviceId, c.seq, c.deviceTime, c.deviceTimeMs, c.location, \
@@ -147,20 +150,6 @@ impl Drone {
     }
 }
 
-/// One position of a track.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TrackPoint {
-    /// Sequence number.
-    pub seq: u64,
-    /// Device time, RFC 3339.
-    pub device_time: String,
-    /// Device time, Unix milliseconds.
-    pub device_time_ms: i64,
-    /// The GeoJSON Point.
-    pub location: Geometry,
-}
-
 /// An answer and what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer<T> {
@@ -283,39 +272,9 @@ impl Reads {
         Ok(Answer { value, cost })
     }
 
-    /// The drone's positions since `since_ms` (Unix milliseconds), oldest first, from its
-    /// history documents: one query on its logical partition.
-    pub async fn track(
-        &self,
-        device_id: &str,
-        since_ms: i64,
-    ) -> Result<Answer<Vec<TrackPoint>>, ReadFailure> {
-        // The device id is also in the filter: the partition key header scopes the query on
-        // Cosmos DB, and the filter keeps the answer right on servers that ignore it.
-        let query = QueryRequest {
-            query: "SELECT c.seq, c.deviceTime, c.deviceTimeMs, c.location FROM c \
-                    WHERE c.deviceId = @id AND c.kind = @kind AND c.deviceTimeMs >= @since \
-                    ORDER BY c.deviceTimeMs"
-                .to_string(),
-            parameters: vec![
-                param("@id", json!(device_id)),
-                param("@kind", json!("history")),
-                param("@since", json!(since_ms)),
-            ],
-        };
-        let answer = self
-            .container
-            .query_counted(
-                &query,
-                &QueryScope::Partition(device_id.to_string()),
-                &self.options,
-            )
-            .await?;
-        let mut value: Vec<TrackPoint> = decode_all(answer.documents);
-        value.sort_by_key(|p| (p.device_time_ms, p.seq));
-        Ok(Answer {
-            value,
-            cost: answer.cost,
-        })
+    /// One page of a drone's track, as `request` asks.
+    pub async fn track(&self, request: &TrackRequest) -> Result<Answer<TrackPage>, ReadFailure> {
+        let (value, cost) = track::read_page(&self.container, &self.options, request).await?;
+        Ok(Answer { value, cost })
     }
 }

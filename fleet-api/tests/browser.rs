@@ -332,7 +332,11 @@ async fn a_click_selects_a_drone_and_its_track_a_click_or_shift_drag_asks_a_radi
     let points = scatter(20, 0xc11c);
     seed_latest(&c, &points).await;
     seed_history(&c, "drone-2", 10, points[2]).await;
-    let api = start_map(&sim, &[("API_ALLOW_ANONYMOUS", "true")]);
+    // Pages of 4: the map follows three pages to draw the 10 positions.
+    let api = start_map(
+        &sim,
+        &[("API_ALLOW_ANONYMOUS", "true"), ("TRACK_PAGE_LIMIT", "4")],
+    );
     let mut map = LiveMap::open(&chromium, &format!("{}/", api.base), "drone-2");
     map.next("drawn").await;
 
@@ -340,6 +344,8 @@ async fn a_click_selects_a_drone_and_its_track_a_click_or_shift_drag_asks_a_radi
     let clicked = map.next("clicked").await;
     assert_eq!(clicked["clicked"]["detail"], "drone-2", "{clicked}");
     assert_eq!(clicked["clicked"]["track"], true, "{clicked}");
+    assert_eq!(clicked["clicked"]["trackPoints"], 10, "{clicked}");
+    assert_eq!(clicked["clicked"]["trackPages"], 3, "{clicked}");
 
     // The map's lower right corner, away from the fleet (fitted with a margin).
     map.send("query 960 780").await;

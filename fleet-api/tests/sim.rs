@@ -1,7 +1,7 @@
 //! The API against the local Cosmos endpoint (`cosmos-sim`, in process, 4 ranges): near and
 //! within answers equal an independent haversine / point-in-polygon over the stored
-//! documents; a near query takes one call per range, in parallel or serially; by id and
-//! track take one call; splits and 429s are absorbed; bad input is a 400 that says why.
+//! documents; a near query takes one call per range, in parallel or serially; by id takes
+//! one call and a track two (one per history format); splits and 429s are absorbed; bad input is a 400 that says why.
 
 mod common;
 
@@ -142,7 +142,7 @@ async fn within_a_bbox_and_a_polygon_equals_an_independent_point_in_polygon() {
 }
 
 #[tokio::test]
-async fn one_drone_and_its_track_take_one_call_each() {
+async fn one_drone_takes_one_call_and_its_track_one_per_history_format() {
     let sim = CosmosSim::builder().partitions(4).start().await.unwrap();
     let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
     let points = scatter(20, 7);
@@ -186,7 +186,10 @@ async fn one_drone_and_its_track_take_one_call_each() {
 
     let track = get(&format!("{base}/api/drones/drone-3/track")).await;
     assert_eq!(track.status, 200, "{}", track.body);
-    assert_eq!(track.calls, 1, "one query on the drone's partition");
+    assert_eq!(
+        track.calls, 2,
+        "a query per history format on the drone's partition"
+    );
     assert_eq!(track.body["geometry"]["type"], "LineString");
     let seqs: Vec<u64> = serde_json::from_value(track.body["properties"]["seq"].clone()).unwrap();
     assert_eq!(

@@ -1,6 +1,8 @@
 //! The API against `@vercel/cosmosdb-server` (an independent implementation from npm, one
 //! range, spatial functions from turf): near and within answers equal an independent
-//! haversine / point-in-polygon over the stored documents; by id and track take one call.
+//! haversine / point-in-polygon over the stored documents; by id takes one call, a track
+//! one per history format, and a track of history documents and segments equals the
+//! positions sent across pages.
 //! (That server answers a point read of a missing document with 500, so the 404 is tested
 //! against the local endpoint only.)
 
@@ -21,7 +23,7 @@ async fn near_within_one_and_track_against_an_independent_server() {
     let points = scatter(120, 0xfeed);
     let docs = seed_latest(&c, &points).await;
     seed_history(&c, "drone-2", 10, points[2]).await;
-    let (base, _stop) = serve(c, ApiOptions::default()).await;
+    let (base, _stop) = serve(c.clone(), ApiOptions::default()).await;
 
     let radius = 2500.0;
     let got = get(&format!(
@@ -70,8 +72,23 @@ async fn near_within_one_and_track_against_an_independent_server() {
 
     let track = get(&format!("{base}/api/drones/drone-2/track")).await;
     assert_eq!(track.status, 200, "{}", track.body);
-    assert_eq!(track.calls, 1);
+    assert_eq!(track.calls, 2, "a query per history format");
     let seqs: Vec<u64> = serde_json::from_value(track.body["properties"]["seq"].clone()).unwrap();
     assert_eq!(seqs, (1..=10).collect::<Vec<u64>>());
     assert_eq!(track.body["geometry"]["type"], "LineString");
+
+    // Upgraded mid-flight: history documents, then segments (5 positions in both).
+    let start = (chrono::Utc::now().timestamp_millis() - 15 * 60_000) / 60_000 * 60_000;
+    let sent = track::flight(50, start + 20_000, 5_000, HOME);
+    track::write(&c, "drone-3", &track::history("drone-3", &sent[..25])).await;
+    track::write(
+        &c,
+        "drone-3",
+        &track::segments("drone-3", &sent[20..], 60_000),
+    )
+    .await;
+    for limit in ["6", "1000"] {
+        let got = track::follow(&base, "drone-3", &[("since", "20m"), ("limit", limit)]).await;
+        assert_eq!(got.sent, sent, "limit {limit}");
+    }
 }

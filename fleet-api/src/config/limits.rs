@@ -1,6 +1,6 @@
 //! The settings of what a caller may hold and how long it may take: connections, header,
-//! body and request times, a client's stall, the per-caller caps, and the proxies whose
-//! forwarded address is believed.
+//! body and request times, a client's stall, the per-caller caps, the proxies whose
+//! forwarded address is believed, and a track's pages and span.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use ipnet::IpNet;
 
 use super::{ConfigError, DurationSetting};
 use crate::serving::Serving;
+use crate::track::request::{TrackLimits, duration_text};
 
 /// What every connection is held to: `API_HEADER_TIMEOUT`, `API_STREAM_STALL`,
 /// `API_MAX_CONNECTIONS`.
@@ -66,6 +67,47 @@ pub(super) fn time_limit(
     Ok(value)
 }
 
+/// What a track's pages are held to: `TRACK_PAGE_LIMIT` (at most `TRACK_MAX_PAGE_LIMIT`),
+/// `TRACK_MAX_SPAN` (at least a minute).
+pub(super) fn track_limits(
+    page_limit: Option<usize>,
+    max_page_limit: Option<usize>,
+    max_span: Option<DurationSetting>,
+) -> Result<TrackLimits, ConfigError> {
+    let defaults = TrackLimits::default();
+    let max_page_limit = count(
+        "TRACK_MAX_PAGE_LIMIT",
+        max_page_limit,
+        defaults.max_page_limit,
+        100_000,
+    )?;
+    let page_limit = page_limit.unwrap_or(defaults.page_limit.min(max_page_limit));
+    if !(1..=max_page_limit).contains(&page_limit) {
+        return Err(ConfigError::Invalid {
+            name: "TRACK_PAGE_LIMIT",
+            message: format!(
+                "must be from 1 to TRACK_MAX_PAGE_LIMIT ({max_page_limit}); write a smaller \
+                 TRACK_PAGE_LIMIT or a larger TRACK_MAX_PAGE_LIMIT"
+            ),
+        });
+    }
+    let max_span = max_span.map_or(defaults.max_span, DurationSetting::get);
+    if max_span < Duration::from_secs(60) {
+        return Err(ConfigError::Invalid {
+            name: "TRACK_MAX_SPAN",
+            message: format!(
+                "must be at least 1m (24h, 90m), not {}",
+                duration_text(max_span)
+            ),
+        });
+    }
+    Ok(TrackLimits {
+        page_limit,
+        max_page_limit,
+        max_span,
+    })
+}
+
 /// The proxies of `API_TRUSTED_PROXIES`: addresses or CIDR ranges, comma-separated.
 pub(super) fn trusted_proxies(list: Option<&str>) -> Result<Vec<IpNet>, ConfigError> {
     let items = list.unwrap_or_default().split(',').map(str::trim);
@@ -99,6 +141,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("API_TRUSTED_PROXIES"), "{err}");
+    }
+
+    #[test]
+    fn track_limits_hold_together() {
+        assert_eq!(
+            track_limits(None, None, None).unwrap(),
+            TrackLimits::default()
+        );
+        let small = track_limits(None, Some(50), None).unwrap();
+        assert_eq!((small.page_limit, small.max_page_limit), (50, 50));
+        let err = track_limits(Some(200), Some(100), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("TRACK_PAGE_LIMIT"), "{err}");
+        let short = Some("30s".parse().unwrap());
+        let err = track_limits(None, None, short).unwrap_err().to_string();
+        assert!(err.contains("TRACK_MAX_SPAN"), "{err}");
     }
 
     #[test]

@@ -26,12 +26,13 @@ use crate::map::{MapSignIn, MapUpdates};
 use crate::serving::Serving;
 use crate::tiles::MapTiles;
 use crate::tls::TlsFiles;
+use crate::track::request::TrackLimits;
 use cosmos::Priority;
 
 pub use settings::{ConfigError, DurationSetting, LogFormat, Secret};
 
 mod limits;
-use limits::{count, serving, time_limit, trusted_proxies};
+use limits::{count, serving, time_limit, track_limits, trusted_proxies};
 
 /// How many ranges a cross-partition query asks at once: a number, or `serial` (one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +194,18 @@ settings::with_cosmos_account! {
         /// ranges [default: none: the peer is the client]
         #[arg(long, env = "API_TRUSTED_PROXIES")]
         pub api_trusted_proxies: Option<String>,
+        /// Positions a page of a track holds when the request names no limit, up to
+        /// TRACK_MAX_PAGE_LIMIT [default: 1000]
+        #[arg(long, env = "TRACK_PAGE_LIMIT")]
+        pub track_page_limit: Option<usize>,
+        /// Most positions a request may ask a page of a track for, 1 to 100000
+        /// [default: 10000]
+        #[arg(long, env = "TRACK_MAX_PAGE_LIMIT")]
+        pub track_max_page_limit: Option<usize>,
+        /// Longest span of a track from since to until; a longer one is refused with 400
+        /// [default: 24h]
+        #[arg(long, env = "TRACK_MAX_SPAN")]
+        pub track_max_span: Option<DurationSetting>,
     }
 }
 
@@ -238,6 +251,9 @@ settings::layered!(Settings {
     api_request_timeout,
     api_stream_stall,
     api_trusted_proxies,
+    track_page_limit,
+    track_max_page_limit,
+    track_max_span,
 });
 
 /// The Cosmos DB side.
@@ -301,13 +317,15 @@ pub struct ApiOptions {
     pub request_timeout: Duration,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: Vec<IpNet>,
+    /// What a track's pages are held to.
+    pub track: TrackLimits,
 }
 
 impl Default for ApiOptions {
     /// 8 ranges at once, pages of 1,000, radii up to 50 km, the map streaming (polling every
     /// 2 s when it polls), no other origin, low priority, 1,000 RU/s per caller, 16 fan-outs
     /// at once (4 of one caller), 1,000 live streams (50 of one caller), bodies within 10 s,
-    /// answers begun within 30 s, no trusted proxy.
+    /// answers begun within 30 s, no trusted proxy, tracks as [`TrackLimits::default`].
     fn default() -> Self {
         Self {
             max_parallelism: 8,
@@ -329,6 +347,7 @@ impl Default for ApiOptions {
             body_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             trusted_proxies: Vec::new(),
+            track: TrackLimits::default(),
         }
     }
 }
@@ -483,6 +502,11 @@ impl Settings {
                     defaults.request_timeout,
                 )?,
                 trusted_proxies: trusted_proxies(self.api_trusted_proxies.as_deref())?,
+                track: track_limits(
+                    self.track_page_limit,
+                    self.track_max_page_limit,
+                    self.track_max_span,
+                )?,
             },
             log_format: self.log_format.unwrap_or_default(),
             access,

@@ -14,7 +14,8 @@
 //   "perf <drones> <moves>": {"perf": {drawMs, movesMs, drawn}}, the time to draw that many
 //     drones and then to apply that many moves, each until the frame that shows them;
 //   "click <drone>": clicks the drone's dot; once its details show,
-//     {"clicked": {"detail": id shown, "track": whether its track is drawn}};
+//     {"clicked": {"detail": id shown, "track": whether its track is drawn,
+//                  "trackPoints", "trackPages": the positions and pages it read}};
 //   "query <x> <y>": clicks the map there; {"query": the radius query's answer line};
 //   "drag <drone> <drone>": drags with Shift held from one dot to the other;
 //     {"query": the radius query's answer line};
@@ -83,6 +84,8 @@ try {
       print({ clicked: await page.evaluate(() => ({
         detail: document.querySelector("#detail td.n").textContent,
         track: !!document.querySelector("path.track"),
+        trackPoints: Number(document.querySelector("#detail").dataset.trackPoints),
+        trackPages: Number(document.querySelector("#detail").dataset.trackPages),
       })) });
     } else if (command === "query" || command === "drag") {
       const before = await page.evaluate(() => document.querySelector("#result").textContent);

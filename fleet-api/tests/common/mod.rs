@@ -6,6 +6,7 @@
 
 pub mod binary;
 pub mod sse;
+pub mod track;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
