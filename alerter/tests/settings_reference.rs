@@ -25,7 +25,10 @@ fn the_reference_lists_every_setting_and_nothing_else() {
         &names,
         Path::new(env!("CARGO_BIN_EXE_alerter")),
     );
-    assert!(accepted.contains_key("ALERT_WEBHOOK_SECRET_FILE") && accepted.contains_key("ALERTER_CONFIG"));
+    assert!(
+        accepted.contains_key("ALERT_WEBHOOK_SECRET_FILE")
+            && accepted.contains_key("ALERTER_CONFIG")
+    );
     let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("SETTINGS.md");
     if let Err(problems) = check::check(&accepted, &reference) {
         panic!("{problems}");

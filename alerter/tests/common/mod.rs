@@ -362,3 +362,97 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// One request as a server received it.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub method: String,
+    /// Path and query.
+    pub uri: String,
+    /// Header names in lower case, and their values.
+    pub headers: BTreeMap<String, String>,
+    pub body: Bytes,
+}
+
+/// A server on a free port that answers 200 to every request and keeps it.
+#[derive(Clone)]
+pub struct Capture {
+    pub base: String,
+    requests: Arc<Mutex<Vec<Captured>>>,
+}
+
+impl Capture {
+    pub async fn start() -> Capture {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let capture = Capture {
+            base: format!("http://{}", listener.local_addr().unwrap()),
+            requests: Arc::default(),
+        };
+        let requests = capture.requests.clone();
+        let app = axum::Router::new().fallback(
+            move |method: axum::http::Method,
+                  uri: axum::http::Uri,
+                  headers: HeaderMap,
+                  body: Bytes| {
+                let requests = requests.clone();
+                async move {
+                    let headers = headers
+                        .iter()
+                        .map(|(k, v)| {
+                            (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())
+                        })
+                        .collect();
+                    requests.lock().unwrap().push(Captured {
+                        method: method.to_string(),
+                        uri: uri.to_string(),
+                        headers,
+                        body,
+                    });
+                    StatusCode::OK
+                }
+            },
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        capture
+    }
+
+    /// The requests whose path starts with `prefix`, in order.
+    pub fn requests(&self, prefix: &str) -> Vec<Captured> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.uri.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Runs `script` (in `tests/python`) with the alerts venv's Python, `input` on standard
+/// input, `args` after it; its standard output.
+pub fn python(script: &str, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write as _;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let interpreter = root.join("../target/venv-alerts/bin/python");
+    assert!(
+        interpreter.exists(),
+        "{} is missing: run scripts/test-all once, or python3 -m venv target/venv-alerts && target/venv-alerts/bin/pip install -r alerter/tests/python/requirements-alerts.txt",
+        interpreter.display()
+    );
+    let mut child = Command::new(interpreter)
+        .arg(root.join("tests/python").join(script))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
