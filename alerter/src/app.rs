@@ -15,8 +15,9 @@ use crate::config::{AlerterConfig, GridConfig};
 use crate::deliver::{DeadLetter, Delivery, Destination, EventGrid, EventGridAuth, Webhook};
 use crate::lease::LeaseStore;
 use crate::metrics::{self, Metrics};
-use crate::processor::{self, Shared};
+use crate::processor;
 use crate::rules::{self, Rules};
+use crate::shared::Shared;
 use crate::state::StateStore;
 
 /// How often the rules file is looked at.

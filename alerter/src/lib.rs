@@ -3,17 +3,18 @@
 //! new position against the rules (geofence enter and leave, silent drones, low batteries),
 //! and delivers the alerts, at least once, as CloudEvents 1.0 to webhooks and Event Grid.
 //!
-//! - [`config`]: settings;
-//! - [`rules`]: the rules file, read again when it changes;
-//! - [`alert`]: an alert, its stable id and its CloudEvent;
-//! - [`judge`]: the judging, a pure state machine over a drone's [`judge::DroneState`];
-//! - `state`: the drones' states in the lease container;
-//! - [`lease`]: the lease documents and the balancing;
-//! - `processor`: renewing and taking leases, one follower per lease;
-//! - `range`: a range's follower (feed, judge, deliver, state, checkpoint);
-//! - `silent`: the search for silent drones;
-//! - [`deliver`]: webhooks (signed), Event Grid, retries, the dead-letter file;
-//! - [`metrics`]: `/metrics`.
+//! - [`config`], settings;
+//! - [`rules`], the rules file, read again when it changes;
+//! - [`alert`], an alert, its stable id and its CloudEvent;
+//! - [`judge`], the judging, a pure state machine over a drone's [`judge::DroneState`];
+//! - `state`, the drones' states in the lease container;
+//! - [`lease`], the lease documents and the balancing;
+//! - `shared`, what the followers share: the clients, rules, fences, delivery; a held lease;
+//! - `processor`, renewing and taking leases, one follower per lease;
+//! - `range`, a range's follower (feed, judge, deliver, state, checkpoint);
+//! - `silent`, the search for silent drones;
+//! - [`deliver`], webhooks (signed), Event Grid, retries, the dead-letter file;
+//! - [`metrics`], `/metrics`.
 
 pub mod alert;
 mod app;
@@ -25,6 +26,7 @@ pub mod metrics;
 mod processor;
 mod range;
 pub mod rules;
+mod shared;
 mod silent;
 mod state;
 

@@ -6,87 +6,19 @@
 //! instances take them at their next round instead of after the expiry.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use cosmos::{ContainerClient, FeedPosition};
-use fleet_api::geofences::FenceSet;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::Position;
-use crate::deliver::Delivery;
-use crate::lease::{Lease, LeaseStore, balance, now_ms};
-use crate::metrics::{Metrics, Purpose};
-use crate::rules::Rules;
-use crate::state::StateStore;
+use crate::lease::{Lease, balance, now_ms};
+use crate::metrics::Purpose;
+use crate::shared::{Held, Shared};
 
 /// Silent drones waiting for their range's follower.
 const SILENT_QUEUE: usize = 1024;
-
-/// What every follower shares.
-pub struct Shared {
-    /// The positions container.
-    pub positions: ContainerClient,
-    /// The leases.
-    pub leases: LeaseStore,
-    /// The drones' judging state.
-    pub states: StateStore,
-    /// The rules in force.
-    pub rules: watch::Receiver<Arc<Rules>>,
-    /// The fences, read again from time to time.
-    pub fences: RwLock<Arc<FenceSet>>,
-    /// Where alerts go.
-    pub delivery: Delivery,
-    /// The metrics.
-    pub metrics: Arc<Metrics>,
-    /// This instance's name in the leases.
-    pub owner: String,
-    /// How often a quiet range is asked again.
-    pub poll: Duration,
-    /// Where a range without a continuation starts.
-    pub start: FeedPosition,
-    /// The followers that run, by range: where silent drones of the range go.
-    pub silent: Mutex<HashMap<String, mpsc::Sender<Position>>>,
-}
-
-/// A lease this instance holds.
-pub struct Held {
-    /// The lease as last written (every write goes through this lock).
-    pub lease: tokio::sync::Mutex<Lease>,
-    /// Cancelled when the lease is lost or the instance stops.
-    pub stop: CancellationToken,
-    renewed: Mutex<Instant>,
-}
-
-impl Held {
-    /// Writes `change` to the lease; false (and the follower stopped) if another instance
-    /// took it. A failed write is retried at the next call.
-    pub async fn write(
-        &self,
-        shared: &Shared,
-        change: impl FnOnce(&mut Lease),
-    ) -> Result<bool, cosmos::CosmosError> {
-        let mut lease = self.lease.lock().await;
-        let mut next = lease.clone();
-        change(&mut next);
-        let (written, ru) = shared.leases.write(&next).await?;
-        shared.metrics.charge(Purpose::Leases, ru);
-        match written {
-            Some(written) => {
-                *lease = written;
-                *self.renewed.lock().expect("never poisoned") = Instant::now();
-                Ok(true)
-            }
-            None => {
-                tracing::info!(range = %lease.range, "lease taken by another instance");
-                self.stop.cancel();
-                Ok(false)
-            }
-        }
-    }
-}
 
 /// Runs the processor until `stop`.
 pub async fn run(
@@ -109,7 +41,7 @@ pub async fn run(
         for (h, _) in held.values() {
             let renewed = h.write(&shared, |_| {}).await;
             if let Err(e) = renewed {
-                let since = h.renewed.lock().expect("never poisoned").elapsed();
+                let since = h.since_written();
                 tracing::warn!(error = %e, ?since, "lease renewal failed");
                 if since > expiry {
                     h.stop.cancel();
@@ -154,11 +86,7 @@ pub async fn run(
                         .lock()
                         .expect("never poisoned")
                         .insert(lease.range.clone(), tx);
-                    let h = Arc::new(Held {
-                        lease: tokio::sync::Mutex::new(lease),
-                        stop: stop.child_token(),
-                        renewed: Mutex::new(Instant::now()),
-                    });
+                    let h = Arc::new(Held::new(lease, stop.child_token()));
                     let task = tokio::spawn(crate::range::follow(shared.clone(), h.clone(), rx));
                     held.insert(id, (h, task));
                 }

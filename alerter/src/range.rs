@@ -18,7 +18,7 @@ use crate::alert::Position;
 use crate::judge::{DroneState, judge, judge_silence};
 use crate::lease::now_ms;
 use crate::metrics::Purpose;
-use crate::processor::{Held, Shared};
+use crate::shared::{Held, Shared};
 
 /// Documents per feed page.
 const PAGE: u32 = 500;

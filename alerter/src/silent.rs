@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::alert::Position;
 use crate::lease::now_ms;
 use crate::metrics::Purpose;
-use crate::processor::Shared;
+use crate::shared::Shared;
 
 /// How far back a last position counts.
 const LOOKBACK: Duration = Duration::from_secs(24 * 3600);
