@@ -45,7 +45,7 @@ pub async fn run(config: AlerterConfig, stop: CancellationToken) -> anyhow::Resu
     })?;
     let leases = client.container(&config.database, &config.lease_container);
     leases
-        .create_if_missing(&ContainerSetup::new("/id"))
+        .create_if_missing(&lease_container())
         .await
         .with_context(|| format!("cannot create or read the lease container {} (ALERT_LEASE_CONTAINER; with COSMOS_AUTH=entra create it beforehand, partition key /id)", config.lease_container))?;
     let geofences = Geofences::new(
@@ -124,6 +124,17 @@ pub async fn run(config: AlerterConfig, stop: CancellationToken) -> anyhow::Resu
     refresher.abort();
     let _ = sweep.await;
     Ok(result?)
+}
+
+/// The lease container: partition key `/id`, only `kind` indexed (the balancing query's
+/// filter), so a lease or state write is charged for few index terms.
+fn lease_container() -> ContainerSetup {
+    ContainerSetup::new("/id").with_indexing_policy(serde_json::json!({
+        "indexingMode": "consistent",
+        "automatic": true,
+        "includedPaths": [{"path": "/kind/?"}],
+        "excludedPaths": [{"path": "/*"}],
+    }))
 }
 
 /// The webhooks and the Event Grid topic the settings name.

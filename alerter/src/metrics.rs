@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::Alert;
+use serde_json::Value;
 
 /// How an alert's delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,12 +124,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Counts an alert's outcome.
-    pub fn alert(&self, alert: &Alert, outcome: Outcome) {
+    /// Counts the outcome of an alert's CloudEvent.
+    pub fn alert(&self, event: &Value, outcome: Outcome) {
+        let data = |key: &str| event["data"][key].as_str().unwrap_or_default().to_string();
         self.alerts
             .get_or_create(&[
-                ("rule", alert.rule.clone()),
-                ("kind", alert.kind.name().to_string()),
+                ("rule", data("rule")),
+                ("kind", data("alert")),
                 ("outcome", outcome.label().to_string()),
             ])
             .inc();

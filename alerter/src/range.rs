@@ -7,11 +7,12 @@
 //! Between pages, it judges the silent drones of its range that the sweep
 //! ([`crate::silent`]) found, so that one task writes a drone's state.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cosmos::FeedPosition;
+use cosmos::{FeedPosition, PartitionKey};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::alert::Position;
@@ -22,6 +23,10 @@ use crate::shared::{Held, Shared};
 
 /// Documents per feed page.
 const PAGE: u32 = 500;
+
+/// Longest time between checkpoints of a busy range: a crash replays at most this much of
+/// the feed (renewals checkpoint too, every `ALERT_LEASE_INTERVAL`).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
 
 /// Wait after a failed request before trying again.
 const AGAIN: Duration = Duration::from_secs(1);
@@ -47,6 +52,9 @@ pub async fn follow(shared: Arc<Shared>, held: Arc<Held>, mut silent: mpsc::Rece
     let mut states: HashMap<String, DroneState> = HashMap::new();
     let stop = held.stop.clone();
     tracing::info!(%range, "following the range");
+    if !recover(&shared, &held, &range, &mut states).await {
+        return finish(&shared, &range);
+    }
     while !stop.is_cancelled() {
         let page = tokio::select! {
             _ = stop.cancelled() => break,
@@ -75,28 +83,21 @@ pub async fn follow(shared: Arc<Shared>, held: Arc<Held>, mut silent: mpsc::Rece
             break;
         }
         if page.next != from {
-            let FeedPosition::After(etag) = &page.next else {
-                continue;
-            };
-            loop {
-                match held
-                    .write(&shared, |l| l.continuation = Some(etag.clone()))
-                    .await
-                {
-                    Ok(true) => break,
-                    Ok(false) => return finish(&shared, &range),
-                    Err(e) => {
-                        tracing::warn!(%range, error = %e, "cannot checkpoint; trying again");
-                        if !pause(&stop, AGAIN).await {
-                            return finish(&shared, &range);
-                        }
-                    }
+            if let FeedPosition::After(etag) = &page.next {
+                held.handled(etag.clone());
+            }
+            from = page.next.clone();
+            if held.since_written() >= CHECKPOINT_EVERY {
+                match held.write(&shared, |_| {}).await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    // The next renewal or page writes it.
+                    Err(e) => tracing::warn!(%range, error = %e, "cannot checkpoint"),
                 }
             }
-            from = page.next;
         }
         let mut found = Vec::new();
-        if page.documents.is_empty() {
+        if page.documents.len() < PAGE as usize {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(shared.poll) => {}
@@ -134,8 +135,93 @@ async fn pause(stop: &tokio_util::sync::CancellationToken, wait: Duration) -> bo
     }
 }
 
-/// Judges `positions`, delivers their alerts and writes the states that changed; false if
-/// the follower stopped first.
+/// Retries `attempt` every [`AGAIN`] until it succeeds (its value) or the follower stops
+/// (none), logging each failure as `what`.
+async fn retrying<T, F: Future<Output = Result<T, cosmos::CosmosError>>>(
+    stop: &tokio_util::sync::CancellationToken,
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> Option<T> {
+    loop {
+        match attempt().await {
+            Ok(value) => return Some(value),
+            Err(e) => {
+                tracing::warn!(error = %e, "{what}");
+                if !pause(stop, AGAIN).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Delivers `events` (again while the dead-letter file cannot be written); false if the
+/// follower stopped first.
+async fn deliver(shared: &Shared, held: &Held, events: &[Value]) -> bool {
+    loop {
+        let delivered = tokio::select! {
+            _ = held.stop.cancelled() => return false,
+            d = shared.delivery.deliver(events) => d,
+        };
+        match delivered {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot write the dead-letter file; delivering again");
+                if !pause(&held.stop, AGAIN).await {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Delivers the alerts left pending in the outboxes of this range's drones (by an instance
+/// that stopped between writing and clearing them), then clears them; false if the follower
+/// stopped first.
+async fn recover(
+    shared: &Shared,
+    held: &Held,
+    range: &str,
+    states: &mut HashMap<String, DroneState>,
+) -> bool {
+    let Some((pending, ru)) = retrying(&held.stop, "cannot read the pending alerts", || {
+        shared.states.pending()
+    })
+    .await
+    else {
+        return false;
+    };
+    shared.metrics.charge(Purpose::State, ru);
+    let Some(ranges) = retrying(&held.stop, "cannot read the ranges", || {
+        shared.positions.range_map()
+    })
+    .await
+    else {
+        return false;
+    };
+    for stored in pending {
+        let key = PartitionKey::from(stored.device_id.as_str());
+        if ranges.range_of_key(&key).id != range {
+            continue;
+        }
+        tracing::info!(device = %stored.device_id, alerts = stored.pending.len(), "delivering alerts left pending");
+        if !deliver(shared, held, &stored.pending).await {
+            return false;
+        }
+        let cleared = retrying(&held.stop, "cannot write a drone's state", || {
+            shared.states.write(&stored.device_id, &stored.state, &[])
+        })
+        .await;
+        let Some(ru) = cleared else { return false };
+        shared.metrics.charge(Purpose::State, ru);
+        states.insert(stored.device_id.clone(), stored.state);
+    }
+    true
+}
+
+/// Judges `positions`; writes each drone's alerts into its outbox with its new state,
+/// delivers them, then clears the outboxes and writes the other states that changed; false
+/// if the follower stopped first.
 async fn handle(
     shared: &Shared,
     held: &Held,
@@ -149,66 +235,67 @@ async fn handle(
     let stop = &held.stop;
     let rules = shared.rules.borrow().clone();
     let fences = shared.fences.read().expect("never poisoned").clone();
-    let mut alerts = Vec::new();
+    let mut events: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut changed = BTreeSet::new();
     for p in positions {
         if !states.contains_key(&p.device_id) {
-            let state = loop {
-                match shared.states.read(&p.device_id).await {
-                    Ok((state, ru)) => {
-                        shared.metrics.charge(Purpose::State, ru);
-                        break state;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read a drone's state");
-                        if !pause(stop, AGAIN).await {
-                            return false;
-                        }
-                    }
-                }
+            let Some((stored, ru)) = retrying(stop, "cannot read a drone's state", || {
+                shared.states.read(&p.device_id)
+            })
+            .await
+            else {
+                return false;
             };
-            states.insert(p.device_id.clone(), state);
+            shared.metrics.charge(Purpose::State, ru);
+            if !stored.pending.is_empty() {
+                // Left by an instance that stopped before clearing them.
+                events
+                    .entry(p.device_id.clone())
+                    .or_default()
+                    .extend(stored.pending);
+                changed.insert(p.device_id.clone());
+            }
+            states.insert(p.device_id.clone(), stored.state);
         }
         let state = states.get_mut(&p.device_id).expect("inserted above");
         let before = state.clone();
-        alerts.extend(match judging {
+        let alerts = match judging {
             Judging::Changes => judge(&rules, &fences, state, p),
             Judging::Silence(now) => judge_silence(&rules, state, p, now),
-        });
+        };
+        if !alerts.is_empty() {
+            events
+                .entry(p.device_id.clone())
+                .or_default()
+                .extend(alerts.iter().map(|a| shared.delivery.event(a)));
+        }
         if *state != before {
             changed.insert(p.device_id.clone());
         }
     }
-    loop {
-        let delivered = tokio::select! {
-            _ = stop.cancelled() => return false,
-            d = shared.delivery.deliver(&alerts) => d,
+    for (device, pending) in &events {
+        let Some(ru) = retrying(stop, "cannot write a drone's outbox", || {
+            shared.states.write(device, &states[device], pending)
+        })
+        .await
+        else {
+            return false;
         };
-        match delivered {
-            Ok(()) => break,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot write the dead-letter file; delivering again");
-                if !pause(stop, AGAIN).await {
-                    return false;
-                }
-            }
-        }
+        shared.metrics.charge(Purpose::State, ru);
+    }
+    let all: Vec<Value> = events.into_values().flatten().collect();
+    if !deliver(shared, held, &all).await {
+        return false;
     }
     for device in changed {
-        loop {
-            match shared.states.write(&device, &states[&device]).await {
-                Ok(ru) => {
-                    shared.metrics.charge(Purpose::State, ru);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot write a drone's state");
-                    if !pause(stop, AGAIN).await {
-                        return false;
-                    }
-                }
-            }
-        }
+        let Some(ru) = retrying(stop, "cannot write a drone's state", || {
+            shared.states.write(&device, &states[&device], &[])
+        })
+        .await
+        else {
+            return false;
+        };
+        shared.metrics.charge(Purpose::State, ru);
     }
     true
 }

@@ -51,6 +51,9 @@ pub struct Held {
     /// Cancelled when the lease is lost or the instance stops.
     pub stop: CancellationToken,
     renewed: Mutex<Instant>,
+    /// The continuation of the last page whose alerts are all delivered or dead-lettered:
+    /// what the next write of the lease checkpoints.
+    handled: Mutex<Option<String>>,
 }
 
 impl Held {
@@ -60,6 +63,7 @@ impl Held {
             lease: tokio::sync::Mutex::new(lease),
             stop,
             renewed: Mutex::new(Instant::now()),
+            handled: Mutex::new(None),
         }
     }
 
@@ -68,8 +72,14 @@ impl Held {
         self.renewed.lock().expect("never poisoned").elapsed()
     }
 
-    /// Writes `change` to the lease; false (and the follower stopped) if another instance
-    /// took it. A failed write is retried at the next call.
+    /// Records that every alert up to `continuation` is delivered or dead-lettered; the next
+    /// write of the lease (a renewal, or [`Held::write`]) checkpoints it.
+    pub fn handled(&self, continuation: String) {
+        *self.handled.lock().expect("never poisoned") = Some(continuation);
+    }
+
+    /// Writes `change` to the lease, with the handled continuation; false (and the follower
+    /// stopped) if another instance took it. A failed write is retried at the next call.
     pub async fn write(
         &self,
         shared: &Shared,
@@ -78,6 +88,9 @@ impl Held {
         let mut lease = self.lease.lock().await;
         let mut next = lease.clone();
         change(&mut next);
+        if let Some(handled) = self.handled.lock().expect("never poisoned").clone() {
+            next.continuation = Some(handled);
+        }
         let (written, ru) = shared.leases.write(&next).await?;
         shared.metrics.charge(Purpose::Leases, ru);
         match written {

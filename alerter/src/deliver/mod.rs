@@ -94,16 +94,20 @@ impl Delivery {
         })
     }
 
-    /// Delivers every alert to every destination; returns when each is delivered or
-    /// dead-lettered. Fails only if the dead-letter file cannot be written (then nothing
-    /// may be checkpointed).
-    pub async fn deliver(&self, alerts: &[Alert]) -> std::io::Result<()> {
-        if alerts.is_empty() {
+    /// The CloudEvent of `alert`, with this delivery's source.
+    pub fn event(&self, alert: &Alert) -> Value {
+        alert.cloud_event(&self.source)
+    }
+
+    /// Delivers every event to every destination; returns when each is delivered or
+    /// dead-lettered. Fails only if the dead-letter file cannot be written (then the events
+    /// stay pending).
+    pub async fn deliver(&self, events: &[Value]) -> std::io::Result<()> {
+        if events.is_empty() {
             return Ok(());
         }
-        let events: Vec<Value> = alerts.iter().map(|a| a.cloud_event(&self.source)).collect();
-        let failures = join_all(self.destinations.iter().map(|d| self.to(d, &events))).await;
-        let mut dead = vec![false; alerts.len()];
+        let failures = join_all(self.destinations.iter().map(|d| self.to(d, events))).await;
+        let mut dead = vec![false; events.len()];
         for (destination, failed) in self.destinations.iter().zip(failures) {
             for (i, reason) in failed {
                 tracing::warn!(destination = %destination.name(), id = %events[i]["id"], %reason, "alert dead-lettered");
@@ -113,13 +117,13 @@ impl Delivery {
                 dead[i] = true;
             }
         }
-        for (alert, dead) in alerts.iter().zip(dead) {
+        for (event, dead) in events.iter().zip(dead) {
             let outcome = if dead {
                 Outcome::DeadLettered
             } else {
                 Outcome::Delivered
             };
-            self.metrics.alert(alert, outcome);
+            self.metrics.alert(event, outcome);
         }
         Ok(())
     }

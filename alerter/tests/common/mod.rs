@@ -279,7 +279,10 @@ impl Alerter {
         rules: &Path,
         extra: &[(&str, &str)],
     ) -> Alerter {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_alerter"));
+        // ALERTER_BIN: another build of the binary (a release build, for the load tool).
+        let binary = std::env::var("ALERTER_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_alerter").to_string());
+        let mut command = Command::new(binary);
         command
             .env_clear()
             .env("COSMOS_ENDPOINT", bench.sim.endpoint())
@@ -317,6 +320,20 @@ impl Alerter {
         };
         std::thread::spawn(move || for _ in lines {});
         Alerter { child, metrics }
+    }
+
+    /// CPU seconds the process used so far (user and system, from `/proc`).
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 1/100 s.
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        ticks as f64 / 100.0
     }
 
     /// SIGKILL: no lease released, nothing flushed.
