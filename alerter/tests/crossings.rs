@@ -56,6 +56,43 @@ async fn one_enter_and_one_leave_across_a_sigkill_and_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_whose_delivery_a_sigkill_cut_short_is_delivered_after_the_restart() {
+    let bench = Bench::start().await;
+    bench.fence("f1").await;
+    let hook = Hook::start().await;
+    let rules = bench.rules(RULES);
+    let mut alerter = Alerter::start(&bench, "a", &hook, &rules, &[]);
+    bench.fly("d1", 1, west()).await;
+    eventually(LIMIT, "the first position judged", || async {
+        alerter.metric("alerter_changes_total").await >= 1.0
+    })
+    .await;
+    // The enter reaches the webhook, which never answers: killed mid-delivery.
+    hook.hold(true);
+    bench.fly("d1", 2, inside()).await;
+    eventually(LIMIT, "the enter sent", || async { hook.held() == 1 }).await;
+    alerter.kill();
+    hook.hold(false);
+    let restarted = Alerter::start(&bench, "a", &hook, &rules, &[]);
+    eventually(LIMIT, "the enter, from the outbox", || async {
+        hook.of("d1").contains_key("enter")
+    })
+    .await;
+    bench.fly("d1", 3, east()).await;
+    eventually(LIMIT, "the leave, judged from the kept state", || async {
+        hook.of("d1").contains_key("leave")
+    })
+    .await;
+    let got = hook.of("d1");
+    assert_eq!(
+        (got.len(), got["enter"].len(), got["leave"].len()),
+        (2, 1, 1),
+        "{got:?}"
+    );
+    drop(restarted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_share_the_ranges_and_one_killed_loses_nothing() {
     let bench = Bench::start().await;
     bench.fence("f1").await;

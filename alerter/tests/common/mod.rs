@@ -178,6 +178,9 @@ pub struct Hook {
     taken: Arc<Mutex<Vec<Value>>>,
     refused: Arc<Mutex<u32>>,
     bad: Arc<Mutex<Vec<String>>>,
+    /// While set, an event is counted in `held` and never answered.
+    hold: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<std::sync::atomic::AtomicU32>,
     answer: Arc<Mutex<Answer>>,
 }
 
@@ -189,6 +192,8 @@ impl Hook {
             taken: Arc::default(),
             refused: Arc::default(),
             bad: Arc::default(),
+            hold: Arc::default(),
+            held: Arc::default(),
             answer: Arc::new(Mutex::new(Box::new(|_| 200))),
         };
         let app = axum::Router::new()
@@ -206,6 +211,16 @@ impl Hook {
     /// The events taken (answered 2xx), in order.
     pub fn taken(&self) -> Vec<Value> {
         self.taken.lock().unwrap().clone()
+    }
+
+    /// Sets whether events are held unanswered (the sender waits until it gives up).
+    pub fn hold(&self, on: bool) {
+        self.hold.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Events held unanswered so far.
+    pub fn held(&self) -> u32 {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Requests not in structured mode or not signed right (none expected).
@@ -253,6 +268,10 @@ async fn receive(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> S
     if !structured || signature != Some(signed.as_str()) {
         hook.bad.lock().unwrap().push(format!("{headers:?}"));
         return StatusCode::BAD_REQUEST;
+    }
+    if hook.hold.load(std::sync::atomic::Ordering::SeqCst) {
+        hook.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::pending::<()>().await;
     }
     let status = (hook.answer.lock().unwrap())(&event);
     if (200..300).contains(&status) {
