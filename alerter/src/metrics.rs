@@ -1,4 +1,4 @@
-//! The alerter's Prometheus metrics, served as text at `/metrics`: alerts by rule, kind and
+//! The alerter's Prometheus metrics, served as text at `/metrics` (beside `/healthz`): alerts by rule, kind and
 //! outcome (`delivered` or `dead_lettered`, counted per alert once every destination has
 //! it), changes judged, RU spent per purpose (feed, leases, state, silence sweep), leases
 //! held, and rules files that did not load.
@@ -166,19 +166,22 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` on `listener` until `stop`.
+/// Serves `/metrics`, and `/healthz` (200 while the process serves: the liveness probe),
+/// on `listener` until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = metrics.clone();
-            async move { metrics.text() }
-        }),
-    );
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.text() }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
     axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await

@@ -96,6 +96,8 @@ async fn silence_battery_and_border_alert_once_each() {
     assert_eq!(lost["silent"].len(), 1);
     assert!(hook.of("landed").is_empty(), "{:?}", hook.of("landed"));
     assert!(hook.bad().is_empty(), "{:?}", hook.bad());
+    let health = alerter.metrics.replace("/metrics", "/healthz");
+    assert_eq!(reqwest::get(&health).await.unwrap().status(), 200);
     assert_eq!(
         alerter
             .metric("alerter_alerts_total{rule=\"silent\",kind=\"silent\",outcome=\"delivered\"}")
