@@ -16,6 +16,7 @@ use crate::deliver::{DeadLetter, Delivery, Destination, EventGrid, EventGridAuth
 use crate::lease::LeaseStore;
 use crate::metrics::{self, Metrics};
 use crate::processor;
+use crate::record::Records;
 use crate::rules::{self, Rules};
 use crate::shared::Shared;
 use crate::state::StateStore;
@@ -89,7 +90,8 @@ pub async fn run(config: AlerterConfig, stop: CancellationToken) -> anyhow::Resu
     let shared = Arc::new(Shared {
         positions,
         leases: LeaseStore::new(leases.clone()),
-        states: StateStore::new(leases),
+        states: StateStore::new(leases.clone()),
+        records: Records::new(leases),
         rules: rules_rx,
         fences: RwLock::new(Arc::new(fences)),
         delivery,
@@ -126,15 +128,19 @@ pub async fn run(config: AlerterConfig, stop: CancellationToken) -> anyhow::Resu
     Ok(result?)
 }
 
-/// The lease container: partition key `/id`, only `kind` indexed (the balancing query's
-/// filter), so a lease or state write is charged for few index terms.
+/// The lease container: partition key `/id`; only `kind` (the queries' filter) and
+/// `recordedAtMs` (the alert records' order) indexed, so a lease or state write is charged
+/// for few index terms; expiry on, for the alert records.
 fn lease_container() -> ContainerSetup {
-    ContainerSetup::new("/id").with_indexing_policy(serde_json::json!({
-        "indexingMode": "consistent",
-        "automatic": true,
-        "includedPaths": [{"path": "/kind/?"}],
-        "excludedPaths": [{"path": "/*"}],
-    }))
+    ContainerSetup {
+        default_ttl: Some(-1),
+        ..ContainerSetup::new("/id").with_indexing_policy(serde_json::json!({
+            "indexingMode": "consistent",
+            "automatic": true,
+            "includedPaths": [{"path": "/kind/?"}, {"path": "/recordedAtMs/?"}],
+            "excludedPaths": [{"path": "/*"}],
+        }))
+    }
 }
 
 /// The webhooks and the Event Grid topic the settings name.

@@ -7,7 +7,8 @@
 //! - [`rules`], the rules file, read again when it changes;
 //! - [`alert`], an alert, its stable id and its CloudEvent;
 //! - [`judge`], the judging, a pure state machine over a drone's [`judge::DroneState`];
-//! - `state`, the drones' states in the lease container;
+//! - `state`, the drones' states (and outboxes) in the lease container;
+//! - `record`, the alerts delivered, kept a week for fleet-api's `/api/alerts`;
 //! - [`lease`], the lease documents and the balancing;
 //! - `shared`, what the followers share: the clients, rules, fences, delivery; a held lease;
 //! - `processor`, renewing and taking leases, one follower per lease;
@@ -25,6 +26,7 @@ pub mod lease;
 pub mod metrics;
 mod processor;
 mod range;
+mod record;
 pub mod rules;
 mod shared;
 mod silent;

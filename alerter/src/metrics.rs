@@ -29,7 +29,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn label(self) -> &'static str {
+    /// Its name in metrics and alert records.
+    pub fn label(self) -> &'static str {
         match self {
             Outcome::Delivered => "delivered",
             Outcome::DeadLettered => "dead_lettered",

@@ -155,8 +155,8 @@ async fn retrying<T, F: Future<Output = Result<T, cosmos::CosmosError>>>(
     }
 }
 
-/// Delivers `events` (again while the dead-letter file cannot be written); false if the
-/// follower stopped first.
+/// Delivers `events` (again while the dead-letter file cannot be written) and records
+/// them for fleet-api; false if the follower stopped first.
 async fn deliver(shared: &Shared, held: &Held, events: &[Value]) -> bool {
     loop {
         let delivered = tokio::select! {
@@ -164,7 +164,16 @@ async fn deliver(shared: &Shared, held: &Held, events: &[Value]) -> bool {
             d = shared.delivery.deliver(events) => d,
         };
         match delivered {
-            Ok(()) => return true,
+            Ok(outcomes) => {
+                for (event, outcome) in events.iter().zip(outcomes) {
+                    // Best effort: the record is for people, the delivery is done.
+                    match shared.records.write(event, outcome).await {
+                        Ok(ru) => shared.metrics.charge(Purpose::State, ru),
+                        Err(e) => tracing::warn!(error = %e, "cannot record an alert"),
+                    }
+                }
+                return true;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot write the dead-letter file; delivering again");
                 if !pause(&held.stop, AGAIN).await {

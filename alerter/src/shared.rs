@@ -15,6 +15,7 @@ use crate::alert::Position;
 use crate::deliver::Delivery;
 use crate::lease::{Lease, LeaseStore};
 use crate::metrics::{Metrics, Purpose};
+use crate::record::Records;
 use crate::rules::Rules;
 use crate::state::StateStore;
 
@@ -26,6 +27,8 @@ pub struct Shared {
     pub leases: LeaseStore,
     /// The drones' judging state.
     pub states: StateStore,
+    /// The alerts delivered, for fleet-api.
+    pub records: Records,
     /// The rules in force.
     pub rules: watch::Receiver<Arc<Rules>>,
     /// The fences, read again from time to time.

@@ -96,6 +96,36 @@ async fn silence_battery_and_border_alert_once_each() {
     assert_eq!(lost["silent"].len(), 1);
     assert!(hook.of("landed").is_empty(), "{:?}", hook.of("landed"));
     assert!(hook.bad().is_empty(), "{:?}", hook.bad());
+    // fleet-api lists them, newest first, from the alerter's records.
+    let api = fleet_api::router(
+        bench.positions.clone(),
+        fleet_api::ApiOptions::default(),
+        fleet_api::access::Access::anonymous(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(fleet_api::api::serve(listener, api, stop.clone()));
+    let listed: serde_json::Value = reqwest::get(format!("{base}/api/alerts?limit=10"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alerts = listed["alerts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"));
+    let kinds: Vec<&str> = alerts
+        .iter()
+        .map(|a| a["event"]["data"]["alert"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 3, "{listed}");
+    assert_eq!(kinds[0], "silent", "the newest first: {listed}");
+    assert!(
+        alerts.iter().all(|a| a["outcome"] == "delivered"),
+        "{listed}"
+    );
+    stop.cancel();
     let health = alerter.metrics.replace("/metrics", "/healthz");
     assert_eq!(reqwest::get(&health).await.unwrap().status(), 200);
     assert_eq!(

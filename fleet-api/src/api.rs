@@ -126,6 +126,7 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 pub fn router(
     reads: Reads,
     geofences: Geofences,
+    alerts: crate::alerts::Alerts,
     live: crate::stream::Live,
     options: ApiOptions,
     metrics: Arc<Metrics>,
@@ -175,6 +176,7 @@ pub fn router(
     let router = Router::new()
         .merge(map)
         .merge(geofences.routes(access, limits.clone()))
+        .merge(alerts.routes(access, limits.clone()))
         .merge(live.routes(access, limits.clone()))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))

@@ -100,11 +100,11 @@ impl Delivery {
     }
 
     /// Delivers every event to every destination; returns when each is delivered or
-    /// dead-lettered. Fails only if the dead-letter file cannot be written (then the events
-    /// stay pending).
-    pub async fn deliver(&self, events: &[Value]) -> std::io::Result<()> {
+    /// dead-lettered, with each one's outcome. Fails only if the dead-letter file cannot be
+    /// written (then the events stay pending).
+    pub async fn deliver(&self, events: &[Value]) -> std::io::Result<Vec<Outcome>> {
         if events.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let failures = join_all(self.destinations.iter().map(|d| self.to(d, events))).await;
         let mut dead = vec![false; events.len()];
@@ -117,6 +117,7 @@ impl Delivery {
                 dead[i] = true;
             }
         }
+        let mut outcomes = Vec::with_capacity(events.len());
         for (event, dead) in events.iter().zip(dead) {
             let outcome = if dead {
                 Outcome::DeadLettered
@@ -124,8 +125,9 @@ impl Delivery {
                 Outcome::Delivered
             };
             self.metrics.alert(event, outcome);
+            outcomes.push(outcome);
         }
-        Ok(())
+        Ok(outcomes)
     }
 
     /// Sends `events` to one destination: the events it did not take, by index, and why.
