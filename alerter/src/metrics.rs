@@ -1,7 +1,7 @@
-//! The alerter's Prometheus metrics, served as text at `/metrics` (beside `/healthz`): alerts by rule, kind and
-//! outcome (`delivered` or `dead_lettered`, counted per alert once every destination has
-//! it), changes judged, RU spent per purpose (feed, leases, state, silence sweep), leases
-//! held, and rules files that did not load.
+//! The alerter's Prometheus metrics, served as text at `/metrics` (beside `/healthz`):
+//! alerts by rule, kind and outcome (`delivered` or `dead_lettered`, counted per alert once
+//! every destination has it), changes judged, RU spent per purpose (feed, leases, state,
+//! silence sweep, alert records), leases held, and rules files that did not load.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,6 +49,8 @@ pub enum Purpose {
     State,
     /// The query for silent drones.
     Sweep,
+    /// Recording alerts for fleet-api.
+    Records,
 }
 
 impl Purpose {
@@ -58,6 +60,7 @@ impl Purpose {
             Purpose::Leases => "leases",
             Purpose::State => "state",
             Purpose::Sweep => "sweep",
+            Purpose::Records => "records",
         }
     }
 }
@@ -98,7 +101,7 @@ impl Default for Metrics {
         let request_charge = Family::default();
         registry.register(
             "alerter_request_charge",
-            "RU spent, by purpose (feed, leases, state, sweep)",
+            "RU spent, by purpose (feed, leases, state, sweep, records)",
             request_charge.clone(),
         );
         let leases = Gauge::default();

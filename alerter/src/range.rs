@@ -168,7 +168,7 @@ async fn deliver(shared: &Shared, held: &Held, events: &[Value]) -> bool {
                 for (event, outcome) in events.iter().zip(outcomes) {
                     // Best effort: the record is for people, the delivery is done.
                     match shared.records.write(event, outcome).await {
-                        Ok(ru) => shared.metrics.charge(Purpose::State, ru),
+                        Ok(ru) => shared.metrics.charge(Purpose::Records, ru),
                         Err(e) => tracing::warn!(error = %e, "cannot record an alert"),
                     }
                 }
