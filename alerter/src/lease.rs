@@ -8,6 +8,9 @@
 //! its fair share (the leases over the instances alive), takes expired or free leases first
 //! and steals one per round from the instance that holds the most above its share.
 //!
+//! A range that split hands its lease to its children ([`LeaseStore::split`]): a lease each,
+//! from the parent's continuation, which the next balancing round hands out.
+//!
 //! Cost (RU): a renewal is a replace of a ~300-byte document, about 6 RU (10 s interval: 0.6
 //! RU/s per range); a balancing round reads every lease, one query (a few RU); a checkpoint
 //! is a replace, ~6 RU, written only after a page that had changes.
@@ -15,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cosmos::{ContainerClient, CosmosError, QueryRequest, QueryScope, RangeMap};
+use cosmos::{ContainerClient, CosmosError, PartitionKeyRange, QueryRequest, QueryScope, RangeMap};
 use serde::{Deserialize, Serialize};
 
 /// The id prefix of lease documents.
@@ -88,6 +91,44 @@ impl LeaseStore {
             }
         }
         Ok(())
+    }
+
+    /// Hands a split range's lease to its `children`: a free lease each, from `continuation`
+    /// (a continuation stays good for both children), then the parent's lease deleted.
+    pub async fn split(
+        &self,
+        parent: &Lease,
+        continuation: Option<String>,
+        children: &[PartitionKeyRange],
+    ) -> Result<(), CosmosError> {
+        for child in children {
+            let lease = Lease {
+                id: format!("{PREFIX}{}", child.id),
+                kind: "lease".into(),
+                range: child.id.clone(),
+                owner: None,
+                continuation: continuation.clone(),
+                renewed_at_ms: 0,
+                etag: None,
+            };
+            let body = serde_json::to_vec(&lease).expect("a lease serializes");
+            match self.container.create(lease.id.as_str(), &body).await {
+                Ok(_) => {
+                    tracing::info!(parent = %parent.range, range = %child.id, "lease of a child range created")
+                }
+                Err(e) if e.is_conflict() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self
+            .container
+            .delete(parent.id.as_str(), &parent.id, parent.etag.as_deref())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() || e.is_precondition_failed() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Every lease, and what reading them cost (RU).

@@ -63,7 +63,7 @@ pub async fn follow(shared: Arc<Shared>, held: Arc<Held>, mut silent: mpsc::Rece
         let page = match page {
             Ok(page) => page,
             Err(e) if e.is_range_gone() => {
-                tracing::error!(%range, "the range split: restart the alerter to follow its children");
+                split(&shared, &held, &range, &from).await;
                 break;
             }
             Err(e) => {
@@ -120,6 +120,41 @@ pub async fn follow(shared: Arc<Shared>, held: Arc<Held>, mut silent: mpsc::Rece
         }
     }
     finish(&shared, &range);
+}
+
+/// Hands the lease of `range`, which split, to its children, from `from` (every change
+/// before it handled); the follower stops after it.
+async fn split(shared: &Shared, held: &Held, range: &str, from: &FeedPosition) {
+    let Some(ranges) = retrying(&held.stop, "cannot read the ranges after a split", || {
+        shared.positions.refresh_ranges()
+    })
+    .await
+    else {
+        return;
+    };
+    let children: Vec<_> = ranges
+        .ranges()
+        .iter()
+        .filter(|r| r.parents.iter().any(|p| p == range))
+        .cloned()
+        .collect();
+    if children.is_empty() {
+        tracing::error!(%range, "the range is gone and no range names it as its parent; restart the alerter");
+        return;
+    }
+    let continuation = match from {
+        FeedPosition::After(etag) => Some(etag.clone()),
+        _ => None,
+    };
+    let lease = held.lease.lock().await.clone();
+    let handed = retrying(&held.stop, "cannot hand a split range's lease over", || {
+        shared.leases.split(&lease, continuation.clone(), &children)
+    })
+    .await;
+    if handed.is_some() {
+        tracing::info!(%range, children = children.len(), "the range split: its children's leases are free to take");
+    }
+    held.stop.cancel();
 }
 
 fn finish(shared: &Shared, range: &str) {

@@ -1,6 +1,7 @@
 //! A drone flown across a fence gives one `enter` and one `leave` at the webhook: with the
-//! alerter SIGKILLed and restarted between the two, and with two replicas sharing the
-//! ranges, one of them SIGKILLed mid-run. No alert is lost; a duplicate carries the same id.
+//! alerter SIGKILLed and restarted between the two (also in the middle of delivering the
+//! enter), with its range split between the two, and with two replicas sharing the ranges,
+//! one of them SIGKILLed mid-run. No alert is lost; a duplicate carries the same id.
 
 mod common;
 
@@ -90,6 +91,47 @@ async fn an_alert_whose_delivery_a_sigkill_cut_short_is_delivered_after_the_rest
         "{got:?}"
     );
     drop(restarted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_range_hands_its_lease_to_its_children_and_loses_nothing() {
+    let bench = Bench::start().await;
+    bench.fence("f1").await;
+    let hook = Hook::start().await;
+    let rules = bench.rules(RULES);
+    let alerter = Alerter::start(&bench, "a", &hook, &rules, &[]);
+    bench.fly("d1", 1, west()).await;
+    eventually(LIMIT, "the first position judged", || async {
+        alerter.metric("alerter_changes_total").await >= 1.0
+    })
+    .await;
+    bench.fly("d1", 2, inside()).await;
+    eventually(LIMIT, "the enter", || async {
+        hook.of("d1").contains_key("enter")
+    })
+    .await;
+    let range = bench.range_of("d1").await;
+    bench
+        .sim
+        .split_range("telemetry", "positions", &range)
+        .unwrap();
+    bench.fly("d1", 3, east()).await;
+    eventually(
+        LIMIT,
+        "the leave, read by a child range's follower",
+        || async { hook.of("d1").contains_key("leave") },
+    )
+    .await;
+    eventually(LIMIT, "the children's leases held", || async {
+        alerter.metric("alerter_leases_held").await == 5.0
+    })
+    .await;
+    let got = hook.of("d1");
+    assert_eq!(
+        (got.len(), got["enter"].len(), got["leave"].len()),
+        (2, 1, 1),
+        "{got:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
