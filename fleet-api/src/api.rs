@@ -127,6 +127,7 @@ type Answered = Result<(Value, ReadCost), ApiError>;
 pub fn router(
     reads: Reads,
     geofences: Geofences,
+    alerts: crate::alerts::Alerts,
     live: crate::stream::Live,
     options: ApiOptions,
     metrics: Arc<Metrics>,
@@ -178,6 +179,7 @@ pub fn router(
         .merge(map)
         .merge(tiles)
         .merge(geofences.routes(access, limits.clone()))
+        .merge(alerts.routes(access, limits.clone()))
         .merge(live.routes(access, limits.clone()))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics_text))

@@ -110,6 +110,33 @@ impl Polygon {
         inside
     }
 
+    /// The distance from `p` to the ring's nearest edge, metres (on a plane tangent at `p`:
+    /// exact enough for margins of metres to a few hundred metres).
+    pub fn border_distance_m(&self, p: LonLat) -> f64 {
+        const M_PER_DEG: f64 = 6_371_008.8 * std::f64::consts::PI / 180.0;
+        let cos = p.lat.to_radians().cos();
+        let local = |q: LonLat| {
+            (
+                (q.lon - p.lon) * M_PER_DEG * cos,
+                (q.lat - p.lat) * M_PER_DEG,
+            )
+        };
+        self.ring
+            .windows(2)
+            .map(|pair| {
+                let ((ax, ay), (bx, by)) = (local(pair[0]), local(pair[1]));
+                let (dx, dy) = (bx - ax, by - ay);
+                let length2 = dx * dx + dy * dy;
+                let t = if length2 > 0.0 {
+                    (-(ax * dx + ay * dy) / length2).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                };
+                (ax + t * dx).hypot(ay + t * dy)
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
     /// The box `minLon,minLat,maxLon,maxLat` (the `bbox` order of GeoJSON).
     pub fn from_bbox(text: &str) -> Result<Self, BadInput> {
         let parts: Vec<&str> = text.split(',').collect();
@@ -258,6 +285,19 @@ mod tests {
         assert!(radius("6000", 5000.0).unwrap_err().0.contains("largest"));
         assert!(radius("x", 5000.0).unwrap_err().0.contains("not a number"));
         assert!(radius("inf", 5000.0).is_err());
+    }
+
+    #[test]
+    fn border_distance_is_to_the_nearest_edge() {
+        let p = Polygon::from_bbox("0,0,0.01,0.01").unwrap();
+        // 0.001 degree of latitude is about 111 m, from anywhere.
+        let centre_left = LonLat::new(0.001, 0.005, "p").unwrap();
+        assert!((p.border_distance_m(centre_left) - 111.2).abs() < 0.5);
+        let outside = LonLat::new(0.005, -0.002, "p").unwrap();
+        assert!(!p.contains(outside));
+        assert!((p.border_distance_m(outside) - 222.4).abs() < 0.5);
+        let corner = LonLat::new(-0.001, -0.001, "p").unwrap();
+        assert!((p.border_distance_m(corner) - 111.2 * 2f64.sqrt()).abs() < 1.0);
     }
 
     #[test]

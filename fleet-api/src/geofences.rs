@@ -52,6 +52,14 @@ impl Shape {
         }
     }
 
+    /// The distance from `p` to the area's border, metres.
+    fn border_distance_m(&self, p: LonLat) -> f64 {
+        match self {
+            Shape::Polygon(polygon) => polygon.border_distance_m(p),
+            Shape::Circle { centre, radius_m } => (centre.distance_m(p) - radius_m).abs(),
+        }
+    }
+
     /// The area a request body names.
     fn from_geojson(value: &Value, max_radius_m: f64) -> Result<Shape, BadInput> {
         let is_circle = value["type"] == "Feature" && value["properties"]["subType"] == "Circle";
@@ -156,11 +164,54 @@ impl IntoResponse for FenceError {
     }
 }
 
-/// The fences as the live stream judges crossings by.
+/// Where a position is against one fence.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placement<'a> {
+    /// The fence's id.
+    pub fence: &'a str,
+    /// Whether the position is inside the area.
+    pub inside: bool,
+    /// The distance from the position to the area's border, metres.
+    pub border_m: f64,
+}
+
+/// The fences, as crossings are judged by (the live stream, the alerter).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FenceSet(Vec<(String, Shape)>);
+pub struct FenceSet(Vec<(String, Shape)>);
 
 impl FenceSet {
+    /// Where `p` is against every fence, in id order.
+    pub fn place(&self, p: LonLat) -> impl Iterator<Item = Placement<'_>> {
+        self.0.iter().map(move |(id, shape)| Placement {
+            fence: id,
+            inside: shape.contains(p),
+            border_m: shape.border_distance_m(p),
+        })
+    }
+
+    /// The fences of `(id, GeoJSON)` pairs as the API takes them, in id order (one that
+    /// does not parse is left out).
+    pub fn from_features(features: &[(String, Value)]) -> FenceSet {
+        let mut fences: Vec<(String, Shape)> = features
+            .iter()
+            .filter_map(|(id, value)| {
+                Some((id.clone(), Shape::from_geojson(value, f64::INFINITY).ok()?))
+            })
+            .collect();
+        fences.sort_by(|a, b| a.0.cmp(&b.0));
+        FenceSet(fences)
+    }
+
+    /// How many fences there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there is no fence.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The ids of the fences `p` is inside, in id order.
     pub(crate) fn inside(&self, p: LonLat) -> Vec<String> {
         self.0
@@ -240,18 +291,13 @@ impl Geofences {
     }
 
     /// Every fence, to judge crossings by (a fence that no longer parses is left out).
-    pub(crate) async fn load(&self) -> Result<FenceSet, CosmosError> {
-        let (mut documents, _) = self.documents().await?;
-        documents.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-        Ok(FenceSet(
-            documents
-                .iter()
-                .filter_map(|doc| {
-                    let shape = Shape::from_geojson(&feature(doc), f64::INFINITY).ok()?;
-                    Some((doc["id"].as_str()?.to_string(), shape))
-                })
-                .collect(),
-        ))
+    pub async fn load(&self) -> Result<FenceSet, CosmosError> {
+        let (documents, _) = self.documents().await?;
+        let features: Vec<(String, Value)> = documents
+            .iter()
+            .filter_map(|doc| Some((doc["id"].as_str()?.to_string(), feature(doc))))
+            .collect();
+        Ok(FenceSet::from_features(&features))
     }
 
     /// Every fence document, and what reading them cost (RU); none when the container does

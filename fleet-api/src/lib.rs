@@ -6,6 +6,7 @@
 //! - [`access`]: who may see the fleet: credentials, roles, and each route's guard;
 //! - [`geo`]: the areas a request names, checked;
 //! - [`geofences`]: the fences operators name, kept in their own container;
+//! - [`alerts`]: the last alerts, as the alerter records them;
 //! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
 //! - [`track`]: a page of a drone's track, from history documents and track segments;
 //! - [`resource_id`]: the id a route takes from its path, checked once for every route;
@@ -39,6 +40,7 @@
 //! ```
 
 pub mod access;
+pub mod alerts;
 pub mod api;
 pub mod audit;
 pub mod browser;
@@ -83,6 +85,13 @@ pub fn router(
         .with_priority(options.priority)
         .with_throttle_wait(options.throttle_wait);
     let geofences = geofences::Geofences::new(fences, options.max_radius_m);
+    let alerts = alerts::Alerts::new(
+        container
+            .client()
+            .container(container.database(), &options.alert_container)
+            .with_priority(options.priority)
+            .with_throttle_wait(options.throttle_wait),
+    );
     let reads = reads::Reads::new(
         container
             .with_priority(options.priority)
@@ -106,5 +115,5 @@ pub fn router(
         options.stream_max_clients,
         options.stream_max_clients_per_identity,
     );
-    api::router(reads, geofences, live, options, metrics, &access)
+    api::router(reads, geofences, alerts, live, options, metrics, &access)
 }

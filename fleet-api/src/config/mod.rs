@@ -78,6 +78,10 @@ settings::with_cosmos_account! {
         /// written) [default: geofences]
         #[arg(long, env = "COSMOS_GEOFENCE_CONTAINER")]
         pub cosmos_geofence_container: Option<String>,
+        /// The alerter's lease container, in COSMOS_DATABASE, where it records its alerts
+        /// (GET /api/alerts) [default: alert-leases]
+        #[arg(long, env = "COSMOS_ALERT_CONTAINER")]
+        pub cosmos_alert_container: Option<String>,
         /// Address the API and the map listen on [default: 127.0.0.1:8080]
         #[arg(long, env = "API_ADDR")]
         pub api_addr: Option<SocketAddr>,
@@ -218,6 +222,7 @@ settings::layered!(Settings {
     cosmos_accept_invalid_certs,
     cosmos_allow_insecure,
     cosmos_geofence_container,
+    cosmos_alert_container,
     api_addr,
     query_max_parallelism,
     query_page_size,
@@ -299,6 +304,8 @@ pub struct ApiOptions {
     pub map_tiles: Option<MapTiles>,
     /// The container of the geofences, in the positions' database.
     pub geofence_container: String,
+    /// The alerter's lease container, where it records its alerts.
+    pub alert_container: String,
     /// The priority level of every Cosmos DB request (priority-based execution).
     pub priority: Priority,
     /// RU each caller may spend per second.
@@ -338,6 +345,7 @@ impl Default for ApiOptions {
             map_sign_in: None,
             map_tiles: None,
             geofence_container: "geofences".into(),
+            alert_container: "alert-leases".into(),
             priority: Priority::Low,
             ru_per_sec_per_identity: RuBudget::PerSec(1000.0),
             max_concurrent_queries: 16,
@@ -473,6 +481,9 @@ impl Settings {
                 geofence_container: self
                     .cosmos_geofence_container
                     .unwrap_or(defaults.geofence_container),
+                alert_container: self
+                    .cosmos_alert_container
+                    .unwrap_or(defaults.alert_container),
                 priority: self.query_priority.unwrap_or(defaults.priority),
                 ru_per_sec_per_identity: self
                     .api_ru_per_sec_per_identity

@@ -1,0 +1,52 @@
+//! `alerter`: alerts from the positions' change feed, delivered as CloudEvents.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use alerter::{AlerterConfig, Settings};
+use clap::Parser;
+use tokio::signal::unix::SignalKind;
+use tokio_util::sync::CancellationToken;
+
+/// Tells someone when a drone crosses a fence, goes silent or runs low, with no map open.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TOML file of settings (keys: the environment variable names in lower case).
+    #[arg(long, env = "ALERTER_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    settings: Settings,
+}
+
+fn resolve(cli: &Cli) -> anyhow::Result<AlerterConfig> {
+    let secrets = Settings::secrets_from_env()?;
+    Ok(settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?.resolve()?)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match settings::configured("alerter", resolve(&cli)) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    config.log_format.init_logs();
+    let stop = CancellationToken::new();
+    let mut terminate = match tokio::signal::unix::signal(SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(e) => return settings::exit_code("alerter", Err(e)),
+    };
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            tracing::info!("signal received: releasing the leases and stopping");
+            stop.cancel();
+        }
+    });
+    settings::exit_code("alerter", alerter::run(config, stop).await)
+}
