@@ -9,6 +9,18 @@ fn prices() -> Prices {
     Prices::parse(prices::SHIPPED, "deploy/prices.toml", &tiers).unwrap()
 }
 
+fn planned(fleet: &Fleet, prices: &Prices) -> Plan {
+    plan(fleet, prices, &Limits::shipped())
+}
+
+/// Kept a week in segments of five minutes, each written once.
+fn week() -> Option<History> {
+    Some(History::segments(
+        Duration::from_secs(7 * 86_400),
+        Duration::from_secs(300),
+    ))
+}
+
 fn fleet(drones: u64) -> Fleet {
     Fleet {
         drones,
@@ -26,13 +38,13 @@ fn fleet(drones: u64) -> Fleet {
 #[test]
 fn a_unit_of_the_first_tier_carries_23_drones_reporting_every_5_seconds() {
     // 17,280 messages a day per drone against B1's (and S1's) 400,000 per unit.
-    let one = plan(&fleet(23), &prices());
+    let one = planned(&fleet(23), &prices());
     assert_eq!(
         (one.iothub.tier, one.iothub.units, one.iothub.hubs),
         ("B1", 1, 1)
     );
     assert_eq!(one.iothub.messages_per_day, 23.0 * 17_280.0);
-    let two = plan(&fleet(24), &prices());
+    let two = planned(&fleet(24), &prices());
     assert_eq!((two.iothub.tier, two.iothub.units), ("B1", 2));
 }
 
@@ -40,13 +52,13 @@ fn a_unit_of_the_first_tier_carries_23_drones_reporting_every_5_seconds() {
 fn the_cheapest_tier_wins_and_basic_only_when_allowed() {
     // 1,000 drones send 17.28 M messages a day: 44 S1 units, 3 S2 units or 1 S3 unit;
     // at the shipped prices 3 S2 units cost least.
-    let standard = plan(&with_twin(1_000), &prices());
+    let standard = planned(&with_twin(1_000), &prices());
     assert_eq!((standard.iothub.tier, standard.iothub.units), ("S2", 3));
-    let any = plan(&fleet(1_000), &prices());
+    let any = planned(&fleet(1_000), &prices());
     assert_eq!((any.iothub.tier, any.iothub.units), ("B2", 3));
     assert!(any.monthly_cost.iothub < standard.monthly_cost.iothub);
     // 10,000 drones: 172.8 M a day, within one S3 unit's 300 M.
-    let large = plan(&with_twin(10_000), &prices());
+    let large = planned(&with_twin(10_000), &prices());
     assert_eq!(
         (large.iothub.tier, large.iothub.units, large.iothub.hubs),
         ("S3", 1, 1)
@@ -77,18 +89,18 @@ fn a_fleet_beyond_one_hubs_units_spreads_over_hubs() {
 #[test]
 fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
     let p = prices();
-    let small = plan(&fleet(1), &p);
+    let small = planned(&fleet(1), &p);
     assert_eq!(small.cosmos.ru_per_sec, 400.0);
     // 1,000 drones: 200 patches/s, each changing 3 indexed terms under the project's policy
     // (5.0 + 5.0 + 0.2 × 3 + 0.2 × 3 + 0.4 × 3 = 12.4 RU), is 2,480 RU/s; a quarter more, in
     // steps of 100.
-    let plan1 = plan(&fleet(1_000), &p);
+    let plan1 = planned(&fleet(1_000), &p);
     assert_eq!(plan1.cosmos.ru_per_sec, 3_100.0);
     assert_eq!(
         plan1.monthly_cost.cosmos_throughput,
         31.0 * p.cosmos.per_100_ru_hour * 730.0
     );
-    let two_regions = plan(
+    let two_regions = planned(
         &Fleet {
             regions: 2,
             ..fleet(1_000)
@@ -102,36 +114,89 @@ fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
 }
 
 #[test]
-fn history_adds_its_writes_and_its_storage() {
+fn history_adds_one_create_per_segment_and_its_storage() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let with = plan(
+    let with = planned(
         &Fleet {
-            history: Some(week),
+            history: week(),
             ..fleet(1_000)
         },
         &p,
     );
-    let without = plan(&fleet(1_000), &p);
+    let without = planned(&fleet(1_000), &p);
+    let h = with.cosmos.history.clone().unwrap();
+    // Five minutes of positions every 5 s, written once: a create charged by the stored size
+    // and 0.2 RU for each of the 4 terms the project's policy makes of a segment (id, _ts,
+    // kind, deviceId; the points are not indexed).
+    assert_eq!((h.positions_per_segment, h.writes_per_segment), (60.0, 1.0));
+    assert_eq!(
+        h.ru_per_segment,
+        cosmos_wire::charges::create(h.segment_bytes as usize, 4)
+    );
+    assert!(
+        (4_096.0..16_384.0).contains(&h.segment_bytes),
+        "well under the sizes whose charge grows fast: {h:?}"
+    );
     let added = with.cosmos.write_ru_per_sec - without.cosmos.write_ru_per_sec;
-    // A create of a history document under the project's policy: 5.0 + 0.2 × 6 terms (id,
-    // _ts, kind, deviceId, deviceTimeMs, location).
-    assert!((added - 200.0 * 6.2).abs() < 1e-9, "{added}");
-    // 200 positions a second kept a week, 1 KB each.
-    let gb = (1_000.0 + 200.0 * 7.0 * 86_400.0) * 1024.0 / (1u64 << 30) as f64;
+    assert!(
+        (added - 1_000.0 * h.ru_per_segment / 300.0).abs() < 1e-9,
+        "{added}"
+    );
+    // Where one document per position (a create of 6.2 RU) cost 200 × 6.2 RU/s.
+    assert!(added < 200.0 * 6.2 / 10.0, "{added}");
+    assert_eq!(h.ru_per_drone_day, 288.0 * h.ru_per_segment);
+    assert_eq!(with.per_drone.history_ru_per_hour, 12.0 * h.ru_per_segment);
+    assert_eq!(
+        with.per_drone.history_bytes_per_hour,
+        12.0 * h.segment_bytes
+    );
+    // A week of segments, besides 1 KB per latest document.
+    let gb = (1_000.0 * 1024.0 + 1_000.0 * 288.0 * 7.0 * h.segment_bytes) / (1u64 << 30) as f64;
     assert!((with.cosmos.storage_gb - gb).abs() < 1e-9);
+}
+
+#[test]
+fn a_segment_written_at_every_message_costs_a_patch_each_time() {
+    let p = prices();
+    let held = |hold: u64| {
+        let mut history = week().unwrap();
+        history.hold = Duration::from_secs(hold);
+        planned(
+            &Fleet {
+                publish_every: Duration::from_secs(30),
+                history: Some(history),
+                ..fleet(1_000)
+            },
+            &p,
+        )
+        .cosmos
+        .history
+        .unwrap()
+    };
+    let once = held(300);
+    // A hold shorter than a message's interval still writes at most once a message.
+    let every_message = held(5);
+    assert_eq!(every_message.writes_per_segment, 10.0);
+    assert_eq!(held(60).writes_per_segment, 5.0);
+    // The same segment, its first write a create and nine patches, each charged by the
+    // stored size before and after: more than five times the one create.
+    assert_eq!(every_message.segment_bytes, once.segment_bytes);
+    assert!(
+        every_message.ru_per_segment > 5.0 * once.ru_per_segment,
+        "{every_message:?} against {once:?}"
+    );
 }
 
 #[test]
 fn writers_and_partitions_follow_the_load() {
     let p = prices();
-    let small = plan(&fleet(1_000), &p);
+    let small = planned(&fleet(1_000), &p);
     assert_eq!((small.writers.replicas, small.eventhubs.partitions), (2, 4));
-    // 100,000 drones: 20,000 events/s at 20.75 µs is 0.415 cores.
-    let large = plan(&fleet(100_000), &p);
-    assert!((large.writers.cores - 0.415).abs() < 1e-9);
-    // 10 s reports from 10 M drones: 1 M events/s, 20.75 cores over the hubs.
-    let huge = plan(
+    // 100,000 drones: 20,000 events/s at 0.125 ms is 2.5 cores.
+    let large = planned(&fleet(100_000), &p);
+    assert!((large.writers.cores - 2.5).abs() < 1e-9);
+    // 10 s reports from 10 M drones: 1 M events/s, 125 cores over the hubs.
+    let huge = planned(
         &Fleet {
             report_interval: Duration::from_secs(10),
             ..fleet(10_000_000)
@@ -159,7 +224,7 @@ fn the_shipped_prices_name_their_source_and_date_and_a_bad_table_is_refused() {
 
 #[test]
 fn the_json_has_the_fields_tools_read() {
-    let json = serde_json::to_value(plan(&fleet(1_000), &prices())).unwrap();
+    let json = serde_json::to_value(planned(&fleet(1_000), &prices())).unwrap();
     for pointer in [
         "/iothub/tier",
         "/iothub/units",
@@ -177,25 +242,23 @@ fn the_json_has_the_fields_tools_read() {
 #[test]
 fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let every = plan(
+    let every = planned(
         &Fleet {
-            history: Some(week),
+            history: week(),
             ..fleet(1_000)
         },
         &p,
     );
-    let spaced = plan(
+    let spaced = planned(
         &Fleet {
-            history: Some(week),
+            history: week(),
             min_write_interval: Duration::from_secs(30),
             ..fleet(1_000)
         },
         &p,
     );
-    // 200 latest writes a second at 12.4 RU become 1,000 / 30; the history's 200 creates at
-    // 6.2 RU stay.
-    let history = 200.0 * 6.2;
+    // 200 latest writes a second at 12.4 RU become 1,000 / 30; the history's segments stay.
+    let history = 1_000.0 * every.per_drone.history_ru_per_hour / 3_600.0;
     assert!((every.cosmos.write_ru_per_sec - (200.0 * 12.4 + history)).abs() < 1e-6);
     assert!(
         (spaced.cosmos.write_ru_per_sec - (1_000.0 / 30.0 * 12.4 + history)).abs() < 1e-6,
@@ -203,24 +266,23 @@ fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
         spaced.cosmos.write_ru_per_sec
     );
     // An interval shorter than the reports changes nothing.
-    let short = plan(
+    let short = planned(
         &Fleet {
             min_write_interval: Duration::from_secs(2),
             ..fleet(1_000)
         },
         &p,
     );
-    assert_eq!(short.cosmos, plan(&fleet(1_000), &p).cosmos);
+    assert_eq!(short.cosmos, planned(&fleet(1_000), &p).cosmos);
 }
 
 #[test]
 fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_history() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let batched = plan(
+    let batched = planned(
         &Fleet {
             publish_every: Duration::from_secs(30),
-            history: Some(week),
+            history: week(),
             ..fleet(1_000)
         },
         &p,
@@ -229,11 +291,12 @@ fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_histor
     assert_eq!(batched.per_drone.messages_per_day, 17_280.0 / 6.0);
     assert_eq!(batched.iothub.sends_per_sec, 1_000.0 / 30.0);
     assert!((batched.per_drone.writes_per_hour - 120.0).abs() < 1e-9);
-    let history = 720.0 * 6.2;
+    let history = batched.per_drone.history_ru_per_hour;
+    assert!(history > 0.0);
     assert!((batched.per_drone.ru_per_hour - (120.0 * 12.4 + history)).abs() < 1e-6);
     // Samples beyond one message's 4 KB take more messages: a publish every 5 minutes
     // carries 60 samples.
-    let rare = plan(
+    let rare = planned(
         &Fleet {
             publish_every: Duration::from_secs(300),
             ..fleet(1_000)
@@ -251,7 +314,7 @@ fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_histor
 #[test]
 fn the_default_indexing_policy_costs_more_per_write() {
     let p = prices();
-    let default = plan(
+    let default = planned(
         &Fleet {
             indexing_policy: serde_json::json!({"indexingMode": "consistent", "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]}),
             ..fleet(1_000)
@@ -260,7 +323,7 @@ fn the_default_indexing_policy_costs_more_per_write() {
     );
     assert_eq!(default.per_drone.writes_per_hour, 720.0);
     // The project's policy charges at least 30 % less per write (12.4 RU a patch).
-    let project = plan(&fleet(1_000), &p);
+    let project = planned(&fleet(1_000), &p);
     assert!((project.per_drone.ru_per_hour - 720.0 * 12.4).abs() < 1e-6);
     assert!(
         project.per_drone.ru_per_hour <= 0.7 * default.per_drone.ru_per_hour,
@@ -282,9 +345,9 @@ fn the_control_plane_plans_the_standard_tier_and_says_what_it_adds() {
     // 1,000 drones: 17.28 M telemetry messages and 124,000 of the twin a day, within 3 S2
     // units' 18 M; without the twin 3 B2 units carry the same telemetry.
     let p = prices();
-    let twin = plan(&with_twin(1_000), &p);
+    let twin = planned(&with_twin(1_000), &p);
     assert_eq!((twin.iothub.tier, twin.iothub.units), ("S2", 3));
-    let telemetry = plan(&fleet(1_000), &p);
+    let telemetry = planned(&fleet(1_000), &p);
     assert_eq!((telemetry.iothub.tier, telemetry.iothub.units), ("B2", 3));
     assert!(telemetry.control_plane.is_none());
     let c = twin.control_plane.clone().unwrap();
@@ -298,7 +361,7 @@ fn the_control_plane_plans_the_standard_tier_and_says_what_it_adds() {
     assert!((c.share_of_messages - 124_000.0 / 17_404_000.0).abs() < 1e-12);
     // The telemetry per drone is what the demo measures; the twin's is apart.
     assert_eq!(twin.per_drone, telemetry.per_drone);
-    let text = text(&with_twin(1_000), &twin, &p);
+    let text = text(&with_twin(1_000), &twin, &p, &Limits::shipped());
     assert!(
         text.contains("standard tier: the agent reads and reports its device twin"),
         "{text}"
@@ -330,10 +393,10 @@ fn the_twins_messages_are_counted_against_the_daily_quota() {
     assert_eq!(methods.messages(&p.iothub.metering).methods, 20.0);
     // 23 drones fit one S1 unit's 400,000 messages with telemetry alone (397,440), not
     // with the twin's 2,852 more.
-    assert_eq!(plan(&fleet(23), &p).iothub.units, 1);
-    let twin = plan(&with_twin(23), &p);
+    assert_eq!(planned(&fleet(23), &p).iothub.units, 1);
+    let twin = planned(&with_twin(23), &p);
     assert_eq!((twin.iothub.tier, twin.iothub.units), ("S1", 2));
-    assert_eq!(plan(&with_twin(22), &p).iothub.units, 1);
+    assert_eq!(planned(&with_twin(22), &p).iothub.units, 1);
     // The twin adds to the quota, not to the device-to-cloud send throttle.
     assert_eq!(twin.iothub.sends_per_sec, 23.0 / 5.0);
 }
@@ -366,4 +429,199 @@ fn the_metering_is_the_published_one() {
         err.to_string().contains("iothub.metering.block_bytes"),
         "{err}"
     );
+}
+
+/// The issue's fleet: a million drones, batches of 30 s, written at most every 30 s.
+fn million(history: Option<History>) -> Fleet {
+    Fleet {
+        publish_every: Duration::from_secs(30),
+        min_write_interval: Duration::from_secs(30),
+        history,
+        control_plane: Some(ControlPlane::default()),
+        ..fleet(1_000_000)
+    }
+}
+
+#[test]
+fn a_million_drones_keep_a_week_of_history_for_at_most_a_quarter_more_throughput() {
+    let (p, l) = (prices(), Limits::shipped());
+    let without = plan(&million(None), &p, &l);
+    let with = plan(&million(week()), &p, &l);
+    assert_eq!(without.cosmos.ru_per_sec, 516_700.0, "the issue's figure");
+    assert!(
+        with.cosmos.ru_per_sec <= 1.25 * without.cosmos.ru_per_sec,
+        "{} against {}",
+        with.cosmos.ru_per_sec,
+        without.cosmos.ru_per_sec
+    );
+    // Where one document per position asked for 2,066,700 RU/s and 115 TB.
+    assert!(
+        with.cosmos.storage_gb < 115_000.0 / 5.0,
+        "{:?}",
+        with.cosmos
+    );
+    let text = text(&million(week()), &with, &p, &l);
+    for named in [
+        "partitions per hub",
+        "DPS ",
+        "when every drone registers again",
+        "keep their assignment",
+        "physical partitions",
+        "per drone-day",
+    ] {
+        assert!(text.contains(named), "{named} in {text}");
+    }
+    assert!(!text.contains("WARNING"), "{text}");
+}
+
+#[test]
+fn the_plan_keeps_to_the_published_limits_it_cites() {
+    let (p, l) = (prices(), Limits::shipped());
+    for (name, source) in l.sources() {
+        assert!(
+            source.source.starts_with("https://learn.microsoft.com/"),
+            "{name}: {source:?}"
+        );
+        assert_eq!(source.read.len(), 10, "{name}: {source:?}");
+    }
+    // The values the pages publish.
+    assert_eq!(
+        (l.iothub.default_partitions, l.iothub.max_partitions),
+        (4, 32)
+    );
+    assert_eq!(l.eventhubs.events_per_partition_sec, 1_000.0);
+    assert_eq!(l.eventhubs.bytes_per_partition_sec, 1_048_576.0);
+    assert_eq!(l.dps.registrations_per_minute, 1_000.0);
+    assert_eq!(
+        (l.dps.max_registrations, l.dps.max_linked_hubs),
+        (1_000_000, 50)
+    );
+    assert_eq!(l.cosmos.max_ru_per_container, 1_000_000.0);
+    assert_eq!(l.cosmos.min_ru_per_gb, 1.0);
+    assert_eq!(l.cosmos_partitions.ru_per_partition, 10_000.0);
+    assert_eq!(l.cosmos_partitions.gb_per_partition, 50.0);
+    for fleet in [
+        fleet(1),
+        fleet(1_000),
+        million(None),
+        million(week()),
+        Fleet {
+            report_interval: Duration::from_secs(1),
+            history: week(),
+            ..fleet(3_000_000)
+        },
+    ] {
+        let plan = plan(&fleet, &p, &l);
+        let (e, d, c) = (&plan.eventhubs, &plan.dps, &plan.cosmos);
+        assert!(
+            (l.iothub.default_partitions..=l.iothub.max_partitions).contains(&e.partitions),
+            "{e:?}"
+        );
+        if !matches!(e.reason, PartitionReason::Capped { .. }) {
+            let partitions = e.partitions as f64;
+            assert!(e.events_per_sec <= partitions * l.eventhubs.events_per_partition_sec);
+            assert!(e.bytes_per_sec <= partitions * l.eventhubs.bytes_per_partition_sec);
+            assert!(plan.writers.replicas <= e.partitions, "{plan:?}");
+        }
+        assert!(
+            fleet.drones <= d.instances * l.dps.max_registrations,
+            "{d:?}"
+        );
+        assert!(
+            plan.iothub.hubs <= d.instances * l.dps.max_linked_hubs,
+            "{d:?}"
+        );
+        let registering = fleet.drones as f64 / (d.instances as f64 * 1_000.0) * 60.0;
+        assert!(d.onboarding_secs >= registering, "{d:?}");
+        let partitions = c.physical_partitions as f64;
+        assert!(c.ru_per_sec <= partitions * l.cosmos_partitions.ru_per_partition);
+        assert!(c.storage_gb <= partitions * l.cosmos_partitions.gb_per_partition);
+        assert!(
+            c.ru_per_sec >= c.storage_gb * l.cosmos.min_ru_per_gb,
+            "{c:?}"
+        );
+        assert_eq!(
+            c.needs_support_request,
+            c.ru_per_sec > l.cosmos.max_ru_per_container
+        );
+    }
+}
+
+#[test]
+fn partitions_follow_the_hubs_load_and_say_why() {
+    let l = Limits::shipped();
+    let small = eventhubs::plan(100.0, 1_000.0, 2, &l);
+    assert_eq!(
+        (small.partitions, small.reason),
+        (4, PartitionReason::Default)
+    );
+    // 16,667 events/s of 1.2 KB: 17 partitions by events, 20 by bytes; 32 as a power of two.
+    let large = eventhubs::plan(16_667.0, 1_200.0, 2, &l);
+    assert_eq!(large.partitions, 32);
+    assert_eq!(large.reason, PartitionReason::Load { needed: 20 });
+    let writers = eventhubs::plan(100.0, 1_000.0, 6, &l);
+    assert_eq!(
+        (writers.partitions, writers.reason),
+        (8, PartitionReason::Writers { replicas: 6 })
+    );
+    let capped = eventhubs::plan(40_000.0, 200.0, 2, &l);
+    assert_eq!(
+        (capped.partitions, capped.reason),
+        (32, PartitionReason::Capped { needed: 40 })
+    );
+    assert!(capped.reason.text(&capped, &l).starts_with("WARNING"));
+    // The issue's fleet: two hubs of S3 take 16,667 events/s each.
+    let million = plan(&million(None), &prices(), &l);
+    assert_eq!(million.iothub.hubs, 2);
+    assert_eq!(million.eventhubs.partitions, 32);
+}
+
+#[test]
+fn onboarding_is_held_by_dps_unless_drones_keep_their_assignment() {
+    let l = Limits::shipped();
+    // A million drones on one instance at 1,000 registrations a minute: 1,000 minutes. Kept
+    // assignments reconnect at two S3 hubs' 10 units × 6,000 new connections/s.
+    let d = dps::plan(1_000_000, 2, 120_000.0, &l);
+    assert_eq!(d.instances, 1);
+    assert_eq!(d.onboarding_secs, 60_000.0);
+    assert!((d.reconnect_secs - 1_000_000.0 / 120_000.0).abs() < 1e-9);
+    assert_eq!(dps::duration_text(d.onboarding_secs), "16 h 40 min");
+    assert_eq!(dps::duration_text(d.reconnect_secs), "9 s");
+    // Beyond one instance's registrations, or its 50 linked hubs, another instance.
+    assert_eq!(dps::plan(1_000_001, 2, 1e5, &l).instances, 2);
+    assert_eq!(dps::plan(10, 51, 1e5, &l).instances, 2);
+    // A small fleet's hub may be the slower: 100 new connections/s for 1,000 drones.
+    let small = dps::plan(1_000, 1, 100.0, &l);
+    assert_eq!((small.onboarding_secs, small.reconnect_secs), (60.0, 10.0));
+    assert_eq!(dps::duration_text(7.0 * 86_400.0), "7 d");
+    assert_eq!(dps::duration_text(300.0), "5 min");
+}
+
+#[test]
+fn cosmos_partitions_follow_throughput_or_storage_and_a_large_container_needs_support() {
+    let l = Limits::shipped();
+    let busy = cosmos::plan(1_500_000.0, 1_200_000.0, 100.0, None, &l);
+    assert_eq!(busy.physical_partitions, 150);
+    assert_eq!(busy.partitions_by, PartitionsBy::Throughput);
+    assert!(busy.needs_support_request);
+    // 20 TB: 410 partitions of 50 GB, and at least 1 RU/s per GB.
+    let large = cosmos::plan(1_000.0, 800.0, 20_480.0, None, &l);
+    assert_eq!(large.physical_partitions, 410);
+    assert_eq!(large.partitions_by, PartitionsBy::Storage);
+    assert_eq!(large.ru_per_sec, 20_500.0);
+    assert!(!large.needs_support_request);
+    // A million drones reporting every 5 s, each written: past the quota, said in the text.
+    let (p, fleet) = (prices(), fleet(1_000_000));
+    let every = plan(&fleet, &p, &l);
+    assert!(every.cosmos.needs_support_request, "{:?}", every.cosmos);
+    assert!(text(&fleet, &every, &p, &l).contains("WARNING: past 1000000 RU/s per container"));
+}
+
+#[test]
+fn a_limits_table_must_be_complete_and_positive() {
+    let zero = limits::SHIPPED.replace("max_linked_hubs = 50", "max_linked_hubs = 0");
+    let err = Limits::parse(&zero, "l.toml").unwrap_err();
+    assert!(err.to_string().contains("dps.max_linked_hubs"), "{err}");
+    let missing = limits::SHIPPED.replace("gb_per_partition = 50\n", "");
+    assert!(Limits::parse(&missing, "l.toml").is_err());
 }
