@@ -69,10 +69,11 @@ struct PlanArgs {
     /// HISTORY_SEGMENT_SPAN).
     #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "history")]
     segment_span: Duration,
-    /// With --history: how long the writer holds a segment's positions before writing them
-    /// [default: the segment span, one write per segment]
+    /// With --history: the longest the writer holds a position for its segment's write (the
+    /// writer's HISTORY_HOLD; the segment span: one write per segment) [default: 2m, at most
+    /// the span]
     #[arg(long, value_parser = parse_duration, requires = "history")]
-    segment_hold: Option<Duration>,
+    history_hold: Option<Duration>,
     /// Regions of the Cosmos DB account.
     #[arg(long, default_value_t = 1)]
     regions: u32,
@@ -146,6 +147,10 @@ struct DemoArgs {
     /// The container's indexing policy: the project's, or Cosmos DB's default (every path).
     #[arg(long, value_enum, default_value = "project")]
     indexing_policy: Indexing,
+    /// The writers keep every position's history for this long (HISTORY, HISTORY_TTL), e.g.
+    /// `7d`; the report sets its RU and bytes per drone-hour beside the plan's.
+    #[arg(long, value_parser = parse_duration)]
+    history: Option<Duration>,
     /// Physical partitions of the container.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
@@ -311,6 +316,12 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         args.report_interval
     );
     anyhow::ensure!(
+        args.history_hold
+            .is_none_or(|hold| hold <= args.segment_span),
+        "--history-hold must be at most --segment-span ({:?}), as the writer's HISTORY_HOLD, e.g. 2m",
+        args.segment_span
+    );
+    anyhow::ensure!(
         publish_every >= args.report_interval,
         "--publish-every must be at least --report-interval ({:?}), e.g. 30s",
         args.report_interval
@@ -335,7 +346,9 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         history: args.history.map(|kept| plan::History {
             kept,
             segment_span: args.segment_span,
-            hold: args.segment_hold.unwrap_or(args.segment_span),
+            hold: args
+                .history_hold
+                .unwrap_or(plan::history::DEFAULT_HOLD.min(args.segment_span)),
         }),
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,
@@ -371,6 +384,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         publish_every: args.publish_every,
         min_write_interval: args.min_write_interval,
         indexing: args.indexing_policy,
+        history: args.history,
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),

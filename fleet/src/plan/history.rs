@@ -2,14 +2,17 @@
 //!
 //! The writer keeps a drone's positions in segments, one per stretch of device time of
 //! `HISTORY_SEGMENT_SPAN` (`kind` "segment", the points as arrays; the indexing policy leaves
-//! `points` out). A segment is written once per flush of the positions the writer holds for
-//! it: the first write creates it, each later one adds its points (a patch). The charges are
+//! `points` out). The writer holds a drone's positions at most `HISTORY_HOLD` and writes its
+//! segment when the drone moves to the next stretch or the hold runs out: the first write
+//! creates the segment, each later one replaces it with the points merged (a Replace with
+//! `ifMatch`, cloud-writer's `segment_write` module). The charges are
 //! those the local endpoint makes and Microsoft publishes ([`cosmos_wire::charges`]): a write
 //! by the stored size, and 0.2 RU per indexed term it adds or removes, the terms being those
 //! the container's policy makes of the segment ([`IndexingPolicy::terms`]).
 //!
-//! Cost: a five-minute segment of 60 positions is about 6 KB, one create of about 8 RU,
-//! where one document per position cost 6.2 RU each; the same positions take about a ninth
+//! Cost: a five-minute segment of 60 positions is about 7 KB. Held 2 minutes (the writer's
+//! default) it is written three times, about 36 RU; held the whole span, once, about 8 RU;
+//! one document per position cost 60 × 6.2 = 372 RU. The same positions take about a fifth
 //! of the bytes.
 
 use std::time::Duration;
@@ -23,6 +26,10 @@ use serde_json::{Value, json};
 /// `_attachments`, `_ts`), in the form and length it writes them.
 const SYSTEM_PROPERTIES: &str = r#","_rid":"AbCdEfGhIjkBAAAAAAAAAA==","_self":"dbs/AbCdEf==/colls/AbCdEfGhIjk=/docs/AbCdEfGhIjkBAAAAAAAAAA==/","_etag":"\"0b00b9d6-0000-0800-0000-675f2b1c0000\"","_attachments":"attachments/","_ts":1795339200"#;
 
+/// The writer's `HISTORY_HOLD` by default: the longest a position waits, unacknowledged,
+/// for its segment's write.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(120);
+
 /// How the writer keeps history: how long, the stretch of device time one segment holds, and
 /// how long it holds a segment's positions before writing them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -31,18 +38,18 @@ pub struct History {
     pub kept: Duration,
     /// The stretch of device time of one segment (the writer's `HISTORY_SEGMENT_SPAN`).
     pub segment_span: Duration,
-    /// How long the writer holds positions before writing their segment; the span or more:
-    /// one write per segment.
+    /// The longest the writer holds a position before writing its segment (its
+    /// `HISTORY_HOLD`); the span: one write per segment.
     pub hold: Duration,
 }
 
 impl History {
-    /// Kept for `kept`, in segments of `span`, each written once.
+    /// Kept for `kept`, in segments of `span`, held as the writer holds them by default.
     pub fn segments(kept: Duration, span: Duration) -> History {
         History {
             kept,
             segment_span: span,
-            hold: span,
+            hold: DEFAULT_HOLD.min(span),
         }
     }
 }
@@ -98,7 +105,7 @@ pub fn plan(
             None => charges::create(stored_len(&after), policy.terms(&after).len()),
             Some(old) => {
                 let (old_terms, new_terms) = (policy.terms(old), policy.terms(&after));
-                charges::patch(
+                charges::replace(
                     stored_len(old),
                     stored_len(&after),
                     TermChanges {

@@ -9,7 +9,7 @@ mod control;
 mod cosmos;
 mod dps;
 mod eventhubs;
-mod history;
+pub mod history;
 pub mod limits;
 pub mod prices;
 mod render;

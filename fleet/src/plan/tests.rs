@@ -13,12 +13,20 @@ fn planned(fleet: &Fleet, prices: &Prices) -> Plan {
     plan(fleet, prices, &Limits::shipped())
 }
 
-/// Kept a week in segments of five minutes, each written once.
+/// Kept a week in segments of five minutes, held as the writer holds them by default.
 fn week() -> Option<History> {
     Some(History::segments(
         Duration::from_secs(7 * 86_400),
         Duration::from_secs(300),
     ))
+}
+
+/// The same, each segment held its whole span and written once.
+fn week_written_once() -> Option<History> {
+    week().map(|h| History {
+        hold: h.segment_span,
+        ..h
+    })
 }
 
 fn fleet(drones: u64) -> Fleet {
@@ -118,7 +126,7 @@ fn history_adds_one_create_per_segment_and_its_storage() {
     let p = prices();
     let with = planned(
         &Fleet {
-            history: week(),
+            history: week_written_once(),
             ..fleet(1_000)
         },
         &p,
@@ -156,7 +164,7 @@ fn history_adds_one_create_per_segment_and_its_storage() {
 }
 
 #[test]
-fn a_segment_written_at_every_message_costs_a_patch_each_time() {
+fn each_further_write_of_a_segment_costs_a_replace_of_its_old_and_new_size() {
     let p = prices();
     let held = |hold: u64| {
         let mut history = week().unwrap();
@@ -174,17 +182,32 @@ fn a_segment_written_at_every_message_costs_a_patch_each_time() {
         .unwrap()
     };
     let once = held(300);
+    // The writer's default hold of 2 minutes: written at 2 and 4 minutes and when the drone
+    // moves on, a create and two replaces, each replace charged the sizes before and after
+    // (at least 5 RU each, the 1 KB row): more than four times the one create.
+    let default = planned(
+        &Fleet {
+            publish_every: Duration::from_secs(30),
+            history: week(),
+            ..fleet(1_000)
+        },
+        &p,
+    )
+    .cosmos
+    .history
+    .unwrap();
+    assert_eq!(default, held(120));
+    assert_eq!(default.writes_per_segment, 3.0);
+    assert!(
+        default.ru_per_segment > 4.0 * once.ru_per_segment,
+        "{default:?} against {once:?}"
+    );
     // A hold shorter than a message's interval still writes at most once a message.
     let every_message = held(5);
     assert_eq!(every_message.writes_per_segment, 10.0);
     assert_eq!(held(60).writes_per_segment, 5.0);
-    // The same segment, its first write a create and nine patches, each charged by the
-    // stored size before and after: more than five times the one create.
     assert_eq!(every_message.segment_bytes, once.segment_bytes);
-    assert!(
-        every_message.ru_per_segment > 5.0 * once.ru_per_segment,
-        "{every_message:?} against {once:?}"
-    );
+    assert!(every_message.ru_per_segment > 3.0 * default.ru_per_segment);
 }
 
 #[test]
@@ -446,7 +469,9 @@ fn million(history: Option<History>) -> Fleet {
 fn a_million_drones_keep_a_week_of_history_for_at_most_a_quarter_more_throughput() {
     let (p, l) = (prices(), Limits::shipped());
     let without = plan(&million(None), &p, &l);
-    let with = plan(&million(week()), &p, &l);
+    // Each segment written once (`--history-hold 5m`); the writer's default hold of 2
+    // minutes writes it three times and asks for 28 % more.
+    let with = plan(&million(week_written_once()), &p, &l);
     assert_eq!(without.cosmos.ru_per_sec, 516_700.0, "the issue's figure");
     assert!(
         with.cosmos.ru_per_sec <= 1.25 * without.cosmos.ru_per_sec,
@@ -460,7 +485,7 @@ fn a_million_drones_keep_a_week_of_history_for_at_most_a_quarter_more_throughput
         "{:?}",
         with.cosmos
     );
-    let text = text(&million(week()), &with, &p, &l);
+    let text = text(&million(week_written_once()), &with, &p, &l);
     for named in [
         "partitions per hub",
         "DPS ",
