@@ -81,12 +81,13 @@ impl PartitionReason {
     /// The reason as the plan prints it.
     pub fn text(&self, plan: &EventHubsPlan, limits: &Limits) -> String {
         let eh = &limits.eventhubs;
+        let mb = |bytes: f64| bytes / (1u64 << 20) as f64;
         let load = format!(
             "{:.0} events/s, {:.1} MB/s a hub at {} events/s or {:.0} MB/s a partition",
             plan.events_per_sec,
-            plan.bytes_per_sec / 1e6,
+            mb(plan.bytes_per_sec),
             eh.events_per_partition_sec,
-            eh.bytes_per_partition_sec / (1u64 << 20) as f64
+            mb(eh.bytes_per_partition_sec)
         );
         match self {
             PartitionReason::Default => format!("the default: {load}"),
