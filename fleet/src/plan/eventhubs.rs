@@ -42,6 +42,21 @@ pub enum PartitionReason {
     },
 }
 
+/// The fewest hubs whose endpoints take `events_per_sec` events of `bytes_per_event` in all,
+/// read by `replicas` writer replicas in all, within a hub's partitions.
+pub fn hubs_needed(
+    events_per_sec: f64,
+    bytes_per_event: f64,
+    replicas: f64,
+    limits: &Limits,
+) -> u64 {
+    let eh = &limits.eventhubs;
+    let partitions = (events_per_sec / eh.events_per_partition_sec)
+        .max(events_per_sec * bytes_per_event / eh.bytes_per_partition_sec)
+        .max(replicas);
+    ((partitions / limits.iothub.max_partitions as f64).ceil() as u64).max(1)
+}
+
 /// The partitions for a hub taking `events_per_sec` events of `bytes_per_event`, read by
 /// `replicas` writers.
 pub fn plan(

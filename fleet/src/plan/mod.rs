@@ -316,14 +316,27 @@ pub fn plan(fleet: &Fleet, prices: &Prices, limits: &Limits) -> Plan {
     let control_per_day = control.map_or(0.0, |c| c.total * fleet.drones as f64);
     let messages_per_day = telemetry_per_day + control_per_day;
 
-    let standard_only = fleet.control_plane.is_some();
-    let (tier, hubs, units, iothub_cost) =
-        cheapest_hubs(standard_only, messages_per_day, sends_per_sec, prices);
-
+    // Each hub's endpoint has at most so many partitions, each taking so much and read by one
+    // writer replica: a fleet beyond that spreads over more hubs.
     let cores = positions_per_sec * WRITER_CPU_PER_EVENT;
-    let replicas = ((cores / hubs as f64 / WRITER_CORE_UTILISATION).ceil() as u64).max(MIN_WRITERS);
     let bytes_per_event =
         samples_per_publish * position_message().len() as f64 / messages_per_publish;
+    let min_hubs = eventhubs::hubs_needed(
+        sends_per_sec,
+        bytes_per_event,
+        cores / WRITER_CORE_UTILISATION,
+        limits,
+    );
+    let standard_only = fleet.control_plane.is_some();
+    let (tier, hubs, units, iothub_cost) = cheapest_hubs(
+        standard_only,
+        messages_per_day,
+        sends_per_sec,
+        min_hubs,
+        prices,
+    );
+
+    let replicas = ((cores / hubs as f64 / WRITER_CORE_UTILISATION).ceil() as u64).max(MIN_WRITERS);
     let eventhubs = eventhubs::plan(
         sends_per_sec / hubs as f64,
         bytes_per_event,
@@ -408,7 +421,7 @@ pub fn plan(fleet: &Fleet, prices: &Prices, limits: &Limits) -> Plan {
             share_of_messages: control_per_day / messages_per_day,
             share_of_quota: control_per_day / (hubs * units * tier.messages_per_unit_day) as f64,
             added_monthly_cost: iothub_cost
-                - cheapest_hubs(false, telemetry_per_day, sends_per_sec, prices).3,
+                - cheapest_hubs(false, telemetry_per_day, sends_per_sec, min_hubs, prices).3,
         }),
         writers: WritersPlan { replicas, cores },
         cosmos,
@@ -428,13 +441,14 @@ fn cheapest_hubs(
     standard_only: bool,
     messages_per_day: f64,
     sends_per_sec: f64,
+    min_hubs: u64,
     prices: &Prices,
 ) -> (&'static Tier, u64, u64, f64) {
     TIERS
         .iter()
         .filter(|t| !(standard_only && t.basic))
         .map(|tier| {
-            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec);
+            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec, min_hubs);
             let price = prices.iothub.unit_month[tier.name];
             (tier, hubs, units, (hubs * units) as f64 * price)
         })
@@ -442,9 +456,15 @@ fn cheapest_hubs(
         .expect("at least the standard tiers")
 }
 
-/// The fewest hubs of `tier` that carry the load, and the units each needs.
-fn hubs_and_units(tier: &Tier, messages_per_day: f64, sends_per_sec: f64) -> (u64, u64) {
-    let mut hubs = 1;
+/// The fewest hubs of `tier` (at least `min_hubs`) that carry the load, and the units each
+/// needs.
+fn hubs_and_units(
+    tier: &Tier,
+    messages_per_day: f64,
+    sends_per_sec: f64,
+    min_hubs: u64,
+) -> (u64, u64) {
+    let mut hubs = min_hubs.max(1);
     loop {
         let units = tier.units(messages_per_day / hubs as f64, sends_per_sec / hubs as f64);
         if units <= tier.max_units {

@@ -91,7 +91,9 @@ fn the_send_throttle_adds_units_the_daily_quota_would_not() {
 fn a_fleet_beyond_one_hubs_units_spreads_over_hubs() {
     let s1 = &TIERS[3];
     // 300 units of quota: two hubs of 150.
-    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0), (2, 150));
+    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0, 1), (2, 150));
+    // More hubs when told: their units shrink.
+    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0, 3), (3, 100));
 }
 
 #[test]
@@ -530,6 +532,7 @@ fn the_plan_keeps_to_the_published_limits_it_cites() {
         fleet(1_000),
         million(None),
         million(week()),
+        fleet(1_000_000),
         Fleet {
             report_interval: Duration::from_secs(1),
             history: week(),
@@ -542,12 +545,12 @@ fn the_plan_keeps_to_the_published_limits_it_cites() {
             (l.iothub.default_partitions..=l.iothub.max_partitions).contains(&e.partitions),
             "{e:?}"
         );
-        if !matches!(e.reason, PartitionReason::Capped { .. }) {
-            let partitions = e.partitions as f64;
-            assert!(e.events_per_sec <= partitions * l.eventhubs.events_per_partition_sec);
-            assert!(e.bytes_per_sec <= partitions * l.eventhubs.bytes_per_partition_sec);
-            assert!(plan.writers.replicas <= e.partitions, "{plan:?}");
-        }
+        // A fleet beyond a hub's partitions spreads over more hubs.
+        assert!(!matches!(e.reason, PartitionReason::Capped { .. }), "{e:?}");
+        let partitions = e.partitions as f64;
+        assert!(e.events_per_sec <= partitions * l.eventhubs.events_per_partition_sec);
+        assert!(e.bytes_per_sec <= partitions * l.eventhubs.bytes_per_partition_sec);
+        assert!(plan.writers.replicas <= e.partitions, "{plan:?}");
         assert!(
             fleet.drones <= d.instances * l.dps.max_registrations,
             "{d:?}"
