@@ -14,6 +14,8 @@ pub mod limits;
 pub mod prices;
 mod render;
 #[cfg(test)]
+mod scale_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;
