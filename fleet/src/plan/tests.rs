@@ -136,12 +136,19 @@ fn history_adds_one_create_per_segment_and_its_storage() {
     let without = planned(&fleet(1_000), &p);
     let h = with.cosmos.history.clone().unwrap();
     // Five minutes of positions every 5 s, written once: a create charged by the stored size
-    // and 0.2 RU for each of the 4 terms the project's policy makes of a segment (id, _ts,
-    // kind, deviceId; the points are not indexed).
+    // and 0.2 RU for each term the project's policy makes of a segment: `id` and `_ts`, and
+    // those of its top-level fields the policy includes (the points are never indexed).
+    let policy =
+        cosmos_wire::indexing::IndexingPolicy::parse(&telemetry::indexing_policy()).unwrap();
+    let terms = 2 + ["deviceId", "kind", "startMs", "endMs"]
+        .iter()
+        .filter(|path| policy.indexes(&[**path]))
+        .count();
+    assert!(!policy.indexes(&["points", "0", "0"]));
     assert_eq!((h.positions_per_segment, h.writes_per_segment), (60.0, 1.0));
     assert_eq!(
         h.ru_per_segment,
-        cosmos_wire::charges::create(h.segment_bytes as usize, 4)
+        cosmos_wire::charges::create(h.segment_bytes as usize, terms)
     );
     assert!(
         (4_096.0..16_384.0).contains(&h.segment_bytes),
