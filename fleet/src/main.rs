@@ -61,10 +61,19 @@ struct PlanArgs {
     /// (e.g. `30s`) [default: every position]
     #[arg(long, value_parser = parse_duration)]
     min_write_interval: Option<Duration>,
-    /// Keep a history document of every position for this long (the writer's history
-    /// with its TTL), e.g. `7d`.
+    /// Keep the history of every position for this long (the writer's history in track
+    /// segments, with its HISTORY_TTL), e.g. `7d`.
     #[arg(long, value_parser = parse_duration)]
     history: Option<Duration>,
+    /// With --history: the stretch of device time one segment holds (the writer's
+    /// HISTORY_SEGMENT_SPAN).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "history")]
+    segment_span: Duration,
+    /// With --history: the longest the writer holds a position for its segment's write (the
+    /// writer's HISTORY_HOLD; the segment span: one write per segment) [default: 2m, at most
+    /// the span]
+    #[arg(long, value_parser = parse_duration, requires = "history")]
+    history_hold: Option<Duration>,
     /// Regions of the Cosmos DB account.
     #[arg(long, default_value_t = 1)]
     regions: u32,
@@ -92,6 +101,10 @@ struct PlanArgs {
     /// The price table [default: the shipped deploy/prices.toml].
     #[arg(long)]
     prices: Option<std::path::PathBuf>,
+    /// The published limits planned with, a copy of deploy/limits.toml with those Microsoft
+    /// raised for this subscription [default: the shipped deploy/limits.toml].
+    #[arg(long)]
+    limits: Option<std::path::PathBuf>,
     /// Print the plan as JSON.
     #[arg(long)]
     json: bool,
@@ -134,6 +147,10 @@ struct DemoArgs {
     /// The container's indexing policy: the project's, or Cosmos DB's default (every path).
     #[arg(long, value_enum, default_value = "project")]
     indexing_policy: Indexing,
+    /// The writers keep every position's history for this long (HISTORY, HISTORY_TTL), e.g.
+    /// `7d`; the report sets its RU and bytes per drone-hour beside the plan's.
+    #[arg(long, value_parser = parse_duration)]
+    history: Option<Duration>,
     /// Physical partitions of the container.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
@@ -272,6 +289,10 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         Some(path) => plan::Prices::read(path, &tiers)?,
         None => plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)?,
     };
+    let limits = match &args.limits {
+        Some(path) => plan::Limits::read(path)?,
+        None => plan::Limits::shipped(),
+    };
     anyhow::ensure!(args.drones > 0, "--drones must be at least 1");
     for (flag, value) in [
         ("--reconnections-per-day", args.reconnections_per_day),
@@ -289,6 +310,17 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         "--report-interval must be longer than 0, e.g. 5s"
     );
     let publish_every = args.publish_every.unwrap_or(args.report_interval);
+    anyhow::ensure!(
+        args.segment_span >= args.report_interval,
+        "--segment-span must be at least --report-interval ({:?}), e.g. 5m",
+        args.report_interval
+    );
+    anyhow::ensure!(
+        args.history_hold
+            .is_none_or(|hold| hold <= args.segment_span),
+        "--history-hold must be at most --segment-span ({:?}), as the writer's HISTORY_HOLD, e.g. 2m",
+        args.segment_span
+    );
     anyhow::ensure!(
         publish_every >= args.report_interval,
         "--publish-every must be at least --report-interval ({:?}), e.g. 30s",
@@ -311,7 +343,13 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         report_interval: args.report_interval,
         publish_every,
         min_write_interval: args.min_write_interval.unwrap_or_default(),
-        history: args.history,
+        history: args.history.map(|kept| plan::History {
+            kept,
+            segment_span: args.segment_span,
+            hold: args
+                .history_hold
+                .unwrap_or(plan::history::DEFAULT_HOLD.min(args.segment_span)),
+        }),
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,
         control_plane: (args.control_plane == Switch::On).then_some(plan::ControlPlane {
@@ -322,11 +360,11 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         }),
         indexing_policy,
     };
-    let planned = plan::plan(&fleet, &prices);
+    let planned = plan::plan(&fleet, &prices, &limits);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&planned)?);
     } else {
-        print!("{}", plan::text(&fleet, &planned, &prices));
+        print!("{}", plan::text(&fleet, &planned, &prices, &limits));
     }
     Ok(())
 }
@@ -347,6 +385,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         publish_every: args.publish_every,
         min_write_interval: args.min_write_interval,
         indexing: args.indexing_policy,
+        history: args.history,
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),

@@ -11,7 +11,7 @@ use serde::Serialize;
 mod cost;
 
 pub use crate::remote_config::RemoteConfig;
-pub use cost::{CostComparison, PerDroneCost};
+pub use cost::{CostComparison, HistoryCost, HistoryPerDrone, PerDroneCost};
 
 use crate::onboard::Onboarding;
 use crate::view::{ReplicaState, bar};

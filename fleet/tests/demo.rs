@@ -336,3 +336,34 @@ async fn the_demo_costs_what_the_plan_predicts_with_and_without_the_levers() {
     assert!(levers.measured.writes_per_hour * 5.0 < every.measured.writes_per_hour);
     assert!(levers.measured.ru_per_hour * 5.0 < every.measured.ru_per_hour);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_measures_its_history_beside_the_plan() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let report = demo::run(
+        DemoConfig {
+            drones: 12,
+            duration: Duration::from_secs(10),
+            speedup: 30.0,
+            history: Some(Duration::from_secs(7 * 86_400)),
+            ..small(Scenario::Bulk)
+        },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let text = report.render();
+    eprintln!("{text}");
+    let history = report
+        .cost
+        .expect("the run's cost")
+        .history
+        .expect("history kept");
+    // The endpoint's RU on the history documents and their bytes read back, beside the
+    // plan's segments (which the writer's segments are held to once it writes them).
+    let (m, p) = (history.measured, history.planned);
+    assert!(m.ru_per_hour > 0.0 && m.bytes_per_hour > 0.0, "{m:?}");
+    assert!(p.ru_per_hour > 0.0 && p.bytes_per_hour > 0.0, "{p:?}");
+    assert!(text.contains("history RU per drone-hour"), "{text}");
+    assert!(text.contains("history bytes/drone-hour"), "{text}");
+}

@@ -99,6 +99,8 @@ pub struct PartitionStats {
     pub documents: usize,
     /// RU charged in total.
     pub ru_total: f64,
+    /// Of which, by the `kind` member of the document operated on (`""`: none, or a query).
+    pub ru_by_kind: BTreeMap<String, f64>,
     /// Operations served.
     pub operations: u64,
     /// Operations answered 429.
@@ -131,6 +133,7 @@ impl Stats {
                             ru_budget_per_sec: p.bucket.rate(),
                             documents: p.document_count(),
                             ru_total: p.counters.ru_total,
+                            ru_by_kind: p.counters.ru_by_kind.clone(),
                             operations: p.counters.operations,
                             throttled: p.counters.throttled,
                             throttled_low_priority: p.counters.throttled_low_priority,

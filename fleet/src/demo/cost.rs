@@ -2,14 +2,22 @@
 //! container, the messages the hub took, the writers' latest-position writes, over the
 //! drone-hours flown), and what `fleet plan` predicts for the same settings: for the drones
 //! told a shorter report interval through their twins, the plan at each interval for the
-//! share of the flight it held.
+//! share of the flight it held. With history, its RU (the endpoint's, on documents of kind
+//! `history` or `segment`) and its bytes as stored, beside the plan's segments.
+
+use std::time::Duration;
 
 use cloud_writer::Counts;
 
 use super::observer::Published;
 use super::{CONTAINER, DATABASE, DemoConfig, REPORT_INTERVAL};
 use crate::plan;
-use crate::report::{CostComparison, PerDroneCost, RemoteConfig};
+use crate::report::{CostComparison, HistoryCost, HistoryPerDrone, PerDroneCost, RemoteConfig};
+
+/// The history's segments, flight time: the writer's default span, each written once.
+const SEGMENT_SPAN: Duration = Duration::from_secs(5 * 60);
+/// The document kinds of history: one per position, and track segments.
+const HISTORY_KINDS: [&str; 2] = ["history", "segment"];
 
 /// The run's cost beside the plan's; `None` when no drone flew.
 pub(super) fn compare(
@@ -18,6 +26,7 @@ pub(super) fn compare(
     published: &Published,
     writers: &Counts,
     stats: &cosmos_sim::Stats,
+    history_bytes: Option<u64>,
     remote: Option<&RemoteConfig>,
 ) -> Option<CostComparison> {
     let drones = published.drones();
@@ -25,9 +34,15 @@ pub(super) fn compare(
         return None;
     }
     let drone_hours = drones as f64 * wall_secs * config.speedup / 3_600.0;
-    let ru: f64 = stats
+    let partitions = stats
         .container(DATABASE, CONTAINER)
-        .map_or(0.0, |c| c.partitions.iter().map(|p| p.ru_total).sum());
+        .map(|c| c.partitions.as_slice())
+        .unwrap_or_default();
+    let ru: f64 = partitions.iter().map(|p| p.ru_total).sum();
+    let history_ru: f64 = partitions
+        .iter()
+        .flat_map(|p| HISTORY_KINDS.iter().filter_map(|k| p.ru_by_kind.get(*k)))
+        .sum();
     let measured = PerDroneCost {
         ru_per_hour: ru / drone_hours,
         messages_per_day: published.messages as f64 / drone_hours * 24.0,
@@ -36,7 +51,11 @@ pub(super) fn compare(
     let tiers: Vec<_> = plan::TIERS.iter().map(|t| t.name).collect();
     let prices = plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)
         .expect("the shipped price table parses");
-    let planned_at = |report_interval: std::time::Duration| {
+    let history = config
+        .history
+        .map(|kept| plan::History::segments(kept, SEGMENT_SPAN));
+    let limits = plan::Limits::shipped();
+    let planned_at = |report_interval: Duration| {
         let fleet = plan::Fleet {
             drones: drones as u64,
             report_interval,
@@ -45,20 +64,20 @@ pub(super) fn compare(
                 .unwrap_or(report_interval)
                 .max(report_interval),
             min_write_interval: config.min_write_interval.unwrap_or_default(),
-            history: None,
+            history,
             regions: 1,
             read_ru_per_sec: 0.0,
             control_plane: Some(plan::ControlPlane::default()),
             indexing_policy: config.indexing.policy(),
         };
-        plan::plan(&fleet, &prices).per_drone
+        plan::plan(&fleet, &prices, &limits).per_drone
     };
     let usual = planned_at(REPORT_INTERVAL);
     // The switched drones flew the rest of the flight at the new interval.
     let (share, after) = match remote.filter(|r| r.drones > 0) {
         Some(r) => {
             let rest = (1.0 - r.at_secs / wall_secs).clamp(0.0, 1.0);
-            let new = planned_at(std::time::Duration::from_secs_f64(r.report_interval_s));
+            let new = planned_at(Duration::from_secs_f64(r.report_interval_s));
             (r.drones as f64 / drones as f64 * rest, new)
         }
         None => (0.0, usual.clone()),
@@ -68,6 +87,8 @@ pub(super) fn compare(
         messages_per_day: mix(usual.messages_per_day, after.messages_per_day),
         writes_per_hour: mix(usual.writes_per_hour, after.writes_per_hour),
         ru_per_hour: mix(usual.ru_per_hour, after.ru_per_hour),
+        history_ru_per_hour: mix(usual.history_ru_per_hour, after.history_ru_per_hour),
+        history_bytes_per_hour: mix(usual.history_bytes_per_hour, after.history_bytes_per_hour),
     };
     Some(CostComparison {
         settings: settings(config),
@@ -79,6 +100,16 @@ pub(super) fn compare(
             writes_per_hour: planned.writes_per_hour,
         },
         largest_message_bytes: published.largest_bytes,
+        history: history_bytes.map(|bytes| HistoryCost {
+            measured: HistoryPerDrone {
+                ru_per_hour: history_ru / drone_hours,
+                bytes_per_hour: bytes as f64 / drone_hours,
+            },
+            planned: HistoryPerDrone {
+                ru_per_hour: planned.history_ru_per_hour,
+                bytes_per_hour: planned.history_bytes_per_hour,
+            },
+        }),
     })
 }
 
@@ -98,6 +129,12 @@ fn settings(config: &DemoConfig) -> String {
         parts.push(format!(
             "written at most every {} s",
             interval.as_secs_f64()
+        ));
+    }
+    if config.history.is_some() {
+        parts.push(format!(
+            "history in segments of {} s",
+            SEGMENT_SPAN.as_secs()
         ));
     }
     parts.join(", ")

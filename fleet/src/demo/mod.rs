@@ -41,6 +41,7 @@
 
 mod cost;
 mod fleet;
+mod history;
 mod kill;
 mod observer;
 mod remote;
@@ -150,6 +151,9 @@ pub struct DemoConfig {
     pub min_write_interval: Option<Duration>,
     /// The container's indexing policy.
     pub indexing: Indexing,
+    /// The writers keep every position's history for this long (`HISTORY`, `HISTORY_TTL`);
+    /// `None`: no history.
+    pub history: Option<Duration>,
 }
 
 /// The indexing policy of the demo's container.
@@ -200,6 +204,7 @@ impl Default for DemoConfig {
             publish_every: None,
             min_write_interval: None,
             indexing: Indexing::Project,
+            history: None,
         }
     }
 }
@@ -319,6 +324,9 @@ pub enum DemoError {
     /// A file or directory could not be made.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The history documents could not be read back.
+    #[error("reading the history back: {0}")]
+    History(cosmos::CosmosError),
 }
 
 /// Runs the demo until its duration passes or `shutdown` is cancelled, and returns the
@@ -487,6 +495,15 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     let published_positions = transport.published();
 
     let stats = sim.stats();
+    // Read after the stats, so that reading them back is not counted as their cost.
+    let history_bytes = match config.history {
+        Some(_) => Some(
+            history::stored_bytes(&sim)
+                .await
+                .map_err(DemoError::History)?,
+        ),
+        None => None,
+    };
     sampler.finish(&mut report, &writers, &stats);
     if let (Some(remote), Some(hub)) = (remote, transport.hub()) {
         report.remote_config = remote.finish(hub, flight_end).await;
@@ -497,6 +514,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         &published_positions,
         &writers.counts,
         &stats,
+        history_bytes,
         report.remote_config.as_ref(),
     );
     report.published = published;

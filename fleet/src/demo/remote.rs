@@ -326,7 +326,9 @@ fn added_messages_per_day(config: &DemoConfig, drones: usize) -> f64 {
             control_plane: None,
             indexing_policy: config.indexing.policy(),
         };
-        plan::plan(&fleet, &prices).per_drone.messages_per_day
+        plan::plan(&fleet, &prices, &plan::Limits::shipped())
+            .per_drone
+            .messages_per_day
     };
     let new = per_drone(Duration::from_secs_f64(NEW_INTERVAL_S));
     (new - per_drone(REPORT_INTERVAL)) * drones as f64

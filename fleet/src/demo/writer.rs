@@ -51,6 +51,8 @@ pub(super) fn config_for(
         probe_addr: Some("off".to_owned()),
         writer_force_missing_partition_key: Some(config.forced()),
         summary_interval: duration(Duration::from_secs(3600)),
+        history: Some(config.history.is_some()),
+        history_ttl: config.history.map(cloud_writer::DurationSetting),
         ..cloud_writer::Settings::default()
     };
     let mut writer = settings

@@ -6,20 +6,33 @@
 //! writers' compute depends on where they run, so the plan gives their cores, not a cost.
 
 mod control;
+mod cosmos;
+mod dps;
+mod eventhubs;
+pub mod history;
+pub mod limits;
 pub mod prices;
 mod render;
+#[cfg(test)]
+mod scale_tests;
 #[cfg(test)]
 mod tests;
 
 use std::time::Duration;
 
 use cloud_writer::internals::policy_cost;
+use cosmos_wire::indexing::IndexingPolicy;
 use serde::Serialize;
 use serde_json::Value;
 use telemetry::DocumentLayout;
 use telemetry::wire::{BatchBuilder, Position};
 
 pub use control::{ControlPlane, ControlPlaneMessages};
+pub use cosmos::{CosmosPlan, PartitionsBy};
+pub use dps::DpsPlan;
+pub use eventhubs::{EventHubsPlan, PartitionReason};
+pub use history::{History, HistoryPlan};
+pub use limits::Limits;
 pub use prices::Metering;
 pub use prices::Prices;
 pub use render::text;
@@ -38,8 +51,8 @@ pub struct Fleet {
     /// The writer's `MIN_WRITE_INTERVAL`: each drone written at most once per this interval
     /// (zero: every position).
     pub min_write_interval: Duration,
-    /// How long history documents are kept, when the writer keeps history.
-    pub history: Option<Duration>,
+    /// The writer's history of every position, in track segments, when it keeps one.
+    pub history: Option<History>,
     /// Regions of the Cosmos DB account (throughput and storage are billed in each).
     pub regions: u32,
     /// Request units per second the read side spends (fleet-api, dashboards).
@@ -67,10 +80,12 @@ pub struct Tier {
     pub max_units: u64,
     /// The device-to-cloud send throttle.
     pub throttle: Throttle,
+    /// The new-device-connection throttle (the quota table gives it the sends' figures).
+    pub connections: Throttle,
 }
 
-/// A tier's device-to-cloud send throttle: sends per second per unit, and at least
-/// `at_least` per hub whatever its units.
+/// A tier's throttle of device-to-cloud sends or new device connections: so many a second
+/// per unit, and at least `at_least` per hub whatever its units.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Throttle {
     per_unit: f64,
@@ -78,8 +93,8 @@ pub struct Throttle {
 }
 
 impl Throttle {
-    /// Sends per second a hub of `units` allows.
-    fn sends_per_sec(self, units: u64) -> f64 {
+    /// Operations per second a hub of `units` allows.
+    fn per_sec(self, units: u64) -> f64 {
         (self.per_unit * units as f64).max(self.at_least)
     }
 }
@@ -101,7 +116,8 @@ const THROTTLE_3: Throttle = Throttle {
 };
 
 /// IoT Hub's basic and standard tiers; the throttles are grouped the same way (B1 with
-/// S1, B2 with S2, B3 with S3) in Microsoft's quota table.
+/// S1, B2 with S2, B3 with S3) in Microsoft's quota table ("IoT Hub quotas and throttling",
+/// read 2026-11-28, the source `deploy/limits.toml` names).
 pub const TIERS: [Tier; 6] = [
     Tier::new("B1", true, 400_000, 200, THROTTLE_1),
     Tier::new("B2", true, 6_000_000, 200, THROTTLE_2),
@@ -125,6 +141,7 @@ impl Tier {
             messages_per_unit_day,
             max_units,
             throttle,
+            connections: throttle,
         }
     }
 
@@ -132,7 +149,7 @@ impl Tier {
     fn units(&self, messages_per_day: f64, sends_per_sec: f64) -> u64 {
         let quota = (messages_per_day / self.messages_per_unit_day as f64).ceil() as u64;
         let mut units = quota.max(1);
-        while self.throttle.sends_per_sec(units) < sends_per_sec {
+        while self.throttle.per_sec(units) < sends_per_sec {
             units += 1;
         }
         units
@@ -140,10 +157,9 @@ impl Tier {
 }
 
 /// The wire message of one position with every field, as the agent writes it (about 200
-/// bytes): how many fit in one batch (`telemetry::wire::BATCH_MAX_BYTES`), which IoT Hub meters as one
-/// message (4 KB chunks, properties included).
-fn positions_per_message() -> u64 {
-    let message = Position {
+/// bytes).
+fn position_message() -> Vec<u8> {
+    Position {
         device_id: "drone-00042".into(),
         seq: 1_000_000,
         ts: chrono::DateTime::UNIX_EPOCH,
@@ -156,7 +172,13 @@ fn positions_per_message() -> u64 {
         gnss: Default::default(),
     }
     .encode()
-    .expect("a valid position");
+    .expect("a valid position")
+}
+
+/// How many positions fit in one batch (`telemetry::wire::BATCH_MAX_BYTES`), which IoT Hub
+/// meters as one message (4 KB chunks, properties included).
+fn positions_per_message() -> u64 {
+    let message = position_message();
     let mut batch = BatchBuilder::new("drone-00042");
     while batch.fits(&message) {
         batch.push(&message);
@@ -164,27 +186,23 @@ fn positions_per_message() -> u64 {
     batch.len() as u64
 }
 
-/// The writer's CPU per event from Event Hubs: 20.75 µs (docs/performance.md, the floors
-/// table: one writer from 4 Event Hubs partitions of the local hub, `cargo bench -p
-/// benches --bench writer_sources`).
-const WRITER_CPU_PER_EVENT: f64 = 20.75e-6;
+/// The writer's CPU per event from Event Hubs at a steady load: 0.125 ms (docs/performance.md,
+/// the hour run on an idle machine: two replicas at 1,000 events/s each, one position per
+/// event, `scripts/hour-run`). A writer draining a backlog takes larger batches and less
+/// (20.75 µs, `cargo bench -p benches --bench writer_sources`); the plan takes the steady
+/// figure, per position, which overstates a batch of several.
+const WRITER_CPU_PER_EVENT: f64 = 125e-6;
 /// A replica is given one core and planned to use half of it, leaving room for catching up
 /// after an outage; two replicas at least, so that one can be replaced while the other reads.
 const WRITER_CORE_UTILISATION: f64 = 0.5;
 const MIN_WRITERS: u64 = 2;
-/// The built-in endpoint's partitions: 4 by default, at most 32, fixed when the hub is
-/// created ("IoT Hub quotas and throttling").
-const MIN_PARTITIONS: u64 = 4;
-const MAX_PARTITIONS: u64 = 32;
 
 /// Provisioned throughput above the steady load, for bursts after an outage (a quarter).
 const RU_HEADROOM: f64 = 1.25;
-/// Throughput is provisioned in steps of 100 RU/s, at least 400 RU/s for a container.
-const RU_STEP: f64 = 100.0;
-const RU_MIN: f64 = 400.0;
-/// A document with its index entries, an upper bound: the latest-position document is
-/// about 600 bytes.
+/// A latest-position document with its index entries, an upper bound: it is about 600
+/// bytes.
 const DOCUMENT_BYTES: f64 = 1024.0;
+const GB: f64 = (1u64 << 30) as f64;
 /// Hours in an average month (8,760 / 12).
 const HOURS_PER_MONTH: f64 = 730.0;
 
@@ -197,6 +215,8 @@ pub struct Plan {
     pub iothub: IotHubPlan,
     /// The hubs' built-in Event Hubs endpoints.
     pub eventhubs: EventHubsPlan,
+    /// The Device Provisioning Service.
+    pub dps: DpsPlan,
     /// The cloud writers.
     pub writers: WritersPlan,
     /// Cosmos DB.
@@ -230,8 +250,12 @@ pub struct PerDrone {
     pub messages_per_day: f64,
     /// Writes of its latest-position document an hour.
     pub writes_per_hour: f64,
-    /// Request units its writes spend an hour (latest and history documents).
+    /// Request units its writes spend an hour (latest document and history).
     pub ru_per_hour: f64,
+    /// Of which its history's (zero without history).
+    pub history_ru_per_hour: f64,
+    /// Bytes its history adds an hour (zero without history).
+    pub history_bytes_per_hour: f64,
 }
 
 /// IoT Hub: the tier, the units of each hub, and the hubs.
@@ -250,13 +274,6 @@ pub struct IotHubPlan {
     pub sends_per_sec: f64,
 }
 
-/// The built-in endpoint of each hub.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EventHubsPlan {
-    /// Partitions of each hub's endpoint (chosen when the hub is created).
-    pub partitions: u64,
-}
-
 /// The cloud writers of each hub.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WritersPlan {
@@ -264,17 +281,6 @@ pub struct WritersPlan {
     pub replicas: u64,
     /// Cores the writers of all hubs use at the steady load.
     pub cores: f64,
-}
-
-/// Cosmos DB.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CosmosPlan {
-    /// Request units per second to provision (in each region).
-    pub ru_per_sec: f64,
-    /// Of which the writes spend at the steady load.
-    pub write_ru_per_sec: f64,
-    /// Storage, GB (in each region).
-    pub storage_gb: f64,
 }
 
 /// The month's cost, in the price table's currency.
@@ -292,8 +298,8 @@ pub struct MonthlyCost {
     pub currency: String,
 }
 
-/// Plans `fleet` with `prices`.
-pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
+/// Plans `fleet` with `prices` within `limits`.
+pub fn plan(fleet: &Fleet, prices: &Prices, limits: &Limits) -> Plan {
     let interval = fleet.report_interval.as_secs_f64();
     let positions_per_sec = fleet.drones as f64 / interval;
     // A publish carries every sample since the last one, in as many 4 KB messages as it
@@ -312,51 +318,95 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
     let control_per_day = control.map_or(0.0, |c| c.total * fleet.drones as f64);
     let messages_per_day = telemetry_per_day + control_per_day;
 
-    let standard_only = fleet.control_plane.is_some();
-    let (tier, hubs, units, iothub_cost) =
-        cheapest_hubs(standard_only, messages_per_day, sends_per_sec, prices);
-
+    // Each hub's endpoint has at most so many partitions, each taking so much and read by one
+    // writer replica: a fleet beyond that spreads over more hubs.
     let cores = positions_per_sec * WRITER_CPU_PER_EVENT;
+    let bytes_per_event =
+        samples_per_publish * position_message().len() as f64 / messages_per_publish;
+    let min_hubs = eventhubs::hubs_needed(
+        sends_per_sec,
+        bytes_per_event,
+        cores / WRITER_CORE_UTILISATION,
+        limits,
+    );
+    let standard_only = fleet.control_plane.is_some();
+    let (tier, hubs, units, iothub_cost) = cheapest_hubs(
+        standard_only,
+        messages_per_day,
+        sends_per_sec,
+        min_hubs,
+        prices,
+    );
+
     let replicas = ((cores / hubs as f64 / WRITER_CORE_UTILISATION).ceil() as u64).max(MIN_WRITERS);
-    let partitions = replicas
-        .next_power_of_two()
-        .clamp(MIN_PARTITIONS, MAX_PARTITIONS);
+    let eventhubs = eventhubs::plan(
+        sends_per_sec / hubs as f64,
+        bytes_per_event,
+        replicas,
+        limits,
+    );
+    let dps = dps::plan(
+        fleet.drones,
+        hubs,
+        hubs as f64 * tier.connections.per_sec(units),
+        limits,
+    );
 
     // What Cosmos DB charges the writer's documents under the indexing policy it creates the
     // container with (deploy/cosmos/indexing-policy.json): a drone's new position is a patch
-    // of its latest document, a history document a create ("Understand request unit
-    // consumption": size and indexed terms; `cloud-writer check` says the same).
+    // of its latest document ("Understand request unit consumption": size and indexed terms;
+    // `cloud-writer check` says the same); history as in [`history`].
     let charges = policy_cost(&fleet.indexing_policy, &DocumentLayout::default())
         .expect("an indexing policy checked when read");
-    let history_ru = if fleet.history.is_some() {
-        positions_per_sec * charges.ru_per_history_document
-    } else {
-        0.0
-    };
+    let policy = IndexingPolicy::parse(&fleet.indexing_policy).expect("checked when read");
+    let history = fleet.history.map(|h| {
+        let publish = std::time::Duration::from_secs_f64(publish_interval);
+        history::plan(&h, fleet.report_interval, publish, &policy)
+    });
+    let drones = fleet.drones as f64;
+    let history_ru = history
+        .as_ref()
+        .map_or(0.0, |h| drones * h.ru_per_drone_day / 86_400.0);
     // A drone's latest document is written once per message: the writer keeps the newest
     // position of a batch. With MIN_WRITE_INTERVAL at most once per interval. Its history
-    // documents still get every position.
-    let latest_writes_per_sec = fleet.drones as f64
+    // still gets every position.
+    let latest_writes_per_sec = drones
         / (publish_interval / messages_per_publish).max(fleet.min_write_interval.as_secs_f64());
     let write_ru_per_sec = latest_writes_per_sec * charges.ru_per_position + history_ru;
-    let needed = (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM;
-    let ru_per_sec = ((needed / RU_STEP).ceil() * RU_STEP).max(RU_MIN);
-    let history_documents = fleet
-        .history
-        .map_or(0.0, |kept| positions_per_sec * kept.as_secs_f64());
-    let storage_gb =
-        (fleet.drones as f64 + history_documents) * DOCUMENT_BYTES / (1u64 << 30) as f64;
+    let history_gb = match (&history, fleet.history) {
+        (Some(h), Some(kept)) => {
+            drones * h.bytes_per_drone_day * kept.kept.as_secs_f64() / 86_400.0 / GB
+        }
+        _ => 0.0,
+    };
+    let storage_gb = drones * DOCUMENT_BYTES / GB + history_gb;
+    let cosmos = cosmos::plan(
+        (write_ru_per_sec + fleet.read_ru_per_sec) * RU_HEADROOM,
+        write_ru_per_sec,
+        storage_gb,
+        history,
+        limits,
+    );
 
     let regions = f64::from(fleet.regions.max(1));
-    let cosmos_throughput =
-        ru_per_sec / RU_STEP * prices.cosmos.per_100_ru_hour * HOURS_PER_MONTH * regions;
+    let cosmos_throughput = cosmos.ru_per_sec / cosmos::RU_STEP
+        * prices.cosmos.per_100_ru_hour
+        * HOURS_PER_MONTH
+        * regions;
     let cosmos_storage = storage_gb * prices.cosmos.per_gb_month * regions;
-    let drones = fleet.drones as f64;
     Plan {
         per_drone: PerDrone {
             messages_per_day: telemetry_per_day / drones,
             writes_per_hour: latest_writes_per_sec * 3_600.0 / drones,
             ru_per_hour: write_ru_per_sec * 3_600.0 / drones,
+            history_ru_per_hour: cosmos
+                .history
+                .as_ref()
+                .map_or(0.0, |h| h.ru_per_drone_day / 24.0),
+            history_bytes_per_hour: cosmos
+                .history
+                .as_ref()
+                .map_or(0.0, |h| h.bytes_per_drone_day / 24.0),
         },
         iothub: IotHubPlan {
             tier: tier.name,
@@ -365,21 +415,18 @@ pub fn plan(fleet: &Fleet, prices: &Prices) -> Plan {
             messages_per_day,
             sends_per_sec,
         },
-        eventhubs: EventHubsPlan { partitions },
+        eventhubs,
+        dps,
         control_plane: control.map(|per_drone| ControlPlanePlan {
             per_drone,
             messages_per_day: control_per_day,
             share_of_messages: control_per_day / messages_per_day,
             share_of_quota: control_per_day / (hubs * units * tier.messages_per_unit_day) as f64,
             added_monthly_cost: iothub_cost
-                - cheapest_hubs(false, telemetry_per_day, sends_per_sec, prices).3,
+                - cheapest_hubs(false, telemetry_per_day, sends_per_sec, min_hubs, prices).3,
         }),
         writers: WritersPlan { replicas, cores },
-        cosmos: CosmosPlan {
-            ru_per_sec,
-            write_ru_per_sec,
-            storage_gb,
-        },
+        cosmos,
         monthly_cost: MonthlyCost {
             iothub: iothub_cost,
             cosmos_throughput,
@@ -396,13 +443,14 @@ fn cheapest_hubs(
     standard_only: bool,
     messages_per_day: f64,
     sends_per_sec: f64,
+    min_hubs: u64,
     prices: &Prices,
 ) -> (&'static Tier, u64, u64, f64) {
     TIERS
         .iter()
         .filter(|t| !(standard_only && t.basic))
         .map(|tier| {
-            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec);
+            let (hubs, units) = hubs_and_units(tier, messages_per_day, sends_per_sec, min_hubs);
             let price = prices.iothub.unit_month[tier.name];
             (tier, hubs, units, (hubs * units) as f64 * price)
         })
@@ -410,9 +458,15 @@ fn cheapest_hubs(
         .expect("at least the standard tiers")
 }
 
-/// The fewest hubs of `tier` that carry the load, and the units each needs.
-fn hubs_and_units(tier: &Tier, messages_per_day: f64, sends_per_sec: f64) -> (u64, u64) {
-    let mut hubs = 1;
+/// The fewest hubs of `tier` (at least `min_hubs`) that carry the load, and the units each
+/// needs.
+fn hubs_and_units(
+    tier: &Tier,
+    messages_per_day: f64,
+    sends_per_sec: f64,
+    min_hubs: u64,
+) -> (u64, u64) {
+    let mut hubs = min_hubs.max(1);
     loop {
         let units = tier.units(messages_per_day / hubs as f64, sends_per_sec / hubs as f64);
         if units <= tier.max_units {

@@ -2,10 +2,13 @@
 
 use std::fmt::Write as _;
 
-use super::{Fleet, Plan, Prices};
+use super::cosmos::PartitionsBy;
+use super::dps::duration_text;
+use super::{Fleet, Limits, Plan, Prices};
 
-/// The plan as text: what to provision, then the month's cost with the prices' sources.
-pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
+/// The plan as text: what to provision, then the month's cost with the prices' and the
+/// limits' sources.
+pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices, limits: &Limits) -> String {
     let mut s = String::new();
     let money = |v: f64| format!("{v:>12.2} {}", prices.currency);
     let interval = fleet.report_interval.as_secs_f64();
@@ -29,10 +32,13 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
                 fleet.min_write_interval.as_secs_f64()
             )
         },
-        if fleet.history.is_some() {
-            ", history kept"
-        } else {
-            ""
+        match &fleet.history {
+            Some(h) => format!(
+                ", history kept {} in segments of {}",
+                duration_text(h.kept.as_secs_f64()),
+                duration_text(h.segment_span.as_secs_f64())
+            ),
+            None => String::new(),
         },
         fleet.regions.max(1),
     );
@@ -74,15 +80,30 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
         }
         _ => {}
     }
+    let e = &plan.eventhubs;
     let _ = writeln!(
         s,
-        "Event Hubs     {} partitions per hub (set when the hub is created)",
-        plan.eventhubs.partitions
+        "Event Hubs     {} partitions per hub, set when the hub is created:\n\
+         \x20              {}",
+        e.partitions,
+        e.reason.text(e, limits)
     );
     let _ = writeln!(
         s,
         "cloud-writer   {} replicas per hub ({:.2} cores in all at the steady load)",
         plan.writers.replicas, plan.writers.cores
+    );
+    let d = &plan.dps;
+    let _ = writeln!(
+        s,
+        "DPS            {} instance(s), {:.0} registrations/min: after a mass reset the fleet is\n\
+         \x20              back in {} when every drone registers again, in {} when drones\n\
+         \x20              keep their assignment (assignment.json; the hubs take {:.0} new connections/s)",
+        d.instances,
+        d.registrations_per_minute,
+        duration_text(d.onboarding_secs),
+        duration_text(d.reconnect_secs),
+        d.connections_per_sec,
     );
     let c = &plan.cosmos;
     let _ = writeln!(
@@ -90,6 +111,40 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
         "Cosmos DB      {:.0} RU/s provisioned (writes {:.0} RU/s, reads {:.0} RU/s), {:.2} GB",
         c.ru_per_sec, c.write_ru_per_sec, fleet.read_ru_per_sec, c.storage_gb
     );
+    let p = &limits.cosmos_partitions;
+    let _ = writeln!(
+        s,
+        "               {} physical partitions, set by its {} ({:.0} RU/s and {:.0} GB each)",
+        c.physical_partitions,
+        match c.partitions_by {
+            PartitionsBy::Throughput => "throughput",
+            PartitionsBy::Storage => "storage",
+        },
+        p.ru_per_partition,
+        p.gb_per_partition
+    );
+    if c.needs_support_request {
+        let _ = writeln!(
+            s,
+            "               WARNING: past {:.0} RU/s per container: ask Azure support to raise it",
+            limits.cosmos.max_ru_per_container
+        );
+    }
+    if let Some(h) = &c.history {
+        let _ = writeln!(
+            s,
+            "history        {:.0} positions per segment, {} write(s) each, {:.0} bytes, {:.2} RU;\n\
+             \x20              per drone-day {:.0} RU and {:.0} KB ({:.3} RU and {:.0} bytes a position)",
+            h.positions_per_segment,
+            h.writes_per_segment,
+            h.segment_bytes,
+            h.ru_per_segment,
+            h.ru_per_drone_day,
+            h.bytes_per_drone_day / 1024.0,
+            h.ru_per_position,
+            h.bytes_per_position,
+        );
+    }
     let d = &plan.per_drone;
     let _ = writeln!(
         s,
@@ -117,5 +172,11 @@ pub fn text(fleet: &Fleet, plan: &Plan, prices: &Prices) -> String {
         prices.cosmos.provenance.source,
         prices.cosmos.provenance.read
     );
+    let sources: Vec<String> = limits
+        .sources()
+        .iter()
+        .map(|(name, p)| format!("{name} {} (read {})", p.source, p.read))
+        .collect();
+    let _ = writeln!(s, "limits: {}", sources.join("; "));
     s
 }

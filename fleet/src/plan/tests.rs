@@ -4,12 +4,32 @@ use std::time::Duration;
 
 use super::*;
 
-fn prices() -> Prices {
+pub(super) fn prices() -> Prices {
     let tiers: Vec<_> = TIERS.iter().map(|t| t.name).collect();
     Prices::parse(prices::SHIPPED, "deploy/prices.toml", &tiers).unwrap()
 }
 
-fn fleet(drones: u64) -> Fleet {
+pub(super) fn planned(fleet: &Fleet, prices: &Prices) -> Plan {
+    plan(fleet, prices, &Limits::shipped())
+}
+
+/// Kept a week in segments of five minutes, held as the writer holds them by default.
+pub(super) fn week() -> Option<History> {
+    Some(History::segments(
+        Duration::from_secs(7 * 86_400),
+        Duration::from_secs(300),
+    ))
+}
+
+/// The same, each segment held its whole span and written once.
+pub(super) fn week_written_once() -> Option<History> {
+    week().map(|h| History {
+        hold: h.segment_span,
+        ..h
+    })
+}
+
+pub(super) fn fleet(drones: u64) -> Fleet {
     Fleet {
         drones,
         report_interval: Duration::from_secs(5),
@@ -26,13 +46,13 @@ fn fleet(drones: u64) -> Fleet {
 #[test]
 fn a_unit_of_the_first_tier_carries_23_drones_reporting_every_5_seconds() {
     // 17,280 messages a day per drone against B1's (and S1's) 400,000 per unit.
-    let one = plan(&fleet(23), &prices());
+    let one = planned(&fleet(23), &prices());
     assert_eq!(
         (one.iothub.tier, one.iothub.units, one.iothub.hubs),
         ("B1", 1, 1)
     );
     assert_eq!(one.iothub.messages_per_day, 23.0 * 17_280.0);
-    let two = plan(&fleet(24), &prices());
+    let two = planned(&fleet(24), &prices());
     assert_eq!((two.iothub.tier, two.iothub.units), ("B1", 2));
 }
 
@@ -40,13 +60,13 @@ fn a_unit_of_the_first_tier_carries_23_drones_reporting_every_5_seconds() {
 fn the_cheapest_tier_wins_and_basic_only_when_allowed() {
     // 1,000 drones send 17.28 M messages a day: 44 S1 units, 3 S2 units or 1 S3 unit;
     // at the shipped prices 3 S2 units cost least.
-    let standard = plan(&with_twin(1_000), &prices());
+    let standard = planned(&with_twin(1_000), &prices());
     assert_eq!((standard.iothub.tier, standard.iothub.units), ("S2", 3));
-    let any = plan(&fleet(1_000), &prices());
+    let any = planned(&fleet(1_000), &prices());
     assert_eq!((any.iothub.tier, any.iothub.units), ("B2", 3));
     assert!(any.monthly_cost.iothub < standard.monthly_cost.iothub);
     // 10,000 drones: 172.8 M a day, within one S3 unit's 300 M.
-    let large = plan(&with_twin(10_000), &prices());
+    let large = planned(&with_twin(10_000), &prices());
     assert_eq!(
         (large.iothub.tier, large.iothub.units, large.iothub.hubs),
         ("S3", 1, 1)
@@ -71,24 +91,26 @@ fn the_send_throttle_adds_units_the_daily_quota_would_not() {
 fn a_fleet_beyond_one_hubs_units_spreads_over_hubs() {
     let s1 = &TIERS[3];
     // 300 units of quota: two hubs of 150.
-    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0), (2, 150));
+    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0, 1), (2, 150));
+    // More hubs when told: their units shrink.
+    assert_eq!(hubs_and_units(s1, 120_000_000.0, 1.0, 3), (3, 100));
 }
 
 #[test]
 fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
     let p = prices();
-    let small = plan(&fleet(1), &p);
+    let small = planned(&fleet(1), &p);
     assert_eq!(small.cosmos.ru_per_sec, 400.0);
     // 1,000 drones: 200 patches/s, each changing 3 indexed terms under the project's policy
     // (5.0 + 5.0 + 0.2 × 3 + 0.2 × 3 + 0.4 × 3 = 12.4 RU), is 2,480 RU/s; a quarter more, in
     // steps of 100.
-    let plan1 = plan(&fleet(1_000), &p);
+    let plan1 = planned(&fleet(1_000), &p);
     assert_eq!(plan1.cosmos.ru_per_sec, 3_100.0);
     assert_eq!(
         plan1.monthly_cost.cosmos_throughput,
         31.0 * p.cosmos.per_100_ru_hour * 730.0
     );
-    let two_regions = plan(
+    let two_regions = planned(
         &Fleet {
             regions: 2,
             ..fleet(1_000)
@@ -102,36 +124,111 @@ fn throughput_is_billed_per_100_ru_per_hour_in_every_region_with_a_400_floor() {
 }
 
 #[test]
-fn history_adds_its_writes_and_its_storage() {
+fn history_adds_one_create_per_segment_and_its_storage() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let with = plan(
+    let with = planned(
         &Fleet {
-            history: Some(week),
+            history: week_written_once(),
             ..fleet(1_000)
         },
         &p,
     );
-    let without = plan(&fleet(1_000), &p);
+    let without = planned(&fleet(1_000), &p);
+    let h = with.cosmos.history.clone().unwrap();
+    // Five minutes of positions every 5 s, written once: a create charged by the stored size
+    // and 0.2 RU for each term the project's policy makes of a segment: `id` and `_ts`, and
+    // those of its top-level fields the policy includes (the points are never indexed).
+    let policy =
+        cosmos_wire::indexing::IndexingPolicy::parse(&telemetry::indexing_policy()).unwrap();
+    let terms = 2 + ["deviceId", "kind", "startMs", "endMs"]
+        .iter()
+        .filter(|path| policy.indexes(&[**path]))
+        .count();
+    assert!(!policy.indexes(&["points", "0", "0"]));
+    assert_eq!((h.positions_per_segment, h.writes_per_segment), (60.0, 1.0));
+    assert_eq!(
+        h.ru_per_segment,
+        cosmos_wire::charges::create(h.segment_bytes as usize, terms)
+    );
+    assert!(
+        (4_096.0..16_384.0).contains(&h.segment_bytes),
+        "well under the sizes whose charge grows fast: {h:?}"
+    );
     let added = with.cosmos.write_ru_per_sec - without.cosmos.write_ru_per_sec;
-    // A create of a history document under the project's policy: 5.0 + 0.2 × 6 terms (id,
-    // _ts, kind, deviceId, deviceTimeMs, location).
-    assert!((added - 200.0 * 6.2).abs() < 1e-9, "{added}");
-    // 200 positions a second kept a week, 1 KB each.
-    let gb = (1_000.0 + 200.0 * 7.0 * 86_400.0) * 1024.0 / (1u64 << 30) as f64;
+    assert!(
+        (added - 1_000.0 * h.ru_per_segment / 300.0).abs() < 1e-9,
+        "{added}"
+    );
+    // Where one document per position (a create of 6.2 RU) cost 200 × 6.2 RU/s.
+    assert!(added < 200.0 * 6.2 / 10.0, "{added}");
+    assert_eq!(h.ru_per_drone_day, 288.0 * h.ru_per_segment);
+    assert_eq!(with.per_drone.history_ru_per_hour, 12.0 * h.ru_per_segment);
+    assert_eq!(
+        with.per_drone.history_bytes_per_hour,
+        12.0 * h.segment_bytes
+    );
+    // A week of segments, besides 1 KB per latest document.
+    let gb = (1_000.0 * 1024.0 + 1_000.0 * 288.0 * 7.0 * h.segment_bytes) / (1u64 << 30) as f64;
     assert!((with.cosmos.storage_gb - gb).abs() < 1e-9);
+}
+
+#[test]
+fn each_further_write_of_a_segment_costs_a_replace_of_its_old_and_new_size() {
+    let p = prices();
+    let held = |hold: u64| {
+        let mut history = week().unwrap();
+        history.hold = Duration::from_secs(hold);
+        planned(
+            &Fleet {
+                publish_every: Duration::from_secs(30),
+                history: Some(history),
+                ..fleet(1_000)
+            },
+            &p,
+        )
+        .cosmos
+        .history
+        .unwrap()
+    };
+    let once = held(300);
+    // The writer's default hold of 2 minutes: written at 2 and 4 minutes and when the drone
+    // moves on, a create and two replaces, each replace charged the sizes before and after
+    // (at least 5 RU each, the 1 KB row): more than four times the one create.
+    let default = planned(
+        &Fleet {
+            publish_every: Duration::from_secs(30),
+            history: week(),
+            ..fleet(1_000)
+        },
+        &p,
+    )
+    .cosmos
+    .history
+    .unwrap();
+    assert_eq!(default, held(120));
+    assert_eq!(default.writes_per_segment, 3.0);
+    assert!(
+        default.ru_per_segment > 4.0 * once.ru_per_segment,
+        "{default:?} against {once:?}"
+    );
+    // A hold shorter than a message's interval still writes at most once a message.
+    let every_message = held(5);
+    assert_eq!(every_message.writes_per_segment, 10.0);
+    assert_eq!(held(60).writes_per_segment, 5.0);
+    assert_eq!(every_message.segment_bytes, once.segment_bytes);
+    assert!(every_message.ru_per_segment > 3.0 * default.ru_per_segment);
 }
 
 #[test]
 fn writers_and_partitions_follow_the_load() {
     let p = prices();
-    let small = plan(&fleet(1_000), &p);
+    let small = planned(&fleet(1_000), &p);
     assert_eq!((small.writers.replicas, small.eventhubs.partitions), (2, 4));
-    // 100,000 drones: 20,000 events/s at 20.75 µs is 0.415 cores.
-    let large = plan(&fleet(100_000), &p);
-    assert!((large.writers.cores - 0.415).abs() < 1e-9);
-    // 10 s reports from 10 M drones: 1 M events/s, 20.75 cores over the hubs.
-    let huge = plan(
+    // 100,000 drones: 20,000 events/s at 0.125 ms is 2.5 cores.
+    let large = planned(&fleet(100_000), &p);
+    assert!((large.writers.cores - 2.5).abs() < 1e-9);
+    // 10 s reports from 10 M drones: 1 M events/s, 125 cores over the hubs.
+    let huge = planned(
         &Fleet {
             report_interval: Duration::from_secs(10),
             ..fleet(10_000_000)
@@ -159,7 +256,7 @@ fn the_shipped_prices_name_their_source_and_date_and_a_bad_table_is_refused() {
 
 #[test]
 fn the_json_has_the_fields_tools_read() {
-    let json = serde_json::to_value(plan(&fleet(1_000), &prices())).unwrap();
+    let json = serde_json::to_value(planned(&fleet(1_000), &prices())).unwrap();
     for pointer in [
         "/iothub/tier",
         "/iothub/units",
@@ -177,25 +274,23 @@ fn the_json_has_the_fields_tools_read() {
 #[test]
 fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let every = plan(
+    let every = planned(
         &Fleet {
-            history: Some(week),
+            history: week(),
             ..fleet(1_000)
         },
         &p,
     );
-    let spaced = plan(
+    let spaced = planned(
         &Fleet {
-            history: Some(week),
+            history: week(),
             min_write_interval: Duration::from_secs(30),
             ..fleet(1_000)
         },
         &p,
     );
-    // 200 latest writes a second at 12.4 RU become 1,000 / 30; the history's 200 creates at
-    // 6.2 RU stay.
-    let history = 200.0 * 6.2;
+    // 200 latest writes a second at 12.4 RU become 1,000 / 30; the history's segments stay.
+    let history = 1_000.0 * every.per_drone.history_ru_per_hour / 3_600.0;
     assert!((every.cosmos.write_ru_per_sec - (200.0 * 12.4 + history)).abs() < 1e-6);
     assert!(
         (spaced.cosmos.write_ru_per_sec - (1_000.0 / 30.0 * 12.4 + history)).abs() < 1e-6,
@@ -203,24 +298,23 @@ fn a_minimum_write_interval_cuts_the_latest_writes_not_the_history() {
         spaced.cosmos.write_ru_per_sec
     );
     // An interval shorter than the reports changes nothing.
-    let short = plan(
+    let short = planned(
         &Fleet {
             min_write_interval: Duration::from_secs(2),
             ..fleet(1_000)
         },
         &p,
     );
-    assert_eq!(short.cosmos, plan(&fleet(1_000), &p).cosmos);
+    assert_eq!(short.cosmos, planned(&fleet(1_000), &p).cosmos);
 }
 
 #[test]
 fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_history() {
     let p = prices();
-    let week = Duration::from_secs(7 * 86_400);
-    let batched = plan(
+    let batched = planned(
         &Fleet {
             publish_every: Duration::from_secs(30),
-            history: Some(week),
+            history: week(),
             ..fleet(1_000)
         },
         &p,
@@ -229,11 +323,12 @@ fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_histor
     assert_eq!(batched.per_drone.messages_per_day, 17_280.0 / 6.0);
     assert_eq!(batched.iothub.sends_per_sec, 1_000.0 / 30.0);
     assert!((batched.per_drone.writes_per_hour - 120.0).abs() < 1e-9);
-    let history = 720.0 * 6.2;
+    let history = batched.per_drone.history_ru_per_hour;
+    assert!(history > 0.0);
     assert!((batched.per_drone.ru_per_hour - (120.0 * 12.4 + history)).abs() < 1e-6);
     // Samples beyond one message's 4 KB take more messages: a publish every 5 minutes
     // carries 60 samples.
-    let rare = plan(
+    let rare = planned(
         &Fleet {
             publish_every: Duration::from_secs(300),
             ..fleet(1_000)
@@ -251,7 +346,7 @@ fn batches_of_30_seconds_cut_messages_and_latest_writes_six_times_not_the_histor
 #[test]
 fn the_default_indexing_policy_costs_more_per_write() {
     let p = prices();
-    let default = plan(
+    let default = planned(
         &Fleet {
             indexing_policy: serde_json::json!({"indexingMode": "consistent", "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]}),
             ..fleet(1_000)
@@ -260,7 +355,7 @@ fn the_default_indexing_policy_costs_more_per_write() {
     );
     assert_eq!(default.per_drone.writes_per_hour, 720.0);
     // The project's policy charges at least 30 % less per write (12.4 RU a patch).
-    let project = plan(&fleet(1_000), &p);
+    let project = planned(&fleet(1_000), &p);
     assert!((project.per_drone.ru_per_hour - 720.0 * 12.4).abs() < 1e-6);
     assert!(
         project.per_drone.ru_per_hour <= 0.7 * default.per_drone.ru_per_hour,
@@ -282,9 +377,9 @@ fn the_control_plane_plans_the_standard_tier_and_says_what_it_adds() {
     // 1,000 drones: 17.28 M telemetry messages and 124,000 of the twin a day, within 3 S2
     // units' 18 M; without the twin 3 B2 units carry the same telemetry.
     let p = prices();
-    let twin = plan(&with_twin(1_000), &p);
+    let twin = planned(&with_twin(1_000), &p);
     assert_eq!((twin.iothub.tier, twin.iothub.units), ("S2", 3));
-    let telemetry = plan(&fleet(1_000), &p);
+    let telemetry = planned(&fleet(1_000), &p);
     assert_eq!((telemetry.iothub.tier, telemetry.iothub.units), ("B2", 3));
     assert!(telemetry.control_plane.is_none());
     let c = twin.control_plane.clone().unwrap();
@@ -298,7 +393,7 @@ fn the_control_plane_plans_the_standard_tier_and_says_what_it_adds() {
     assert!((c.share_of_messages - 124_000.0 / 17_404_000.0).abs() < 1e-12);
     // The telemetry per drone is what the demo measures; the twin's is apart.
     assert_eq!(twin.per_drone, telemetry.per_drone);
-    let text = text(&with_twin(1_000), &twin, &p);
+    let text = text(&with_twin(1_000), &twin, &p, &Limits::shipped());
     assert!(
         text.contains("standard tier: the agent reads and reports its device twin"),
         "{text}"
@@ -330,10 +425,10 @@ fn the_twins_messages_are_counted_against_the_daily_quota() {
     assert_eq!(methods.messages(&p.iothub.metering).methods, 20.0);
     // 23 drones fit one S1 unit's 400,000 messages with telemetry alone (397,440), not
     // with the twin's 2,852 more.
-    assert_eq!(plan(&fleet(23), &p).iothub.units, 1);
-    let twin = plan(&with_twin(23), &p);
+    assert_eq!(planned(&fleet(23), &p).iothub.units, 1);
+    let twin = planned(&with_twin(23), &p);
     assert_eq!((twin.iothub.tier, twin.iothub.units), ("S1", 2));
-    assert_eq!(plan(&with_twin(22), &p).iothub.units, 1);
+    assert_eq!(planned(&with_twin(22), &p).iothub.units, 1);
     // The twin adds to the quota, not to the device-to-cloud send throttle.
     assert_eq!(twin.iothub.sends_per_sec, 23.0 / 5.0);
 }

@@ -16,6 +16,25 @@ pub struct PerDroneCost {
     pub writes_per_hour: f64,
 }
 
+/// A drone's history, per drone-hour of flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HistoryPerDrone {
+    /// Request units its history's writes spent.
+    pub ru_per_hour: f64,
+    /// Bytes its history documents take as stored.
+    pub bytes_per_hour: f64,
+}
+
+/// The history's cost, measured and planned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HistoryCost {
+    /// Measured: the endpoint's RU on documents of kind `history` or `segment`, and the
+    /// bytes of those documents read back.
+    pub measured: HistoryPerDrone,
+    /// What `fleet plan` predicts for segments.
+    pub planned: HistoryPerDrone,
+}
+
 /// The run's cost against the plan's.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CostComparison {
@@ -30,21 +49,49 @@ pub struct CostComparison {
     pub planned: PerDroneCost,
     /// The largest message, bytes (IoT Hub meters 4 KB chunks).
     pub largest_message_bytes: usize,
+    /// The history's share, when the writers kept one.
+    pub history: Option<HistoryCost>,
 }
 
 impl CostComparison {
     /// The largest difference of a measured figure from its prediction, as a fraction of
     /// the prediction.
     pub fn worst_deviation(&self) -> f64 {
+        self.rows()
+            .into_iter()
+            .map(|(_, measured, planned)| (measured - planned).abs() / planned)
+            .fold(0.0, f64::max)
+    }
+
+    /// Each figure: its name, measured, planned.
+    fn rows(&self) -> Vec<(&'static str, f64, f64)> {
         let (m, p) = (&self.measured, &self.planned);
-        [
-            (m.ru_per_hour, p.ru_per_hour),
-            (m.messages_per_day, p.messages_per_day),
-            (m.writes_per_hour, p.writes_per_hour),
-        ]
-        .into_iter()
-        .map(|(measured, planned)| (measured - planned).abs() / planned)
-        .fold(0.0, f64::max)
+        let mut rows = vec![
+            ("RU per drone-hour", m.ru_per_hour, p.ru_per_hour),
+            (
+                "IoT Hub messages/drone-day",
+                m.messages_per_day,
+                p.messages_per_day,
+            ),
+            (
+                "writes per drone-hour",
+                m.writes_per_hour,
+                p.writes_per_hour,
+            ),
+        ];
+        if let Some(h) = &self.history {
+            rows.push((
+                "history RU per drone-hour",
+                h.measured.ru_per_hour,
+                h.planned.ru_per_hour,
+            ));
+            rows.push((
+                "history bytes/drone-hour",
+                h.measured.bytes_per_hour,
+                h.planned.bytes_per_hour,
+            ));
+        }
+        rows
     }
 
     /// The comparison as the report prints it.
@@ -55,23 +102,7 @@ impl CostComparison {
             self.settings, self.drone_hours, self.largest_message_bytes
         );
         let _ = writeln!(s, "  {:<28} {:>10} {:>10}", "", "measured", "planned");
-        for (name, measured, planned) in [
-            (
-                "RU per drone-hour",
-                self.measured.ru_per_hour,
-                self.planned.ru_per_hour,
-            ),
-            (
-                "IoT Hub messages/drone-day",
-                self.measured.messages_per_day,
-                self.planned.messages_per_day,
-            ),
-            (
-                "writes per drone-hour",
-                self.measured.writes_per_hour,
-                self.planned.writes_per_hour,
-            ),
-        ] {
+        for (name, measured, planned) in self.rows() {
             let _ = writeln!(
                 s,
                 "  {name:<28} {measured:>10.0} {planned:>10.0}  ({:+.1} %)",

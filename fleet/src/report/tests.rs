@@ -179,6 +179,7 @@ fn the_cost_shows_each_figure_beside_the_plan_and_the_worst_deviation() {
             writes_per_hour: 120.0,
         },
         largest_message_bytes: 1_342,
+        history: None,
     };
     assert!((cost.worst_deviation() - 0.1).abs() < 1e-9);
     let mut text = String::new();
@@ -198,4 +199,31 @@ fn the_cost_shows_each_figure_beside_the_plan_and_the_worst_deviation() {
         "{text}"
     );
     assert!(row("writes per drone-hour").contains("(+10.0 %)"), "{text}");
+    assert!(!text.contains("history"), "{text}");
+    // With history: its RU and bytes beside the plan's, and in the worst deviation.
+    let with_history = CostComparison {
+        history: Some(HistoryCost {
+            measured: HistoryPerDrone {
+                ru_per_hour: 120.0,
+                bytes_per_hour: 78_000.0,
+            },
+            planned: HistoryPerDrone {
+                ru_per_hour: 92.5,
+                bytes_per_hour: 81_132.0,
+            },
+        }),
+        ..cost
+    };
+    let mut text = String::new();
+    with_history.render(&mut text);
+    let row = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(
+        row("history RU per drone-hour").contains("120         92  (+29.7 %)"),
+        "{text}"
+    );
+    assert!(
+        row("history bytes/drone-hour").contains("78000      81132  (-3.9 %)"),
+        "{text}"
+    );
+    assert!((with_history.worst_deviation() - 27.5 / 92.5).abs() < 1e-9);
 }

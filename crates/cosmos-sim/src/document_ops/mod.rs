@@ -141,6 +141,15 @@ enum Effect {
     Remove,
 }
 
+/// The document an operation's charge is counted under: the one it writes, or the one it
+/// read, deleted or failed on.
+fn charged_document(effect: &Effect, existing: Option<&Arc<Doc>>) -> Option<Arc<Doc>> {
+    match effect {
+        Effect::Put(doc) => Some(doc.clone()),
+        Effect::None | Effect::Remove => existing.cloned(),
+    }
+}
+
 /// Where new documents get their system properties.
 pub struct Ctx<'a> {
     /// The account (ETags).
@@ -471,11 +480,14 @@ impl<'a> Ctx<'a> {
     pub fn execute(&self, part: &mut Partition, a: Addressed<'_>) -> Outcome {
         let existing = part.docs.get(&a.pk.canonical).and_then(|l| l.get(&a.id));
         let (outcome, effect) = self.decide(a.op, &a.pre, existing);
+        let charged = charged_document(&effect, existing);
         if let Err(wait) = part.bucket.try_take(outcome.charge, self.priority) {
             part.counters.throttle(self.priority);
             return Outcome::throttled(wait);
         }
         part.counters.charge(outcome.charge);
+        part.counters
+            .charge_kind(charged.as_deref().map_or("", Doc::kind), outcome.charge);
         apply(part, &a.pk, &a.id, effect);
         outcome
     }
@@ -493,6 +505,7 @@ impl<'a> Ctx<'a> {
         let mut outcomes = Vec::with_capacity(count);
         let mut effects = Vec::with_capacity(count);
         let mut failed = None;
+        let mut charged = Vec::with_capacity(count);
         for (i, a) in ops.into_iter().enumerate() {
             let existing = match overlay.get(a.id.as_str()) {
                 Some(staged) => staged.clone(),
@@ -503,6 +516,7 @@ impl<'a> Ctx<'a> {
                     .cloned(),
             };
             let (outcome, effect) = self.decide(a.op, &a.pre, existing.as_ref());
+            charged.push((charged_document(&effect, existing.as_ref()), outcome.charge));
             match &effect {
                 Effect::Put(d) => {
                     overlay.insert(a.id.clone(), Some(d.clone()));
@@ -526,6 +540,10 @@ impl<'a> Ctx<'a> {
             return ((0..count).map(|_| Outcome::throttled(wait)).collect(), 429);
         }
         part.counters.charge(total);
+        for (doc, charge) in charged {
+            part.counters
+                .charge_kind(doc.as_deref().map_or("", Doc::kind), charge);
+        }
         if let Some(i) = failed {
             let status = outcomes[i].status;
             let results = (0..count)

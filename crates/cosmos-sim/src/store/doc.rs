@@ -63,6 +63,20 @@ impl Doc {
         self.parsed.get()
     }
 
+    /// Its `kind` member (the first in its text when not parsed), `""` without one.
+    pub fn kind(&self) -> &str {
+        if let Some(value) = self.parsed() {
+            return value.get("kind").and_then(Value::as_str).unwrap_or("");
+        }
+        const KEY: &[u8] = b"\"kind\":\"";
+        let Some(at) = self.json.windows(KEY.len()).position(|w| w == KEY) else {
+            return "";
+        };
+        let rest = &self.json[at + KEY.len()..];
+        let end = rest.iter().position(|b| *b == b'"').unwrap_or(0);
+        std::str::from_utf8(&rest[..end]).unwrap_or("")
+    }
+
     /// The document parsed (on first use).
     pub fn value(&self) -> &Value {
         self.parsed.get_or_init(|| {

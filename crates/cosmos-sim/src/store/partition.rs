@@ -5,7 +5,7 @@ use super::doc::{Doc, unix_now};
 use crate::ru::Bucket;
 use cosmos_wire::priority::Priority;
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// Seconds of per-second RU history kept per partition.
@@ -38,6 +38,8 @@ pub struct Counters {
     pub throttled_low_priority: u64,
     /// RU charged per second, as `(unix second, RU)`, oldest first.
     pub history: VecDeque<(u64, f64)>,
+    /// RU charged by the `kind` of the document operated on (`""`: none, or a query).
+    pub ru_by_kind: BTreeMap<String, f64>,
 }
 
 impl Counters {
@@ -61,6 +63,20 @@ impl Counters {
                 if self.history.len() > HISTORY_SECONDS {
                     self.history.pop_front();
                 }
+            }
+        }
+    }
+}
+
+impl Counters {
+    /// Counts `ru` under the document kind `kind` (the operation is counted by [`charge`]).
+    ///
+    /// [`charge`]: Counters::charge
+    pub fn charge_kind(&mut self, kind: &str, ru: f64) {
+        match self.ru_by_kind.get_mut(kind) {
+            Some(total) => *total += ru,
+            None => {
+                self.ru_by_kind.insert(kind.to_owned(), ru);
             }
         }
     }
