@@ -133,16 +133,25 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { reads.one("drone-0").await.expect("one") })
     });
-    let once = rt.block_on(reads.track("drone-0", since)).expect("track");
+    let request = fleet_api::track::TrackRequest {
+        device_id: "drone-0".to_string(),
+        span: fleet_api::track::Span {
+            since_ms: since,
+            until_ms: chrono::Utc::now().timestamp_millis() + 60_000,
+        },
+        after: None,
+        limit: 10_000,
+    };
+    let once = rt.block_on(reads.track(&request)).expect("track");
     eprintln!(
         "track: {} points, {:.2} RU, {} calls",
-        once.value.len(),
+        once.value.points.len(),
         once.cost.request_charge,
         once.cost.calls
     );
     group.bench_function("track_1h", |b| {
         b.to_async(&rt)
-            .iter(|| async { reads.track("drone-0", since).await.expect("track") })
+            .iter(|| async { reads.track(&request).await.expect("track") })
     });
     group.finish();
 }
