@@ -251,11 +251,7 @@ mod tests {
             metrics: addr,
             shutdown,
             ..
-        } = start(
-            metrics_limits(timeout),
-            Duration::from_secs(60),
-        )
-        .await;
+        } = start(metrics_limits(timeout), Duration::from_secs(60)).await;
         let started = StdInstant::now();
         let mut stream = slowloris(addr).await;
         let mut rest = Vec::new();

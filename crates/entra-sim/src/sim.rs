@@ -167,7 +167,9 @@ impl EntraSim {
         tokio::spawn({
             let stop = stop.clone();
             async move {
-                if let Err(err) = http_serve::serve(listener, router, Limits::LOCAL, acceptor, stop).await {
+                if let Err(err) =
+                    http_serve::serve(listener, router, Limits::LOCAL, acceptor, stop).await
+                {
                     tracing::warn!(error = %err, "the issuer stopped serving");
                 }
             }
