@@ -8,6 +8,7 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::DateTime;
 use common::*;
@@ -121,10 +122,10 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
         config.buffer.fsync = false;
         agents.push(tokio::spawn(Agent::new(config).unwrap().run(stop.clone())));
     }
-    wait_until(
+    eventually(
         "positions of every drone",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.positions >= 120,
     )
     .await;
@@ -142,10 +143,10 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
             .map(|m| m.2.len() as u64)
             .sum::<u64>()
     };
-    let counts = wait_until(
+    let counts = eventually(
         "every published position final",
         Duration::from_secs(30),
-        || (writer.counts(), published()),
+        async || (writer.counts(), published()),
         |(c, published)| {
             c.positions == *published && c.finished() == *published && c.in_flight == 0
         },

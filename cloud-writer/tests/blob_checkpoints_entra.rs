@@ -10,6 +10,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::internals::{BlobAuth, BlobCheckpointStore, BlobCheckpoints};
@@ -64,10 +65,10 @@ fn checkpoints(azurite: &Azurite) -> HashMap<String, i64> {
 /// Runs a writer until it has received `count` events and each has its outcome, then stops it.
 async fn run_until_received(settings: Settings, count: u64) {
     let writer = Writer::start(settings.resolve().unwrap()).await.unwrap();
-    let counts = wait_until(
+    let counts = eventually(
         "every routed position to have a final outcome",
         PATIENCE,
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received >= count && c.finished() >= count && c.in_flight == 0,
     )
     .await;

@@ -17,8 +17,9 @@ mod common;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
+use test_harness::eventually;
 
-use common::replica::{BlobRig, Replica, hub_events, route_round, wait_for};
+use common::replica::{BlobRig, Replica, hub_events, route_round};
 use hub_sim::HubSim;
 use test_harness::Azurite;
 
@@ -121,7 +122,7 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     //    last event of each partition.
     route(hub, 1);
     let mut writer = start_writer(&rig, "writer-1");
-    wait_for(
+    eventually(
         "the writer settling the first batch",
         PATIENCE,
         async || writer.counts().await,
@@ -149,7 +150,7 @@ async fn checkpoints_pass_between_the_writer_and_the_python_sdk() {
     // 3. The writer continues from Python's checkpoints: exactly the third batch.
     route(hub, 1 + 2 * ROUNDS);
     let mut writer = start_writer(&rig, "writer-2");
-    wait_for(
+    eventually(
         "the writer settling the third batch",
         PATIENCE,
         async || writer.counts().await,

@@ -9,6 +9,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
@@ -52,10 +53,10 @@ async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() 
     let writer = cloud_writer::Writer::start(settings().resolve().unwrap())
         .await
         .unwrap();
-    let counts = wait_until(
+    let counts = eventually(
         "every enqueued position to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == 200 && c.finished() == 200 && c.in_flight == 0,
     )
     .await;

@@ -8,6 +8,7 @@
 mod common;
 
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
@@ -86,10 +87,10 @@ async fn connection_state_and_version_from_the_hub_are_stored() {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
-    let counts = wait_until(
+    let counts = eventually(
         "every event to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == 6 && c.finished() == 6 && c.in_flight == 0,
     )
     .await;
@@ -163,7 +164,7 @@ async fn an_agent_that_connects_reports_and_stops_is_stored_disconnected_with_it
             d["agentConnected"] == true && d["agentVersion"].is_string() && d["seq"].is_u64()
         })
     };
-    wait_until_async(
+    eventually(
         "the agent connected, its version and a position stored",
         Duration::from_secs(60),
         || async { latest_documents(&container).await.remove(id) },
@@ -172,7 +173,7 @@ async fn an_agent_that_connects_reports_and_stops_is_stored_disconnected_with_it
     .await;
     stop.cancel();
     let _ = running.await;
-    let doc = wait_until_async(
+    let doc = eventually(
         "the disconnection stored",
         Duration::from_secs(60),
         || async { latest_documents(&container).await.remove(id) },

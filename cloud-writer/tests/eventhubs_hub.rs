@@ -6,6 +6,7 @@
 mod common;
 
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
@@ -44,10 +45,10 @@ async fn positions_enqueued_in_the_local_hub_are_written() {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
-    let counts = wait_until(
+    let counts = eventually(
         "every enqueued position to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == 200 && c.finished() == 200 && c.in_flight == 0,
     )
     .await;

@@ -24,6 +24,7 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_harness::eventually;
 
 use azure_messaging_eventhubs::CheckpointStore;
 use chrono::Utc;
@@ -32,7 +33,7 @@ use cloud_writer::internals::EventHubsConnection;
 use cloud_writer::internals::{
     BlobAuth, BlobCheckpointStore, BlobCheckpoints, CosmosCheckpointStore,
 };
-use common::replica::{Counts, Replica, hub_events, newest_accepted, wait_for, watch_documents};
+use common::replica::{Counts, Replica, hub_events, newest_accepted, watch_documents};
 use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
 use cosmos_sim::CosmosSim;
@@ -109,7 +110,7 @@ impl Rig {
     /// One replica with the [`FAST`] settings, once it reads the 4 partitions.
     async fn sole_writer(&self) -> Replica {
         let writer = self.replica("writer", &FAST);
-        wait_for(
+        eventually(
             "the writer owning the 4 partitions",
             PATIENCE,
             async || writer.counts().await,
@@ -238,7 +239,7 @@ fn events_after<'a>(
 /// the partitions each owns, read from their `eventhubs_partition_owned` metrics.
 async fn balanced_pair(rig: &Rig, env: &[(&str, &str)]) -> (Replica, Replica, Counts, Counts) {
     let a = rig.replica("writer-a", env);
-    wait_for(
+    eventually(
         "replica a owning the 4 partitions",
         PATIENCE,
         async || a.counts().await,
@@ -246,7 +247,7 @@ async fn balanced_pair(rig: &Rig, env: &[(&str, &str)]) -> (Replica, Replica, Co
     )
     .await;
     let b = rig.replica("writer-b", env);
-    let (on_a, on_b) = wait_for(
+    let (on_a, on_b) = eventually(
         "replicas a and b owning 2 partitions each",
         PATIENCE,
         async || (a.counts().await, b.counts().await),
@@ -264,7 +265,7 @@ async fn settled(
     reads: u64,
     expected: &HashMap<String, (i64, u64, f64, f64)>,
 ) -> Counts {
-    wait_for(
+    eventually(
         "every event read, with a final outcome, every drone at its newest position",
         PATIENCE,
         async || {
@@ -292,7 +293,7 @@ async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)], store: StoreK
     let (mut a, b, on_a, on_b) = balanced_pair(&rig, env).await;
     let (stop_stream, stream) = rig.stream(1);
     let (stop_watch, watch) = watch_documents(rig.sim.endpoint());
-    let before = wait_for(
+    let before = eventually(
         "both replicas writing",
         PATIENCE,
         async || (a.counts().await, b.counts().await),
@@ -309,7 +310,7 @@ async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)], store: StoreK
     let exited = stopped.elapsed();
     // a writes nothing more: its checkpoints are where b starts reading its partitions.
     let checkpoints = rig.checkpoints().await;
-    wait_for(
+    eventually(
         "replica b owning the 4 partitions",
         PATIENCE,
         async || b.counts().await,
@@ -329,7 +330,7 @@ async fn replica_stops_mid_stream(how: Stop, env: &[(&str, &str)], store: StoreK
     );
     // The stream goes on through b alone: 1,000 more positions.
     let at_move = rig.enqueued();
-    wait_for(
+    eventually(
         "1,000 more positions after the move",
         PATIENCE,
         async || rig.enqueued(),
@@ -416,7 +417,7 @@ async fn gives_up_before_expiry(store: StoreKind) {
 async fn restart(how: Stop, env: &[(&str, &str)], window: Duration) -> (u64, u64) {
     let rig = Rig::start(0).await;
     let mut first = rig.replica("writer-1", env);
-    wait_for(
+    eventually(
         "the first writer owning the 4 partitions",
         PATIENCE,
         async || first.counts().await,
@@ -426,7 +427,7 @@ async fn restart(how: Stop, env: &[(&str, &str)], window: Duration) -> (u64, u64
     let (stop_stream, stream) = rig.stream(1);
     // The first writer's received count over time.
     let mut received: Vec<(Instant, u64)> = Vec::new();
-    wait_for(
+    eventually(
         "the first writer writing 4,000 positions (10 s of the stream)",
         PATIENCE,
         async || {
@@ -440,7 +441,7 @@ async fn restart(how: Stop, env: &[(&str, &str)], window: Duration) -> (u64, u64
     stop_stream.cancel();
     let last_seq = stream.await.unwrap();
     let enqueued = rig.enqueued();
-    wait_for(
+    eventually(
         "the first writer having received every event (and, before SIGTERM, settled them)",
         PATIENCE,
         async || {
@@ -546,7 +547,7 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
         agents.push(tokio::spawn(agent.run(stop.clone())));
     }
     assert_eq!(agents.len(), AGENTS);
-    wait_for(
+    eventually(
         "the agents' positions written",
         PATIENCE,
         async || writer.counts().await,
@@ -558,14 +559,14 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
     hub.stop_amqp();
     hub.drop_device_connections();
     let at_fault = hub.stats().messages_accepted;
-    wait_for(
+    eventually(
         "the writer seeing the hub out of reach",
         PATIENCE,
         async || writer.counts().await,
         |c| !c.connected,
     )
     .await;
-    wait_for(
+    eventually(
         "the agents connected again and publishing while the writer cannot read",
         PATIENCE,
         async || (hub.connected_devices(), hub.stats().messages_accepted),
@@ -581,7 +582,7 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
     hub.restart_amqp().await.unwrap();
     let restarted = Instant::now();
     let at_restart = hub.stats().messages_accepted;
-    wait_for(
+    eventually(
         "the writer reading again past the restart",
         PATIENCE,
         async || writer.counts().await,
@@ -637,7 +638,7 @@ async fn stalled_receivers_are_replaced_through_a_new_connection() {
     let rig = Rig::start(0).await;
     let writer = rig.sole_writer().await;
     let (stop_stream, stream) = rig.stream(1);
-    wait_for(
+    eventually(
         "positions written",
         PATIENCE,
         async || writer.counts().await,
@@ -647,7 +648,7 @@ async fn stalled_receivers_are_replaced_through_a_new_connection() {
     rig.hub.stall_receivers();
     let stalled = Instant::now();
     let at_stall = rig.enqueued();
-    let counts = wait_for(
+    let counts = eventually(
         "the writer reading past the stall",
         PATIENCE,
         async || writer.counts().await,

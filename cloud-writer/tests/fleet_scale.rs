@@ -13,9 +13,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+use test_harness::eventually;
 
 use cloud_writer::DropReason;
-use common::replica::{Replica, newest_accepted, terminate, wait_for};
+use common::replica::{Replica, newest_accepted, terminate};
 use common::{container, latest_documents};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
@@ -126,7 +127,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     // a's). The drones start only once each replica reads its 2 (a has seen 2 of its
     // receivers detached), so that no partition moves while positions flow.
     let a = Replica::start("writer-a", &hub, &sim, dir.path(), &[]);
-    wait_for(
+    eventually(
         "replica a reading the 4 partitions",
         Duration::from_secs(60),
         async || a.counts().await,
@@ -135,7 +136,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     .await;
     let b = Replica::start("writer-b", &hub, &sim, dir.path(), &[]);
     let started = Instant::now();
-    let balanced = wait_for(
+    let balanced = eventually(
         "replica b taking 2 partitions from replica a",
         Duration::from_secs(60),
         async || (a.counts().await, b.counts().await),
@@ -189,6 +190,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         let delay = interval.get().mul_f64(i as f64 / DRONES as f64);
         let stop = stop.clone();
         agents.push(tokio::spawn(async move {
+            // The agents' start spread over real time, not a synchronisation.
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
                 () = stop.cancelled() => return,
@@ -197,7 +199,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         }));
     }
     let flying = Instant::now();
-    wait_for(
+    eventually(
         "every drone connected",
         Duration::from_secs(120),
         async || hub.connected_devices(),
@@ -211,7 +213,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     // The flight: a fixed time once all are up (the scenario's length, not a wait for
     // something), then until every drone has had a position accepted.
     tokio::time::sleep(FLYING).await;
-    wait_for(
+    eventually(
         "every drone to have published",
         Duration::from_secs(60),
         async || newest_accepted(&hub).0.len(),
@@ -247,7 +249,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
         flying.elapsed().as_secs_f64()
     );
 
-    let counts = wait_for(
+    let counts = eventually(
         "both replicas to have a final outcome for every position",
         Duration::from_secs(120),
         async || (a.counts().await, b.counts().await),

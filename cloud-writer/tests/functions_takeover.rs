@@ -11,8 +11,9 @@ mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
+use test_harness::eventually;
 
-use common::replica::{BlobRig, hub_events, route_round, wait_for};
+use common::replica::{BlobRig, hub_events, route_round};
 
 const DRONES: usize = 20;
 const CONTAINER: &str = "azure-webjobs-eventhub";
@@ -51,7 +52,7 @@ async fn the_writer_goes_on_from_the_functions_checkpoints() {
     route(3);
 
     let writer = rig.writer("writer", CONTAINER);
-    wait_for(
+    eventually(
         "the third round written",
         Duration::from_secs(60),
         async || writer.counts().await,
@@ -62,7 +63,7 @@ async fn the_writer_goes_on_from_the_functions_checkpoints() {
     // is written, whatever the writer would have read again has been read.
     route(4);
     let positions = common::container(&sim.endpoint(), "telemetry", "positions");
-    wait_for(
+    eventually(
         "every drone at its fourth position",
         Duration::from_secs(60),
         async || common::latest_documents(&positions).await,

@@ -12,6 +12,7 @@ use cosmos::PartitionKey;
 use cosmos_sim::CosmosSim;
 use std::time::Duration;
 use test_harness::Mosquitto;
+use test_harness::eventually;
 
 const DRONES: usize = 200;
 
@@ -77,10 +78,10 @@ async fn forced_writer_puts_every_document_in_the_one_undefined_partition() {
             .collect();
         publish(broker.port(), &format!("fleet-hot-{seq}"), &messages).await;
         let target = DRONES as u64 * seq;
-        wait_until(
+        eventually(
             "every position of the round written",
             Duration::from_secs(90),
-            || writer.counts(),
+            async || writer.counts(),
             |c| c.written + c.dropped(DropReason::Superseded) >= target && c.in_flight == 0,
         )
         .await;

@@ -9,6 +9,7 @@ mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_harness::eventually;
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::internals::{
@@ -77,10 +78,10 @@ async fn round(sink: &CosmosSink, metrics: &Metrics, seq: u64) {
         })
         .await;
     }
-    wait_until(
+    eventually(
         "the round written",
         Duration::from_secs(30),
-        || metrics.counts().written,
+        async || metrics.counts().written,
         |w| *w == seq * DRONES as u64,
     )
     .await;
@@ -103,10 +104,10 @@ async fn per_position(sim: &CosmosSim, name: &str) -> (f64, f64) {
     // The service stamps `_ts` in seconds, and a drone's next report comes 5 s later: its
     // new position changes `_ts` too, so the round starts in a later second.
     let first_second = Utc::now().timestamp();
-    wait_until(
+    eventually(
         "the next second",
         Duration::from_secs(2),
-        || Utc::now().timestamp(),
+        async || Utc::now().timestamp(),
         |now| *now > first_second,
     )
     .await;

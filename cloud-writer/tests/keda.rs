@@ -9,8 +9,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+use test_harness::eventually;
 
-use common::replica::{BlobRig, route_round, wait_for};
+use common::replica::{BlobRig, route_round};
 use test_harness::manifests::{env_value, load, text};
 
 const DRONES: usize = 20;
@@ -119,7 +120,7 @@ async fn the_lag_keda_reads_from_the_blobs_is_the_writers_own() {
 
     // Caught up: every partition checkpointed at its end.
     route(1);
-    wait_for(
+    eventually(
         "the first positions settled and checkpointed",
         PATIENCE,
         async || (writer.counts().await.settled(), writer.lag_events().await),
@@ -159,7 +160,7 @@ async fn the_lag_keda_reads_from_the_blobs_is_the_writers_own() {
             })
             .collect::<BTreeMap<_, _>>()
     };
-    let (keda, ours) = wait_for(
+    let (keda, ours) = eventually(
         "the writer's lag to equal KEDA's",
         PATIENCE,
         async || (keda_view(), writer.lag_events().await),

@@ -9,6 +9,7 @@ mod common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::{DropReason, DurationSetting, Settings};
@@ -62,20 +63,20 @@ async fn a_drone_is_written_once_per_interval_with_its_newest_position() {
     .await;
     let start = Utc::now() - TimeDelta::seconds(60);
     publish(broker.port(), "fleet-spaced", &round(start, 1)).await;
-    wait_until(
+    eventually(
         "each drone's first position, written at once",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.written == DRONES as u64,
     )
     .await;
     let mut later = round(start, 3);
     later.extend(round(start, 2));
     publish(broker.port(), "fleet-spaced", &later).await;
-    let counts = wait_until(
+    let counts = eventually(
         "rounds 2 and 3 received",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == 3 * DRONES as u64,
     )
     .await;
@@ -131,7 +132,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     };
     let (first, port, probes) = spawn("60s");
     // Ready once its subscription is acknowledged: what is published from then on is its.
-    wait_until_async(
+    eventually(
         "the writer subscribed",
         Duration::from_secs(30),
         || ready(probes),
@@ -140,7 +141,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     .await;
     let start = Utc::now() - TimeDelta::seconds(60);
     publish(broker.port(), "fleet-held", &round(start, 1)).await;
-    wait_until_async(
+    eventually(
         "each drone's first position written",
         Duration::from_secs(30),
         || metric(port, WRITTEN),
@@ -152,7 +153,7 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
         held.extend(round(start, seq));
     }
     publish(broker.port(), "fleet-held", &held).await;
-    wait_until_async(
+    eventually(
         "the held positions received",
         Duration::from_secs(30),
         || metric(port, RECEIVED),
@@ -169,14 +170,14 @@ async fn killed_while_holding_positions_it_had_acknowledged_none_of_them() {
     // Restarted without the interval: every held and superseded message comes again.
     let (_second, port, _) = spawn("0");
     let cosmos = container(&endpoint, "telemetry", "held");
-    wait_until_async(
+    eventually(
         "every drone at its newest position",
         Duration::from_secs(60),
         || latest_documents(&cosmos),
         |docs| all_at(docs, 5),
     )
     .await;
-    let again = wait_until_async(
+    let again = eventually(
         "every unacknowledged message sent again",
         Duration::from_secs(30),
         || metric(port, RECEIVED),

@@ -12,7 +12,7 @@ use chrono::Utc;
 use common::*;
 use cosmos_sim::CosmosSim;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
-use test_harness::{MosquittoConfig, write_password_file};
+use test_harness::{MosquittoConfig, eventually, write_password_file};
 
 /// Publishes `payload` to `topic` as `user` at QoS 1 and waits for the broker's PUBACK.
 async fn publish_as(port: u16, user: &str, topic: &str, payload: Vec<u8>) {
@@ -85,10 +85,10 @@ async fn a_device_can_publish_only_under_its_own_topic() {
 
     // The broker delivers one publisher's messages in order: once the own position is
     // written, the spoofed one would have been received before it.
-    let counts = wait_until(
+    let counts = eventually(
         "the device's own position written",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.written >= 1 && c.in_flight == 0,
     )
     .await;
@@ -109,10 +109,10 @@ async fn a_device_can_publish_only_under_its_own_topic() {
         theirs,
     )
     .await;
-    wait_until(
+    eventually(
         "the other device's own position written",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.written >= 2 && c.in_flight == 0,
     )
     .await;

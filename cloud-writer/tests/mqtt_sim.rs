@@ -10,7 +10,7 @@ use cloud_writer::internals::{MqttSettings, MqttSource};
 use common::*;
 use cosmos_sim::CosmosSim;
 use telemetry::wire::InvalidReason;
-use test_harness::{Mosquitto, MosquittoConfig};
+use test_harness::{Mosquitto, MosquittoConfig, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
@@ -23,10 +23,10 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     publish(broker.port(), "fleet-fifty", &s.messages).await;
 
     let total = s.messages.len() as u64;
-    let counts = wait_until(
+    let counts = eventually(
         "every message to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == total && c.finished() == total && c.in_flight == 0,
     )
     .await;
@@ -92,10 +92,10 @@ async fn broker_restart_mid_stream_loses_nothing() {
     let s = scenario(1_000, 6, Utc::now());
     let (first, second) = s.messages.split_at(s.messages.len() / 2);
     publish(broker.port(), "fleet-restart-1", first).await;
-    wait_until(
+    eventually(
         "some writes",
         Duration::from_secs(30),
-        || writer.counts().written,
+        async || writer.counts().written,
         |w| *w > 0,
     )
     .await;
@@ -103,17 +103,17 @@ async fn broker_restart_mid_stream_loses_nothing() {
     publish(broker.port(), "fleet-restart-2", second).await;
 
     let container = container(&sim.endpoint(), "telemetry", "restart");
-    wait_until_async(
+    eventually(
         "every drone's newest position in the container after the restart",
         Duration::from_secs(90),
         || latest_documents(&container),
         |docs| newest_written(docs, &s.expected),
     )
     .await;
-    let counts = wait_until(
+    let counts = eventually(
         "nothing in flight",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.in_flight == 0,
     )
     .await;
@@ -144,10 +144,10 @@ async fn ru_budget_far_below_the_offered_rate_throttles_per_range_but_loses_noth
         })
         .collect();
     publish(broker.port(), "fleet-budget", &messages).await;
-    let counts = wait_until(
+    let counts = eventually(
         "every position written despite throttling",
         Duration::from_secs(90),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.written == 1_500 && c.in_flight == 0,
     )
     .await;
@@ -193,10 +193,10 @@ async fn history_mode_writes_every_fresh_position_with_its_ttl() {
 
     let s = scenario(50, 4, Utc::now());
     publish(broker.port(), "fleet-history", &s.messages).await;
-    let counts = wait_until(
+    let counts = eventually(
         "history written",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.finished() == s.messages.len() as u64 && c.in_flight == 0,
     )
     .await;
@@ -277,10 +277,10 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
         (received, unacknowledged, sim.delayed_requests())
     };
     let mut most_unacknowledged = 0;
-    wait_until(
+    eventually(
         "the Receive Maximum to be used up and a write to be held",
         Duration::from_secs(30),
-        gauges,
+        async || gauges(),
         |&(received, unacknowledged, delayed)| {
             if received == unacknowledged {
                 most_unacknowledged = most_unacknowledged.max(unacknowledged);
@@ -293,10 +293,10 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     // While nothing is acknowledged (the oldest positions are in the held writes), the
     // broker holds back beyond the Receive Maximum. (Once acknowledgements flow with a
     // backlog queued, Debian 12's Mosquitto 2.0.11 lets more in: its bug, fixed in 2.0.13.)
-    wait_until(
+    eventually(
         "the first acknowledgement",
         Duration::from_secs(30),
-        gauges,
+        async || gauges(),
         |&(received, unacknowledged, _)| {
             if received == unacknowledged {
                 most_unacknowledged = most_unacknowledged.max(unacknowledged);
@@ -318,10 +318,10 @@ async fn blocked_sink_keeps_the_session_and_the_queue_within_its_byte_budget() {
     // acknowledgement lag) against what has an outcome.
     let total = total as u64;
     let mut early = Vec::new();
-    let counts = wait_until(
+    let counts = eventually(
         "every position written after the stall",
         Duration::from_secs(90),
-        || {
+        async || {
             let (received, lag, _) = gauges();
             let counts = writer.counts();
             let acknowledged = received.saturating_sub(lag);

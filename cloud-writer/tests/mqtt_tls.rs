@@ -11,7 +11,7 @@ use chrono::Utc;
 use common::*;
 use cosmos_sim::CosmosSim;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use test_harness::{MosquittoConfig, TlsListener};
+use test_harness::{MosquittoConfig, TlsListener, eventually};
 
 /// Writes `name.pem` and `name-key.pem` for a certificate of `names` signed by `issuer`.
 fn issue(dir: &Path, name: &str, names: &[&str], issuer: &Issuer<'_, KeyPair>) {
@@ -69,10 +69,10 @@ async fn mqtts_source_with_a_private_ca_and_a_client_certificate() {
     let s = scenario(50, 4, Utc::now());
     publish(broker.port(), "fleet-tls", &s.messages).await;
     let total = s.messages.len() as u64;
-    wait_until(
+    eventually(
         "every message to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received == total && c.finished() == total && c.in_flight == 0,
     )
     .await;

@@ -10,6 +10,7 @@ mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_harness::eventually;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::Metrics;
@@ -367,10 +368,10 @@ async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
     // The sink knows the ETag of seq 1, so seq 3 goes out as Replace with ifMatch: refused.
     fixture.sim.rotate_key(ROTATED).unwrap();
     sink.write(position("d", 3, base)).await;
-    wait_until(
+    eventually(
         "the refused Replace to hold the stream",
         Duration::from_secs(10),
-        || metrics.blocked(),
+        async || metrics.blocked(),
         |b| *b == Some(HoldReason::Unauthorized),
     )
     .await;

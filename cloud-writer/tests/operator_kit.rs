@@ -16,6 +16,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::DropReason;
@@ -460,10 +461,10 @@ async fn dashboard_and_alert_rules_query_only_metrics_the_writer_exports() {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
-    wait_until(
+    eventually(
         "the positions to be written",
         Duration::from_secs(90),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.written == drones as u64 && c.dropped(DropReason::Invalid) == 1 && c.in_flight == 0,
     )
     .await;

@@ -5,6 +5,7 @@ mod common;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::Utc;
 use cloud_writer::Writer;
@@ -147,20 +148,20 @@ async fn missing_container_exits_non_zero_unless_told_to_create_it() {
 
 /// Waits until the writer's `/readyz` (on the probes' port) answers 200.
 async fn wait_ready(ports: Ports, child: &mut Child) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{}/readyz", ports.probes)).await {
-            if r.status() == 200 {
-                return;
-            }
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the writer exited early"
-        );
-        assert!(tokio::time::Instant::now() < deadline, "writer not ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let url = format!("http://127.0.0.1:{}/readyz", ports.probes);
+    eventually(
+        "the writer ready",
+        Duration::from_secs(60),
+        async || {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the writer exited early"
+            );
+            reqwest::get(&url).await.map(|r| r.status().as_u16()).ok()
+        },
+        |status| *status == Some(200),
+    )
+    .await;
 }
 
 const WRITTEN: &str = "cloud_writer_documents_written_total{kind=\"latest\"}";
@@ -187,7 +188,7 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
     let broker_port = broker.port();
     let publisher =
         tokio::spawn(async move { publish(broker_port, "fleet-killed", &messages).await });
-    wait_until_async(
+    eventually(
         "the first writer to write a part",
         Duration::from_secs(60),
         || metric(port, WRITTEN),
@@ -210,7 +211,7 @@ async fn sigkill_mid_stream_and_restart_lose_nothing_and_move_nothing_back() {
             doc["seq"].as_u64().unwrap(),
         )
     };
-    let docs = wait_until_async(
+    let docs = eventually(
         "every drone's newest position after the restart",
         Duration::from_secs(90),
         || latest_documents(&cosmos),
@@ -252,7 +253,7 @@ async fn sigterm_finishes_in_flight_writes_acknowledges_them_and_exits_zero() {
 
     let s = scenario(1_000, 5, Utc::now());
     publish(broker.port(), "fleet-termed", &s.messages).await;
-    wait_until_async(
+    eventually(
         "some writes",
         Duration::from_secs(30),
         || metric(port, WRITTEN),
@@ -283,7 +284,7 @@ async fn sigterm_finishes_in_flight_writes_acknowledges_them_and_exits_zero() {
     .await
     .unwrap();
     let total = s.messages.len() as u64;
-    wait_until_async(
+    eventually(
         "the rest written",
         Duration::from_secs(60),
         || latest_documents(&cosmos),

@@ -13,6 +13,7 @@
 mod common;
 
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::Counts;
@@ -127,10 +128,10 @@ async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream
         payload: wire(&refused, 2, now, 10.0, 20.0),
     }];
     publish(broker.port(), "fleet-refused", &newer).await;
-    let counts: Counts = wait_until(
+    let counts: Counts = eventually(
         "the newer position to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.finished() >= 1 && c.in_flight == 0,
     )
     .await;

@@ -24,9 +24,10 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use test_harness::eventually;
 
 use common::replica::{
-    Replica, newest_accepted, received_at_exit, route_round, terminate, wait_for, watch_documents,
+    Replica, newest_accepted, received_at_exit, route_round, terminate, watch_documents,
 };
 use common::{container, latest_documents, newest_written};
 use cosmos_sim::CosmosSim;
@@ -109,6 +110,7 @@ impl Rig {
                 let mut seq = first;
                 loop {
                     route_round(&hub, DRONES, seq);
+                    // The pace of the fleet, on the wall clock of the real replicas.
                     tokio::select! {
                         () = stop.cancelled() => return seq,
                         () = tokio::time::sleep(Duration::from_millis(250)) => seq += 1,
@@ -127,7 +129,7 @@ impl Rig {
         let last = stream.task.await.unwrap();
         let (_, enqueued) = newest_accepted(&self.hub);
         let received_by_exited = self.received_by_exited;
-        let live = wait_for(
+        let live = eventually(
             "every enqueued position received and settled",
             PATIENCE,
             async || futures::future::join_all(replicas.iter().map(Replica::counts)).await,
@@ -160,18 +162,17 @@ impl Rig {
 
     /// Samples until every replica owns its share (within one) and all 32 are owned.
     async fn balanced(&mut self, replicas: &[Replica]) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let owned = self.sample(replicas).await;
-            let fair = PARTITIONS / replicas.len();
-            if owned.iter().sum::<usize>() == PARTITIONS
-                && owned.iter().all(|n| n.abs_diff(fair) <= 1)
-            {
-                return;
-            }
-            assert!(Instant::now() < deadline, "not balanced: {owned:?}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let fair = PARTITIONS / replicas.len();
+        eventually(
+            "the partitions balanced",
+            PATIENCE,
+            async || self.sample(replicas).await,
+            |owned| {
+                owned.iter().sum::<usize>() == PARTITIONS
+                    && owned.iter().all(|n| n.abs_diff(fair) <= 1)
+            },
+        )
+        .await;
     }
 
     /// Stops `replica` with SIGTERM, sampling the others meanwhile; notes its release time
@@ -179,11 +180,16 @@ impl Rig {
     async fn stop(&mut self, mut replica: Replica, others: &[Replica]) {
         let asked = Instant::now();
         terminate(&replica.child);
-        while replica.child.try_wait().unwrap().is_none() {
-            assert!(asked.elapsed() < PATIENCE, "a replica did not stop");
-            self.sample(others).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            "the replica stopped",
+            PATIENCE,
+            async || {
+                self.sample(others).await;
+                replica.child.try_wait().unwrap()
+            },
+            Option::is_some,
+        )
+        .await;
         self.releases.push(asked.elapsed());
         replica.exited(PATIENCE).await;
         self.received_by_exited += received_at_exit(&replica.log).expect("its stopped line");
@@ -206,7 +212,7 @@ impl Rig {
         let (replays, _) = self.quiesce(stream, &replicas).await;
         let (newest, enqueued) = newest_accepted(&self.hub);
         let c = container(&self.sim.endpoint(), "telemetry", "positions");
-        wait_for(
+        eventually(
             "every drone at its newest position",
             PATIENCE,
             async || latest_documents(&c).await,
@@ -254,15 +260,16 @@ async fn a_rolling_restart_of_8_replicas_loses_and_repeats_nothing() {
         rig.stop(old, &replicas).await;
         replicas.push(rig.replica());
         let new = replicas.last().unwrap();
-        let since = Instant::now();
-        while !new.ready().await {
-            assert!(
-                since.elapsed() < PATIENCE,
-                "the new replica never got ready"
-            );
-            rig.sample(&replicas).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(
+            "the new replica ready",
+            PATIENCE,
+            async || {
+                rig.sample(&replicas).await;
+                new.ready().await
+            },
+            |ready| *ready,
+        )
+        .await;
     }
     rig.balanced(&replicas).await;
     rig.finish(replicas, stream, watch, replays_before, "rolling restart")

@@ -13,6 +13,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use test_harness::eventually;
 
 use chrono::Utc;
 use common::entra::{WRITER, namespace_and_account, reader, token_settings, workload_identity};
@@ -74,10 +75,10 @@ async fn the_writer_renews_its_token_every_minute_without_a_break() {
         }
     }
     let routed = seq * DRONES as u64;
-    let counts = wait_until(
+    let counts = eventually(
         "every routed position to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.received >= routed && c.finished() >= routed && c.in_flight == 0,
     )
     .await;

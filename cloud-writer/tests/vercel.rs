@@ -10,7 +10,7 @@ use chrono::Utc;
 use cloud_writer::DropReason;
 use cloud_writer::NewestWins;
 use common::*;
-use test_harness::{CosmosDbServer, Mosquitto};
+use test_harness::{CosmosDbServer, Mosquitto, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mqtt_to_cosmosdb_server_keeps_the_newest_position_of_each_drone() {
@@ -35,10 +35,10 @@ async fn run(newest_wins: Option<NewestWins>, name: &str) -> bool {
     let s = scenario(300, 6, Utc::now());
     publish(broker.port(), &format!("fleet-{name}"), &s.messages).await;
     let total = s.messages.len() as u64;
-    let counts = wait_until(
+    let counts = eventually(
         "every message to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.finished() == total && c.in_flight == 0,
     )
     .await;

@@ -24,6 +24,7 @@ use mavlink::dialects::common::{
     MavType, SYSTEM_TIME_DATA,
 };
 use serde_json::Value;
+use test_harness::eventually;
 use test_harness::free_udp_port;
 use tokio::net::UdpSocket;
 
@@ -226,22 +227,21 @@ async fn wrong_board_clocks_publish_positions_stamped_with_gps_time() {
 
     // Every drone's document carries the GPS time of the position it holds.
     let container = container(&cosmos.endpoint());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    let docs = loop {
-        let docs = latest(&container).await;
-        let acked = agents
-            .iter()
-            .all(|a| a.status().is_some_and(|s| s["acked"].as_u64() >= Some(3)));
-        if docs.len() == drones.len() && acked {
-            break docs;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "documents {docs:?}; agents {:?}",
-            agents.iter().map(Agent::status).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let (docs, _) = eventually(
+        "every drone's document, with three positions acknowledged",
+        Duration::from_secs(90),
+        async || {
+            let statuses: Vec<_> = agents.iter().map(Agent::status).collect();
+            (latest(&container).await, statuses)
+        },
+        |(docs, statuses)| {
+            docs.len() == drones.len()
+                && statuses
+                    .iter()
+                    .all(|s| s.as_ref().is_some_and(|s| s["acked"].as_u64() >= Some(3)))
+        },
+    )
+    .await;
     let sent = sent.lock().unwrap().clone();
     for (device, _) in drones {
         let doc = &docs[device];

@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use hub_sim::dps::enrollment::EnrollmentId;
 use hub_sim::{HubConfig, HubSim};
+use test_harness::eventually;
+
+/// The most a step of a test is waited for: more than a poll cut to `MAX_RETRY_AFTER`
+/// (60 s), within the test's bound.
+const LIMIT: Duration = Duration::from_secs(150);
 
 async fn bounded<T>(test: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(180), test)
@@ -82,13 +87,13 @@ fn agent_with(
 
 /// Waits until `hub` accepted more than `count` messages.
 async fn accepted_more_than(hub: &HubSim, count: u64) -> u64 {
-    loop {
-        let accepted = hub.stats().messages_accepted;
-        if accepted > count {
-            return accepted;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "messages accepted",
+        LIMIT,
+        async || hub.stats().messages_accepted,
+        |&accepted| accepted > count,
+    )
+    .await
 }
 
 async fn stop(mut agent: tokio::process::Child) {
@@ -151,15 +156,20 @@ async fn a_disabled_group_is_reported_and_tried_again_on_the_backoff_schedule() 
                 .count()
         };
         let refused = agent(&hub, dir.path(), "drone-dps-2", &group_key);
-        while refusals() < 2 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        // Each wait is drawn in [0, 500 ms] (full jitter, RECONNECT_CAP): about 8 tries in
-        // 2 s, and 20 with a vanishing chance; a retry without a wait would make hundreds.
-        let counted = refusals();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let tries = refusals() - counted;
-        assert!(tries <= 20, "{tries} refusals in 2 s");
+        let counted = eventually("a refusal", LIMIT, async || refusals(), |&n| n >= 1).await;
+        // Each wait is drawn in [0, 500 ms] (full jitter, RECONNECT_CAP): 12 tries take 3 s
+        // on average and less than 1 s with a chance below 1 in 10,000; a retry without a
+        // wait would make them in milliseconds. A slow machine only makes them take longer.
+        let started = std::time::Instant::now();
+        eventually(
+            "12 more refusals",
+            LIMIT,
+            async || refusals(),
+            |&n| n >= counted + 12,
+        )
+        .await;
+        let took = started.elapsed();
+        assert!(took >= Duration::from_secs(1), "12 refusals in {took:?}");
         assert_eq!(hub.stats().messages_accepted, 0);
         assert!(hub.dps_registrations().is_empty());
 
@@ -486,14 +496,15 @@ async fn a_hub_outside_the_allowed_suffix_is_refused_and_nothing_is_kept() {
                 })
                 .count()
         };
-        while refusals() < 2 {
+        eventually("two refusals", LIMIT, async || {
             assert!(
                 agent.try_wait().unwrap().is_none(),
                 "the agent keeps trying: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            refusals()
+        }, |&n| n >= 2)
+        .await;
         stop(agent).await;
         assert!(!dir.path().join("drone-dps-5/assignment.json").exists());
         assert_eq!(hub.stats().messages_accepted, 0);

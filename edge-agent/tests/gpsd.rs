@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
-use test_harness::Mosquitto;
+use test_harness::{Mosquitto, eventually};
 
 const DEVICE: &str = "drone-gpsd";
 
@@ -192,6 +192,7 @@ impl GpsFake {
                     last = format!("gpsfake ended ({status}): {stderr}");
                     break;
                 }
+                // Not `eventually`: gpsfake ending early is retried on another port.
                 std::thread::sleep(Duration::from_millis(50));
             }
             if last.is_empty() {
@@ -387,21 +388,19 @@ async fn gpsd_fixes_are_published_as_the_log_has_them_and_gaps_are_no_fix() {
     }
     assert!(received.last().unwrap().no_fix > 0);
     // The accuracy is gpsd's eph of that fix, as gpsd told its other client.
-    let started = Instant::now();
     for r in &received {
         let ts = r.message["ts"].as_str().unwrap();
         let h_acc = r.message["hAccM"]
             .as_f64()
             .unwrap_or_else(|| panic!("gpsd gives eph with every fix: {}", r.message));
-        while !watcher.eph_at(ts).contains(&h_acc) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{}: gpsd's TPV at {ts} had eph {:?}",
-                r.message,
-                watcher.eph_at(ts)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let what = format!("gpsd's TPV at {ts} with the eph of {}", r.message);
+        eventually(
+            &what,
+            Duration::from_secs(30),
+            async || watcher.eph_at(ts),
+            |eph| eph.contains(&h_acc),
+        )
+        .await;
     }
 }
 

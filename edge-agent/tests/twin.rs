@@ -16,6 +16,7 @@ use edge_agent::{AgentConfig, RemoteConfig};
 use hub_sim::{HubConfig, HubSim, MethodTimeouts};
 use retry_backoff::BackoffConfig;
 use serde_json::{Value, json};
+use test_harness::eventually;
 
 const DEVICE: &str = "drone-0042";
 
@@ -64,19 +65,8 @@ fn agent_config(
 
 /// Waits until `ready` holds for the device's reported properties, and returns them.
 async fn reported_until(hub: &HubSim, what: &str, mut ready: impl FnMut(&Value) -> bool) -> Value {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        let reported = reported(hub);
-        if ready(&reported) {
-            return reported;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}: reported {reported:#}"
-        );
-        // The hub's twin offers no change notification in-process: polled on a short period.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // The hub's twin offers no change notification in-process: polled.
+    eventually(what, TIMEOUT, async || reported(hub), |r| ready(r)).await
 }
 
 /// The device's reported properties now.

@@ -15,6 +15,7 @@ use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
 use fleet_api::budget::RuBudget;
 use serde_json::Value;
+use test_harness::eventually;
 
 /// The longest any test of this file may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -126,9 +127,13 @@ async fn a_fan_out_beyond_the_cap_waits_then_gets_503() {
             let base = base.clone();
             async move { near(&base, Some(CALM)).await }
         });
-        while sim.delayed_requests() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually(
+            "the first query held by Cosmos DB",
+            Duration::from_secs(30),
+            async || sim.delayed_requests(),
+            |&n| n > 0,
+        )
+        .await;
         let (status, retry_after, body) = near(&base, Some(STORM)).await;
         assert_eq!(status, 503, "{body}");
         assert_eq!(retry_after, Some(1));

@@ -14,6 +14,7 @@ use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
 use fleet_api::serving::Serving;
+use test_harness::eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -193,9 +194,12 @@ async fn one_callers_fan_outs_are_capped_apart_from_anothers() {
                 tokio::spawn(async move { near(&base, KEY_A).await })
             })
             .collect();
-        eventually(Duration::from_secs(30), || async {
-            sim.delayed_requests() >= before + 2
-        })
+        eventually(
+            "two reads held by Cosmos DB",
+            Duration::from_secs(30),
+            || async { sim.delayed_requests() >= before + 2 },
+            |ok| *ok,
+        )
         .await;
         // A third of A's: refused at once, before Cosmos DB is asked.
         let response = near_response(&base, KEY_A).await;
@@ -274,9 +278,12 @@ async fn connections_past_the_cap_are_closed_until_one_is_freed() {
         assert_eq!(until_closed(&mut third).await, "");
         // One closed: a new connection is served (once the server has seen the close).
         drop(first);
-        eventually(Duration::from_secs(30), || async {
-            healthz(&mut connect(&base).await).await
-        })
+        eventually(
+            "a new connection served",
+            Duration::from_secs(30),
+            || async { healthz(&mut connect(&base).await).await },
+            |ok| *ok,
+        )
         .await;
         assert!(
             healthz(&mut second).await,

@@ -16,6 +16,7 @@ use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
 use socket2::{Domain, Socket, Type};
+use test_harness::eventually;
 
 /// The longest any test of this file may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(300);
@@ -85,7 +86,7 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
 
         let before = rss(pid);
         let silent: Vec<_> = (0..300).map(|_| silent_viewer(addr)).collect();
-        eventually(Duration::from_secs(120), || async {
+        eventually("301 streams open", Duration::from_secs(120), || async {
             let open = metric(
                 &base,
                 "fleet_api_requests_by_role_total{route=\"/api/drones/stream\"",
@@ -93,7 +94,7 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
             )
             .await;
             open >= 301.0
-        })
+        }, |ok| *ok)
         .await;
         eprintln!(
             "fleet-api's VmRSS: {before} with one viewer, {} with 300 silent viewers of 1,000 drones",
@@ -108,9 +109,9 @@ async fn silent_viewers_are_dropped_after_the_stall_while_the_api_answers() {
         assert_eq!(get(&format!("{base}/api/drones")).await.status, 200);
 
         // Each is dropped after the stall, and counted.
-        eventually(Duration::from_secs(120), || async {
+        eventually("300 silent streams dropped", Duration::from_secs(120), || async {
             metric(&base, "fleet_api_stream_stalled_total", "").await >= 300.0
-        })
+        }, |ok| *ok)
         .await;
         eprintln!("fleet-api's VmRSS once they were dropped: {}", rss(pid));
         // The reader, which took its writes, is still served.

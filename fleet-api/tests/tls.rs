@@ -17,6 +17,7 @@ use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
 use fleet_api::tls::{TlsFiles, server_config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use test_harness::eventually;
 use tokio::io::AsyncReadExt as _;
 use tokio_util::sync::CancellationToken;
 
@@ -256,9 +257,12 @@ async fn over_tls_connections_are_capped_and_silent_ones_closed() {
             "a connection past API_MAX_CONNECTIONS was served"
         );
         // The two idle past API_HEADER_TIMEOUT are closed; then a new client is served.
-        eventually(Duration::from_secs(40), || async {
-            trusting(&ca, addr).get(&url).send().await.is_ok()
-        })
+        eventually(
+            "a new client served",
+            Duration::from_secs(40),
+            || async { trusting(&ca, addr).get(&url).send().await.is_ok() },
+            |ok| *ok,
+        )
         .await;
         // A connection that never starts its handshake is closed too.
         let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -24,6 +24,7 @@ use fleet_api::ApiOptions;
 use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
 use fleet_api::budget::RuBudget;
 use serde_json::json;
+use test_harness::eventually;
 use tokio_util::sync::CancellationToken;
 
 /// The longest the test may take.
@@ -208,6 +209,7 @@ async fn storm_client(base: String, key: String, answers: Arc<Answers>, stop: Ca
                     &answers.busy
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
+                // The client honours Retry-After on the real clock, as a browser would.
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
                     _ = stop.cancelled() => {}
@@ -266,14 +268,16 @@ async fn phase(
     }
     // Every position received is written or dropped before the phase's figures are read.
     let received = writer_before.counts.received + report.acked;
-    loop {
-        let now = writer.metrics().snapshot();
-        let settled = now.counts.written + now.counts.dropped.values().sum::<u64>();
-        if now.counts.received >= received && settled >= now.counts.received {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "every position received written or dropped",
+        Duration::from_secs(120),
+        async || writer.metrics().snapshot().counts,
+        |counts| {
+            let settled = counts.written + counts.dropped.values().sum::<u64>();
+            counts.received >= received && settled >= counts.received
+        },
+    )
+    .await;
     let (writer_after, sim_after) = (writer.metrics().snapshot(), sim.stats());
     Phase {
         writer_operations: write_operations(&sim_after) - write_operations(&sim_before),

@@ -175,6 +175,9 @@ settings::with_cosmos_account! {
         /// /healthz fails after this long without progress while work is pending [default: 10m]
         #[arg(long, env = "HEALTHZ_STALL_AFTER")]
         pub healthz_stall_after: Option<DurationSetting>,
+        /// A request's headers must reach the metrics and probe ports within this [default: 10s]
+        #[arg(long, env = "METRICS_HEADER_TIMEOUT")]
+        pub metrics_header_timeout: Option<DurationSetting>,
     }
 }
 
@@ -227,6 +230,7 @@ settings::layered!(Settings {
     log_format,
     source_max_bytes,
     healthz_stall_after,
+    metrics_header_timeout,
 });
 
 impl Settings {
@@ -474,6 +478,9 @@ impl Settings {
             healthz_stall_after: self
                 .healthz_stall_after
                 .map_or(Duration::from_secs(600), |d| d.0),
+            metrics_header_timeout: self
+                .metrics_header_timeout
+                .map_or(Duration::from_secs(10), |d| d.0),
         })
     }
 }

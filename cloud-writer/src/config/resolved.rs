@@ -247,6 +247,8 @@ pub struct WriterConfig {
     pub source_max_bytes: usize,
     /// `/healthz` fails after this long without progress while work is pending.
     pub healthz_stall_after: Duration,
+    /// A request's headers must reach the metrics and probe ports within this.
+    pub metrics_header_timeout: Duration,
 }
 
 /// Where rejected messages are appended, and the size at which the file rotates.

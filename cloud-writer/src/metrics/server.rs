@@ -3,13 +3,11 @@
 //! connections held open on the metrics port never make the probes time out (and the
 //! writer restarted over and over).
 //!
-//! Both are hardened for a port anyone on the network can reach: a request's headers must arrive
-//! within a timeout, connections beyond a cap wait in the listen backlog instead of
-//! growing the process, and accept errors (out of file descriptors) back off
-//! ([`ACCEPT_BACKOFF`]) instead of spinning. `axum::serve` offers neither the header timeout
-//! nor the cap, so the accept loop is ours and each connection is served by hyper with the
-//! router as its service. `/healthz` fails when work is pending and no outcome was reached
-//! for a while ([`Metrics::is_live`]).
+//! Both are hardened for a port anyone on the network can reach, by `http_serve` (axum-server):
+//! a request's headers must arrive within a timeout, connections beyond a cap wait in the
+//! listen backlog instead of growing the process, and accept errors (out of file
+//! descriptors) are retried after a pause instead of in a spin. `/healthz` fails when work
+//! is pending and no outcome was reached for a while ([`Metrics::is_live`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,41 +18,30 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hyper_util::service::TowerToHyperService;
-use retry_backoff::{Backoff, BackoffConfig};
+pub use http_serve::Limits;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Metrics;
 
-/// Limits of one listener.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// A request's headers must arrive within this, or the connection is closed.
-    pub header_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
-    pub max_connections: usize,
-}
-
-impl Limits {
-    /// The scrape endpoint's: 10 s for headers, 64 connections.
-    pub const METRICS: Limits = Limits {
-        header_timeout: Duration::from_secs(10),
+/// The scrape endpoint's limits: 64 connections, closed at once on shutdown; the header
+/// timeout is `METRICS_HEADER_TIMEOUT`.
+pub fn metrics_limits(header_timeout: Duration) -> Limits {
+    Limits {
+        header_timeout,
         max_connections: 64,
-    };
-    /// The probes': kubelet sends its headers at once and probes one at a time (5 s, 16).
-    pub const PROBES: Limits = Limits {
-        header_timeout: Duration::from_secs(5),
-        max_connections: 16,
-    };
+        grace: Duration::ZERO,
+    }
 }
 
-/// The wait after failed accepts: the window from 5 ms doubling up to 1 s (full jitter).
-pub const ACCEPT_BACKOFF: BackoffConfig = BackoffConfig {
-    base: Duration::from_millis(5),
-    cap: Duration::from_secs(1),
-};
+/// The probes' limits: kubelet sends its headers at once and probes one at a time (16
+/// connections); the header timeout is `METRICS_HEADER_TIMEOUT` too.
+pub fn probe_limits(header_timeout: Duration) -> Limits {
+    Limits {
+        max_connections: 16,
+        ..metrics_limits(header_timeout)
+    }
+}
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -125,51 +112,8 @@ pub async fn serve(
     limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let service = TowerToHyperService::new(router);
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let mut backoff = Backoff::new(ACCEPT_BACKOFF);
-    loop {
-        // A free slot first: beyond the cap, connections wait unaccepted.
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => return,
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => {
-                    backoff.reset();
-                    accepted
-                }
-                Err(err) => {
-                    // Out of descriptors or memory: wait before trying again.
-                    let delay = backoff.next_delay();
-                    tracing::warn!(error = %err, retry_in = ?delay, "metrics listener accept failed");
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = shutdown.cancelled() => return,
-                    }
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => return,
-        };
-        let service = service.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .serve_connection(io, service);
-            tokio::select! {
-                _ = connection => {}
-                () = shutdown.cancelled() => {}
-            }
-        });
+    if let Err(err) = http_serve::serve(listener, router, limits, None, shutdown).await {
+        tracing::error!(error = %err, "a metrics listener stopped");
     }
 }
 
@@ -247,7 +191,7 @@ mod tests {
             state: metrics,
             shutdown,
             ..
-        } = start(Limits::METRICS, Duration::ZERO).await;
+        } = start(metrics_limits(Duration::from_secs(10)), Duration::ZERO).await;
         assert!(get(addr, "/healthz").await.contains("200"));
         metrics.set_in_flight(1);
         assert!(get(addr, "/healthz").await.contains("503"));
@@ -277,7 +221,7 @@ mod tests {
             probes,
             state: metrics,
             shutdown,
-        } = start(Limits::METRICS, Duration::ZERO).await;
+        } = start(metrics_limits(Duration::from_secs(10)), Duration::ZERO).await;
         let text = scrape(addr).await;
         assert!(text.contains("\ncloud_writer_ready 0\n"), "{text}");
         assert!(text.contains("\ncloud_writer_live 1\n"), "{text}");
@@ -307,14 +251,7 @@ mod tests {
             metrics: addr,
             shutdown,
             ..
-        } = start(
-            Limits {
-                header_timeout: timeout,
-                ..Limits::METRICS
-            },
-            Duration::from_secs(60),
-        )
-        .await;
+        } = start(metrics_limits(timeout), Duration::from_secs(60)).await;
         let started = StdInstant::now();
         let mut stream = slowloris(addr).await;
         let mut rest = Vec::new();
@@ -339,7 +276,7 @@ mod tests {
         } = start(
             Limits {
                 max_connections: 2,
-                header_timeout: Duration::from_secs(60),
+                ..metrics_limits(Duration::from_secs(60))
             },
             Duration::from_secs(60),
         )

@@ -172,7 +172,7 @@ impl Writer {
             "METRICS_ADDR",
             config.metrics_addr,
             server::metrics_router(metrics.clone(), stall_after),
-            Limits::METRICS,
+            server::metrics_limits(config.metrics_header_timeout),
             &stop,
         )
         .await?;
@@ -180,7 +180,7 @@ impl Writer {
             "PROBE_ADDR",
             config.probe_addr,
             server::probes_router(metrics.clone(), stall_after),
-            Limits::PROBES,
+            server::probe_limits(config.metrics_header_timeout),
             &stop,
         )
         .await?;

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::{Counts, DropReason, HoldReason, Writer};
@@ -13,7 +14,7 @@ use cosmos_sim::CosmosSim;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use test_harness::Mosquitto;
 
-use super::{Scenario, mqtt_acknowledgements, publish, scenario, wait_final, wait_until};
+use super::{Scenario, mqtt_acknowledgements, publish, scenario, wait_final};
 
 /// Publishes `s` and waits until each of its messages has a final outcome (on top of
 /// `before` finished ones).
@@ -49,10 +50,10 @@ pub async fn metrics_text(addr: SocketAddr) -> String {
 /// not ready, the reason in the metrics, positions in flight (not acknowledged) and no
 /// more written while held.
 pub async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -> Counts {
-    wait_until(
+    eventually(
         "the writer to hold the stream",
         Duration::from_secs(30),
-        || writer.metrics().blocked(),
+        async || writer.metrics().blocked(),
         |b| *b == Some(reason),
     )
     .await;
@@ -68,10 +69,10 @@ pub async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -
     assert!(held.in_flight > 0, "{held:?}");
     // Nothing is written while held, however often the writer probes.
     let requests = sim.stats().requests;
-    wait_until(
+    eventually(
         "the writer to probe again",
         Duration::from_secs(20),
-        || sim.stats().requests,
+        async || sim.stats().requests,
         |r| *r >= requests + 2,
     )
     .await;

@@ -8,8 +8,8 @@ pub mod hold;
 pub mod replica;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::time::Duration;
+use test_harness::eventually;
 
 use chrono::{DateTime, Utc};
 use cloud_writer::Secret;
@@ -287,10 +287,10 @@ pub async fn start_writer(settings: Settings) -> cloud_writer::Writer {
 
 /// Waits until the writer's MQTT subscription is acknowledged.
 pub async fn wait_subscribed(writer: &cloud_writer::Writer) {
-    wait_until(
+    eventually(
         "writer subscribed",
         Duration::from_secs(10),
-        || writer.metrics().is_ready(),
+        async || writer.metrics().is_ready(),
         |r| *r,
     )
     .await;
@@ -316,10 +316,10 @@ pub fn mqtt_acknowledgements(writer: &cloud_writer::Writer) -> (u64, u64) {
 
 /// Waits until `total` messages have a final outcome and nothing is in flight.
 pub async fn wait_final(writer: &cloud_writer::Writer, total: u64) -> cloud_writer::Counts {
-    wait_until(
+    eventually(
         "every message to have a final outcome",
         Duration::from_secs(60),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.finished() == total && c.in_flight == 0,
     )
     .await
@@ -339,50 +339,4 @@ pub async fn metric(port: u16, name: &str) -> Option<u64> {
         .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
-}
-
-/// Waits until `condition` holds, checking every 20 ms, at most `timeout`; panics
-/// with `what` and the last state otherwise.
-pub async fn wait_until<S: std::fmt::Debug>(
-    what: &str,
-    timeout: Duration,
-    mut state: impl FnMut() -> S,
-    mut condition: impl FnMut(&S) -> bool,
-) -> S {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let now = state();
-        if condition(&now) {
-            return now;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}; last state: {now:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Like [`wait_until`] with an async state.
-pub async fn wait_until_async<S, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    mut state: F,
-    mut condition: impl FnMut(&S) -> bool,
-) -> S
-where
-    S: std::fmt::Debug,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = S>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let now = state().await;
-        if condition(&now) {
-            return now;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}; last state: {now:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use test_harness::eventually;
 
 use cloud_writer::DropReason;
 use cosmos_sim::CosmosSim;
@@ -17,28 +18,6 @@ use super::{KEY, free_port};
 
 /// The writer binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_cloud-writer");
-
-/// Polls `probe` every 50 ms until `condition` holds; panics with `what` and the last value
-/// after `timeout`.
-pub async fn wait_for<T: std::fmt::Debug>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl AsyncFnMut() -> T,
-    condition: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let value = probe().await;
-        if condition(&value) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within {timeout:?}; last {value:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Sends `signal` to `child`.
 fn signal(child: &Child, signal: libc::c_int) {
@@ -155,7 +134,7 @@ impl Replica {
     /// Waits (polling, at most `timeout`) until it exited successfully.
     pub async fn exited(&mut self, timeout: Duration) {
         let child = &mut self.child;
-        let status = wait_for(
+        let status = eventually(
             "a replica to stop on SIGTERM",
             timeout,
             async || child.try_wait().unwrap(),
@@ -406,6 +385,8 @@ pub fn watch_documents(
                     }
                 }
                 reads += 1;
+                // The pace of the reader, not a synchronisation: it samples real processes'
+                // documents as they change.
                 tokio::select! {
                     () = stop.cancelled() => {}
                     () = tokio::time::sleep(Duration::from_millis(100)) => {}

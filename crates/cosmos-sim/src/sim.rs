@@ -15,8 +15,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Configuration of an endpoint; see [`CosmosSim::builder`].
 #[derive(Debug, Clone)]
@@ -141,8 +141,8 @@ impl CosmosSimBuilder {
             counters: Counters::default(),
             addr,
         });
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(crate::server::serve(listener, state.clone(), stopped));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(crate::server::serve(listener, state.clone(), stop.clone()));
         tracing::info!(%addr, partitions = self.partitions, ru_per_sec = self.ru_per_sec, "cosmos-sim listening");
         Ok(CosmosSim {
             state,
@@ -157,7 +157,7 @@ impl CosmosSimBuilder {
 #[derive(Debug)]
 pub struct CosmosSim {
     state: Arc<EndpointState>,
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     task: Option<JoinHandle<()>>,
     key: String,
 }
@@ -319,7 +319,7 @@ impl CosmosSim {
 
     /// Stops accepting connections, closes the open ones, and waits for the server task.
     pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -333,6 +333,6 @@ fn endpoint_url(addr: SocketAddr) -> String {
 
 impl Drop for CosmosSim {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
     }
 }

@@ -14,6 +14,10 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use test_harness::eventually;
+
+/// The most a statistic is waited for.
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// The longest any test of this file may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -61,25 +65,18 @@ impl Load {
         Load { stop, tasks }
     }
 
-    /// Waits until `ready` holds for the endpoint's statistics (polled).
-    async fn until(&self, sim: &CosmosSim, ready: impl Fn(&Stats) -> bool) -> Stats {
-        loop {
-            let stats = sim.stats();
-            if ready(&stats) {
-                return stats;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
     /// The RU the container served in each of the `seconds` whole seconds after the second
     /// `after`, from the endpoint's heat map: waits until a later second has begun, so that
     /// none of them is still being served.
     async fn served_per_second(&self, sim: &CosmosSim, after: u64, seconds: u64) -> Vec<f64> {
         let last = after + seconds;
-        let stats = self
-            .until(sim, |stats| latest_second(stats).is_some_and(|s| s > last))
-            .await;
+        let stats = eventually(
+            "a later second to begin",
+            LIMIT,
+            async || sim.stats(),
+            |stats| latest_second(stats).is_some_and(|s| s > last),
+        )
+        .await;
         let parts = &stats.container("db", "c").unwrap().partitions;
         (after + 1..=last)
             .map(|second| {
@@ -110,9 +107,13 @@ async fn one_hot_partition(key: fn(usize, usize) -> Option<String>) -> Partition
     // Spend the hot partition's initial full bucket first, then measure the steady rate over
     // the whole seconds after the one where it first throttled.
     let load = Load::start(rest.clone(), 8, key);
-    let before = load
-        .until(&sim, |stats| stats.throttled_operations > 0)
-        .await;
+    let before = eventually(
+        "a throttled operation",
+        LIMIT,
+        async || sim.stats(),
+        |stats| stats.throttled_operations > 0,
+    )
+    .await;
     let warm = latest_second(&before).expect("the partition served before it throttled");
     let served = load.served_per_second(&sim, warm, 2).await;
     load.stop().await;
@@ -198,7 +199,13 @@ async fn uniform_keys_reach_the_provisioned_throughput() {
             let container = stats.container("db", "c").unwrap();
             container.partitions.iter().all(|p| p.throttled > 0)
         };
-        let before = load.until(&sim, all_throttled).await;
+        let before = eventually(
+            "every partition throttled",
+            LIMIT,
+            async || sim.stats(),
+            all_throttled,
+        )
+        .await;
         let warm = latest_second(&before).expect("the partitions served before they throttled");
         let served = load.served_per_second(&sim, warm, 3).await;
         load.stop().await;

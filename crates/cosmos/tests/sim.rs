@@ -13,6 +13,7 @@ use cosmos::{
 };
 use cosmos_sim::CosmosSim;
 use serde_json::json;
+use test_harness::eventually;
 
 /// The longest any test of this file may take.
 const TEST_TIMEOUT: Duration = Duration::from_secs(300);
@@ -322,25 +323,28 @@ async fn throttled_bulk_writes_everything_and_uses_the_budget() {
         // beside the writer, not between outcomes: on a busy machine the test reads outcomes
         // many thousands behind the writer.
         let probe = async {
-            loop {
+            let first_whole_second = || {
                 let seconds = ru_per_second(&sim);
-                if let Some(&first) = seconds.keys().next() {
-                    let whole = whole_seconds_after(&seconds, first);
-                    if !whole.is_empty() {
-                        let offered = whole.iter().sum::<f64>() / whole.len() as f64;
-                        let written = stored(&sim);
-                        let per_document = ru_used(&sim) / written.max(1) as f64;
-                        let rest = per_document * (TOTAL as usize).saturating_sub(written) as f64;
-                        let ru_per_sec = (0.45 * offered).min(rest / 8.0).max(1.0).round();
-                        sim.set_ru_per_sec(DB, COLL, ru_per_sec).unwrap();
-                        // The latest second charged may have ended before the change: skip
-                        // one more.
-                        let changed = ru_per_second(&sim).keys().next_back().copied().unwrap() + 1;
-                        return (ru_per_sec, changed);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+                let first = *seconds.keys().next()?;
+                let whole = whole_seconds_after(&seconds, first);
+                (!whole.is_empty()).then(|| whole.iter().sum::<f64>() / whole.len() as f64)
+            };
+            let offered = eventually(
+                "a whole second charged",
+                Duration::from_secs(120),
+                async || first_whole_second(),
+                Option::is_some,
+            )
+            .await
+            .expect("a whole second");
+            let written = stored(&sim);
+            let per_document = ru_used(&sim) / written.max(1) as f64;
+            let rest = per_document * (TOTAL as usize).saturating_sub(written) as f64;
+            let ru_per_sec = (0.45 * offered).min(rest / 8.0).max(1.0).round();
+            sim.set_ru_per_sec(DB, COLL, ru_per_sec).unwrap();
+            // The latest second charged may have ended before the change: skip one more.
+            let changed = ru_per_second(&sim).keys().next_back().copied().unwrap() + 1;
+            (ru_per_sec, changed)
         };
         let (stats, (ru_per_sec, changed)) = tokio::join!(
             run_bulk(&c, BulkConfig::default(), TOTAL, |_| {}),

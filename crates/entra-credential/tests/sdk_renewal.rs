@@ -54,11 +54,13 @@ async fn a_token_near_its_expiry_is_replaced_for_the_sdk() {
     assert_eq!(again.token.secret(), first.token.secret());
 
     // Six-minute tokens: already inside the SDK's renewal window, so each call gets a new
-    // one, expiring later (the issuer's clock has whole seconds).
-    let _short = issuer(Duration::from_secs(360), dir.path()).await;
+    // one. The first is issued a minute behind (the issuer's clock has whole seconds), so the
+    // next, issued on time, expires later without the test waiting on the clock.
+    let short = issuer(Duration::from_secs(360), dir.path()).await;
     let sdk = std::sync::Arc::new(EntraCredential::new(Source::Secret).unwrap()).for_azure_sdk();
+    short.set_clock_behind(Duration::from_secs(60));
     let first = sdk.get_token(&[SCOPE], None).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    short.set_clock_behind(Duration::ZERO);
     let renewed = sdk.get_token(&[SCOPE], None).await.unwrap();
     assert_ne!(renewed.token.secret(), first.token.secret());
     assert!(

@@ -7,14 +7,12 @@ use crate::config::{App, Config, ManagedIdentity, User};
 use crate::directory::{Directory, DirectoryError};
 use crate::keys::KeyError;
 use crate::server::{self, Issuer, MANAGED_IDENTITY_PATH};
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
+use http_serve::{Limits, RustlsConfig};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
-use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
 /// Why an issuer could not start.
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +60,8 @@ pub struct EntraSim {
     issuer: Arc<Issuer>,
     addr: SocketAddr,
     ca_pem: Option<String>,
-    task: JoinHandle<()>,
+    /// Stops the listener and closes its connections at once.
+    stop: CancellationToken,
 }
 
 /// Builds a configuration in code (what tests use).
@@ -157,19 +156,29 @@ impl EntraSim {
         };
         let (scheme, acceptor, ca_pem) = if listen.https {
             let ca = Ca::generate()?;
-            let acceptor = TlsAcceptor::from(ca.server_config()?);
-            ("https", Some(acceptor), Some(ca.cert_pem))
+            let tls = RustlsConfig::from_config(ca.server_config()?);
+            ("https", Some(tls), Some(ca.cert_pem))
         } else {
             ("http", None, None)
         };
         let issuer = Arc::new(Issuer::new(directory, format!("{scheme}://{host}"))?);
         let router = server::router(issuer.clone());
-        let task = tokio::spawn(serve(listener, router, acceptor));
+        let stop = CancellationToken::new();
+        tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                if let Err(err) =
+                    http_serve::serve(listener, router, Limits::LOCAL, acceptor, stop).await
+                {
+                    tracing::warn!(error = %err, "the issuer stopped serving");
+                }
+            }
+        });
         Ok(EntraSim {
             issuer,
             addr,
             ca_pem,
-            task,
+            stop,
         })
     }
 
@@ -265,35 +274,6 @@ impl EntraSim {
 
 impl Drop for EntraSim {
     fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Accepts connections until aborted; aborting drops every connection with it.
-async fn serve(listener: TcpListener, router: axum::Router, tls: Option<TlsAcceptor>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        while connections.try_join_next().is_some() {}
-        let service = TowerToHyperService::new(router.clone());
-        let tls = tls.clone();
-        connections.spawn(async move {
-            let http = hyper::server::conn::http1::Builder::new();
-            let served = match tls {
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(stream) => http.serve_connection(TokioIo::new(stream), service).await,
-                    Err(e) => {
-                        tracing::debug!(%peer, "TLS handshake failed: {e}");
-                        return;
-                    }
-                },
-                None => http.serve_connection(TokioIo::new(stream), service).await,
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-        });
+        self.stop.cancel();
     }
 }

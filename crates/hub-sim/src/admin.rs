@@ -25,11 +25,9 @@ use crate::state_dir;
 use crate::stats::Stats;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
+use http_serve::Limits;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::convert::Infallible;
@@ -218,28 +216,14 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
     }
 }
 
-/// Serves the admin endpoint on `listener` until `stop` is cancelled.
+/// Serves the admin endpoint on `listener` until `stop` is cancelled (by `http_serve`:
+/// headers within 10 s, connections closed at once on the stop).
 pub(crate) async fn run(admin: Arc<Admin>, listener: TcpListener, stop: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => continue,
-            },
-        };
+    let service = tower::service_fn(move |request| {
         let admin = admin.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let admin = admin.clone();
-                async move { Ok::<_, Infallible>(handle(&admin, request).await) }
-            });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = stop.cancelled() => {}
-            }
-        });
+        async move { Ok::<_, Infallible>(handle(&admin, request).await) }
+    });
+    if let Err(e) = http_serve::serve(listener, service, Limits::LOCAL, None, stop).await {
+        tracing::warn!(error = %e, "the admin endpoint stopped serving");
     }
 }

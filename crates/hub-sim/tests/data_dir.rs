@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use test_harness::eventually;
 
 /// A hub on `state` keeping its partitions in `state/data`.
 async fn start(state: &Path, adjust: impl FnOnce(&mut HubConfig)) -> HubSim {
@@ -28,14 +29,13 @@ async fn start(state: &Path, adjust: impl FnOnce(&mut HubConfig)) -> HubSim {
 
 /// Waits (generously) until partition `p` has made sequence number `last` readable.
 async fn readable(hub: &HubSim, p: usize, last: i64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while hub.partitions().get(p).unwrap().info().last_sequence_number < last {
-        assert!(
-            Instant::now() < deadline,
-            "partition {p} never reached {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(
+        &format!("partition {p} to reach {last}"),
+        Duration::from_secs(60),
+        async || hub.partitions().get(p).unwrap().info().last_sequence_number,
+        |&n| n >= last,
+    )
+    .await;
 }
 
 /// Every event partition `p` keeps, read through the library.
@@ -298,14 +298,18 @@ async fn the_binary_killed_after_pubacks_loses_none_of_the_acknowledged_messages
             }
         });
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while acked.iter().any(|a| a.load(Ordering::SeqCst) < 200) {
-        assert!(
-            Instant::now() < deadline,
-            "devices got too few PUBACKs: {acked:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(
+        "200 PUBACKs for each device",
+        Duration::from_secs(120),
+        async || {
+            acked
+                .iter()
+                .map(|a| a.load(Ordering::SeqCst))
+                .collect::<Vec<_>>()
+        },
+        |acked| acked.iter().all(|&n| n >= 200),
+    )
+    .await;
     drop(hub); // SIGKILL
     let acked: Vec<usize> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
     assert!(

@@ -9,6 +9,7 @@ use fe2o3_amqp::types::messaging::Body;
 use fe2o3_amqp::types::primitives::Value;
 use hub_sim::partitions::Incoming;
 use std::time::Duration;
+use test_harness::eventually;
 
 async fn admin_hub(devices: usize) -> (TestHub, String) {
     let hub = TestHub::start_with(devices, |c| c.admin_port = Some(0)).await;
@@ -40,14 +41,13 @@ async fn dropping_device_connections_disconnects_a_connected_device() {
         run_script("device", "paho_device.py", &["expiry".into()], &env).await
     });
     // Wait (bounded) for the device to be connected, then drop it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while hub.hub.connected_devices() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the device never connected"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the device connected",
+        Duration::from_secs(60),
+        async || hub.hub.connected_devices(),
+        |&n| n > 0,
+    )
+    .await;
     post(format!("{base}/faults/drop-devices"), "").await;
     let (outcome, ok) = device.await.unwrap();
     assert!(ok, "{outcome}");

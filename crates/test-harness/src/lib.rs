@@ -11,9 +11,10 @@
 //!   spatial answers.
 //! - [`manifests`]: the Kubernetes manifests of `deploy/` as YAML, and the keyless-access
 //!   check the programs' deploy tests share.
+//! - [`eventually`]: the one way a test waits for a condition it cannot be told of.
 //!
 //! A missing program or package is an error that says how to install it; nothing is
-//! skipped. The library is synchronous (std::process), so it works from plain and from
+//! skipped. The peers are synchronous (std::process), so they work from plain and from
 //! async tests; starting a peer blocks the calling thread until the peer is ready
 //! (at most a few seconds).
 //!
@@ -24,6 +25,7 @@ mod azurite;
 mod chromium;
 mod cosmosdb;
 mod error;
+mod eventually;
 pub mod geo;
 pub mod manifests;
 mod mosquitto;
@@ -33,5 +35,6 @@ pub use azurite::Azurite;
 pub use chromium::Chromium;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
 pub use error::HarnessError;
+pub use eventually::{eventually, eventually_blocking};
 pub use mosquitto::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
 pub use process::{free_udp_port, process_running};

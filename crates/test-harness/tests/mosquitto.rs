@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use rumqttc::{Client, Connection, Event, Incoming, MqttOptions, Outgoing, QoS, Transport};
-use test_harness::{Mosquitto, MosquittoConfig, process_running};
+use test_harness::{Mosquitto, MosquittoConfig, eventually_blocking, process_running};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -180,11 +180,12 @@ fn save_every_change_keeps_queued_message_across_kill() {
     // The database is written in the broker's main loop after the change; wait for the
     // write to show up before killing.
     let db = broker.dir().join("mosquitto.db");
-    let deadline = Instant::now() + TIMEOUT;
-    while !std::fs::read(&db).is_ok_and(|bytes| bytes.windows(4).any(|w| w == b"land")) {
-        assert!(Instant::now() < deadline, "database never held the message");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually_blocking(
+        "the database to hold the message",
+        TIMEOUT,
+        || std::fs::read(&db).is_ok_and(|bytes| bytes.windows(4).any(|w| w == b"land")),
+        |held| *held,
+    );
 
     broker.kill().unwrap();
     broker.restart().expect("restart mosquitto");

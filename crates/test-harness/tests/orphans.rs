@@ -2,9 +2,9 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use test_harness::{CosmosDbServer, Mosquitto, process_running};
+use test_harness::{CosmosDbServer, Mosquitto, eventually_blocking, process_running};
 
 /// Set in the child process that runs `hold_peers_until_killed`.
 const HELPER_ENV: &str = "TEST_HARNESS_HOLD_PEERS";
@@ -58,12 +58,14 @@ fn peers_die_with_a_killed_test_process() {
     helper.kill().unwrap();
     helper.wait().unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|&pid| process_running(pid)) {
-        assert!(
-            Instant::now() < deadline,
-            "peers {pids:?} outlived the killed test process"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually_blocking(
+        "the peers to die with the killed test process",
+        Duration::from_secs(10),
+        || {
+            pids.iter()
+                .filter(|&&pid| process_running(pid))
+                .collect::<Vec<_>>()
+        },
+        Vec::is_empty,
+    );
 }

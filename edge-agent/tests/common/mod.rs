@@ -148,7 +148,8 @@ impl Subscriber {
                         });
                     }
                     Ok(_) => {}
-                    // The broker is down: retry until it is back.
+                    // The broker is down: retry until it is back, paced on the real clock of
+                    // the real broker's restart.
                     Err(err) => {
                         *last_error.lock().unwrap() = Some(err.to_string());
                         tokio::time::sleep(Duration::from_millis(50)).await;

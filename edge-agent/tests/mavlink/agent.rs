@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
-use test_harness::Mosquitto;
+use test_harness::{Mosquitto, eventually};
 
 use crate::common::TIMEOUT;
 
@@ -90,22 +89,17 @@ impl AgentProcess {
         what: &str,
         mut ready: impl FnMut(&Value) -> bool,
     ) -> Value {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            let status = self.status();
-            if let Some(status) = status.as_ref().filter(|s| ready(s)) {
-                return status.clone();
-            }
-            self.assert_running();
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; status:\n{}\nlog:\n{}",
-                    status.map(|s| s.to_string()).unwrap_or_default(),
-                    self.log()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let status = eventually(
+            what,
+            TIMEOUT,
+            async || {
+                self.assert_running();
+                self.status()
+            },
+            |status| status.as_ref().is_some_and(&mut ready),
+        )
+        .await;
+        status.expect("a status")
     }
 }
 

@@ -6,9 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::Value;
+use test_harness::{eventually, eventually_blocking};
 
 use crate::common::TIMEOUT;
 
@@ -119,27 +119,22 @@ impl FlightController {
         what: &str,
         mut ready: impl FnMut(&[Value]) -> bool,
     ) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            let lines = self.lines();
-            if ready(&lines) {
-                return lines;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "the flight controller exited ({status}) before {what}:\n{}",
-                    self.stderr()
-                );
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; the flight controller's last lines:\n{}\n{}",
-                    tail(&lines, 8),
-                    self.stderr()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let lines = eventually(
+            what,
+            TIMEOUT,
+            async || {
+                if let Some(status) = self.child.try_wait().unwrap() {
+                    panic!(
+                        "the flight controller exited ({status}) before {what}:\n{}",
+                        self.stderr()
+                    );
+                }
+                Tail(self.lines())
+            },
+            |lines| ready(&lines.0),
+        )
+        .await;
+        lines.0
     }
 
     /// What it wrote on standard error.
@@ -150,19 +145,14 @@ impl FlightController {
     /// Closes its standard input, which ends it, and returns all its lines.
     pub fn stop(mut self) -> Vec<Value> {
         drop(self.stdin.take());
-        let deadline = std::time::Instant::now() + TIMEOUT;
-        loop {
-            match self.child.try_wait().unwrap() {
-                Some(status) => {
-                    assert!(status.success(), "{status}: {}", self.stderr());
-                    break;
-                }
-                None if std::time::Instant::now() > deadline => {
-                    panic!("the flight controller did not end when its input closed")
-                }
-                None => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
+        let status = eventually_blocking(
+            "the flight controller to end when its input closed",
+            TIMEOUT,
+            || self.child.try_wait().unwrap(),
+            Option::is_some,
+        );
+        let status = status.expect("ended");
+        assert!(status.success(), "{status}: {}", self.stderr());
         if let Some(reader) = self.reader.take() {
             reader.join().unwrap();
         }
@@ -174,6 +164,19 @@ impl Drop for FlightController {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Lines shown by their last 8 in a failure message.
+pub struct Tail(pub Vec<Value>);
+
+impl std::fmt::Debug for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the flight controller's last lines:\n{}",
+            tail(&self.0, 8)
+        )
     }
 }
 

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use telemetry::wire::Position;
-use test_harness::{Mosquitto, free_udp_port};
+use test_harness::{Mosquitto, eventually, free_udp_port};
 
 use crate::agent::{AgentProcess, DEVICE_ID};
 use crate::common::{Subscriber, TIMEOUT};
 use crate::expect::{self, describe, expected_positions};
-use crate::peer::{self, FlightController, events};
+use crate::peer::{self, FlightController, Tail, events};
 
 /// The longest any test here may take.
 const WHOLE_TEST: Duration = Duration::from_secs(180);
@@ -159,6 +159,8 @@ impl Rig {
                     near.join("\n  ")
                 ));
             }
+            // Polls the real flight controller's lines: not `eventually`, because the
+            // failure names the nearest sends of each unmatched position.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -170,18 +172,17 @@ impl Rig {
         what: &str,
         mut ready: impl FnMut(&[Value]) -> bool,
     ) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            let lines = self.peer.lines();
-            if ready(&lines) {
-                return lines;
-            }
-            self.agent.assert_running();
-            if tokio::time::Instant::now() > deadline {
-                self.fail(&format!("timed out waiting for {what}"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let lines = eventually(
+            what,
+            TIMEOUT,
+            async || {
+                self.agent.assert_running();
+                Tail(self.peer.lines())
+            },
+            |lines| ready(&lines.0),
+        )
+        .await;
+        lines.0
     }
 
     pub fn fail(&self, what: &str) -> ! {

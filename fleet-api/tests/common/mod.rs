@@ -317,19 +317,3 @@ pub fn expected(docs: &[Value], keep: impl Fn((f64, f64)) -> bool) -> BTreeSet<S
         .map(|d| d["deviceId"].as_str().unwrap().to_string())
         .collect()
 }
-
-/// Waits until `check` holds, asking again every 50 ms; fails after `limit`.
-pub async fn eventually<F, Fut>(limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the condition did not hold within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}

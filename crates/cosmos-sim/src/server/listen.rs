@@ -1,6 +1,6 @@
-//! Accepting connections (HTTP/1.1, keep-alive) and the way of one request: admin requests
-//! aside, counted by priority, faults injected, credential checked, priority checked, body read
-//! within its limit, a token's role checked, routed.
+//! Serving connections (HTTP/1.1, keep-alive, by `http_serve`) and the way of one request:
+//! admin requests aside, counted by priority, faults injected, credential checked, priority
+//! checked, body read within its limit, a token's role checked, routed.
 
 use super::reply::Reply;
 use super::{admin, auth, faults, headers, routes};
@@ -9,55 +9,36 @@ use bytes::Bytes;
 use cosmos_wire::batch::MAX_BODY_BYTES;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
+use http_serve::Limits;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Request bodies larger than this are refused before parsing (413).
 const MAX_REQUEST_BYTES: usize = MAX_BODY_BYTES + 64 * 1024;
 
-/// Accepts connections until `stop` turns true, then closes them gracefully.
+/// How long open connections may finish their requests once the endpoint stops.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Serves connections until `stop`, then lets open ones finish within [`GRACE`].
 pub(crate) async fn serve(
     listener: TcpListener,
     state: Arc<EndpointState>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) {
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-            _ = stop.changed() => return,
-        };
-        let _ = stream.set_nodelay(true);
+    let service = tower::service_fn(move |req| {
         let state = state.clone();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(state, req).await) }
-            });
-            let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
+        async move { Ok::<_, Infallible>(handle(state, req).await) }
+    });
+    let limits = Limits {
+        grace: GRACE,
+        ..Limits::LOCAL
+    };
+    if let Err(e) = http_serve::serve(listener, service, limits, None, stop).await {
+        tracing::warn!(error = %e, "the endpoint stopped serving");
     }
 }
 

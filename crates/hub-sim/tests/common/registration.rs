@@ -75,6 +75,7 @@ pub async fn register(
             .unwrap()
             .parse()
             .unwrap();
+        // The device honours the service's Retry-After on the real clock, as a real one does.
         tokio::time::sleep(Duration::from_secs(retry_after)).await;
         rid += 1;
         let operation = body["operationId"].as_str().unwrap();

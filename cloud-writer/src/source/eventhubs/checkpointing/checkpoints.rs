@@ -450,6 +450,7 @@ mod tests {
         let (queue, _) = checkpoints.open("0");
         assert!(queue.settled(Duration::ZERO).await, "nothing in flight");
         let (m1, m2) = (enter(&queue, 1), enter(&queue, 2));
+        // Paused clock: the sleeps order the outcomes at known instants, no real wait.
         let finishing = async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             m2.finish();

@@ -58,6 +58,8 @@ pub(in crate::source::eventhubs) struct Handovers {
     partitions: usize,
     /// Learns of partitions claimed here and by another replica before they opened.
     takeovers: Takeovers,
+    /// The longest wait for a handover: [`WAIT`].
+    wait: Duration,
     state: Mutex<State>,
 }
 
@@ -91,8 +93,16 @@ impl Handovers {
             expiry,
             partitions,
             takeovers,
+            wait: WAIT,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Waits up to `wait` for a handover: a test's previous owner may be slowed by a busy
+    /// machine past [`WAIT`].
+    #[cfg(test)]
+    fn set_wait(&mut self, wait: Duration) {
+        self.wait = wait;
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -100,7 +110,7 @@ impl Handovers {
     }
 
     /// Waits until every one of `moved` (partition, claim) is handed over for its claim,
-    /// or is no longer this replica's, at most [`WAIT`]. A partition of `claimed` that
+    /// or is no longer this replica's, at most [`WAIT`] (`wait`). A partition of `claimed` that
     /// another replica claimed meanwhile, and that is not read here yet, is not read here
     /// at all (the processor opens it all the same: [`Takeovers::forsake`]); if no other
     /// replica reads it either, it is handed over to that replica's claim at once.
@@ -110,7 +120,7 @@ impl Handovers {
         moved: &HashMap<String, String>,
         mut claimed: HashSet<String>,
     ) {
-        let deadline = tokio::time::Instant::now() + WAIT;
+        let deadline = tokio::time::Instant::now() + self.wait;
         let mut pending = moved.clone();
         loop {
             let listed = tokio::try_join!(
@@ -159,7 +169,7 @@ impl Handovers {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                tracing::info!(partitions = ?pending.keys(), waited = ?WAIT, "moved partitions not handed over by their previous owner: what it had not finished is read again");
+                tracing::info!(partitions = ?pending.keys(), waited = ?self.wait, "moved partitions not handed over by their previous owner: what it had not finished is read again");
                 return;
             }
             tokio::time::sleep(POLL).await;
@@ -267,7 +277,7 @@ mod tests {
     /// partitions 0 and 1, and the processor of replica `next` on a hub of `partitions`
     /// partitions, having listed the ownerships, sees the store through [`Handovers`].
     struct Fixture {
-        _sim: cosmos_sim::CosmosSim,
+        sim: cosmos_sim::CosmosSim,
         store: SharedStore,
         scope: Scope,
         /// The previous owner's ownerships of partitions 0 and 1.
@@ -290,7 +300,7 @@ mod tests {
                 takeovers.clone(),
             );
             let mut fixture = Fixture {
-                _sim: sim,
+                sim,
                 store,
                 scope,
                 previous: Vec::new(),
@@ -331,10 +341,13 @@ mod tests {
 
     /// A partition claimed from a replica that still reads it opens at the checkpoint
     /// that replica wrote before it handed the partition over for this claim, not at the
-    /// one it wrote before: the listing waits for the handover.
+    /// one it wrote before: the listing waits for the handover. The previous owner hands
+    /// over once the listing has asked for handovers several times, however slow the
+    /// machine, and the listing waits long enough for it.
     #[tokio::test]
     async fn a_moved_partition_opens_at_its_previous_owners_last_checkpoint() {
-        let f = Fixture::new(2).await;
+        let mut f = Fixture::new(2).await;
+        f.handovers.set_wait(Duration::from_secs(120));
         for partition in ["0", "1"] {
             let checkpoint = f.scope.checkpoint(partition, Some(10), None);
             f.store.update_checkpoint(checkpoint).await.unwrap();
@@ -353,10 +366,17 @@ mod tests {
         );
         // The previous owner, reading on, writes a checkpoint (not a handover), then sees
         // the takeover, writes its last one and hands over.
+        let checkpoint = |seq| f.scope.checkpoint(partition, Some(seq), None);
+        f.store.update_checkpoint(checkpoint(20)).await.unwrap();
+        let before = f.sim.stats().requests;
         let previous_owner = async {
-            let checkpoint = |seq| f.scope.checkpoint(partition, Some(seq), None);
-            f.store.update_checkpoint(checkpoint(20)).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            test_harness::eventually(
+                "the listing to ask for handovers",
+                Duration::from_secs(60),
+                async || f.sim.stats().requests,
+                |&requests| requests >= before + 5,
+            )
+            .await;
             f.store.update_checkpoint(checkpoint(42)).await.unwrap();
             f.store
                 .hand_over(&f.scope, partition, &claim)

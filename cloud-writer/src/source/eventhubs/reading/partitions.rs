@@ -349,7 +349,6 @@ fn close(client: Arc<PartitionClient>, partition: &str) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use azure_messaging_eventhubs::CheckpointStore;
 
@@ -370,18 +369,13 @@ mod tests {
     }
 
     async fn wait_for_checkpoint(store: &CosmosCheckpointStore, partition: &str, seq: i64) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let now = checkpoint_of(store, partition).await;
-            if now == Some(seq) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "checkpoint {now:?}, expected {seq}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        test_harness::eventually(
+            "the checkpoint",
+            Duration::from_secs(30),
+            async || checkpoint_of(store, partition).await,
+            |&now| now == Some(seq),
+        )
+        .await;
     }
 
     /// A partition read from SDK events: its checkpoint in the Cosmos store follows the
