@@ -38,8 +38,8 @@ async fn one_enter_and_one_leave_across_a_sigkill_and_a_restart() {
         hook.of("d1").contains_key("leave")
     })
     .await;
-    // A moment for any duplicate or extra alert to show (nothing else to wait on).
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Three more feed polls, for any duplicate or extra alert to show.
+    restarted.rounds("feed", 3).await;
     let got = hook.of("d1");
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got["enter"].len(), 1, "one enter id: {got:?}");

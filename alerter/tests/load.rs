@@ -86,6 +86,7 @@ async fn thousand_drones_every_five_seconds() {
             }
         }
     });
+    // Warm-up on the real clock: the fleet's pace, before the measured window.
     tokio::time::sleep(Duration::from_secs(15)).await;
     let snapshot = async || {
         (
@@ -111,6 +112,7 @@ async fn thousand_drones_every_five_seconds() {
         )
     };
     let before = snapshot().await;
+    // The measured window, on the real clock (rates per second).
     tokio::time::sleep(window).await;
     let after = snapshot().await;
     writer.abort();

@@ -74,7 +74,7 @@ async fn silence_battery_and_border_alert_once_each() {
     })
     .await;
     // Four more sweeps at least, for a second silent alert to show if one came.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    alerter.rounds("sweep", 4).await;
     let border = hook.of("border");
     assert_eq!(border.keys().collect::<Vec<_>>(), ["enter"], "{border:?}");
     assert_eq!(border["enter"].len(), 1);

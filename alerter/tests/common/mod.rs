@@ -362,6 +362,23 @@ impl Alerter {
     }
 
     /// The value of the metric line that starts with `prefix`, 0 if absent.
+    /// Waits until the alerter has made `rounds` more requests of `purpose` (feed polls,
+    /// sweeps): each is charged, so the charge grows with each. A quiet stretch measured in
+    /// the alerter's own rounds, for an alert that must not come.
+    pub async fn rounds(&self, purpose: &str, rounds: usize) {
+        let metric = format!("alerter_request_charge_total{{purpose=\"{purpose}\"}}");
+        let mut charged = self.metric(&metric).await;
+        for _ in 0..rounds {
+            charged = test_harness::eventually(
+                &format!("another round of {purpose}"),
+                Duration::from_secs(60),
+                async || self.metric(&metric).await,
+                |now| *now > charged,
+            )
+            .await;
+        }
+    }
+
     pub async fn metric(&self, prefix: &str) -> f64 {
         let text = reqwest::get(&self.metrics)
             .await
@@ -383,20 +400,14 @@ impl Drop for Alerter {
     }
 }
 
-/// Waits until `check` holds, at most `limit` (generous: 2 busy cores).
+/// Waits until `check` holds, at most `limit` (generous: 2 busy cores); the workspace's
+/// [`test_harness::eventually`] with a yes-or-no probe.
 pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = std::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: not within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    test_harness::eventually(what, limit, async || check().await, |done| *done).await;
 }
 
 /// One request as a server received it.
