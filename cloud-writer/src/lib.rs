@@ -45,8 +45,8 @@ pub mod internals {
         SOURCE_MAX_BYTES_FLOOR, SourceSpec, StartAt,
     };
     pub use crate::import::FileSource;
+    pub use crate::pipeline::Coalescer;
     pub use crate::pipeline::agent::{AgentFact, ConnectionOp, TwinOp};
-    pub use crate::pipeline::coalesce::Coalescer;
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
     pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};

@@ -17,8 +17,8 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
+use super::Ordered;
 use super::PositionWrite;
-use super::coalesce::Ordered;
 
 /// What became of a position offered to the spacing.
 #[derive(Debug)]
