@@ -219,7 +219,10 @@ async fn history_mode_keeps_every_fresh_position_in_segments_with_its_ttl() {
     let mut kept = std::collections::BTreeSet::new();
     for doc in &history.documents {
         for point in telemetry::document::stored_points(doc).unwrap() {
-            assert!(kept.insert((doc["deviceId"].to_string(), point.seq)), "{doc}");
+            assert!(
+                kept.insert((doc["deviceId"].to_string(), point.seq)),
+                "{doc}"
+            );
         }
     }
     assert_eq!(kept.len() as u64, s.fresh);
