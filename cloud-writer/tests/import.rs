@@ -234,6 +234,26 @@ async fn history_in_segments_costs_under_one_ru_per_position() {
         segments.documents.len()
     );
     assert!(added <= 1.0, "{added} RU per position");
+    // `check` says which history format each container holds.
+    for (name, says) in [
+        ("with-history", "history: track segments"),
+        ("latest-only", "history: none"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
+            .env_clear()
+            .env("COSMOS_ENDPOINT", sim.endpoint())
+            .env("COSMOS_KEY", KEY)
+            .env("COSMOS_CONTAINER", name)
+            .arg("check")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(says),
+            "{name}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     assert!(
         per_position <= one_per_position / 5.0,
         "{per_position} bytes per position"
