@@ -210,7 +210,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::PartitionKeyPath;
 
     fn point(seq: u64) -> SegmentPoint {
         SegmentPoint {
@@ -261,16 +260,6 @@ mod tests {
             text,
             r#"{"id":"drone-0042:seg:1795338900000","deviceId":"drone-0042","kind":"segment","schemaVersion":1,"startMs":1795338900000,"endMs":1795339200000,"firstSeq":1830,"lastSeq":1832,"n":3,"points":[[1830,1795339050000,-122.3493,47.6205,121.5,270.0,12.3,81],[1831,1795339055000,-122.3493,47.6205,121.5],[1832,1795339060000,-122.3493,47.6205,null,null,12.3,81]],"ttl":604800}"#
         );
-    }
-
-    #[test]
-    fn ids_are_escaped_and_the_nested_key_written() {
-        let layout = DocumentLayout::new("/fleet/deviceId".parse::<PartitionKeyPath>().unwrap());
-        let text = written(&layout, "a#b", &[point(1)], None);
-        let doc: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["id"], "a%23b:seg:1795338900000");
-        assert_eq!(doc["fleet"], json!({"deviceId": "a#b"}));
-        assert!(doc.get("ttl").is_none());
     }
 
     #[test]
