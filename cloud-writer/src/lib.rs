@@ -49,7 +49,7 @@ pub mod internals {
     pub use crate::pipeline::agent::{AgentFact, ConnectionOp, TwinOp};
     pub use crate::pipeline::reject::Rejects;
     pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
-    pub use crate::sink::{CosmosSink, Encoder, SinkSettings, policy_cost};
+    pub use crate::sink::{CosmosSink, Encoder, HistoryFormat, SinkSettings, policy_cost};
     pub use crate::source::eventhubs::checkpointing::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore;
     pub use crate::source::eventhubs::checkpointing::{Scope, transfer};

@@ -286,6 +286,32 @@ async fn report_indexing(
     Ok(())
 }
 
+/// Says which history format the container holds: one document per position (`kind`
+/// `history`), track segments (`kind` `segment`), both or none. Two `TOP 1` queries on the
+/// indexed `kind`, about 3 RU each per physical partition.
+async fn report_history(container: &cosmos::ContainerClient) -> anyhow::Result<()> {
+    let mut held = [false; 2];
+    for (kind, found) in ["history", "segment"].into_iter().zip(held.iter_mut()) {
+        let query = cosmos::QueryRequest {
+            query: format!("SELECT TOP 1 c.id FROM c WHERE c.kind = '{kind}'"),
+            parameters: vec![],
+        };
+        let response = container
+            .query(&query, cosmos::QueryScope::AllRanges)
+            .await
+            .with_context(|| format!("looking for documents of kind {kind}"))?;
+        *found = !response.documents.is_empty();
+    }
+    let format = match held {
+        [false, false] => "none",
+        [true, false] => "one document per position",
+        [false, true] => "track segments",
+        [true, true] => "both one document per position and track segments",
+    };
+    println!("history: {format}");
+    Ok(())
+}
+
 async fn check(config: WriterConfig) -> anyhow::Result<()> {
     let layout = DocumentLayout::new(config.cosmos.partition_key_path.clone());
     let client = cosmos_client(&config.cosmos)?;
@@ -307,6 +333,7 @@ async fn check(config: WriterConfig) -> anyhow::Result<()> {
         (&config.cosmos.database, &config.cosmos.container),
     )
     .await?;
+    report_history(&opened.container).await?;
     if patch_in_batches(&opened.container, opened.missing_partition_key).await? {
         println!("ok: the server takes Patch in batches (NEWEST_WINS=patch works)");
     } else {

@@ -47,6 +47,7 @@ async fn start(name: &str) -> (CosmosSim, ContainerClient, CosmosSink, Arc<Metri
             high_water_capacity: 1000,
             bulk: bulk_config(1000),
             key_file: None,
+            segment_hold: Duration::ZERO,
         },
         metrics.clone(),
         Rejects::new(metrics.clone(), None).unwrap(),

@@ -101,6 +101,7 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
     let mut settings = settings(&sim.endpoint(), &broker.url(), "batches");
     settings.history = Some(true);
     settings.history_ttl = Some("1h".parse().unwrap());
+    settings.history_hold = Some("1s".parse().unwrap());
     let writer = start_writer(settings).await;
     let (seen, observer) = subscribe(&broker).await;
 
@@ -148,7 +149,10 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
         Duration::from_secs(30),
         async || (writer.counts(), published()),
         |(c, published)| {
-            c.positions == *published && c.finished() == *published && c.in_flight == 0
+            c.positions == *published
+                && c.finished() == *published
+                && c.in_flight == 0
+                && c.history_written == *published
         },
     )
     .await
@@ -191,7 +195,7 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
     let history = container
         .query(
             &QueryRequest {
-                query: "SELECT c.deviceId, c.seq FROM c WHERE c.kind = 'history'".into(),
+                query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
                 parameters: vec![],
             },
             QueryScope::AllRanges,
@@ -201,11 +205,12 @@ async fn a_writer_reads_batched_and_unbatched_agents_side_by_side() {
     let kept: BTreeSet<(String, u64)> = history
         .documents
         .iter()
-        .map(|d| {
-            (
-                d["deviceId"].as_str().unwrap().to_owned(),
-                d["seq"].as_u64().unwrap(),
-            )
+        .flat_map(|d| {
+            let device = d["deviceId"].as_str().unwrap().to_owned();
+            telemetry::document::stored_points(d)
+                .unwrap()
+                .into_iter()
+                .map(move |p| (device.clone(), p.seq))
         })
         .collect();
     assert_eq!(kept, every);

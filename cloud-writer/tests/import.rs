@@ -132,3 +132,130 @@ async fn import_exits_non_zero_and_says_why_when_lines_were_not_written() {
 async fn unthrottled_sim() -> CosmosSim {
     CosmosSim::unthrottled().await.unwrap()
 }
+
+/// RU charged to `container` so far.
+fn charged(sim: &CosmosSim, container: &str) -> f64 {
+    sim.stats()
+        .containers
+        .iter()
+        .filter(|c| c.container == container)
+        .flat_map(|c| &c.partitions)
+        .map(|p| p.ru_total)
+        .sum()
+}
+
+/// 20 drones x 120 positions 5 s apart imported without and with history: track segments
+/// add at most 1.0 RU per position (one document per position added 4.96) and store at
+/// most a fifth of the bytes of a document per position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_in_segments_costs_under_one_ru_per_position() {
+    const DRONES: usize = 20;
+    const POSITIONS: u64 = 120;
+    let sim = unthrottled_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tracks.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let base = Utc::now() - TimeDelta::days(1);
+    for seq in 1..=POSITIONS {
+        for d in 0..DRONES {
+            let ts = base + TimeDelta::seconds(seq as i64 * 5);
+            file.write_all(&wire(&device(d), seq, ts, 1.0 + seq as f64 * 1e-4, 2.0))
+                .unwrap();
+            file.write_all(b"\n").unwrap();
+        }
+    }
+    drop(file);
+    let positions = (DRONES as u64 * POSITIONS) as f64;
+
+    let out = import(&sim, "latest-only", &path, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
+        .env_clear()
+        .env("COSMOS_ENDPOINT", sim.endpoint())
+        .env("COSMOS_KEY", KEY)
+        .env("COSMOS_CONTAINER", "with-history")
+        .env("COSMOS_CREATE_IF_MISSING", "true")
+        .env("HISTORY", "true")
+        .env("HISTORY_TTL", "7d")
+        .arg("import")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let added = (charged(&sim, "with-history") - charged(&sim, "latest-only")) / positions;
+
+    let container = container(&sim.endpoint(), "telemetry", "with-history");
+    let segments = container
+        .query(
+            &cosmos::QueryRequest {
+                query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
+                parameters: vec![],
+            },
+            cosmos::QueryScope::AllRanges,
+        )
+        .await
+        .unwrap();
+    let mut kept = std::collections::BTreeSet::new();
+    let mut bytes = 0;
+    for doc in &segments.documents {
+        bytes += doc.to_string().len();
+        for point in telemetry::document::stored_points(doc).unwrap() {
+            assert!(kept.insert((doc["deviceId"].to_string(), point.seq)));
+        }
+    }
+    assert_eq!(kept.len() as f64, positions);
+    let per_position = bytes as f64 / positions;
+    // One document per position, as stored (system properties included).
+    let pos = telemetry::wire::decode(&wire(&device(0), 7, base, 1.0, 2.0)).unwrap();
+    let mut one = telemetry::DocumentLayout::default().history(&pos, None, Some(604_800));
+    for (name, value) in [
+        ("_rid", "AAAAAAAAAAAAAAAAAAAAAA=="),
+        (
+            "_self",
+            "dbs/AAAAAA==/colls/AAAAAAAAAAA=/docs/AAAAAAAAAAAAAAAAAAAAAA==/",
+        ),
+        ("_etag", "\"00000000-0000-0000-0000-000000000000\""),
+        ("_attachments", "attachments/"),
+    ] {
+        one[name] = value.into();
+    }
+    one["_ts"] = 1_795_338_900.into();
+    let one_per_position = one.to_string().len() as f64;
+    println!(
+        "history: {added:.3} RU and {per_position:.1} bytes per position ({} segments; one document per position: {one_per_position} bytes)",
+        segments.documents.len()
+    );
+    assert!(added <= 1.0, "{added} RU per position");
+    // `check` says which history format each container holds.
+    for (name, says) in [
+        ("with-history", "history: track segments"),
+        ("latest-only", "history: none"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cloud-writer"))
+            .env_clear()
+            .env("COSMOS_ENDPOINT", sim.endpoint())
+            .env("COSMOS_KEY", KEY)
+            .env("COSMOS_CONTAINER", name)
+            .arg("check")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(says),
+            "{name}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        per_position <= one_per_position / 5.0,
+        "{per_position} bytes per position"
+    );
+}

@@ -47,6 +47,7 @@ fn sink(container: &ContainerClient) -> (CosmosSink, Arc<Metrics>) {
             high_water_capacity: 1000,
             bulk: bulk_config(1000),
             key_file: None,
+            segment_hold: Duration::ZERO,
         },
         metrics.clone(),
         Rejects::new(metrics.clone(), None).unwrap(),

@@ -183,12 +183,13 @@ async fn ru_budget_far_below_the_offered_rate_throttles_per_range_but_loses_noth
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn history_mode_writes_every_fresh_position_with_its_ttl() {
+async fn history_mode_keeps_every_fresh_position_in_segments_with_its_ttl() {
     let broker = Mosquitto::start().unwrap();
     let sim = CosmosSim::unthrottled().await.unwrap();
     let mut settings = settings(&sim.endpoint(), &broker.url(), "history");
     settings.history = Some(true);
     settings.history_ttl = Some("1h".parse().unwrap());
+    settings.history_hold = Some("1s".parse().unwrap());
     let writer = start_writer(settings).await;
 
     let s = scenario(50, 4, Utc::now());
@@ -197,20 +198,34 @@ async fn history_mode_writes_every_fresh_position_with_its_ttl() {
         "history written",
         Duration::from_secs(30),
         async || writer.counts(),
-        |c| c.finished() == s.messages.len() as u64 && c.in_flight == 0,
+        |c| {
+            c.finished() == s.messages.len() as u64
+                && c.in_flight == 0
+                && c.history_written >= s.fresh
+        },
     )
     .await;
     assert_eq!(counts.history_written, s.fresh);
     let container = container(&sim.endpoint(), "telemetry", "history");
     let query = cosmos::QueryRequest {
-        query: "SELECT * FROM c WHERE c.kind = 'history'".into(),
+        query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
         parameters: vec![],
     };
     let history = container
         .query(&query, cosmos::QueryScope::AllRanges)
         .await
         .unwrap();
-    assert_eq!(history.documents.len() as u64, s.fresh);
+    // Every fresh position once: (drone, seq) pairs are unique and as many as written.
+    let mut kept = std::collections::BTreeSet::new();
+    for doc in &history.documents {
+        for point in telemetry::document::stored_points(doc).unwrap() {
+            assert!(
+                kept.insert((doc["deviceId"].to_string(), point.seq)),
+                "{doc}"
+            );
+        }
+    }
+    assert_eq!(kept.len() as u64, s.fresh);
     assert!(history.documents.iter().all(|d| d["ttl"] == 3600));
     assert_newest(&latest_documents(&container).await, &s.expected);
     writer.shutdown();

@@ -18,9 +18,9 @@ use url::Url;
 use super::checkpoint_blob::{BlobCheckpoints, CheckpointStoreKind};
 use super::resolved::{
     Balancing, CosmosSettings, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_LOAD_BALANCING_INTERVAL,
-    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, DeadLetterSettings, EventHubsSettings,
-    HistorySettings, LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt,
-    WriterConfig, read_key_file,
+    DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_OWNERSHIP_EXPIRY, DEFAULT_SEGMENT_HOLD,
+    DEFAULT_SEGMENT_SPAN, DeadLetterSettings, EventHubsSettings, HistorySettings, LoadBalancing,
+    MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
 };
 use super::source::SourceSpec;
 
@@ -142,12 +142,19 @@ settings::with_cosmos_account! {
         /// How newest-wins is enforced: patch or etag [default: patch]
         #[arg(long, env = "NEWEST_WINS")]
         pub newest_wins: Option<NewestWins>,
-        /// Also write every fresh position as its own history document [default: false]
+        /// Also keep every fresh position in its drone's track segments [default: false]
         #[arg(long, env = "HISTORY")]
         pub history: Option<bool>,
-        /// Time to live of history documents, e.g. 7d (needs TTL on the container)
+        /// Time to live of track segments, e.g. 7d (needs TTL on the container)
         #[arg(long, env = "HISTORY_TTL")]
         pub history_ttl: Option<DurationSetting>,
+        /// Device time one track segment holds, 10s to 1h [default: 5m]
+        #[arg(long, env = "HISTORY_SEGMENT_SPAN")]
+        pub history_segment_span: Option<DurationSetting>,
+        /// Longest a position is held, unacknowledged, for its segment write, at most the
+        /// span [default: 2m]
+        #[arg(long, env = "HISTORY_HOLD")]
+        pub history_hold: Option<DurationSetting>,
         /// Append rejected messages to this JSONL file.
         #[arg(long, env = "DEAD_LETTER_FILE")]
         pub dead_letter_file: Option<PathBuf>,
@@ -221,6 +228,8 @@ settings::layered!(Settings {
     newest_wins,
     history,
     history_ttl,
+    history_segment_span,
+    history_hold,
     dead_letter_file,
     dead_letter_max_bytes,
     batch_max_messages,
@@ -338,6 +347,26 @@ impl Settings {
                     })
             })
             .transpose()?;
+        let segment_span = self
+            .history_segment_span
+            .map_or(DEFAULT_SEGMENT_SPAN, |d| d.0);
+        if !(Duration::from_secs(10)..=Duration::from_secs(3600)).contains(&segment_span) {
+            return Err(ConfigError::Invalid {
+                name: "HISTORY_SEGMENT_SPAN",
+                message: format!(
+                    "{segment_span:?} is outside 10s to 1h: a shorter span writes a segment for every few positions, a longer one grows past the sizes where Cosmos DB's write charge climbs (32 KB: a drone reporting every second fills 1h with 200 KB); write 5m"
+                ),
+            });
+        }
+        let segment_hold = self.history_hold.map_or(DEFAULT_SEGMENT_HOLD, |d| d.0);
+        if segment_hold > segment_span {
+            return Err(ConfigError::Invalid {
+                name: "HISTORY_HOLD",
+                message: format!(
+                    "{segment_hold:?} is longer than HISTORY_SEGMENT_SPAN ({segment_span:?}): a stretch is written when its drone moves to the next one anyway, so a longer hold only delays acknowledgements; write 2m, or at most the span"
+                ),
+            });
+        }
         let dead_letter = match (self.dead_letter_file, self.dead_letter_max_bytes) {
             (_, Some(0)) => {
                 return Err(ConfigError::Invalid {
@@ -461,10 +490,11 @@ impl Settings {
             metrics_addr,
             probe_addr,
             newest_wins: self.newest_wins.unwrap_or_default(),
-            history: self
-                .history
-                .unwrap_or(false)
-                .then_some(HistorySettings { ttl: history_ttl }),
+            history: self.history.unwrap_or(false).then_some(HistorySettings {
+                ttl: history_ttl,
+                segment_span,
+                hold: segment_hold,
+            }),
             dead_letter,
             batch_max_messages,
             min_write_interval,

@@ -167,7 +167,7 @@ impl Metrics {
         );
         r.register(
             "documents_written",
-            "Documents written, by kind (latest, history)",
+            "Documents written, by kind (latest, agent; history: positions newly stored in track segments)",
             m.written.clone(),
         );
         r.register(
@@ -254,7 +254,7 @@ impl Metrics {
         );
         r.register(
             "history_dropped",
-            "History documents not written, by reason",
+            "Positions not stored in track segments, by reason",
             m.history_dropped.clone(),
         );
         r.register(
@@ -309,7 +309,7 @@ impl Metrics {
             .find(|r| self.blocked.get_or_create(&[("reason", *r)]).get() == 1)
     }
 
-    /// One history document not written, for `reason`.
+    /// One position not stored in a track segment, for `reason`.
     pub fn history_dropped(&self, reason: DropReason) {
         self.history_dropped
             .get_or_create(&[("reason", reason)])
@@ -339,6 +339,13 @@ impl Metrics {
     /// One document of `kind` written.
     pub fn written(&self, kind: DocumentKind) {
         self.written.get_or_create(&[("kind", kind)]).inc();
+    }
+
+    /// `n` positions newly stored in track segments (counted as `kind="history"`).
+    pub fn history_written(&self, n: u64) {
+        self.written
+            .get_or_create(&[("kind", DocumentKind::History)])
+            .inc_by(n);
     }
 
     /// One message dropped for `reason`.

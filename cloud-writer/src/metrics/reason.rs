@@ -111,7 +111,7 @@ label_values! {
     pub enum DocumentKind {
         /// The drone's latest-position document.
         Latest => "latest",
-        /// A history document (one per position).
+        /// A position stored in its drone's track segment.
         History => "history",
         /// A drone's agent facts (connection state, version) on its latest document.
         Agent => "agent",

@@ -5,4 +5,4 @@
 
 pub mod cosmos;
 
-pub use cosmos::{CosmosSink, Encoder, SinkSettings, policy_cost};
+pub use cosmos::{CosmosSink, Encoder, HistoryFormat, SinkSettings, policy_cost};

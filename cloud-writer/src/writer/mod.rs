@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cosmos::BulkConfig;
 use telemetry::DocumentLayout;
@@ -16,7 +17,7 @@ use crate::metrics::server::{self, Limits};
 use crate::metrics::{Counts, Metrics};
 use crate::pipeline::PipelineSettings;
 use crate::pipeline::reject::Rejects;
-use crate::sink::{CosmosSink, Encoder, SinkSettings};
+use crate::sink::{CosmosSink, Encoder, HistoryFormat, SinkSettings};
 use crate::source::Source;
 use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
 use crate::source::mqtt::{MqttSettings, MqttSource};
@@ -74,6 +75,7 @@ impl Writer {
         let eventhubs = config.eventhubs.clone();
         let cosmos = config.cosmos.clone();
         let min_write_interval = config.min_write_interval;
+        let history_hold = config.history.map(|h| h.hold);
         Writer::start_inner(config, bulk, move |metrics| {
             let source: Box<dyn Source> = match spec {
                 None => {
@@ -89,6 +91,13 @@ impl Writer {
                             "MIN_WRITE_INTERVAL keeps a drone's messages unacknowledged until its next write, and the broker sends at most MQTT_RECEIVE_MAXIMUM unacknowledged: keep it above the drones of this writer times MIN_WRITE_INTERVAL over their report interval (1,000 drones every 5 s with 30s: 6,000), or the stream slows to the releases"
                         );
                     }
+                    if let Some(hold) = history_hold {
+                        tracing::warn!(
+                            history_hold = ?hold,
+                            receive_maximum,
+                            "HISTORY_HOLD keeps a position's message unacknowledged until its track segment is written, and the broker sends at most MQTT_RECEIVE_MAXIMUM unacknowledged: keep it above the drones of this writer times HISTORY_HOLD over their report interval (1,000 drones every 5 s with 2m: 24,000), or the stream slows to the segment writes"
+                        );
+                    }
                     let settings = MqttSettings {
                         receive_maximum,
                         ..MqttSettings::from_url(&url.0, client_id, share_group, &mqtt_tls)
@@ -97,6 +106,12 @@ impl Writer {
                     Box::new(MqttSource::new(settings, metrics))
                 }
                 Some(SourceSpec::EventHubs(connection)) => {
+                    if let Some(hold) = history_hold {
+                        tracing::info!(
+                            history_hold = ?hold,
+                            "HISTORY_HOLD: each partition's checkpoint lags up to the hold behind its newest event, and a restart reads that much again (merged into the segments by seq, no duplicate)"
+                        );
+                    }
                     let checkpoints = match eventhubs.blob_checkpoints.clone() {
                         Some(blob) => CheckpointContainer::Blob(blob),
                         None => CheckpointContainer::Cosmos {
@@ -187,7 +202,10 @@ impl Writer {
         let mut encoder = Encoder::new(
             layout,
             newest_wins == NewestWins::Patch,
-            config.history.map(|h| h.ttl),
+            config.history.map(|h| HistoryFormat {
+                span: h.segment_span,
+                ttl: h.ttl,
+            }),
         );
         if opened.missing_partition_key {
             encoder = encoder.with_undefined_partition_key();
@@ -201,6 +219,7 @@ impl Writer {
                 high_water_capacity: HIGH_WATER_CAPACITY,
                 bulk,
                 key_file: config.cosmos.key_file.clone(),
+                segment_hold: config.history.map_or(Duration::ZERO, |h| h.hold),
             },
             metrics.clone(),
             rejects.clone(),

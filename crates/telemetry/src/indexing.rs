@@ -1,6 +1,6 @@
 //! The indexing policy the position documents are written for: the read side's filters and
-//! orders (`kind`, `deviceId`, `deviceTimeMs`) and a spatial index on `location`, nothing
-//! else (not the GNSS health, `gnss`: no query filters on it). Cosmos DB's default indexes
+//! orders (`kind`, `deviceId`, `deviceTimeMs`; a track segment's `startMs` and `endMs`,
+//! never its `points`) and a spatial index on `location`, nothing else (not the GNSS health, `gnss`: no query filters on it). Cosmos DB's default indexes
 //! every path, and a write is charged for every indexed term it changes; a drone's new
 //! position changes about a dozen under the default policy and three under this one
 //! (`deviceTimeMs`, `location`, and `_ts`, always indexed).
@@ -36,7 +36,17 @@ mod tests {
             .iter()
             .map(|p| p["path"].as_str().unwrap())
             .collect();
-        assert_eq!(included, ["/kind/?", "/deviceId/?", "/deviceTimeMs/?"]);
+        assert_eq!(
+            included,
+            [
+                "/kind/?",
+                "/deviceId/?",
+                "/deviceTimeMs/?",
+                "/startMs/?",
+                "/endMs/?"
+            ]
+        );
+        assert_eq!(policy["excludedPaths"][1]["path"], "/points/*");
         let spatial = policy["spatialIndexes"].as_array().unwrap();
         assert_eq!(spatial.len(), 1);
         assert_eq!(spatial[0]["path"], "/location/*");

@@ -422,3 +422,35 @@ proptest! {
         prop_assert_eq!(stored, layout.latest(&new, new_enqueued));
     }
 }
+
+/// A segment's id is escaped and it carries the device id at a nested partition key path.
+#[test]
+fn segments_escape_ids_and_carry_a_nested_key() {
+    let layout = DocumentLayout::new("/fleet/deviceId".parse::<PartitionKeyPath>().unwrap());
+    let point = telemetry::document::SegmentPoint {
+        seq: 1,
+        device_time_ms: 1_795_338_902_500,
+        lon: 1.0,
+        lat: 2.0,
+        alt_m: None,
+        heading_deg: None,
+        speed_mps: None,
+        battery_pct: None,
+    };
+    let mut out = Vec::new();
+    layout.write_segment(
+        "a#b",
+        (1_795_338_900_000, 1_795_339_200_000),
+        &[point],
+        None,
+        &mut out,
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(doc["id"], "a%23b:seg:1795338900000");
+    assert_eq!(doc["fleet"], serde_json::json!({"deviceId": "a#b"}));
+    assert_eq!(
+        doc["points"],
+        serde_json::json!([[1, 1795338902500_i64, 1.0, 2.0]])
+    );
+    assert!(doc.get("ttl").is_none());
+}

@@ -1,7 +1,8 @@
 //! The bytes a position turns into: the latest-position document, the conditional patch
-//! that applies it only over an older stored position, and the history document.
+//! that applies it only over an older stored position, and the track segment of a stretch
+//! of positions (history).
 //!
-//! All three are written by `telemetry::document` straight from the position. The patch
+//! All are written by `telemetry::document` straight from the position. The patch
 //! `set`s every field that can change between positions
 //! ([`telemetry::document::PATCHED_FIELDS`], exactly Cosmos DB's limit of
 //! 10 operations in one patch); an optional field the new position lacks (`altM`,
@@ -15,22 +16,32 @@
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::PartitionKey;
+use telemetry::document::SegmentPoint;
 use telemetry::{DocumentLayout, Position};
+
+/// How history is kept: track segments of `span`, with `ttl` (seconds) when given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryFormat {
+    /// The stretch of device time one segment holds (`HISTORY_SEGMENT_SPAN`).
+    pub span: std::time::Duration,
+    /// `ttl` of the segments (`HISTORY_TTL`), in seconds.
+    pub ttl: Option<u32>,
+}
 
 /// Encodes positions for one container layout.
 #[derive(Debug, Clone)]
 pub struct Encoder {
     layout: DocumentLayout,
     with_patch: bool,
-    history: Option<Option<u32>>,
+    history: Option<HistoryFormat>,
     /// Every document goes under the undefined partition key.
     undefined_key: bool,
 }
 
 impl Encoder {
-    /// An encoder for `layout`; `with_patch` adds the conditional patch; `history`
-    /// (`Some(ttl)`) adds the history document.
-    pub fn new(layout: DocumentLayout, with_patch: bool, history: Option<Option<u32>>) -> Self {
+    /// An encoder for `layout`; `with_patch` adds the conditional patch; `history` adds
+    /// track segments.
+    pub fn new(layout: DocumentLayout, with_patch: bool, history: Option<HistoryFormat>) -> Self {
         Encoder {
             layout,
             with_patch,
@@ -61,18 +72,19 @@ impl Encoder {
         &self.layout
     }
 
-    /// The history document of a position, in history mode.
-    pub fn history_document(
-        &self,
-        pos: &Position,
-        enqueued: Option<DateTime<Utc>>,
-    ) -> Option<Bytes> {
-        // The writers reserve their bound at once: one allocation, no growth.
-        self.history.map(|ttl| {
-            let mut out = Vec::new();
-            self.layout.write_history(pos, enqueued, ttl, &mut out);
-            Bytes::from(out)
-        })
+    /// How history is kept; `None` when it is not.
+    pub fn history(&self) -> Option<HistoryFormat> {
+        self.history
+    }
+
+    /// The track segment of `device_id` over `stretch` holding `points` (sorted by `seq`,
+    /// unique), with the history's `ttl`.
+    pub fn segment(&self, device_id: &str, stretch: (i64, i64), points: &[SegmentPoint]) -> Bytes {
+        let ttl = self.history.and_then(|h| h.ttl);
+        let mut out = Vec::new();
+        self.layout
+            .write_segment(device_id, stretch, points, ttl, &mut out);
+        Bytes::from(out)
     }
 
     /// The latest-position document of a valid position.
@@ -146,18 +158,25 @@ mod tests {
         let parsed: cosmos::PatchRequest = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(parsed.operations.len(), ops.len());
         assert!(parsed.operations.iter().all(|op| op.value.is_some()));
-        assert!(encoder.history_document(&position(), None).is_none());
+        assert!(encoder.history().is_none());
     }
 
     #[test]
-    fn history_document_has_its_own_id_and_ttl() {
-        let encoder = Encoder::new(DocumentLayout::default(), false, Some(Some(3600)));
+    fn segments_carry_the_history_ttl() {
+        let format = HistoryFormat {
+            span: std::time::Duration::from_secs(300),
+            ttl: Some(3600),
+        };
+        let encoder = Encoder::new(DocumentLayout::default(), false, Some(format));
         assert!(encoder.patch(&position(), None).is_none());
-        let history = encoder.history_document(&position(), None).unwrap();
-        let history: Value = serde_json::from_slice(&history).unwrap();
-        assert_eq!(history["id"], "drone-7:9");
-        assert_eq!(history["ttl"], 3600);
-        let latest: Value = serde_json::from_slice(&encoder.latest(&position(), None)).unwrap();
-        assert_eq!(latest, DocumentLayout::default().latest(&position(), None));
+        let point = SegmentPoint::from(&position());
+        let segment = encoder.segment("drone-7", (1_795_338_900_000, 1_795_339_200_000), &[point]);
+        let segment: Value = serde_json::from_slice(&segment).unwrap();
+        assert_eq!(segment["id"], "drone-7:seg:1795338900000");
+        assert_eq!(segment["ttl"], 3600);
+        assert_eq!(
+            segment["points"],
+            json!([[9, 1795338902500_i64, -122.25, 47.5, 100.0]])
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The sink's write engine, all of it: the machinery shared by the submitting side and the
 //! outcome task (the bulk writer, the high-water marks, the in-flight limit, the hold),
-//! building and submitting the bulk operations of positions, agent facts and history
-//! documents, and each answer's next step: classified ([`super::refusal`]), then fed to
+//! building and submitting the bulk operations of positions and agent facts (track
+//! segments: [`super::segment_write`]), and each answer's next step: classified ([`super::refusal`]), then fed to
 //! the state machine ([`super::newest_wins`]) until every write is final and acknowledged;
 //! parking while the stream is held ([`super::hold`]) and the ETag mode's read.
 
@@ -18,10 +18,11 @@ use super::agent;
 use super::encode::Encoder;
 use super::high_water::HighWater;
 use super::hold::{Hold, ProbeResult};
-use super::in_flight::{AgentPending, Ctx, HistoryDoc, OutcomeInfo, Parked, Pending};
+use super::in_flight::{AgentPending, Ctx, OutcomeInfo, Parked, Pending};
 use super::newest_wins::{self, AfterRead, Final, Next, Step};
 use super::read;
 use super::refusal::{self, Refusal};
+use super::segments::Segments;
 use super::settings::SinkSettings;
 use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, HoldReason, Metrics};
@@ -47,6 +48,8 @@ pub(super) struct WriteEngine {
     pub(super) read_query: String,
     pub(super) hold: Arc<Hold<Parked>>,
     pub(super) rejects: Rejects,
+    /// Positions held for track segments, and the segments this writer stored.
+    pub(super) segments: Mutex<Segments>,
 }
 
 impl WriteEngine {
@@ -59,6 +62,11 @@ impl WriteEngine {
         }
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.metrics.add_in_flight(1);
+    }
+
+    /// The held stretches and known segments.
+    pub(super) fn segments(&self) -> std::sync::MutexGuard<'_, Segments> {
+        self.segments.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn leave(&self) {
@@ -368,84 +376,6 @@ impl WriteEngine {
         self.leave();
     }
 
-    // History documents (HISTORY=true): one Create per fresh position, `id` =
-    // `{deviceId}:{seq}`; a 409 is a replay and final. Those not written are counted in
-    // `history_dropped{reason}`.
-
-    pub(super) fn history_op(&self, doc: HistoryDoc) -> BulkOperation<Ctx> {
-        BulkOperation {
-            kind: OperationType::Create,
-            partition_key: self.encoder.partition_key(&doc.device_id),
-            id: None,
-            body: doc.body.clone(),
-            if_match: None,
-            context: Ctx::History(doc),
-        }
-    }
-
-    /// Handles one outcome of a history document.
-    pub(super) async fn on_history(self: &Arc<Self>, mut doc: HistoryDoc, info: OutcomeInfo) {
-        let refusal = refusal::of_outcome(
-            OperationType::Create,
-            info.status,
-            info.error.as_ref(),
-            info.whole_request,
-        );
-        match refusal {
-            Refusal::Hold(cause) => return self.park(Parked::History(doc), cause),
-            Refusal::Again => {
-                self.answered(&mut doc.probe);
-                self.resubmit_history(doc).await;
-                return;
-            }
-            Refusal::Document(reason) => {
-                self.metrics.history_dropped(reason);
-                let detail = format!("Cosmos DB refused the history document {}", doc.id);
-                tracing::warn!(id = doc.id, reason = reason.as_str(), %detail, "history document not written");
-            }
-            // Written, or already written (409: a replay).
-            Refusal::None if matches!(info.status, 200..=299) => {
-                self.metrics.written(DocumentKind::History)
-            }
-            Refusal::None if info.status == 409 => {}
-            Refusal::None => {
-                tracing::error!(
-                    id = doc.id,
-                    status = info.status,
-                    "history document not written"
-                );
-                self.metrics.history_dropped(DropReason::WriteFailed);
-            }
-        }
-        self.answered(&mut doc.probe);
-        doc.ack.finish();
-        self.leave();
-    }
-
-    /// Submits a history document again unless it turned stale; `false` when it did.
-    pub(super) async fn resubmit_history(&self, doc: HistoryDoc) -> bool {
-        match self.keep_history_if_fresh(doc) {
-            Some(doc) => {
-                self.submit(self.history_op(doc)).await;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Gives a history document back while it is fresh; drops it as `stale_in_retry`
-    /// (acknowledged, counted) when it turned stale.
-    pub(super) fn keep_history_if_fresh(&self, mut doc: HistoryDoc) -> Option<HistoryDoc> {
-        if self.is_fresh(doc.device_time, None) {
-            return Some(doc);
-        }
-        self.metrics.history_dropped(DropReason::StaleInRetry);
-        self.unanswered(&mut doc.probe);
-        doc.ack.finish();
-        self.leave();
-        None
-    }
-
     // The hold ([`super::hold`]): probes' answers, parking, the key read again.
 
     /// A probe got an answer other than a refusal of every write.
@@ -468,10 +398,6 @@ impl WriteEngine {
             Parked::Latest(mut p, step) => {
                 let probe = std::mem::take(&mut p.probe);
                 (Parked::Latest(p, step), probe)
-            }
-            Parked::History(mut h) => {
-                let probe = std::mem::take(&mut h.probe);
-                (Parked::History(h), probe)
             }
             Parked::Agent(mut a, step) => {
                 let probe = std::mem::take(&mut a.probe);

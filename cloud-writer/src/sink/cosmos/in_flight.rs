@@ -1,6 +1,6 @@
 //! What is in flight in the sink, shared by the write engine ([`super::engine`]), its
 //! outcome task ([`super::outcomes`]) and the hold's side of it ([`super::parked`]): a
-//! position, a history document or an agent fact being written, the context of its bulk
+//! position or an agent fact being written, the context of its bulk
 //! operation, the answer's fields the state machine reads, and its parked form.
 
 use std::time::Instant;
@@ -36,7 +36,6 @@ pub(super) struct Pending {
 #[derive(Debug)]
 pub(super) enum Ctx {
     Latest(Box<Pending>, Step),
-    History(HistoryDoc),
     Agent(Box<AgentPending>, Step),
 }
 
@@ -50,23 +49,11 @@ pub(super) struct AgentPending {
     pub(super) rounds: u32,
 }
 
-/// A history document being written.
-#[derive(Debug)]
-pub(super) struct HistoryDoc {
-    pub(super) device_id: String,
-    pub(super) id: String,
-    pub(super) body: Bytes,
-    pub(super) device_time: DateTime<Utc>,
-    pub(super) ack: crate::source::Ack,
-    pub(super) probe: bool,
-}
-
 /// A write parked while the stream is held.
 #[derive(Debug)]
 pub(super) enum Parked {
     /// A position and the step to send again (`None`: read the stored document first).
     Latest(Box<Pending>, Option<Step>),
-    History(HistoryDoc),
     /// An agent fact and the step to send again.
     Agent(Box<AgentPending>, Step),
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use telemetry::{DocumentLayout, Position};
 
 /// Paths fleet-api filters or orders on (range index), and the one it searches (spatial).
-const READ_PATHS: [&str; 3] = ["kind", "deviceId", "deviceTimeMs"];
+const READ_PATHS: [&str; 5] = ["kind", "deviceId", "deviceTimeMs", "startMs", "endMs"];
 const SPATIAL_PATH: &str = "location";
 
 /// A policy's cost per position and what it leaves out.

@@ -1,5 +1,5 @@
 //! The sink's outcome task: each bulk answer to the write engine ([`super::engine`]),
-//! by what it answered (a position, a history document, an agent fact), and the
+//! by what it answered (a position, an agent fact), and the
 //! throttling counts published every half second.
 
 use std::sync::Arc;
@@ -34,7 +34,6 @@ pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOut
         };
         match context {
             Ctx::Latest(pending, step) => engine.on_latest(pending, step, info).await,
-            Ctx::History(doc) => engine.on_history(doc, info).await,
             Ctx::Agent(pending, step) => engine.on_agent(pending, step, info).await,
         }
         if last_stats.elapsed() >= Duration::from_millis(500) {

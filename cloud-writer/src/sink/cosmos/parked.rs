@@ -23,10 +23,6 @@ impl Resubmit<Parked> for WriteEngine {
                     pending.probe = probe;
                     self.retry_or_stale(pending, step).await
                 }
-                Parked::History(mut doc) => {
-                    doc.probe = probe;
-                    self.resubmit_history(doc).await
-                }
                 Parked::Agent(mut pending, step) => {
                     pending.probe = probe;
                     self.resubmit_agent(pending, step).await;
@@ -71,7 +67,6 @@ impl Resubmit<Parked> for WriteEngine {
                     None
                 }
             }
-            Parked::History(doc) => self.keep_history_if_fresh(doc).map(Parked::History),
             // A fact does not turn stale: its order is kept on the server.
             agent @ Parked::Agent(..) => Some(agent),
         }

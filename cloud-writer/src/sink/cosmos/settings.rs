@@ -20,6 +20,9 @@ pub struct SinkSettings {
     /// sink: positions (and history documents) from the moment the sink takes them until
     /// they are final, ETag-mode reads and parked writes included.
     pub bulk: BulkConfig,
+    /// How long positions are held for their track segment before it is written
+    /// (`HISTORY_HOLD`; history only): their messages stay unacknowledged meanwhile.
+    pub segment_hold: std::time::Duration,
     /// The account key's file (COSMOS_KEY_FILE), read again while Cosmos DB refuses the key.
     pub key_file: Option<PathBuf>,
 }

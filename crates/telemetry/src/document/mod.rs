@@ -1,8 +1,10 @@
 //! The Cosmos DB documents built from positions, and the partition key path they carry.
 //!
 //! Owns the document format: the "latest" document (one per drone, `id` = device id, the
-//! drone's newest position) and the "history" document (one per position,
-//! `id` = `{deviceId}:{seq}`, optional `ttl`), and [`PartitionKeyPath`].
+//! drone's newest position), the track segment ([`segment`]: a stretch of one drone's
+//! positions, how history is written), the "history" document of the earlier history
+//! format (one per position, `id` = `{deviceId}:{seq}`, optional `ttl`; still read), and
+//! [`PartitionKeyPath`].
 //!
 //! ```json
 //! {"id":"drone-0042","deviceId":"drone-0042","kind":"latest","schemaVersion":1,"seq":1834,
@@ -43,8 +45,12 @@ use crate::time::MillisTime;
 use crate::wire::{Gnss, Position};
 
 mod partition_key;
+mod segment;
 
 pub use partition_key::{PartitionKeyPath, PartitionKeyPathError};
+pub use segment::{
+    SEGMENT_FIELDS, SegmentPoint, merge_points, segment_id, segment_start, stored_points,
+};
 
 /// The version of the document format, written as `schemaVersion`.
 pub const DOCUMENT_SCHEMA_VERSION: u32 = 1;
@@ -219,6 +225,17 @@ impl DocumentLayout {
         out.extend_from_slice(b"\"}");
     }
 
+    /// Writes `,"fleet":{"deviceId":"..."}` for a partition key path other than
+    /// `/deviceId` (nothing for `/deviceId`, which every document has).
+    fn write_nested_key(&self, device_id: &str, out: &mut Vec<u8>) {
+        if let Some((open, depth)) = &self.pk_open {
+            out.push(b',');
+            out.extend_from_slice(open);
+            write_str(out, device_id);
+            out.extend(std::iter::repeat_n(b'}', *depth));
+        }
+    }
+
     /// Writes one document. Field names are literals; strings are copied as they are when
     /// they need no JSON escaping (always true of valid device ids) and escaped otherwise.
     fn write(
@@ -251,12 +268,7 @@ impl DocumentLayout {
         }
         out.extend_from_slice(b",\"deviceId\":");
         write_str(out, &pos.device_id);
-        if let Some((open, depth)) = &self.pk_open {
-            out.push(b',');
-            out.extend_from_slice(open);
-            write_str(out, &pos.device_id);
-            out.extend(std::iter::repeat_n(b'}', *depth));
-        }
+        self.write_nested_key(&pos.device_id, out);
         out.extend_from_slice(match kind {
             Kind::Latest => b",\"kind\":\"latest\",\"schemaVersion\":",
             Kind::History { .. } => b",\"kind\":\"history\",\"schemaVersion\":",

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{AGENT_FIELDS, DEVICE_ID_FIELD, DOCUMENT_FIELDS};
+use super::{AGENT_FIELDS, DEVICE_ID_FIELD, DOCUMENT_FIELDS, SEGMENT_FIELDS};
 
 /// A partition key path such as `/deviceId` or `/fleet/deviceId`, at which documents carry
 /// the device id.
@@ -136,7 +136,9 @@ impl FromStr for PartitionKeyPath {
         }
         let first = segments[0].as_str();
         let own_field = segments.len() == 1 && first == DEVICE_ID_FIELD;
-        let used = DOCUMENT_FIELDS.contains(&first) || AGENT_FIELDS.contains(&first);
+        let used = DOCUMENT_FIELDS.contains(&first)
+            || AGENT_FIELDS.contains(&first)
+            || SEGMENT_FIELDS.contains(&first);
         if !own_field && (first.starts_with('_') || used) {
             return Err(PartitionKeyPathError::Reserved {
                 path: owned(),
