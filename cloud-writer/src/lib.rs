@@ -32,7 +32,10 @@ mod sink;
 mod source;
 mod writer;
 
-pub use config::{DurationSetting, NewestWins, Secret, Settings, WriterConfig};
+pub use config::{
+    DEFAULT_SEGMENT_HOLD, DEFAULT_SEGMENT_SPAN, DurationSetting, NewestWins, Secret, Settings,
+    WriterConfig,
+};
 pub use metrics::{Counts, DropReason, HoldReason, Metrics, Snapshot, UnknownDropReason};
 pub use writer::{RunError, StartError, Writer};
 

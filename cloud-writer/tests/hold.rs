@@ -167,10 +167,10 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     assert_eq!(counts.dropped(DropReason::StaleInRetry), 20, "{counts:?}");
     assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
     assert_eq!(counts.written, 0, "{counts:?}");
-    let counts = wait_until(
+    let counts = eventually(
         "every position in a segment or counted",
         Duration::from_secs(30),
-        || writer.counts(),
+        async || writer.counts(),
         |c| c.history_written + c.history_dropped == 20,
     )
     .await;

@@ -67,7 +67,7 @@ struct PlanArgs {
     history: Option<Duration>,
     /// With --history: the stretch of device time one segment holds (the writer's
     /// HISTORY_SEGMENT_SPAN).
-    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "history")]
+    #[arg(long, default_value = "2m", value_parser = parse_duration, requires = "history")]
     segment_span: Duration,
     /// With --history: the longest the writer holds a position for its segment's write (the
     /// writer's HISTORY_HOLD; the segment span: one write per segment) [default: 2m, at most

@@ -354,7 +354,7 @@ impl Settings {
             return Err(ConfigError::Invalid {
                 name: "HISTORY_SEGMENT_SPAN",
                 message: format!(
-                    "{segment_span:?} is outside 10s to 1h: a shorter span writes a segment for every few positions, a longer one grows past the sizes where Cosmos DB's write charge climbs (32 KB: a drone reporting every second fills 1h with 200 KB); write 5m"
+                    "{segment_span:?} is outside 10s to 1h: a shorter span writes a segment for every few positions, a longer one grows past the sizes where Cosmos DB's write charge climbs (32 KB: a drone reporting every second fills 1h with 200 KB); write 2m"
                 ),
             });
         }

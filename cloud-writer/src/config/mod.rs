@@ -21,9 +21,9 @@ mod tests;
 pub use checkpoint_blob::{BlobAuth, BlobCheckpoints, CheckpointStoreKind};
 pub use given::Settings;
 pub use resolved::{
-    CosmosSettings, DEFAULT_MQTT_RECEIVE_MAXIMUM, DeadLetterSettings, EventHubsSettings,
-    LoadBalancing, MqttTls, NewestWins, SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig,
-    read_key_file,
+    CosmosSettings, DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_SEGMENT_HOLD, DEFAULT_SEGMENT_SPAN,
+    DeadLetterSettings, EventHubsSettings, LoadBalancing, MqttTls, NewestWins,
+    SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
 };
 pub use settings::{DurationSetting, Secret};
 pub use source::{EventHubsAuth, EventHubsConnection, SourceSpec};

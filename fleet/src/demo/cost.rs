@@ -14,8 +14,8 @@ use super::{CONTAINER, DATABASE, DemoConfig, REPORT_INTERVAL};
 use crate::plan;
 use crate::report::{CostComparison, HistoryCost, HistoryPerDrone, PerDroneCost, RemoteConfig};
 
-/// The history's segments, flight time: the writer's default span, each written once.
-const SEGMENT_SPAN: Duration = Duration::from_secs(5 * 60);
+/// The history's segments, flight time: the writer's default span and hold.
+const SEGMENT_SPAN: Duration = cloud_writer::DEFAULT_SEGMENT_SPAN;
 /// The document kinds of history: one per position, and track segments.
 const HISTORY_KINDS: [&str; 2] = ["history", "segment"];
 

@@ -62,6 +62,12 @@ pub(super) fn config_for(
     if let Some(interval) = config.min_write_interval {
         writer.min_write_interval = interval.div_f64(config.speedup);
     }
+    if let Some(history) = writer.history.as_mut() {
+        // Device time is wall time here: the stretches shrink with the clock, so that a
+        // segment holds as many positions as the plan's.
+        history.segment_span = cloud_writer::DEFAULT_SEGMENT_SPAN.div_f64(config.speedup);
+        history.hold = cloud_writer::DEFAULT_SEGMENT_HOLD.div_f64(config.speedup);
+    }
     if config.scenario == Scenario::Serial {
         // One message per pipeline batch: no coalescing of a drone's positions either.
         writer.batch_max_messages = 1;

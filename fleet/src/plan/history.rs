@@ -28,7 +28,7 @@ const SYSTEM_PROPERTIES: &str = r#","_rid":"AbCdEfGhIjkBAAAAAAAAAA==","_self":"d
 
 /// The writer's `HISTORY_HOLD` by default: the longest a position waits, unacknowledged,
 /// for its segment's write.
-pub const DEFAULT_HOLD: Duration = Duration::from_secs(120);
+pub const DEFAULT_HOLD: Duration = cloud_writer::DEFAULT_SEGMENT_HOLD;
 
 /// How the writer keeps history: how long, the stretch of device time one segment holds, and
 /// how long it holds a segment's positions before writing them.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::tests::{fleet, prices, week, week_written_once};
+use super::tests::{fleet, prices, week};
 use super::*;
 
 /// The fleet: a million drones, batches of 30 s, written at most every 30 s.
@@ -22,9 +22,12 @@ fn million(history: Option<History>) -> Fleet {
 fn a_million_drones_keep_a_week_of_history_for_at_most_a_quarter_more_throughput() {
     let (p, l) = (prices(), Limits::shipped());
     let without = plan(&million(None), &p, &l);
-    // Each segment written once (`--history-hold 5m`); the writer's default hold of 2
-    // minutes writes it three times and asks for 28 % more.
-    let with = plan(&million(week_written_once()), &p, &l);
+    // The writer's defaults: segments of 2 minutes, each held its span and written once.
+    let by_default = Some(History::segments(
+        Duration::from_secs(7 * 86_400),
+        cloud_writer::DEFAULT_SEGMENT_SPAN,
+    ));
+    let with = plan(&million(by_default), &p, &l);
     assert_eq!(without.cosmos.ru_per_sec, 516_700.0, "the issue's figure");
     assert!(
         with.cosmos.ru_per_sec <= 1.25 * without.cosmos.ru_per_sec,
@@ -38,7 +41,7 @@ fn a_million_drones_keep_a_week_of_history_for_at_most_a_quarter_more_throughput
         "{:?}",
         with.cosmos
     );
-    let text = text(&million(week_written_once()), &with, &p, &l);
+    let text = text(&million(by_default), &with, &p, &l);
     for named in [
         "partitions per hub",
         "DPS ",
