@@ -7,7 +7,7 @@
 const REFRESH_MS = Math.max(100, Number(document.body.dataset.refreshMs) || 2000);
 const UPDATES = document.body.dataset.updates === "poll" ? "poll" : "stream";
 // Ages are recoloured this often while streaming; the fences are read again this often.
-const RECOLOUR_MS = 5000, FENCES_MS = 30000;
+const RECOLOUR_MS = 5000, FENCES_MS = 30000, ALERTS_MS = 10000, ALERTS_SHOWN = 20;
 // Crossings listed in the panel.
 const CROSSINGS_KEPT = 20;
 // A click without a drag asks for the drones within this radius.
@@ -461,6 +461,34 @@ container.addEventListener("mouseup", e => {
 map.on("click", e => { if (viewSet && !dragged) ask(e.latlng.lng, e.latlng.lat, CLICK_RADIUS_M); });
 layer("fit").addEventListener("click", () => { viewSet = false; fit(); });
 
+// The newest alerts the alerter recorded; a click centres on the drone. Polled only while the
+// page is visible (one small query per poll).
+async function loadAlerts() {
+  if (document.hidden) return;
+  const [body] = await getJson(`/api/alerts?limit=${ALERTS_SHOWN}`);
+  const list = layer("alerts");
+  list.replaceChildren();
+  for (const record of body.alerts) {
+    const d = (record.event && record.event.data) || {};
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = "#";
+    a.textContent = `${d.deviceId} ${d.rule} ${d.alert} ${d.deviceTime}`;
+    a.dataset.drone = d.deviceId;
+    a.addEventListener("click", e => {
+      e.preventDefault();
+      const f = fleet.get(d.deviceId);
+      const at = f ? latLng(f) : d.location && [d.location.coordinates[1], d.location.coordinates[0]];
+      if (at) { viewSet = true; map.setView(at, Math.max(map.getZoom(), 12)); }
+      select(d.deviceId);
+    });
+    li.append(a);
+    list.append(li);
+  }
+  if (!body.alerts.length) list.innerHTML = "<li>none recorded</li>";
+}
+const pollAlerts = () => loadAlerts().catch(e => status("alerts: " + e.message, true));
+
 // For the browser tests: what the canvas shows, without pixels to read.
 window.fleetMap = {
   // Each drawn drone: id, link state, fill colour and where its dot stands in the map's
@@ -481,6 +509,9 @@ window.fleetMap = {
 baseMap().catch(e => status("base map: " + e.message, true));
 loadFences();
 setInterval(loadFences, FENCES_MS);
+pollAlerts();
+setInterval(pollAlerts, ALERTS_MS);
+document.addEventListener("visibilitychange", () => { if (!document.hidden) pollAlerts(); });
 if (UPDATES === "poll") {
   polling();
 } else {

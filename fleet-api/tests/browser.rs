@@ -52,6 +52,7 @@ async fn the_map_draws_every_drone_the_api_returns() {
     let points = scatter(75, 0xb10b);
     seed_latest(&c, &points).await;
     seed_history(&c, "drone-3", 40, points[3]).await;
+    seed_alerts(&sim).await;
     let api = start_map(
         &sim,
         &[("API_ALLOW_ANONYMOUS", "true"), ("MAP_UPDATES", "poll")],
@@ -80,6 +81,12 @@ async fn the_map_draws_every_drone_the_api_returns() {
         dom.contains(&format!("data-drawn=\"{expected}\"")),
         "drones drawn on the map vs {expected} returned by the API: {dom}"
     );
+    for shown in [
+        "drone-7 north-fence enter 2026-11-22T09:15:02.500Z",
+        "drone-9 silent silent 2026-11-22T09:16:00.000Z",
+    ] {
+        assert!(dom.contains(shown), "the alert list lacks {shown:?}: {dom}");
+    }
     assert!(
         dom.contains("No base map is configured"),
         "the map does not say it has no base map: {dom}"
@@ -373,6 +380,48 @@ async fn a_click_selects_a_drone_and_its_track_a_click_or_shift_drag_asks_a_radi
     map.next("requests").await;
     drop(api);
     sim.shutdown().await;
+}
+
+/// Two alert records as the alerter stores them in its lease container (`alert-leases`,
+/// keyed on `/id`): the CloudEvent it delivered, with its outcome.
+async fn seed_alerts(sim: &CosmosSim) {
+    let leases = client(&sim.endpoint(), sim.key()).container("telemetry", "alert-leases");
+    leases
+        .create_if_missing(&cosmos::ContainerSetup::new("/id"))
+        .await
+        .unwrap();
+    let alerts = [
+        (
+            "a1",
+            "drone-7",
+            "north-fence",
+            "enter",
+            "2026-11-22T09:15:02.500Z",
+            1,
+        ),
+        (
+            "a2",
+            "drone-9",
+            "silent",
+            "silent",
+            "2026-11-22T09:16:00.000Z",
+            2,
+        ),
+    ];
+    for (id, drone, rule, alert, at, recorded) in alerts {
+        let doc = serde_json::json!({
+            "id": format!("alert.{id}"), "kind": "alert", "outcome": "delivered",
+            "recordedAtMs": recorded, "ttl": 604800,
+            "event": {"specversion": "1.0", "id": id, "type": "drone.alert", "source": "alerter",
+                "data": {"deviceId": drone, "rule": rule, "alert": alert, "deviceTime": at,
+                    "location": {"type": "Point", "coordinates": [HOME.0, HOME.1]}}},
+        });
+        let id = format!("alert.{id}");
+        leases
+            .upsert(id.as_str(), &serde_json::to_vec(&doc).unwrap())
+            .await
+            .unwrap();
+    }
 }
 
 /// A tile server on a free port: a small PNG for every path, each path recorded.
