@@ -372,8 +372,7 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     raise_open_file_limit();
     let terminal = std::io::stdout().is_terminal() && !args.lines;
-    let map_tiles =
-        fleet_api::config::map_tiles(args.map_tiles, args.map_tiles_attribution, None, None)?;
+    let map_tiles = fleet_api::map_tiles(args.map_tiles, args.map_tiles_attribution, None, None)?;
     let config = DemoConfig {
         scenario: args.scenario,
         drones: args.drones,

@@ -21,8 +21,8 @@ use fleet::broker::{Broker, BrokerKind};
 use fleet::demo::{self, DemoConfig};
 use fleet::loadgen::{self, LoadgenConfig, Target};
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use serde_json::json;
 use test_harness::eventually;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,7 @@ async fn serve_api(sim: &CosmosSim, api: Api) -> (String, Vec<String>, Cancellat
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
+    tokio::spawn(fleet_api::serve(listener, router, stop.clone()));
     (base, keys, stop)
 }
 

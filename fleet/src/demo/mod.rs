@@ -137,7 +137,7 @@ pub struct DemoConfig {
     /// of the same interface when this one is taken).
     pub api_addr: SocketAddr,
     /// The live map's base map (`--map-tiles`); `None`: a plain background, no network.
-    pub map_tiles: Option<fleet_api::map::MapTiles>,
+    pub map_tiles: Option<fleet_api::MapTiles>,
     /// Where the drones publish and the writers read: the local IoT Hub (two writer
     /// replicas on its Event Hubs endpoint) or an MQTT broker (one writer).
     pub hub: HubKind,
