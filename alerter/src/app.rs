@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use cosmos::{ContainerSetup, CosmosClient, CosmosConfig};
 use entra_credential::{EntraCredential, Source};
-use fleet_api::geofences::Geofences;
+use fleet_api::Geofences;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 

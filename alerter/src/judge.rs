@@ -13,8 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleet_api::geo::LonLat;
-use fleet_api::geofences::FenceSet;
+use fleet_api::FenceSet;
+use fleet_api::LonLat;
 use serde::{Deserialize, Serialize};
 
 use crate::alert::{Alert, AlertKind, Position};
@@ -147,7 +147,7 @@ mod tests {
             true,
         )
         .unwrap();
-        let fences = fleet_api::geofences::FenceSet::from_features(&[(
+        let fences = fleet_api::FenceSet::from_features(&[(
             "sq".to_string(),
             json!({"type":"Polygon","coordinates":[[[0.0,0.0],[0.01,0.0],[0.01,0.01],[0.0,0.01],[0.0,0.0]]]}),
         )]);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use cosmos::{ContainerClient, FeedPosition};
-use fleet_api::geofences::FenceSet;
+use fleet_api::FenceSet;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 

@@ -100,12 +100,12 @@ async fn silence_battery_and_border_alert_once_each() {
     let api = fleet_api::router(
         bench.positions.clone(),
         fleet_api::ApiOptions::default(),
-        fleet_api::access::Access::anonymous(),
+        fleet_api::Access::anonymous(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(fleet_api::api::serve(listener, api, stop.clone()));
+    tokio::spawn(fleet_api::serve(listener, api, stop.clone()));
     let listed: serde_json::Value = reqwest::get(format!("{base}/api/alerts?limit=10"))
         .await
         .unwrap()

@@ -14,8 +14,8 @@ use cloud_writer::DropReason;
 use cloud_writer::Writer;
 use cosmos_sim::CosmosSim;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig};
+use fleet::DemoConfig;
+use fleet::{Broker, BrokerKind};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS};
 
 /// Drones whose positions are published (each drone's document is patched in turn).
@@ -39,17 +39,17 @@ async fn setup() -> Setup {
         .expect("broker start")
         .expect("the embedded broker starts");
     let sim = CosmosSim::unthrottled().await.expect("cosmos-sim starts");
-    sim.create_container(demo::DATABASE, demo::CONTAINER, demo::DEVICE_KEY)
+    sim.create_container(fleet::DATABASE, fleet::CONTAINER, fleet::DEVICE_KEY)
         .expect("container");
     let config = DemoConfig {
         speedup: 1.0,
         ..DemoConfig::default()
     };
-    let writer = Writer::start(demo::writer_config(&config, &broker, &sim))
+    let writer = Writer::start(fleet::writer_config(&config, &broker, &sim))
         .await
         .expect("the writer starts");
     assert!(
-        demo::wait_until_subscribed(&writer, Duration::from_secs(10)).await,
+        fleet::wait_until_subscribed(&writer, Duration::from_secs(10)).await,
         "the writer subscribes"
     );
     let mut publishers = Vec::new();
@@ -88,7 +88,7 @@ async fn round(setup: &Setup) -> Duration {
     let start = Instant::now();
     for n in 0..BATCH {
         let seq = setup.seq.fetch_add(1, Ordering::Relaxed);
-        let device = demo::device_id(seq as usize % DRONES);
+        let device = fleet::device_id(seq as usize % DRONES);
         let payload = telemetry::Position {
             device_id: device.clone(),
             seq,

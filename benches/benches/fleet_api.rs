@@ -10,8 +10,8 @@ use std::time::Duration;
 use cosmos::{ContainerClient, CosmosClient, CosmosConfig, Credential, MasterKey, QueryOptions};
 use cosmos_sim::CosmosSim;
 use criterion::{Criterion, criterion_group, criterion_main};
-use fleet_api::geo::LonLat;
-use fleet_api::reads::Reads;
+use fleet_api::LonLat;
+use fleet_api::Reads;
 use telemetry::{DocumentLayout, Position};
 
 const PARTITIONS: usize = 8;
@@ -133,9 +133,9 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { reads.one("drone-0").await.expect("one") })
     });
-    let request = fleet_api::track::TrackRequest {
+    let request = fleet_api::TrackRequest {
         device_id: "drone-0".to_string(),
-        span: fleet_api::track::Span {
+        span: fleet_api::Span {
             since_ms: since,
             until_ms: chrono::Utc::now().timestamp_millis() + 60_000,
         },

@@ -202,16 +202,6 @@ impl FenceSet {
         FenceSet(fences)
     }
 
-    /// How many fences there are.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there is no fence.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The ids of the fences `p` is inside, in id order.
     pub(crate) fn inside(&self, p: LonLat) -> Vec<String> {
         self.0

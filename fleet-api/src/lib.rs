@@ -2,78 +2,89 @@
 //! inside an area, reads one drone and its recent track, and serves a live map of the fleet,
 //! all from the Cosmos DB container the cloud writer fills.
 //!
-//! - [`config`]: settings (flags, environment, TOML), resolved like the writer's;
-//! - [`access`]: who may see the fleet: credentials, roles, and each route's guard;
-//! - [`geo`]: the areas a request names, checked;
-//! - [`geofences`]: the fences operators name, kept in their own container;
-//! - [`alerts`]: the last alerts, as the alerter records them;
-//! - [`reads`]: the Cosmos DB queries and point reads, with their cost;
-//! - [`track`]: a page of a drone's track, from history documents and track segments;
-//! - [`resource_id`]: the id a route takes from its path, checked once for every route;
+//! - `config`: settings (flags, environment, TOML), resolved like the writer's;
+//! - `access`: who may see the fleet: credentials, roles, and each route's guard;
+//! - `geo`: the areas a request names, checked;
+//! - `geofences`: the fences operators name, kept in their own container;
+//! - `alerts`: the last alerts, as the alerter records them;
+//! - `reads`: the Cosmos DB queries and point reads, with their cost;
+//! - `track`: a page of a drone's track, from history documents and track segments;
+//! - `resource_id`: the id a route takes from its path, checked once for every route;
 //! - `upstream`: what a caller is told when Cosmos DB fails (the detail is logged);
 //! - `feed`: the fleet as the change feed tells it, one follower for every viewer;
 //! - `stream`: the live stream of the fleet (server-sent events);
-//! - [`api`]: the routes, the cost headers;
-//! - [`intake`]: a request's client address, its whole body and its time bound;
-//! - [`budget`]: each caller's RU budget and the caps on fan-out queries at once;
+//! - `api`: the routes, the cost headers;
+//! - `intake`: a request's client address, its whole body and its time bound;
+//! - `budget`: each caller's RU budget and the caps on fan-out queries at once;
 //! - `caps`: who a request is charged to, and what one caller may hold at once;
-//! - [`map`]: the embedded map page, its script and styles, and its content security policy;
-//! - [`tiles`]: the base map's tiles fetched for the page when the tile server takes a key
+//! - `map`: the embedded map page, its script and styles, and its content security policy;
+//! - `tiles`: the base map's tiles fetched for the page when the tile server takes a key
 //!   or a token;
-//! - [`browser`]: CORS and the security headers of every answer;
-//! - [`audit`]: one log line per request with who asked, and the count per route and role;
-//! - [`metrics`]: Prometheus metrics per route;
+//! - `browser`: CORS and the security headers of every answer;
+//! - `audit`: one log line per request with who asked, and the count per route and role;
+//! - `metrics`: Prometheus metrics per route;
 //! - `reload`: values read from files and read again when they change (TLS, API keys);
-//! - [`serving`]: what every connection is held to: the connection cap, header and stall
+//! - `serving`: what every connection is held to: the connection cap, header and stall
 //!   timeouts, plain or over TLS;
-//! - [`tls`]: HTTPS from certificate and key files, reloaded when they change.
+//! - `tls`: HTTPS from certificate and key files, reloaded when they change.
 //!
 //! Running the API in-process (the demo does):
 //! ```no_run
 //! # async fn demo(container: cosmos::ContainerClient) -> std::io::Result<()> {
-//! let access = fleet_api::access::Access::anonymous();
+//! let access = fleet_api::Access::anonymous();
 //! let router = fleet_api::router(container, fleet_api::ApiOptions::default(), access);
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let stop = tokio_util::sync::CancellationToken::new();
-//! fleet_api::api::serve(listener, router, stop).await
+//! fleet_api::serve(listener, router, stop).await
 //! # }
 //! ```
 
-pub mod access;
-pub mod alerts;
-pub mod api;
-pub mod audit;
-pub mod browser;
-pub mod budget;
+mod access;
+mod alerts;
+mod api;
+mod audit;
+mod browser;
+mod budget;
 mod caps;
-pub mod config;
+mod config;
 mod feed;
-pub mod geo;
-pub mod geofences;
-pub mod intake;
-pub mod map;
-pub mod metrics;
-pub mod reads;
+mod geo;
+mod geofences;
+mod intake;
+mod map;
+mod metrics;
+mod reads;
 mod reload;
-pub mod resource_id;
-pub mod serving;
+mod resource_id;
+mod serving;
 mod stream;
-pub mod tiles;
-pub mod tls;
-pub mod track;
+mod tiles;
+mod tls;
+mod track;
 mod upstream;
 
 use std::sync::Arc;
 
-pub use config::{ApiConfig, ApiOptions, Settings};
+pub use access::{Access, AccessConfig, ApiKeys, OidcSettings, Role, key_line};
+pub use api::{MAX_LIMIT, serve};
+pub use budget::RuBudget;
+pub use config::{ApiConfig, ApiOptions, Settings, map_tiles};
+pub use geo::{LonLat, MAX_BODY_BYTES};
+pub use geofences::{FenceSet, Geofences};
+pub use map::MapTiles;
+pub use reads::Reads;
+pub use serving::{Serving, serve as serve_within};
+pub use tiles::TileAuth;
+pub use tls::{TlsFiles, serve as serve_tls, server_config};
 pub use track::request::TrackLimits;
+pub use track::{Span, TrackRequest};
 
 /// The API's router over `container`, letting callers in by `access`, with its own metrics;
 /// its Cosmos DB requests carry `options.priority`.
 pub fn router(
     container: cosmos::ContainerClient,
     options: ApiOptions,
-    access: access::Access,
+    access: Access,
 ) -> axum::Router {
     let query = cosmos::QueryOptions {
         max_parallelism: options.max_parallelism,

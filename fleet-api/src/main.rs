@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use cosmos::{CosmosClient, CosmosConfig};
-use fleet_api::access::{Access, Role, key_line};
-use fleet_api::config::{ApiConfig, Settings};
+use fleet_api::{Access, Role, key_line};
+use fleet_api::{ApiConfig, Settings};
 use rustls::ServerConfig;
 use tokio::signal::unix::SignalKind;
 use tokio_util::sync::CancellationToken;
@@ -70,7 +70,7 @@ async fn main() -> ExitCode {
     };
     config.log_format.init_logs();
     // Read at start, so that a wrong file stops the program with its name.
-    let tls = config.tls.as_ref().map(fleet_api::tls::server_config);
+    let tls = config.tls.as_ref().map(fleet_api::server_config);
     let tls = match settings::configured("fleet-api", tls.transpose()) {
         Ok(tls) => tls,
         Err(code) => return code,
@@ -118,8 +118,8 @@ async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Resul
         .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;
     let router = fleet_api::router(container, config.options, access);
     match tls {
-        Some(tls) => fleet_api::tls::serve(listener, router, tls, config.serving, stop).await?,
-        None => fleet_api::serving::serve(listener, router, config.serving, None, stop).await?,
+        Some(tls) => fleet_api::serve_tls(listener, router, tls, config.serving, stop).await?,
+        None => fleet_api::serve_within(listener, router, config.serving, None, stop).await?,
     }
     Ok(())
 }

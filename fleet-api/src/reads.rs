@@ -193,11 +193,6 @@ impl Reads {
         Self { container, options }
     }
 
-    /// The container read from.
-    pub fn container(&self) -> &ContainerClient {
-        &self.container
-    }
-
     async fn fan_out(&self, query: QueryRequest) -> Result<Answer<Vec<Drone>>, ReadFailure> {
         let answer = self
             .container

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys};
+use fleet_api::{Access, AccessConfig, ApiKeys};
 use serde_json::Value;
 
 const KEY: &str = "Zk3Q9mC1uT8vR2pX6yL0aN4bW7sE5dH1jK3fG8qV0oI=";
@@ -59,9 +59,9 @@ async fn every_request_is_logged_with_who_asked_and_counted_by_role() {
         let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
         let c = container(&client(&sim.endpoint(), sim.key()), "positions").await;
         seed_latest(&c, &scatter(3, 11)).await;
-        let keys = ApiKeys::parse(&fleet_api::access::key_line(
+        let keys = ApiKeys::parse(&fleet_api::key_line(
             "nightly-report",
-            fleet_api::access::Role::Read,
+            fleet_api::Role::Read,
             KEY,
         )
         .unwrap())

@@ -12,8 +12,8 @@ use common::*;
 use cosmos::Priority;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use serde_json::Value;
 use test_harness::eventually;
 

@@ -123,7 +123,7 @@ fn the_map_shows_azure_maps_tiles_fetched_with_workload_identity_and_no_key() {
         "not Azure Maps Render's raster tiles: {url}"
     );
     assert!(env("MAP_TILE_KEY_FILE").is_none() && env("MAP_TILE_KEY").is_none());
-    let tiles = fleet_api::config::map_tiles(
+    let tiles = fleet_api::map_tiles(
         Some(url.into()),
         env("MAP_TILE_ATTRIBUTION").map(Into::into),
         None,
@@ -132,7 +132,7 @@ fn the_map_shows_azure_maps_tiles_fetched_with_workload_identity_and_no_key() {
     .unwrap()
     .unwrap();
     assert!(
-        matches!(tiles.auth, fleet_api::tiles::TileAuth::Entra { .. }),
+        matches!(tiles.auth, fleet_api::TileAuth::Entra { .. }),
         "{tiles:?}"
     );
     assert!(manifest("secret.example.yaml")["stringData"]["MAP_TILE_KEY"].is_badvalue());

@@ -18,7 +18,7 @@ use common::*;
 use cosmos_sim::{COSMOS_AUDIENCE, CosmosSim, DataRole, EntraTrust};
 use entra_sim::{App, EntraSim};
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, OidcSettings};
+use fleet_api::{Access, AccessConfig, ApiKeys, OidcSettings};
 use serde_json::Value;
 
 const API: &str = "api://fleet-api";

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use serde_json::{Value, json};
 
 const ADMIN_KEY: &str = "admin-key-0123456789-0123456789-0123456789";

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys};
+use fleet_api::{Access, AccessConfig, ApiKeys};
 use reqwest::header::HeaderMap;
 
 const OPS: &str = "https://ops.example.com";

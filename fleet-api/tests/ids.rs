@@ -19,7 +19,7 @@ use axum::response::Response;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

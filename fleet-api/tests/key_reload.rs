@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 
 const KEY_A: &str = "key-a-0123456789-0123456789-0123456789-0123";
 const KEY_B: &str = "key-b-0123456789-0123456789-0123456789-0123";

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys};
+use fleet_api::{Access, AccessConfig, ApiKeys};
 
 const READER_KEY: &str = "l7TQx1bq0mB1yYx6yC0ZpXl9a3c6YgkRr2m4nq8h1ZA=";
 

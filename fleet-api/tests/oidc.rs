@@ -16,7 +16,7 @@ use axum::routing::get;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, OidcSettings};
+use fleet_api::{Access, AccessConfig, ApiKeys, OidcSettings};
 use serde_json::{Value, json};
 
 const AUDIENCE: &str = "api://fleet-api";

@@ -19,7 +19,7 @@ use common::*;
 use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
 use telemetry::DocumentLayout;
 
 const DRONES: usize = 1000;

@@ -355,7 +355,7 @@ async fn bad_input_is_a_400_that_says_what_is_wrong() {
     let got = post(&format!("{base}/api/drones/within"), open.to_string()).await;
     assert_eq!(got.status, 400);
     assert!(got.body["message"].as_str().unwrap().contains("not closed"));
-    let huge = vec![b' '; fleet_api::geo::MAX_BODY_BYTES + 1];
+    let huge = vec![b' '; fleet_api::MAX_BODY_BYTES + 1];
     let got = post(&format!("{base}/api/drones/within"), huge).await;
     assert_eq!(got.status, 413, "{}", got.body);
     // Device ids with characters Cosmos DB escapes are read like any other.

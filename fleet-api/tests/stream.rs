@@ -11,7 +11,7 @@ use common::sse::Viewer;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn viewers_get_the_fleet_then_its_moves_from_one_feed_reader() {

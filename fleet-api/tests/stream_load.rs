@@ -14,7 +14,7 @@ use common::sse::Viewer;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use socket2::{Domain, Socket, Type};
 use test_harness::eventually;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::tls::{TlsFiles, server_config};
+use fleet_api::{TlsFiles, server_config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use test_harness::eventually;
 use tokio::io::AsyncReadExt as _;
@@ -86,10 +86,10 @@ async fn serves_https_and_the_renewed_certificate_from_the_next_connection() {
         let router = fleet_api::router(
             container,
             ApiOptions::default(),
-            fleet_api::access::Access::anonymous(),
+            fleet_api::Access::anonymous(),
         );
         let stop = CancellationToken::new();
-        let served = tokio::spawn(fleet_api::tls::serve(
+        let served = tokio::spawn(fleet_api::serve_tls(
             listener,
             router,
             server_config(&files).unwrap(),
@@ -231,15 +231,15 @@ async fn over_tls_connections_are_capped_and_silent_ones_closed() {
         let router = fleet_api::router(
             container,
             ApiOptions::default(),
-            fleet_api::access::Access::anonymous(),
+            fleet_api::Access::anonymous(),
         );
-        let serving = fleet_api::serving::Serving {
+        let serving = fleet_api::Serving {
             header_timeout: Duration::from_secs(10),
             max_connections: 2,
             ..Default::default()
         };
         let stop = CancellationToken::new();
-        tokio::spawn(fleet_api::tls::serve(
+        tokio::spawn(fleet_api::serve_tls(
             listener,
             router,
             server_config(&files).unwrap(),

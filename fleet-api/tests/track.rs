@@ -13,7 +13,7 @@ use common::track::*;
 use common::*;
 use cosmos_sim::CosmosSim;
 use fleet_api::ApiOptions;
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
 
 /// The segment stretch the test writes: a minute (12 positions 5 s apart).
 const STRETCH_MS: i64 = 60_000;

@@ -67,7 +67,7 @@ impl ServedApi {
         database: &str,
         container: &str,
         addr: SocketAddr,
-        map_tiles: Option<fleet_api::map::MapTiles>,
+        map_tiles: Option<fleet_api::MapTiles>,
     ) -> Result<ServedApi, ApiError> {
         let key = MasterKey::from_base64(sim.key()).expect("the endpoint's key is base64");
         let client = CosmosClient::new(CosmosConfig::new(
@@ -93,10 +93,10 @@ impl ServedApi {
                 map_tiles,
                 ..fleet_api::ApiOptions::default()
             },
-            fleet_api::access::Access::anonymous(),
+            fleet_api::Access::anonymous(),
         );
         let stop = CancellationToken::new();
-        tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
+        tokio::spawn(fleet_api::serve(listener, router, stop.clone()));
         Ok(ServedApi {
             url: format!("http://{bound}"),
             stop,
@@ -130,11 +130,7 @@ impl ServedApi {
 
     /// Every drone's latest document: device id and sequence number.
     pub async fn latest(&self) -> Result<Vec<(String, u64)>, ApiError> {
-        let request = format!(
-            "{}/api/drones?limit={}",
-            self.url,
-            fleet_api::api::MAX_LIMIT
-        );
+        let request = format!("{}/api/drones?limit={}", self.url, fleet_api::MAX_LIMIT);
         let answer = features(&request).await?;
         Ok(answer.by_id(|properties| properties["seq"].as_u64()))
     }
@@ -201,7 +197,7 @@ mod tests {
     async fn the_demo_map_uses_the_tile_server_it_is_given_and_none_otherwise() {
         let sim = CosmosSim::builder().start().await.unwrap();
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        let tiles = fleet_api::config::map_tiles(
+        let tiles = fleet_api::map_tiles(
             Some("http://127.0.0.1:9/tiles/{z}/{x}/{y}.png".into()),
             Some("© Local Tiles".into()),
             None,

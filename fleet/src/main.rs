@@ -8,10 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use std::io::IsTerminal as _;
 
-use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig, HubKind, Indexing, Output, Scenario};
-use fleet::loadgen::{self, LoadgenConfig, Target};
-use fleet::plan;
+use fleet::{Broker, BrokerKind};
+use fleet::{DemoConfig, HubKind, Indexing, Output, Scenario};
+use fleet::{LoadgenConfig, Target};
 
 /// Drone fleet telemetry: the demo and the load generator.
 #[derive(Debug, Parser)]
@@ -86,17 +85,17 @@ struct PlanArgs {
     #[arg(long, value_enum, default_value_t = Switch::On)]
     control_plane: Switch,
     /// Connections a drone makes a day (each reads the whole twin).
-    #[arg(long, default_value_t = plan::ControlPlane::default().reconnections)]
+    #[arg(long, default_value_t = fleet::ControlPlane::default().reconnections)]
     reconnections_per_day: f64,
     /// Reported patches of its state a drone sends a day (at most 1,440 with the agent's
     /// REPORTED_MIN_INTERVAL of 60s).
-    #[arg(long, default_value_t = plan::ControlPlane::default().reported_patches)]
+    #[arg(long, default_value_t = fleet::ControlPlane::default().reported_patches)]
     reported_patches_per_day: f64,
     /// Desired-property changes per drone a day.
-    #[arg(long, default_value_t = plan::ControlPlane::default().desired_changes)]
+    #[arg(long, default_value_t = fleet::ControlPlane::default().desired_changes)]
     desired_changes_per_day: f64,
     /// Direct method calls per drone a day.
-    #[arg(long, default_value_t = plan::ControlPlane::default().methods)]
+    #[arg(long, default_value_t = fleet::ControlPlane::default().methods)]
     methods_per_day: f64,
     /// The price table [default: the shipped deploy/prices.toml].
     #[arg(long)]
@@ -284,14 +283,14 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
-    let tiers: Vec<_> = plan::TIERS.iter().map(|t| t.name).collect();
+    let tiers: Vec<_> = fleet::TIERS.iter().map(|t| t.name).collect();
     let prices = match &args.prices {
-        Some(path) => plan::Prices::read(path, &tiers)?,
-        None => plan::Prices::parse(plan::prices::SHIPPED, "deploy/prices.toml", &tiers)?,
+        Some(path) => fleet::Prices::read(path, &tiers)?,
+        None => fleet::Prices::parse(fleet::SHIPPED_PRICES, "deploy/prices.toml", &tiers)?,
     };
     let limits = match &args.limits {
-        Some(path) => plan::Limits::read(path)?,
-        None => plan::Limits::shipped(),
+        Some(path) => fleet::Limits::read(path)?,
+        None => fleet::Limits::shipped(),
     };
     anyhow::ensure!(args.drones > 0, "--drones must be at least 1");
     for (flag, value) in [
@@ -338,21 +337,21 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
             policy
         }
     };
-    let fleet = plan::Fleet {
+    let fleet = fleet::Fleet {
         drones: args.drones,
         report_interval: args.report_interval,
         publish_every,
         min_write_interval: args.min_write_interval.unwrap_or_default(),
-        history: args.history.map(|kept| plan::History {
+        history: args.history.map(|kept| fleet::History {
             kept,
             segment_span: args.segment_span,
             hold: args
                 .history_hold
-                .unwrap_or(plan::history::DEFAULT_HOLD.min(args.segment_span)),
+                .unwrap_or(fleet::DEFAULT_HISTORY_HOLD.min(args.segment_span)),
         }),
         regions: args.regions,
         read_ru_per_sec: args.read_ru_per_sec,
-        control_plane: (args.control_plane == Switch::On).then_some(plan::ControlPlane {
+        control_plane: (args.control_plane == Switch::On).then_some(fleet::ControlPlane {
             reconnections: args.reconnections_per_day,
             reported_patches: args.reported_patches_per_day,
             desired_changes: args.desired_changes_per_day,
@@ -360,11 +359,11 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
         }),
         indexing_policy,
     };
-    let planned = plan::plan(&fleet, &prices, &limits);
+    let planned = fleet::plan(&fleet, &prices, &limits);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&planned)?);
     } else {
-        print!("{}", plan::text(&fleet, &planned, &prices, &limits));
+        print!("{}", fleet::plan_text(&fleet, &planned, &prices, &limits));
     }
     Ok(())
 }
@@ -372,8 +371,7 @@ fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     raise_open_file_limit();
     let terminal = std::io::stdout().is_terminal() && !args.lines;
-    let map_tiles =
-        fleet_api::config::map_tiles(args.map_tiles, args.map_tiles_attribution, None, None)?;
+    let map_tiles = fleet_api::map_tiles(args.map_tiles, args.map_tiles_attribution, None, None)?;
     let config = DemoConfig {
         scenario: args.scenario,
         drones: args.drones,
@@ -414,7 +412,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         config.ru_per_sec,
         args.latency_ms
     );
-    let report = demo::run(config, shutdown).await?;
+    let report = fleet::run_demo(config, shutdown).await?;
     print!("{}", report.render());
     if let Some(path) = args.report_json {
         std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
@@ -535,7 +533,7 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
             .count
             .map_or(String::new(), |c| format!(" or {c} messages"))
     );
-    let report = loadgen::run(config, shutdown).await?;
+    let report = fleet::run_loadgen(config, shutdown).await?;
     for line in report.lines() {
         println!("{line}");
     }

@@ -1,12 +1,12 @@
-//! A service client for IoT Hub's device twins and direct methods, over the service REST API
-//! (`GET` and `PATCH /twins/{id}`, `POST /twins/{id}/methods`, `api-version` 2021-04-12 as
+//! A service client for IoT Hub's device twins, over the service REST API
+//! (`GET` and `PATCH /twins/{id}`, `api-version` 2021-04-12 as
 //! Microsoft's REST reference gives it), authorised with a SAS token signed by a shared access
 //! policy's key (`iothubowner`, or any policy with the service connect right). The token is
 //! made by `hub_sim::sas::make_token`, the project's one signer that names the policy (`skn`).
 //!
 //! Every request is bounded in time and every answer in size. What each call costs in IoT
 //! Hub messages is in `deploy/prices.toml` (`[iothub.metering]`): a twin read or update is
-//! one message per 4 KB, a method call its request and its response.
+//! one message per 4 KB.
 
 use std::time::Duration;
 
@@ -64,16 +64,6 @@ pub enum TwinError {
         /// What is wrong.
         reason: String,
     },
-}
-
-/// A direct method's outcome: the device's status and payload.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct MethodResult {
-    /// The status the device answered with.
-    pub status: i64,
-    /// The device's payload.
-    #[serde(default)]
-    pub payload: Value,
 }
 
 /// A service client of one hub.
@@ -169,34 +159,6 @@ impl TwinClient {
             .header("If-Match", "*")
             .json(&json!({"properties": {"desired": desired}}));
         self.send(request, &what, REQUEST_TIMEOUT).await
-    }
-
-    /// Calls the device's direct method `name` with `payload`, waiting at most `response`
-    /// for its answer and `connect` for the device to be online (`POST /twins/{id}/methods`).
-    pub async fn invoke(
-        &self,
-        device_id: &str,
-        name: &str,
-        payload: Value,
-        response: Duration,
-        connect: Duration,
-    ) -> Result<MethodResult, TwinError> {
-        let what = format!("calling {name} on {device_id}");
-        let request = self
-            .http
-            .post(self.url(device_id, "/methods"))
-            .json(&json!({
-                "methodName": name,
-                "payload": payload,
-                "responseTimeoutInSeconds": response.as_secs().max(1),
-                "connectTimeoutInSeconds": connect.as_secs(),
-            }));
-        let bound = response + connect + REQUEST_TIMEOUT;
-        let answer = self.send(request, &what, bound).await?;
-        serde_json::from_value(answer).map_err(|e| TwinError::Answer {
-            what,
-            reason: format!("not a method result: {e}"),
-        })
     }
 
     fn url(&self, device_id: &str, tail: &str) -> String {

@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use fleet::broker::{Broker, BrokerKind};
-use fleet::loadgen::{self, LoadgenConfig, Target};
+use fleet::{Broker, BrokerKind};
+use fleet::{LoadgenConfig, Target};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
@@ -90,7 +90,7 @@ async fn loadgen_publishes_its_count_of_valid_positions_from_every_drone() {
         duration: Duration::from_secs(30),
         ..LoadgenConfig::default()
     };
-    let report = loadgen::run(config, CancellationToken::new())
+    let report = fleet::run_loadgen(config, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(report.sent, 200);
@@ -146,7 +146,7 @@ async fn loadgen_stops_at_its_duration() {
         duration: Duration::from_millis(500),
         ..LoadgenConfig::default()
     };
-    let report = timeout(WAIT, loadgen::run(config, CancellationToken::new()))
+    let report = timeout(WAIT, fleet::run_loadgen(config, CancellationToken::new()))
         .await
         .expect("the run is bounded by its duration")
         .unwrap();

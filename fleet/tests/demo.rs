@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use cloud_writer::DropReason;
-use fleet::demo::{self, DemoConfig, HubKind, Indexing, Output, Scenario};
-use fleet::report::DemoReport;
+use fleet::DemoReport;
+use fleet::{DemoConfig, HubKind, Indexing, Output, Scenario};
 use tokio_util::sync::CancellationToken;
 
 /// One demo at a time: each runs a hub, writer replicas, an endpoint and 40 agents, and
@@ -62,7 +62,7 @@ fn assert_every_drone_newest(report: &DemoReport) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_demo_runs_on_the_hub_with_two_replicas_and_every_drone_ends_newest() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let report = demo::run(small(Scenario::Bulk), CancellationToken::new())
+    let report = fleet::run_demo(small(Scenario::Bulk), CancellationToken::new())
         .await
         .unwrap();
     assert!(report.guard_refusal.is_none());
@@ -87,7 +87,7 @@ async fn default_demo_runs_on_the_hub_with_two_replicas_and_every_drone_ends_new
 fn assert_the_switched_drones_acknowledged(report: &DemoReport) {
     let text = report.render();
     let remote = report.remote_config.as_ref().expect("the twin step ran");
-    assert_eq!(remote.drones, demo::switched(report.drones), "{text}");
+    assert_eq!(remote.drones, fleet::switched(report.drones), "{text}");
     assert_eq!(remote.drones, 4, "{text}");
     assert!(remote.failed.is_empty(), "{text}");
     assert_eq!(remote.acks.len(), remote.drones, "{text}");
@@ -120,7 +120,9 @@ async fn mqtt_demo_runs_one_writer_on_the_broker() {
         hub: HubKind::Mqtt,
         ..small(Scenario::Bulk)
     };
-    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+    let report = fleet::run_demo(config, CancellationToken::new())
+        .await
+        .unwrap();
     assert!(report.guard_refusal.is_none());
     assert!(report.broker.contains("MQTT"), "{}", report.broker);
     assert_eq!(report.replicas.len(), 1, "{:?}", report.replicas);
@@ -141,7 +143,9 @@ async fn a_killed_replicas_partitions_move_to_the_other_and_nothing_is_lost() {
         ..small(Scenario::ReplicaKilled)
     };
     let expiry = config.ownership_expiry;
-    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+    let report = fleet::run_demo(config, CancellationToken::new())
+        .await
+        .unwrap();
     let text = report.render();
     eprintln!("{text}");
     let moved = report
@@ -154,12 +158,12 @@ async fn a_killed_replicas_partitions_move_to_the_other_and_nothing_is_lost() {
     // the earliest one balancing interval after the kill's last renewal).
     let after = moved.moved_after_secs.expect("the partitions moved");
     assert!(
-        after >= (expiry - demo::BALANCING_INTERVAL).as_secs_f64(),
+        after >= (expiry - fleet::BALANCING_INTERVAL).as_secs_f64(),
         "{text}"
     );
     assert!(text.contains("moved to the other in"), "{text}");
     let killed = &report.replicas[1];
-    assert_eq!(killed.state, fleet::view::ReplicaState::Killed, "{text}");
+    assert_eq!(killed.state, fleet::ReplicaState::Killed, "{text}");
     assert_eq!(report.replicas[0].partitions.len(), 4, "{text}");
     // Nothing lost: every drone at its newest position; every position received at least
     // once; the outcomes account for everything received but what the killed replica
@@ -240,7 +244,7 @@ fn check_bulk_report(report: DemoReport) {
 #[tokio::test]
 async fn hot_partition_demo_is_refused_by_the_writer_guard() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let report = demo::run(small(Scenario::HotPartition), CancellationToken::new())
+    let report = fleet::run_demo(small(Scenario::HotPartition), CancellationToken::new())
         .await
         .unwrap();
     let refusal = report.guard_refusal.clone().expect("the guard refused");
@@ -258,7 +262,9 @@ async fn forced_hot_partition_demo_shows_one_hot_range_with_429s() {
         ru_per_sec: 1_200.0,
         ..small(Scenario::HotPartition)
     };
-    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+    let report = fleet::run_demo(config, CancellationToken::new())
+        .await
+        .unwrap();
     assert!(report.guard_refusal.is_none(), "{:?}", report.guard_refusal);
     assert_eq!(report.scenario, "hot-partition --force");
     assert!(report.written > 0);
@@ -284,8 +290,10 @@ async fn forced_hot_partition_demo_shows_one_hot_range_with_429s() {
 }
 
 /// The demo's cost per drone, measured, against the plan's prediction for its settings.
-async fn cost(config: DemoConfig) -> fleet::report::CostComparison {
-    let report = demo::run(config, CancellationToken::new()).await.unwrap();
+async fn cost(config: DemoConfig) -> fleet::CostComparison {
+    let report = fleet::run_demo(config, CancellationToken::new())
+        .await
+        .unwrap();
     let text = report.render();
     eprintln!("{text}");
     assert_every_drone_newest(&report);
@@ -340,7 +348,7 @@ async fn the_demo_costs_what_the_plan_predicts_with_and_without_the_levers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_measures_its_history_beside_the_plan() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let report = demo::run(
+    let report = fleet::run_demo(
         DemoConfig {
             drones: 12,
             duration: Duration::from_secs(10),

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use cloud_writer::{DropReason, Writer};
 use cosmos_sim::CosmosSim;
-use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig};
-use fleet::loadgen::{self, LoadgenConfig, Target};
+use fleet::DemoConfig;
+use fleet::{Broker, BrokerKind};
+use fleet::{LoadgenConfig, Target};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,16 +17,16 @@ async fn loadgen_reports_what_the_writer_received_and_wrote() {
         .unwrap()
         .unwrap();
     let sim = CosmosSim::builder().partitions(2).start().await.unwrap();
-    sim.create_container(demo::DATABASE, demo::CONTAINER, demo::DEVICE_KEY)
+    sim.create_container(fleet::DATABASE, fleet::CONTAINER, fleet::DEVICE_KEY)
         .unwrap();
-    let mut config = demo::writer_config(&DemoConfig::default(), &broker, &sim);
+    let mut config = fleet::writer_config(&DemoConfig::default(), &broker, &sim);
     config.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
     config.probe_addr = None;
     let writer = Writer::start(config).await.unwrap();
-    assert!(demo::wait_until_subscribed(&writer, Duration::from_secs(10)).await);
+    assert!(fleet::wait_until_subscribed(&writer, Duration::from_secs(10)).await);
     let metrics = format!("http://{}/metrics", writer.metrics_addr().unwrap());
 
-    let report = loadgen::run(
+    let report = fleet::run_loadgen(
         LoadgenConfig {
             target: Target::Mqtt {
                 host: "127.0.0.1".to_owned(),

@@ -17,12 +17,12 @@ use cloud_writer::Snapshot;
 use cloud_writer::Writer;
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey, Priority};
 use cosmos_sim::{CosmosSim, Stats};
-use fleet::broker::{Broker, BrokerKind};
-use fleet::demo::{self, DemoConfig};
-use fleet::loadgen::{self, LoadgenConfig, Target};
+use fleet::DemoConfig;
+use fleet::{Broker, BrokerKind};
+use fleet::{LoadgenConfig, Target};
 use fleet_api::ApiOptions;
-use fleet_api::access::{Access, AccessConfig, ApiKeys, Role, key_line};
-use fleet_api::budget::RuBudget;
+use fleet_api::RuBudget;
+use fleet_api::{Access, AccessConfig, ApiKeys, Role, key_line};
 use serde_json::json;
 use test_harness::eventually;
 use tokio_util::sync::CancellationToken;
@@ -112,9 +112,9 @@ fn client(sim: &CosmosSim) -> CosmosClient {
 /// Documents that are not drones, scattered over the fleet's area, written at a generous
 /// budget.
 async fn seed_filler(sim: &CosmosSim) {
-    sim.set_ru_per_sec(demo::DATABASE, demo::CONTAINER, 1_000_000.0)
+    sim.set_ru_per_sec(fleet::DATABASE, fleet::CONTAINER, 1_000_000.0)
         .unwrap();
-    let container = client(sim).container(demo::DATABASE, demo::CONTAINER);
+    let container = client(sim).container(fleet::DATABASE, fleet::CONTAINER);
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..32 {
         let container = container.clone();
@@ -135,7 +135,7 @@ async fn seed_filler(sim: &CosmosSim) {
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
-    sim.set_ru_per_sec(demo::DATABASE, demo::CONTAINER, RU_PER_SEC)
+    sim.set_ru_per_sec(fleet::DATABASE, fleet::CONTAINER, RU_PER_SEC)
         .unwrap();
 }
 
@@ -168,12 +168,12 @@ async fn serve_api(sim: &CosmosSim, api: Api) -> (String, Vec<String>, Cancellat
             ..ApiOptions::default()
         },
     };
-    let container = client(sim).container(demo::DATABASE, demo::CONTAINER);
+    let container = client(sim).container(fleet::DATABASE, fleet::CONTAINER);
     let router = fleet_api::router(container, options, access);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(fleet_api::api::serve(listener, router, stop.clone()));
+    tokio::spawn(fleet_api::serve(listener, router, stop.clone()));
     (base, keys, stop)
 }
 
@@ -246,7 +246,7 @@ async fn phase(
             ))
         })
         .collect();
-    let report = loadgen::run(
+    let report = fleet::run_loadgen(
         LoadgenConfig {
             target: Target::Mqtt {
                 host: "127.0.0.1".to_owned(),
@@ -296,11 +296,11 @@ async fn phase(
 
 fn lateness_p99(before: &Snapshot, after: &Snapshot) -> f64 {
     let as_f64 = |b: &[(f64, u64)]| b.iter().map(|&(le, n)| (le, n as f64)).collect::<Vec<_>>();
-    let delta = fleet::prom::bucket_delta(
+    let delta = fleet::bucket_delta(
         &as_f64(&after.lateness_device),
         &as_f64(&before.lateness_device),
     );
-    fleet::prom::quantile(&delta, 0.99).expect("lateness recorded")
+    fleet::quantile(&delta, 0.99).expect("lateness recorded")
 }
 
 /// The writer alone, then with the storm; both phases' figures.
@@ -315,13 +315,13 @@ async fn alone_then_storm(api: Api) -> (Phase, Phase) {
         .start()
         .await
         .unwrap();
-    sim.create_container(demo::DATABASE, demo::CONTAINER, demo::DEVICE_KEY)
+    sim.create_container(fleet::DATABASE, fleet::CONTAINER, fleet::DEVICE_KEY)
         .unwrap();
     seed_filler(&sim).await;
-    let writer = Writer::start(demo::writer_config(&DemoConfig::default(), &broker, &sim))
+    let writer = Writer::start(fleet::writer_config(&DemoConfig::default(), &broker, &sim))
         .await
         .unwrap();
-    assert!(demo::wait_until_subscribed(&writer, Duration::from_secs(10)).await);
+    assert!(fleet::wait_until_subscribed(&writer, Duration::from_secs(10)).await);
     let (base, keys, stop_api) = serve_api(&sim, api).await;
     let alone = phase(&broker, &sim, &writer, None).await;
     let stormed = phase(&broker, &sim, &writer, Some((&base, &keys))).await;

@@ -23,8 +23,8 @@ use axum::routing::MethodRouter;
 use serde_json::json;
 
 use keys::KeySet;
-pub use keys::{ApiKeys, KeyError, KeyHolder, MIN_KEY_CHARS, key_line};
-pub use oidc::{CLOCK_SKEW, Oidc, OidcError, OidcSettings, REFRESH_EVERY, Verified};
+pub use keys::{ApiKeys, KeyError, key_line};
+pub use oidc::{Oidc, OidcError, OidcSettings};
 
 /// The header that carries an API key.
 pub const API_KEY_HEADER: &str = "x-api-key";

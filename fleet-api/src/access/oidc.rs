@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::Role;
 
-pub use oidc_verify::{CLOCK_SKEW, DiscoveryError as OidcError, REFRESH_EVERY};
+pub use oidc_verify::DiscoveryError as OidcError;
 
 /// The issuer and audience tokens must name.
 #[derive(Debug, Clone, PartialEq, Eq)]

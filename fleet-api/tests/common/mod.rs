@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cosmos::{ContainerClient, ContainerSetup, CosmosClient, CosmosConfig, Credential, MasterKey};
+use fleet_api::Access;
 use fleet_api::ApiOptions;
-use fleet_api::access::Access;
-use fleet_api::serving::Serving;
+use fleet_api::Serving;
 use serde_json::Value;
 use telemetry::{DocumentLayout, Position};
 use tokio_util::sync::CancellationToken;
@@ -205,7 +205,7 @@ pub async fn serve_limited(
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
     let router = fleet_api::router(container, options, access);
-    tokio::spawn(fleet_api::serving::serve(
+    tokio::spawn(fleet_api::serve_within(
         listener,
         router,
         serving,

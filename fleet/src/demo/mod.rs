@@ -69,13 +69,13 @@ use fleet::{onboard_fleet, start_fleet};
 use kill::Kill;
 use observer::{newest_check, spatial_query};
 use remote::Remote;
-pub use remote::{SWITCHED, switched};
+pub use remote::switched;
 use replicas::{Replicas, start_replicas};
 use sampler::Sampler;
 pub use scenario::Scenario;
 use scenario::write_mode;
+pub use transport::HubKind;
 use transport::Transport;
-pub use transport::{ENROLLMENT_GROUP, HUB_PARTITIONS, HubKind};
 pub use writer::{BALANCING_INTERVAL, wait_until_subscribed, writer_config};
 
 /// The database the demo writes to.
@@ -137,7 +137,7 @@ pub struct DemoConfig {
     /// of the same interface when this one is taken).
     pub api_addr: SocketAddr,
     /// The live map's base map (`--map-tiles`); `None`: a plain background, no network.
-    pub map_tiles: Option<fleet_api::map::MapTiles>,
+    pub map_tiles: Option<fleet_api::MapTiles>,
     /// Where the drones publish and the writers read: the local IoT Hub (two writer
     /// replicas on its Event Hubs endpoint) or an MQTT broker (one writer).
     pub hub: HubKind,

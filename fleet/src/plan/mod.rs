@@ -28,12 +28,11 @@ use telemetry::DocumentLayout;
 use telemetry::wire::{BatchBuilder, Position};
 
 pub use control::{ControlPlane, ControlPlaneMessages};
-pub use cosmos::{CosmosPlan, PartitionsBy};
+pub use cosmos::CosmosPlan;
 pub use dps::DpsPlan;
-pub use eventhubs::{EventHubsPlan, PartitionReason};
-pub use history::{History, HistoryPlan};
+pub use eventhubs::EventHubsPlan;
+pub use history::History;
 pub use limits::Limits;
-pub use prices::Metering;
 pub use prices::Prices;
 pub use render::text;
 

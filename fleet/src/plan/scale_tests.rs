@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::cosmos::PartitionsBy;
+use super::eventhubs::PartitionReason;
 use super::tests::{fleet, prices, week};
 use super::*;
 
