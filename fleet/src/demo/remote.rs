@@ -30,7 +30,7 @@ const CONCURRENCY: usize = 16;
 /// How often the twins are read back until every drone acknowledged.
 const READ_BACK_EVERY: Duration = Duration::from_millis(500);
 
-/// The drones of a fleet of `drones` that are switched: a tenth, at most [`SWITCHED`].
+/// The drones of a fleet of `drones` that are switched: a tenth, at most `SWITCHED`.
 pub fn switched(drones: usize) -> usize {
     SWITCHED.min(drones.div_ceil(10))
 }

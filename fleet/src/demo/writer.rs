@@ -13,7 +13,7 @@ use crate::broker::Broker;
 /// How often the demo's replicas balance and renew their partition ownerships.
 pub const BALANCING_INTERVAL: Duration = Duration::from_secs(2);
 
-/// The writer's configuration for the scenario on the MQTT path (see [`config_for`]).
+/// The writer's configuration for the scenario on the MQTT path (see `config_for`).
 pub fn writer_config(
     config: &DemoConfig,
     broker: &Broker,
