@@ -15,7 +15,7 @@ use cloud_writer::DropReason;
 use cloud_writer::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
-use hub_sim::partitions::{AuthMethod, Incoming, MessageSource};
+use hub_sim::{AuthMethod, Incoming, MessageSource};
 use hub_sim::{HubConfig, HubSim, Route};
 use serde_json::{Value, json};
 

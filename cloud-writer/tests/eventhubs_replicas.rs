@@ -38,7 +38,7 @@ use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
-use hub_sim::partitions::{AuthMethod, Event, Incoming};
+use hub_sim::{AuthMethod, Event, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use test_harness::Azurite;
 
