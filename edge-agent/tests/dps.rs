@@ -534,10 +534,7 @@ async fn a_days_retry_after_from_dps_is_cut_to_a_minute() {
                 && log.contains("asked_secs=86400"),
             "{log}"
         );
-        assert_eq!(
-            edge_agent::provision::MAX_RETRY_AFTER,
-            Duration::from_secs(60)
-        );
+        assert_eq!(edge_agent::MAX_RETRY_AFTER, Duration::from_secs(60));
     })
     .await;
 }
@@ -573,7 +570,7 @@ fn derive_key_from_a_file_gives_microsofts_published_example() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
-    use edge_agent::provision::{DpsConfig, DpsCredential, HubSuffix, register};
+    use edge_agent::{DpsConfig, DpsCredential, HubSuffix, register};
     use hub_sim::Allocation;
     use settings::Secret;
     bounded(async {

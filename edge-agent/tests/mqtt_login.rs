@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::{Running, TIMEOUT};
-use edge_agent::config::{Secret, Settings};
+use edge_agent::{Secret, Settings};
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
 use test_harness::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
 use tokio::sync::mpsc;
