@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use edge_agent::BufferConfig;
-use edge_agent::buffer::{DiskBuffer, Record, record};
+use edge_agent::{DiskBuffer, Record, scan_records};
 use edge_agent::{SimConfig, SimRoute};
 
 /// A typical version 1 message (about 190 bytes).
@@ -57,7 +57,7 @@ fn segment_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("edge_agent/segment");
     group.throughput(Throughput::Bytes(segment.len() as u64));
     group.bench_function("scan_1000_records", |b| {
-        b.iter(|| record::scan(black_box(&segment)))
+        b.iter(|| scan_records(black_box(&segment)))
     });
     let record = Record {
         id: 7,

@@ -46,7 +46,7 @@ use cosmos_sim::CosmosSim;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group};
 use fleet::Scrape;
 use fleet::{WriterFigures, WriterScraper};
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use test_harness::Mosquitto;

@@ -19,7 +19,7 @@ use common::entra::{WRITER, namespace_and_account, reader, token_settings, workl
 use common::*;
 use entra_sim::certs::Ca;
 use entra_sim::{App, EntraSim};
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{EventHubsRole, HubSim};
 use test_harness::Azurite;
 

@@ -17,7 +17,7 @@ use common::entra::{WRITER, namespace_and_account, reader, token_settings, workl
 use common::*;
 use entra_sim::EntraSim;
 use hub_sim::EventHubsRole;
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() {

@@ -15,7 +15,7 @@ use cloud_writer::DropReason;
 use cloud_writer::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
-use hub_sim::partitions::{AuthMethod, Incoming, MessageSource};
+use hub_sim::{AuthMethod, Incoming, MessageSource};
 use hub_sim::{HubConfig, HubSim, Route};
 use serde_json::{Value, json};
 
@@ -146,15 +146,15 @@ async fn an_agent_that_connects_reports_and_stops_is_stored_disconnected_with_it
         .unwrap();
 
     let stop = edge_agent::CancellationToken::new();
-    let agent_settings = edge_agent::config::Settings {
-        connection_string: Some(edge_agent::config::Secret::new(cs)),
+    let agent_settings = edge_agent::Settings {
+        connection_string: Some(edge_agent::Secret::new(cs)),
         iothub_ca_file: Some(hub.config().state_dir.join("ca.pem")),
         iothub_port: Some(hub.mqtt_addr().port()),
         position_source: Some("sim".into()),
         report_interval: Some("200ms".parse().unwrap()),
         buffer_dir: Some(dir.path().join("agent")),
         buffer_fsync: Some(false),
-        ..edge_agent::config::Settings::default()
+        ..edge_agent::Settings::default()
     };
     let agent = edge_agent::Agent::new(agent_settings.resolve().unwrap()).unwrap();
     let running = tokio::spawn(agent.run(stop.clone()));

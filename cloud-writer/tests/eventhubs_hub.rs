@@ -13,7 +13,7 @@ use cloud_writer::DropReason;
 use cloud_writer::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{HubConfig, HubSim};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,7 +38,7 @@ use common::{KEY, container, device, latest_documents, newest_written, wire};
 use cosmos::{CosmosClient, CosmosConfig, Credential, MasterKey};
 use cosmos_sim::CosmosSim;
 use edge_agent::{Agent, CancellationToken};
-use hub_sim::partitions::{AuthMethod, Event, Incoming};
+use hub_sim::{AuthMethod, Event, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use test_harness::Azurite;
 
@@ -532,8 +532,8 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
     let mut agents = Vec::new();
     let connection_strings = std::fs::read_to_string(state.join("devices.txt")).unwrap();
     for (i, cs) in connection_strings.lines().enumerate() {
-        let settings = edge_agent::config::Settings {
-            connection_string: Some(edge_agent::config::Secret::new(cs)),
+        let settings = edge_agent::Settings {
+            connection_string: Some(edge_agent::Secret::new(cs)),
             iothub_ca_file: Some(ca.clone()),
             iothub_port: Some(hub.mqtt_addr().port()),
             position_source: Some("sim".into()),
@@ -541,7 +541,7 @@ async fn the_writer_and_the_agents_recover_from_a_hub_restart() {
             report_interval: Some(interval),
             buffer_dir: Some(rig.dir.path().join(format!("agent-{i}"))),
             buffer_fsync: Some(false),
-            ..edge_agent::config::Settings::default()
+            ..edge_agent::Settings::default()
         };
         let agent = Agent::new(settings.resolve().unwrap()).unwrap();
         agents.push(tokio::spawn(agent.run(stop.clone())));

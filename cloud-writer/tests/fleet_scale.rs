@@ -174,8 +174,8 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
     let interval: settings::DurationSetting = INTERVAL.parse().unwrap();
     let mut agents = Vec::new();
     for (i, cs) in connection_strings.iter().enumerate().skip(PROCESSES) {
-        let settings = edge_agent::config::Settings {
-            connection_string: Some(edge_agent::config::Secret::new(cs.as_str())),
+        let settings = edge_agent::Settings {
+            connection_string: Some(edge_agent::Secret::new(cs.as_str())),
             iothub_ca_file: Some(ca.clone()),
             iothub_port: Some(hub.mqtt_addr().port()),
             position_source: Some("sim".into()),
@@ -183,7 +183,7 @@ async fn a_thousand_drones_through_the_hub_and_two_writer_replicas() {
             report_interval: Some(interval),
             buffer_dir: Some(dir.path().join(format!("agent-{i}"))),
             buffer_fsync: Some(false),
-            ..edge_agent::config::Settings::default()
+            ..edge_agent::Settings::default()
         };
         let agent = Agent::new(settings.resolve().unwrap()).unwrap();
         // Started over one interval, so that the drones do not report in lock-step.

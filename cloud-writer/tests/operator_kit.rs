@@ -23,7 +23,7 @@ use cloud_writer::DropReason;
 use cloud_writer::Secret;
 use common::*;
 use cosmos_sim::CosmosSim;
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};

@@ -20,7 +20,7 @@ use common::entra::{WRITER, namespace_and_account, reader, token_settings, workl
 use common::*;
 use entra_sim::EntraSim;
 use hub_sim::EventHubsRole;
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 
 const TOKEN_LIFETIME: Duration = Duration::from_secs(7 * 60);
 const RUN: Duration = Duration::from_secs(10 * 60);

@@ -32,24 +32,41 @@
 //! # }
 //! ```
 
-pub mod agent;
+mod agent;
 mod atomic_file;
 mod batch;
-pub mod buffer;
-pub mod cadence;
-pub mod clock;
-pub mod config;
-pub mod provision;
-pub mod source;
-pub mod status;
-pub mod transport;
+mod buffer;
+mod cadence;
+mod clock;
+mod config;
+mod provision;
+mod source;
+mod status;
+mod transport;
 mod twin;
 
+pub use agent::DEFAULT_CLOCK_MAX_SKEW;
 pub use agent::{Agent, AgentConfig, AgentError, AgentReport};
 pub use buffer::BufferConfig;
+pub use buffer::record::scan as scan_records;
+pub use buffer::{DiskBuffer, Record};
 pub use cadence::RemoteConfig;
+pub use clock::{Clock, kernel_synchronised};
+pub use config::{
+    CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, MQTT_PASSWORD, Secret,
+    Settings, env_names,
+};
+pub use provision::{
+    DPS_PORT, DpsConfig, DpsCredential, FleetCa, GLOBAL_ENDPOINT, HubSuffix, MAX_RETRY_AFTER,
+    RegisterError, assignment as dps_assignment, derive_device_key, forget as forget_assignment,
+    register, save as save_assignment,
+};
+pub use source::{FixTime, MavlinkAddress, MavlinkConfig, Source};
 pub use source::{SimConfig, SimRoute, SourceConfig};
+pub use status::MavlinkStatus;
 pub use status::{AgentHandle, AgentStatus, ConnectionState, SettingsStatus, SourceKind};
 pub use tokio_util::sync::CancellationToken;
+pub use transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 pub use transport::{Auth, Endpoint, SasConfig, TransportConfig, X509Config};
+pub use transport::{ConnectionEnd, Dialer, event_topic};
 pub use twin::DEFAULT_REPORTED_MIN_INTERVAL;

@@ -9,19 +9,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use clap::{CommandFactory as _, Parser, Subcommand};
+use edge_agent::ConnectionEnd;
+use edge_agent::Dialer;
+use edge_agent::DiskBuffer;
+use edge_agent::FixTime;
 use edge_agent::SourceConfig;
-use edge_agent::buffer::DiskBuffer;
-use edge_agent::clock::{Clock, kernel_synchronised};
-use edge_agent::config::{
+use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
+use edge_agent::{
     CONNECTION_STRING, DPS_DEVICE_KEY, DPS_GROUP_KEY, DurationSetting, MQTT_PASSWORD, Secret,
     Settings,
 };
-use edge_agent::provision;
-use edge_agent::source::FixTime;
-use edge_agent::transport::ConnectionEnd;
-use edge_agent::transport::Dialer;
-use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
-use edge_agent::{Agent, AgentConfig, Auth, CancellationToken, Endpoint};
+use edge_agent::{Clock, kernel_synchronised};
+use edge_agent::{DeviceConnectionString, resource_uri, sas_token};
 use settings::LogFormat;
 
 /// Drone edge agent: publishes the drone's position to Azure IoT Hub (or an MQTT broker)
@@ -127,7 +126,7 @@ fn layered(cli: &Cli) -> anyhow::Result<(Settings, settings::EnvNames)> {
         mqtt_password: settings::secret_from_env(MQTT_PASSWORD)?,
         ..Settings::default()
     };
-    let names = edge_agent::config::env_names(&Cli::command());
+    let names = edge_agent::env_names(&Cli::command());
     let settings = settings::layer(cli.settings.clone(), secrets, cli.config.as_deref())?;
     Ok((settings, names))
 }
@@ -142,7 +141,7 @@ async fn config(cli: &Cli) -> anyhow::Result<AgentConfig> {
         Some(dps) => {
             let dir = buffer_dir(&settings)?;
             let assignment =
-                provision::assignment(&dps, &dir, registration_backoff(&settings)).await?;
+                edge_agent::dps_assignment(&dps, &dir, registration_backoff(&settings)).await?;
             settings.provisioned(&assignment, &dps.attestation()?)
         }
         None => settings,
@@ -190,10 +189,10 @@ async fn provision_now(settings: Settings) -> anyhow::Result<ExitCode> {
     };
     let dir = buffer_dir(&settings)?;
     let attestation = dps.attestation()?;
-    let assignment = provision::register(&dps, &attestation)
+    let assignment = edge_agent::register(&dps, &attestation)
         .await
         .context("DPS registration failed")?;
-    provision::save(&dir, &assignment)?;
+    edge_agent::save_assignment(&dir, &assignment)?;
     println!("{}", serde_json::to_string_pretty(&assignment)?);
     Ok(ExitCode::SUCCESS)
 }
@@ -218,7 +217,7 @@ fn print_derived_key(registration_id: &str) -> anyhow::Result<ExitCode> {
     };
     println!(
         "{}",
-        provision::derive_device_key(group_key.expose(), registration_id)?
+        edge_agent::derive_device_key(group_key.expose(), registration_id)?
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -270,7 +269,7 @@ async fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         match report.ended {
             ConnectionEnd::Stopped => return Ok(ExitCode::SUCCESS),
             ConnectionEnd::CredentialsRefused => {
-                provision::forget(&buffer_dir)?;
+                edge_agent::forget_assignment(&buffer_dir)?;
                 tracing::warn!(
                     "the assigned hub refuses the credentials: registering with DPS again"
                 );
@@ -352,7 +351,7 @@ async fn check(config: AgentConfig, timeout: DurationSetting) -> anyhow::Result<
 
 /// Waits for a first fix from the source and tells which clock stamps it.
 async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) -> bool {
-    let source = edge_agent::source::Source::probe(&config.source, clock);
+    let source = edge_agent::Source::probe(&config.source, clock);
     let Ok(fix) = tokio::time::timeout(timeout, source.first_fix()).await else {
         let heard = match source.mavlink_status() {
             Some(m) if m.vehicle.is_none() => format!(
@@ -419,7 +418,7 @@ async fn check_source(config: &AgentConfig, clock: &Clock, timeout: Duration) ->
 }
 
 /// The frames refused for their signature, when the link has a signing key.
-fn refused_frames(m: &edge_agent::status::MavlinkStatus) -> String {
+fn refused_frames(m: &edge_agent::MavlinkStatus) -> String {
     m.refused.map_or_else(String::new, |r| {
         format!(
             ", refused: {} unsigned, {} not signed with the key, {} with an old timestamp",

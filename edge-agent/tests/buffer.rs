@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use edge_agent::BufferConfig;
-use edge_agent::buffer::DiskBuffer;
+use edge_agent::DiskBuffer;
 
 fn config(dir: &Path, max_bytes: u64) -> BufferConfig {
     BufferConfig {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{INTERVAL, Running, Subscriber, sim_config};
 use edge_agent::ConnectionState;
-use edge_agent::buffer::DiskBuffer;
+use edge_agent::DiskBuffer;
 use test_harness::Mosquitto;
 
 const PREFIX: &str =

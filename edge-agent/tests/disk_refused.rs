@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use common::{Subscriber, TIMEOUT};
 use edge_agent::BufferConfig;
-use edge_agent::buffer::DiskBuffer;
+use edge_agent::DiskBuffer;
 use test_harness::Mosquitto;
 
 /// The file-size limit in 512-byte blocks: 2 KiB, a handful of records.

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use hub_sim::dps::enrollment::EnrollmentId;
+use hub_sim::EnrollmentId;
 use hub_sim::{HubConfig, HubSim};
 use test_harness::eventually;
 
@@ -238,7 +238,7 @@ async fn a_drone_with_a_certificate_of_the_fleet_ca_registers_and_publishes_with
         let dir = tempfile::tempdir().unwrap();
         let hub = hub(dir.path()).await;
         // The fleet's root CA is enrolled; the drone presents its leaf and the intermediate.
-        let root = hub_sim::tls::Ca::generate().unwrap();
+        let root = hub_sim::Ca::generate().unwrap();
         let intermediate = root.intermediate("fleet intermediate").unwrap();
         hub.add_x509_group("drones", &root.cert_pem).unwrap();
         let leaf = intermediate.issue(&[], "drone-x509-1").unwrap();
@@ -534,10 +534,7 @@ async fn a_days_retry_after_from_dps_is_cut_to_a_minute() {
                 && log.contains("asked_secs=86400"),
             "{log}"
         );
-        assert_eq!(
-            edge_agent::provision::MAX_RETRY_AFTER,
-            Duration::from_secs(60)
-        );
+        assert_eq!(edge_agent::MAX_RETRY_AFTER, Duration::from_secs(60));
     })
     .await;
 }
@@ -573,8 +570,8 @@ fn derive_key_from_a_file_gives_microsofts_published_example() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hubs_linked_with_even_distribution_each_get_half_of_200_drones() {
-    use edge_agent::provision::{DpsConfig, DpsCredential, HubSuffix, register};
-    use hub_sim::dps::Allocation;
+    use edge_agent::{DpsConfig, DpsCredential, HubSuffix, register};
+    use hub_sim::Allocation;
     use settings::Secret;
     bounded(async {
         let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use hub_sim::partitions::AuthMethod;
+use hub_sim::AuthMethod;
 use hub_sim::{HubConfig, HubSim};
 
 const DEVICE: &str = "drone-0007";
@@ -118,7 +118,7 @@ async fn the_agent_publishes_through_the_local_hub_with_an_x509_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let hub = start_hub(dir.path()).await;
     let issued = hub.ca().issue(&[DEVICE.to_string()], DEVICE).unwrap();
-    hub.add_x509_device(DEVICE, &hub_sim::tls::thumbprint(&issued.cert))
+    hub.add_x509_device(DEVICE, &hub_sim::thumbprint(&issued.cert))
         .unwrap();
     let (cert, key) = (
         dir.path().join("device.pem"),

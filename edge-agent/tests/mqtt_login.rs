@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::{Running, TIMEOUT};
-use edge_agent::config::{Secret, Settings};
+use edge_agent::{Secret, Settings};
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
 use test_harness::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
 use tokio::sync::mpsc;
@@ -31,7 +31,7 @@ fn password(user: &str) -> String {
 /// and a broker with the shipped access rules and a TLS listener that takes clients
 /// without a certificate (as shipped) or, with `require_certificate`, refuses them.
 fn broker(dir: &Path, require_certificate: bool) -> Mosquitto {
-    let ca = hub_sim::tls::Ca::generate().unwrap();
+    let ca = hub_sim::Ca::generate().unwrap();
     let server = ca
         .issue(&["127.0.0.1".into(), "localhost".into()], "broker")
         .unwrap();

@@ -7,9 +7,9 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use edge_agent::transport::sas::{DeviceConnectionString, resource_uri, sas_token};
 use edge_agent::{Auth, Endpoint, SasConfig};
 use edge_agent::{ConnectionState, SimConfig, SourceConfig};
+use edge_agent::{DeviceConnectionString, resource_uri, sas_token};
 use settings::SecretBytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

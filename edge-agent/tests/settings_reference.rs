@@ -8,7 +8,7 @@ mod check;
 use std::path::Path;
 
 use clap::Args as _;
-use edge_agent::config::{Settings, env_names};
+use edge_agent::{Settings, env_names};
 
 #[test]
 fn the_reference_lists_every_setting_and_nothing_else() {

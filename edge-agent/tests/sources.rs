@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Running, Subscriber, sim_config};
 use edge_agent::SourceConfig;
-use edge_agent::source::{MavlinkAddress, MavlinkConfig};
+use edge_agent::{MavlinkAddress, MavlinkConfig};
 use mavlink::MavlinkVersion;
 use mavlink::dialects::common::{
     GLOBAL_POSITION_INT_DATA, HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavState,

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{Running, TIMEOUT};
-use edge_agent::config::{Secret, Settings};
 use edge_agent::{AgentConfig, RemoteConfig};
+use edge_agent::{Secret, Settings};
 use hub_sim::{HubConfig, HubSim, MethodTimeouts};
 use retry_backoff::BackoffConfig;
 use serde_json::{Value, json};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{Running, TIMEOUT};
-use edge_agent::config::{Secret, Settings};
+use edge_agent::{Secret, Settings};
 use hub_sim::{HubConfig, HubSim};
 use retry_backoff::BackoffConfig;
 use serde_json::Value;

@@ -2,12 +2,12 @@
 //! to an MQTT broker, bounded in count and in time, reporting the run's figures.
 //!
 //! Every drone has its own MQTT connection (client id = device id), made by the edge
-//! agent's transport ([`edge_agent::transport::Dialer`]: plain MQTT, or IoT Hub over TLS
+//! agent's transport ([`edge_agent::Dialer`]: plain MQTT, or IoT Hub over TLS
 //! with SAS tokens from device connection strings, trusting the system's roots or a given
 //! CA, on port 8883 or a given one, as the agent does; or, onboarded through DPS, each drone
 //! registering in a symmetric-key enrollment group as the agent does ([`crate::onboard`])
 //! and connecting to the hub it was assigned), and publishes at QoS 1 to IoT Hub's
-//! device-to-cloud topic ([`edge_agent::transport::event_topic`]), so the same run works
+//! device-to-cloud topic ([`edge_agent::event_topic`]), so the same run works
 //! against IoT Hub and against any broker the cloud writer reads. Positions come from the
 //! edge agent's simulated routes ([`edge_agent::SimRoute`], seeded by the drone's index).
 //! The drones' publications are spread evenly over each interval (no lock-step bursts).
@@ -28,11 +28,11 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use edge_agent::agent::DEFAULT_CLOCK_MAX_SKEW;
-use edge_agent::clock::Clock;
-use edge_agent::config::{Secret, Settings as AgentSettings};
-use edge_agent::source::SimRoute;
-use edge_agent::transport::{Dialer, event_topic};
+use edge_agent::Clock;
+use edge_agent::DEFAULT_CLOCK_MAX_SKEW;
+use edge_agent::SimRoute;
+use edge_agent::{Dialer, event_topic};
+use edge_agent::{Secret, Settings as AgentSettings};
 use edge_agent::{SimConfig, TransportConfig};
 
 use crate::onboard::{self, RegistrationTotals, Registrations};

@@ -468,13 +468,9 @@ async fn run_loadgen(args: LoadgenArgs, shutdown: CancellationToken) -> anyhow::
         );
         Target::Dps {
             id_scope: id_scope.clone(),
-            group_key: edge_agent::config::Secret::new(key.trim()),
+            group_key: edge_agent::Secret::new(key.trim()),
             endpoint: args.dps_endpoint.clone().unwrap_or_else(|| {
-                format!(
-                    "{}:{}",
-                    edge_agent::provision::GLOBAL_ENDPOINT,
-                    edge_agent::provision::DPS_PORT
-                )
+                format!("{}:{}", edge_agent::GLOBAL_ENDPOINT, edge_agent::DPS_PORT)
             }),
             ca_file: args.iothub_ca_file.clone(),
             port: args.iothub_port,

@@ -1,6 +1,6 @@
 //! Onboarding a simulated fleet through the Device Provisioning Service (DPS): every drone
 //! registers as the edge agent does (its settings checked by the agent's configuration
-//! code, its key derived from the enrollment group's, [`edge_agent::provision::register`]),
+//! code, its key derived from the enrollment group's, [`edge_agent::register`]),
 //! a bounded number at once, and gets the settings of the hub DPS assigned it. Owns the
 //! tally of registrations (live, and totals by failure reason) that the demo's view and
 //! report and the load generator's report show.
@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use edge_agent::config::Settings as AgentSettings;
-use edge_agent::provision::{self, RegisterError};
+use edge_agent::RegisterError;
+use edge_agent::Settings as AgentSettings;
 use serde::Serialize;
 
 /// Registrations in flight at once.
@@ -215,7 +215,7 @@ async fn register_one(settings: AgentSettings) -> Result<AgentSettings, String> 
     })?;
     let mut attempt = 1;
     loop {
-        match provision::register(&dps, &attestation).await {
+        match edge_agent::register(&dps, &attestation).await {
             Ok(assignment) => return Ok(settings.provisioned(&assignment, &attestation)),
             Err(err) => {
                 tracing::warn!(registration_id = id, attempt, error = %err, "DPS registration failed");

@@ -2,7 +2,7 @@
 //! (`GET` and `PATCH /twins/{id}`, `api-version` 2021-04-12 as
 //! Microsoft's REST reference gives it), authorised with a SAS token signed by a shared access
 //! policy's key (`iothubowner`, or any policy with the service connect right). The token is
-//! made by `hub_sim::sas::make_token`, the project's one signer that names the policy (`skn`).
+//! made by `hub_sim::make_token`, the project's one signer that names the policy (`skn`).
 //!
 //! Every request is bounded in time and every answer in size. What each call costs in IoT
 //! Hub messages is in `deploy/prices.toml` (`[iothub.metering]`): a twin read or update is
@@ -170,8 +170,8 @@ impl TwinClient {
     }
 
     fn token(&self) -> String {
-        let expiry = hub_sim::sas::now_secs() + TOKEN_LIFETIME.as_secs();
-        hub_sim::sas::make_token(&self.host, self.key.expose(), expiry, Some(&self.key_name))
+        let expiry = hub_sim::now_secs() + TOKEN_LIFETIME.as_secs();
+        hub_sim::make_token(&self.host, self.key.expose(), expiry, Some(&self.key_name))
     }
 
     async fn send(
@@ -271,10 +271,8 @@ mod tests {
             "{token}"
         );
         assert!(token.ends_with("&skn=iothubowner"), "{token}");
-        let parsed = hub_sim::sas::SasToken::parse(&token).unwrap();
-        parsed
-            .verify(&[b"secretKey"], hub_sim::sas::now_secs())
-            .unwrap();
+        let parsed = hub_sim::SasToken::parse(&token).unwrap();
+        parsed.verify(&[b"secretKey"], hub_sim::now_secs()).unwrap();
     }
 
     #[test]

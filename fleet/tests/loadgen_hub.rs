@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hub_sim::partitions::AuthMethod;
+use hub_sim::AuthMethod;
 use hub_sim::{HubConfig, HubSim};
 
 const DRONES: usize = 20;

@@ -12,7 +12,7 @@ use test_harness::eventually;
 use cloud_writer::DropReason;
 use cosmos_sim::CosmosSim;
 use hub_sim::HubSim;
-use hub_sim::partitions::{AuthMethod, Event, Incoming};
+use hub_sim::{AuthMethod, Event, Incoming};
 
 use super::{KEY, free_port};
 

@@ -17,7 +17,7 @@ mod readers;
 use cpu::process_cpu;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use fe2o3_amqp::types::definitions::SenderSettleMode;
-use hub_sim::partitions::{AuthMethod, Incoming};
+use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{HubConfig, HubSim};
 use readers::{Fe2o3Reader, fe2o3_read, sdk_consumer, sdk_read};
 use std::sync::Arc;

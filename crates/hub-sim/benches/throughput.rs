@@ -11,7 +11,7 @@ mod device;
 
 use cpu::process_cpu;
 use device::device_options;
-use hub_sim::partitions::DataDir;
+use hub_sim::DataDir;
 use hub_sim::{HubConfig, HubSim};
 use rumqttc::{AsyncClient, Event, Packet, QoS};
 use std::time::{Duration, Instant};

@@ -14,38 +14,47 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Devices have twins and answer direct methods ([`twin`]): over MQTT on their `$iothub/`
-//! topics, and for the solution over the REST API on the HTTPS port or through
+//! Devices have twins and answer direct methods (`src/hub/twin/`): over MQTT on their
+//! `$iothub/` topics, and for the solution over the REST API on the HTTPS port or through
 //! [`HubSim::twin`], [`HubSim::update_desired`] and [`HubSim::invoke_method`].
 //!
 //! Registering devices reach a local Device Provisioning Service on the same listeners
-//! ([`dps`]), which assigns them to this hub or to other hubs of the process linked to it.
+//! (`src/dps/`), which assigns them to this hub or to other hubs of the process linked to it.
 //!
-//! Modules: [`registry`] (devices), [`sas`] (tokens), [`tls`] (the CA and certificates),
-//! [`mqtt`] (the device side), [`twin`] (twins, direct methods, the service REST API,
-//! routed events), [`dps`] (provisioning), [`partitions`] (the built-in endpoint's stream), [`amqp`] (the
-//! consumer side), [`faults`], [`stats`], [`state_dir`] (the files kept across starts).
+//! Modules: `registry` (devices), `sas` (tokens), `tls` (the CA and certificates),
+//! `mqtt` (the device side), `hub/twin` (twins, direct methods, the service REST API,
+//! routed events), `dps` (provisioning), `partitions` (the built-in endpoint's stream), `amqp` (the
+//! consumer side), `faults`, `stats`, `state_dir` (the files kept across starts).
+//! They are private; the root re-exports what the binary, the tests and the other crates use.
 
 mod admin;
-pub mod amqp;
-pub mod dps;
-pub mod faults;
+mod amqp;
+mod dps;
+mod faults;
 mod hub;
-pub mod mqtt;
+mod mqtt;
 mod mqtt_codec;
-pub mod partitions;
-pub mod registry;
-pub mod sas;
+mod partitions;
+mod registry;
+mod sas;
 mod sim;
-pub mod state_dir;
-pub mod stats;
-pub mod tls;
+mod state_dir;
+mod stats;
+mod tls;
 
 pub use amqp::entra::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
+pub use dps::enrollment::{Enrollments, derive_device_key};
+pub use dps::{Allocation, EnrollmentId};
 pub use faults::FaultSettings;
-pub use hub::twin;
+use hub::twin;
+pub use partitions::disk::DEFAULT_SEGMENT_BYTES;
+pub use partitions::{AuthMethod, DataDir, Event, Incoming, MessageSource, Retention, stable_hash};
+pub use registry::Registry;
+pub use sas::{SasToken, make_token, new_key, now_secs};
 pub use sim::{HubConfig, HubError, HubSim};
+pub use state_dir::{device_connection_string, ensure_dir};
 pub use stats::Stats;
+pub use tls::{Ca, thumbprint};
 pub use twin::events::Route;
 pub use twin::methods::{MethodError, MethodResponse, MethodTimeouts};
 pub use twin::store::TwinError;

@@ -4,11 +4,10 @@
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use hub_sim::dps::EnrollmentId;
-use hub_sim::dps::enrollment::Enrollments;
-use hub_sim::partitions::{DataDir, Retention};
-use hub_sim::registry::Registry;
-use hub_sim::{HubConfig, HubSim, state_dir as state};
+use hub_sim::{
+    DataDir, EnrollmentId, Enrollments, HubConfig, HubSim, Registry, Retention,
+    device_connection_string, ensure_dir,
+};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -134,7 +133,7 @@ struct RunArgs {
     data_dir: Option<PathBuf>,
     /// With --data-dir: the size at which a partition's log starts a new segment file
     /// (retention deletes whole segments).
-    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::partitions::disk::DEFAULT_SEGMENT_BYTES)]
+    #[arg(long, env = "HUB_SIM_SEGMENT_BYTES", default_value_t = hub_sim::DEFAULT_SEGMENT_BYTES)]
     segment_bytes: u64,
     /// Devices to register at start (listed with their connection strings in devices.txt).
     #[arg(long, env = "HUB_SIM_DEVICES", default_value_t = 0)]
@@ -168,7 +167,7 @@ fn device_add(state_dir: &Path, id: &str, thumbprint: Option<&str>) -> anyhow::R
         None => {
             let key = registry.add_sas(id)?;
             let host = host_of(state_dir)?;
-            println!("{}", state::device_connection_string(&host, id, &key));
+            println!("{}", device_connection_string(&host, id, &key));
         }
     }
     Ok(())
@@ -180,7 +179,7 @@ fn enrollment_add(
     x509_ca: Option<&Path>,
     disabled: bool,
 ) -> anyhow::Result<()> {
-    state::ensure_dir(state_dir)?;
+    ensure_dir(state_dir)?;
     let enrollments = Enrollments::open(&state_dir.join("enrollments.json"))?;
     match x509_ca {
         Some(path) => {

@@ -79,6 +79,7 @@ impl Registry {
     }
 
     /// A registry in memory only.
+    #[cfg(test)]
     pub fn in_memory() -> Registry {
         Registry::default()
     }
@@ -175,11 +176,13 @@ impl Registry {
     }
 
     /// The number of registered devices.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.devices.read().len()
     }
 
     /// Whether no device is registered.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.devices.read().is_empty()
     }

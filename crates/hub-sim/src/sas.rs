@@ -29,12 +29,6 @@ pub enum SasError {
     /// The expiry has passed.
     #[error("token expired at {0}")]
     Expired(u64),
-    /// The token names another resource.
-    #[error("token is for `{0}`")]
-    WrongResource(String),
-    /// The token names another policy.
-    #[error("token names policy `{0}`")]
-    WrongPolicy(String),
     /// The signature does not match the key.
     #[error("signature does not match")]
     BadSignature,

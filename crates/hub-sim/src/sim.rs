@@ -97,10 +97,10 @@ pub struct HubConfig {
     pub devices: usize,
     /// Prefix of those devices' ids.
     pub device_prefix: String,
-    /// The provisioning service ([`crate::dps`]).
+    /// The provisioning service (`src/dps/`).
     pub dps: DpsConfig,
     /// The built-in endpoint plays an Event Hubs namespace that takes Entra ID tokens
-    /// ([`crate::amqp::entra`]); `None`: shared access signatures only, as IoT Hub's.
+    /// (`src/amqp/entra.rs`); `None`: shared access signatures only, as IoT Hub's.
     pub entra: Option<EntraTrust>,
     /// Holds the answer to a client's detach of a `$cbs` or `$management` link for 100 ms,
     /// for clients on fe2o3-amqp 0.16 without the fix the workspace carries
@@ -108,7 +108,7 @@ pub struct HubConfig {
     /// the answer arrives after the link was dropped. Off by default: Event Hubs answers at
     /// once.
     pub unattached_handle_workaround: bool,
-    /// Routes of non-telemetry events to the built-in endpoint ([`crate::hub::twin::events`]);
+    /// Routes of non-telemetry events to the built-in endpoint (`src/hub/twin/events.rs`);
     /// none by default, as an IoT hub without such routes.
     pub routes: Vec<Route>,
 }
@@ -502,7 +502,7 @@ impl HubSim {
     }
 
     /// Enrolls a symmetric-key group (or finds it) and returns its primary key, from which
-    /// each member's key is derived ([`crate::dps::enrollment::derive_device_key`]).
+    /// each member's key is derived ([`crate::derive_device_key`]).
     pub fn add_symmetric_key_group(&self, name: &str) -> Result<String, HubError> {
         Ok(self
             .dps

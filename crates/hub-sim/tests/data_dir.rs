@@ -6,7 +6,7 @@ mod common;
 
 use common::device::device_options;
 use common::readers::{sdk_consumer, sdk_consumer_at, sdk_read, sdk_read_while};
-use hub_sim::partitions::{DataDir, Event, Incoming, Retention, stable_hash};
+use hub_sim::{DataDir, Event, Incoming, Retention, stable_hash};
 use hub_sim::{HubConfig, HubSim};
 use rumqttc::{AsyncClient, Packet, QoS};
 use std::collections::HashMap;

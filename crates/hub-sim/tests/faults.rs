@@ -7,7 +7,7 @@ use common::{TestHub, run_script};
 use fe2o3_amqp::types::definitions::SenderSettleMode;
 use fe2o3_amqp::types::messaging::Body;
 use fe2o3_amqp::types::primitives::Value;
-use hub_sim::partitions::Incoming;
+use hub_sim::Incoming;
 use std::time::Duration;
 use test_harness::eventually;
 

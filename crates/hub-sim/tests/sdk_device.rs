@@ -3,7 +3,7 @@
 mod common;
 
 use common::{TestHub, run_script};
-use hub_sim::partitions::Event;
+use hub_sim::Event;
 use std::sync::Arc;
 
 fn all_events(hub: &TestHub) -> Vec<Arc<Event>> {
@@ -99,7 +99,7 @@ async fn a_wrong_key_is_refused() {
     let hub = TestHub::start(1).await;
     let good = hub.device_strings().remove(0);
     let key_at = good.find("SharedAccessKey=").unwrap() + "SharedAccessKey=".len();
-    let wrong = format!("{}{}", &good[..key_at], hub_sim::sas::new_key());
+    let wrong = format!("{}{}", &good[..key_at], hub_sim::new_key());
     let env = vec![
         ("HUB_SIM_PORT", hub.hub.mqtt_addr().port().to_string()),
         ("HUB_SIM_CA", hub.ca_path()),
@@ -136,7 +136,7 @@ async fn an_x509_device_is_known_by_its_certificate_thumbprint() {
     let issued = hub.hub.ca().issue(&["cam-1".into()], "cam-1").unwrap();
     let stranger = hub.hub.ca().issue(&["cam-1".into()], "cam-1").unwrap();
     hub.hub
-        .add_x509_device("cam-1", &hub_sim::tls::thumbprint(&issued.cert))
+        .add_x509_device("cam-1", &hub_sim::thumbprint(&issued.cert))
         .unwrap();
     let write = |name: &str, text: &str| {
         let path = hub.dir.path().join(name);
@@ -164,10 +164,7 @@ async fn an_x509_device_is_known_by_its_certificate_thumbprint() {
     assert!(ok, "{outcome}");
     let events = all_events(&hub);
     assert_eq!(events.len(), 3);
-    assert_eq!(
-        events[0].message.auth,
-        hub_sim::partitions::AuthMethod::X509
-    );
+    assert_eq!(events[0].message.auth, hub_sim::AuthMethod::X509);
 
     let unknown = env("stranger", &stranger.cert_pem, &stranger.key_pem);
     let (outcome, ok) = run_script("device", "device.py", &["refused".into()], &unknown).await;

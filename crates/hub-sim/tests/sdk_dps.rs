@@ -5,9 +5,9 @@
 mod common;
 
 use common::{TestHub, run_script};
-use hub_sim::dps::EnrollmentId;
-use hub_sim::partitions::Event;
-use hub_sim::tls::Ca;
+use hub_sim::Ca;
+use hub_sim::EnrollmentId;
+use hub_sim::Event;
 use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
@@ -172,10 +172,7 @@ async fn an_x509_group_member_presenting_its_chain_registers_and_sends() {
         let events = all_events(&hub);
         assert_eq!(events.len(), 2);
         assert!(events.iter().all(|e| &*e.message.device_id == "cam-7"));
-        assert_eq!(
-            events[0].message.auth,
-            hub_sim::partitions::AuthMethod::X509
-        );
+        assert_eq!(events[0].message.auth, hub_sim::AuthMethod::X509);
     })
     .await;
 }
@@ -185,8 +182,8 @@ async fn a_wrong_derived_key_a_disabled_group_and_an_unknown_chain_are_refused()
     bounded(async {
         let hub = hub().await;
         let group_key = hub.hub.add_symmetric_key_group("fleet").unwrap();
-        let other_group = hub_sim::sas::new_key();
-        let wrong = hub_sim::dps::enrollment::derive_device_key(&other_group, "drone-9").unwrap();
+        let other_group = hub_sim::new_key();
+        let wrong = hub_sim::derive_device_key(&other_group, "drone-9").unwrap();
         let mut env = provisioning_env(&hub, "drone-9");
         env.push(("HUB_SIM_GROUP_KEY", group_key));
         let mut wrong_env = env.clone();

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TestHub, run_script};
-use hub_sim::partitions::Incoming;
+use hub_sim::Incoming;
 use serde_json::Value;
 
 fn eventhub_env(hub: &TestHub) -> Vec<(&'static str, String)> {
@@ -158,7 +158,7 @@ async fn a_wrong_policy_key_is_refused() {
     let hub = TestHub::start(0).await;
     let good = hub.file("eventhub-connection-string");
     let key = &hub.hub.policy_keys().service;
-    let wrong = good.replace(key.as_str(), &hub_sim::sas::new_key());
+    let wrong = good.replace(key.as_str(), &hub_sim::new_key());
     let env = vec![("HUB_SIM_EVENTHUB", wrong)];
     let (outcome, ok) = run_script("eventhub", "eventhub.py", &["refused".into()], &env).await;
     assert!(ok, "{outcome}");
@@ -208,7 +208,7 @@ async fn the_eventhub_sdk_reads_over_tls_trusting_the_hubs_ca_and_refuses_anothe
 
     // A client that trusts another CA refuses the hub's certificate.
     let other = tempfile::tempdir().unwrap();
-    let other_ca = hub_sim::tls::Ca::load_or_create(other.path()).unwrap();
+    let other_ca = hub_sim::Ca::load_or_create(other.path()).unwrap();
     assert_ne!(other_ca.cert_pem, hub.hub.ca_pem());
     let env = vec![
         ("HUB_SIM_EVENTHUB", cs),

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use common::{TestHub, run_script};
 use entra_sim::{App, EntraSim};
-use hub_sim::partitions::Incoming;
+use hub_sim::Incoming;
 use hub_sim::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@ mod common;
 
 use common::readers::{Fe2o3Reader, fe2o3_read, sdk_consumer, sdk_read};
 use fe2o3_amqp::types::definitions::SenderSettleMode;
-use hub_sim::partitions::Incoming;
+use hub_sim::Incoming;
 use std::sync::Arc;
 
 fn fill(hub: &hub_sim::HubSim, partitions: usize, per_partition: usize) {

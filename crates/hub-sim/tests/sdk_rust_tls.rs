@@ -6,13 +6,13 @@
 mod common;
 
 use common::readers::{sdk_consumer_at, sdk_read};
-use hub_sim::partitions::Incoming;
+use hub_sim::Incoming;
 
 #[test]
 fn the_rust_sdk_reads_over_tls_trusting_the_hubs_ca_through_ssl_cert_file() {
     let state = tempfile::tempdir().unwrap();
     // The CA the hub will load from its state directory.
-    hub_sim::tls::Ca::load_or_create(state.path()).unwrap();
+    hub_sim::Ca::load_or_create(state.path()).unwrap();
     // SAFETY: no other thread runs yet in this test binary (one test, no runtime started).
     unsafe { std::env::set_var("SSL_CERT_FILE", state.path().join("ca.pem")) };
     let rt = tokio::runtime::Builder::new_multi_thread()

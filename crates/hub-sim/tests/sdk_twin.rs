@@ -217,7 +217,7 @@ async fn a_method_for_a_device_not_connected_is_404_an_unknown_device_404_and_a_
     let wrong = format!(
         "{}SharedAccessKey={}",
         &hub.hub.service_connection_string()[..key_at],
-        hub_sim::sas::new_key()
+        hub_sim::new_key()
     );
     let refused = service_as(&hub.hub, &ca, &wrong, &["get", "drone-0"]).await;
     assert_eq!(refused["http_status"], 401, "{refused}");

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
-use edge_agent::provision::FleetCa;
+use edge_agent::FleetCa;
 
 /// Issue per-drone certificates (common name = registration id) from the fleet's
 /// intermediate CA, for X.509 attestation with DPS.

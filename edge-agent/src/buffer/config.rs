@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// The store-and-forward buffer (see [`crate::buffer`] for the on-disk format).
+/// The store-and-forward buffer (`src/buffer/mod.rs` describes the on-disk format).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferConfig {
     /// The directory of segment files (`BUFFER_DIR`).

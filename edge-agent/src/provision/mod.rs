@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use settings::Secret;
 use sha2::Sha256;
 
-pub use certs::{CertError, DroneCertificate, FleetCa};
+pub use certs::FleetCa;
 pub use register::{MAX_RETRY_AFTER, RegisterError, register};
 
 /// The public DPS endpoint.

@@ -43,7 +43,7 @@ const DPS_RETRY_AFTER: Duration = Duration::from_millis(100);
 pub(super) enum Transport {
     /// The local IoT Hub, and the settings of each drone registered through its
     /// provisioning service.
-    Hub(Box<HubSim>, HashMap<String, edge_agent::config::Settings>),
+    Hub(Box<HubSim>, HashMap<String, edge_agent::Settings>),
     /// The MQTT broker, and the subscriber that records what the drones published.
     Mqtt(Broker, Option<Observer>),
 }
@@ -141,15 +141,15 @@ impl Transport {
         let group_key = hub
             .add_symmetric_key_group(ENROLLMENT_GROUP)
             .map_err(|e| DemoError::Hub(e.to_string()))?;
-        let group = edge_agent::config::Settings {
+        let group = edge_agent::Settings {
             dps_id_scope: Some(hub.id_scope().to_owned()),
             dps_endpoint: Some(format!("{}:{}", hub.config().host, hub.dps_addr().port())),
-            dps_group_key: Some(edge_agent::config::Secret::new(group_key)),
+            dps_group_key: Some(edge_agent::Secret::new(group_key)),
             // A demo: every simulated drone derives its key from the group's.
             dps_group_key_on_device: Some(true),
             dps_allowed_hub_suffix: Some(hub.config().host.clone()),
             iothub_ca_file: Some(hub.config().state_dir.join("ca.pem")),
-            ..edge_agent::config::Settings::default()
+            ..edge_agent::Settings::default()
         };
         let settings = onboard::register_fleet(&group, devices, registrations).await;
         for (device, settings) in devices.iter().zip(settings) {
@@ -177,7 +177,7 @@ impl Transport {
                 let Some(settings) = provisioned.get(device) else {
                     return Ok(None);
                 };
-                let settings = edge_agent::config::Settings {
+                let settings = edge_agent::Settings {
                     iothub_port: Some(hub.mqtt_addr().port()),
                     position_source: Some("sim".into()),
                     buffer_dir: Some(buffer.to_owned()),

@@ -107,14 +107,6 @@ pub struct Book {
 }
 
 impl Book {
-    /// The enrollment `id` names.
-    pub fn get(&self, id: &EnrollmentId) -> Option<&Enrollment> {
-        match id {
-            EnrollmentId::Group(name) => self.groups.get(name),
-            EnrollmentId::Individual(name) => self.individual.get(name),
-        }
-    }
-
     fn get_mut(&mut self, id: &EnrollmentId) -> Option<&mut Enrollment> {
         match id {
             EnrollmentId::Group(name) => self.groups.get_mut(name),
@@ -169,6 +161,7 @@ impl Enrollments {
     }
 
     /// Enrollments in memory only.
+    #[cfg(test)]
     pub fn in_memory() -> Enrollments {
         Enrollments::default()
     }

@@ -27,7 +27,7 @@ pub(crate) mod service;
 pub(crate) mod session;
 
 pub use allocation::Allocation;
-pub use enrollment::{Attestation, EnrollmentError, EnrollmentId};
+pub use enrollment::{Attestation, EnrollmentId};
 pub use service::{DpsError, Registration};
 
 use std::time::Duration;

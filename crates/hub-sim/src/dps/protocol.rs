@@ -9,8 +9,6 @@
 
 use std::time::SystemTime;
 
-/// The API version devices name in their user name.
-pub const API_VERSION: &str = "2019-03-31";
 /// The topic filter devices subscribe to for answers.
 pub const RESPONSE_FILTER: &str = "$dps/registrations/res/#";
 const REGISTER: &str = "$dps/registrations/PUT/iotdps-register/";

@@ -9,5 +9,3 @@ pub(crate) mod https;
 pub(crate) mod listener;
 pub(crate) mod session;
 pub mod topic;
-
-pub use crate::mqtt_codec::MAX_PAYLOAD;

@@ -388,6 +388,7 @@ impl SegmentLog {
     }
 
     /// The segment files now, oldest first.
+    #[cfg(test)]
     pub fn segments(&self) -> impl Iterator<Item = &Path> {
         self.segments.iter().map(|(_, p)| p.as_path())
     }

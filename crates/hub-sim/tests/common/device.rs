@@ -2,7 +2,7 @@
 //! TLS trusting the hub's CA, as the edge agent connects. Shared by the tests and the MQTT
 //! throughput bench.
 
-use hub_sim::sas::{make_token, now_secs};
+use hub_sim::{make_token, now_secs};
 use rumqttc::{MqttOptions, TlsConfiguration, Transport};
 use std::time::Duration;
 

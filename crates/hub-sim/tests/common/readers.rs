@@ -123,10 +123,10 @@ impl Fe2o3Reader {
             .await
             .expect("$cbs attaches");
         let audience = format!("sb://localhost/{}", hub.config().hub_name);
-        let token = hub_sim::sas::make_token(
+        let token = hub_sim::make_token(
             &audience,
             hub.policy_keys().service.as_bytes(),
-            hub_sim::sas::now_secs() + lifetime.as_secs(),
+            hub_sim::now_secs() + lifetime.as_secs(),
             Some("service"),
         );
         cbs.put_token(

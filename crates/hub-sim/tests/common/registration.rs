@@ -3,7 +3,7 @@
 //! not 202. For tests that need many registrations fast; Microsoft's SDK is held to the
 //! service in sdk_dps.rs.
 
-use hub_sim::sas::{make_token, now_secs};
+use hub_sim::{make_token, now_secs};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
 use serde_json::{Value, json};
 use std::net::SocketAddr;

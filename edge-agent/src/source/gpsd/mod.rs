@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use super::{Fix, FixSink, FixTime, SourceError};
 
 mod address;
-pub use address::{AddressError, GPSD_PORT, GpsdAddress};
+pub use address::{AddressError, GpsdAddress};
 
 /// The longest report line accepted (gpsd's own limit is about 10 KB).
 const MAX_LINE: usize = 64 * 1024;

@@ -33,7 +33,7 @@ use mavlink::{MavHeader, MavlinkVersion};
 pub use address::MavlinkAddress;
 use frames::{Decoded, Decoder};
 use link::Link;
-pub use signing::{KeyError, SigningKey};
+pub use signing::SigningKey;
 use signing::{Refused, Signing};
 use vehicle::{Chosen, Outcome, Vehicle};
 
