@@ -4,7 +4,7 @@
 //! - `api`: the read API and the live map, served in-process while the demo runs.
 //! - `broker`: the embedded MQTT broker (or Mosquitto) the drones publish to with `--hub mqtt`.
 //! - `demo`: the demo orchestration (local IoT Hub, writer replicas, drones, the
-//!   scenarios); `report`: its final report.
+//!   scenarios, the alerts); `report`: its final report.
 //! - `loadgen`: N drones at a rate against any MQTT broker, bounded in count and time.
 //! - `onboard`: a simulated fleet registering through DPS, as the edge agent does.
 //! - `plan`: what to provision for a fleet and what it costs a month.
@@ -28,14 +28,15 @@ mod writer_metrics;
 
 pub use broker::{Broker, BrokerKind};
 pub use demo::{
-    BALANCING_INTERVAL, CONTAINER, DATABASE, DEVICE_KEY, DemoConfig, HubKind, Indexing, Output,
-    Scenario, device_id, run as run_demo, switched, wait_until_subscribed, writer_config,
+    AlertsConfig, BALANCING_INTERVAL, CONTAINER, DATABASE, DEVICE_KEY, DemoConfig, HubKind,
+    Indexing, Output, Scenario, device_id, run as run_demo, switched, wait_until_subscribed,
+    writer_config,
 };
 pub use loadgen::{LoadgenConfig, Target, run as run_loadgen};
 pub use plan::history::DEFAULT_HOLD as DEFAULT_HISTORY_HOLD;
 pub use plan::prices::SHIPPED as SHIPPED_PRICES;
 pub use plan::{ControlPlane, Fleet, History, Limits, Prices, TIERS, plan, text as plan_text};
 pub use prom::{Scrape, bucket_delta, quantile};
-pub use report::{CostComparison, DemoReport};
+pub use report::{AlertReport, CostComparison, DemoReport, ReceivedAlert};
 pub use view::ReplicaState;
 pub use writer_metrics::{WriterFigures, WriterScraper};

@@ -150,6 +150,16 @@ struct DemoArgs {
     /// `7d`; the report sets its RU and bytes per drone-hour beside the plan's.
     #[arg(long, value_parser = parse_duration)]
     history: Option<Duration>,
+    /// Run the alerter too: a fence across the fleet's area and a silent-drone rule, a few
+    /// drones' agents killed mid-flight, the alerts taken by a local webhook receiver.
+    #[arg(long)]
+    alerts: bool,
+    /// With `--alerts`: how many drones' agents are killed (the last of the fleet).
+    #[arg(long, default_value_t = 3, requires = "alerts")]
+    alerts_kill: usize,
+    /// With `--alerts`: the silent rule's silentAfter, flight time (e.g. `60s`).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, requires = "alerts")]
+    alerts_silent_after: Duration,
     /// Physical partitions of the container.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
@@ -384,6 +394,10 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         min_write_interval: args.min_write_interval,
         indexing: args.indexing_policy,
         history: args.history,
+        alerts: args.alerts.then(|| fleet::AlertsConfig {
+            kill: args.alerts_kill,
+            silent_after: args.alerts_silent_after,
+        }),
         partitions: args.partitions,
         ru_per_sec: args.ru_per_sec,
         latency: Duration::from_millis(args.latency_ms),

@@ -1,8 +1,9 @@
 //! A short, small demo end to end: real agents onboarded through the local IoT Hub's DPS,
 //! the hub (SAS over TLS) and two real writer replicas on its Event Hubs endpoint (or, with `--hub mqtt`, the embedded
 //! broker and one writer), and the local endpoint; the report's figures, every drone's
-//! document and the spatial query are checked, a killed replica's partitions move, and
-//! the cost per drone it measures is what `fleet plan` predicts.
+//! document and the spatial query are checked, a killed replica's partitions move, the
+//! alerts reach a webhook once each, and the cost per drone it measures is what `fleet plan`
+//! predicts.
 
 use std::time::Duration;
 
@@ -184,6 +185,75 @@ async fn a_killed_replicas_partitions_move_to_the_other_and_nothing_is_lost() {
             "{text}"
         );
     }
+}
+
+/// With `--alerts`: the alerter judges the fleet by a fence across its area and a silent
+/// rule; three drones' agents are killed mid-flight. The webhook receiver takes crossings,
+/// one silent alert per killed drone and none for the drones still flying, each id with
+/// one content; the report says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alerts_reach_the_webhook_once_each_a_silent_one_per_killed_drone() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // Killed at a quarter of 12 s; silent after a minute of flight, 6 s at 10x.
+    let config = DemoConfig {
+        duration: Duration::from_secs(12),
+        alerts: Some(fleet::AlertsConfig::default()),
+        ..small(Scenario::Bulk)
+    };
+    let report = fleet::run_demo(config, CancellationToken::new())
+        .await
+        .unwrap();
+    let text = report.render();
+    eprintln!("{text}");
+    let alerts = report.alerts.as_ref().expect("the alerts ran");
+    assert!(alerts.alerter_error.is_none(), "{text}");
+    assert_eq!(
+        alerts.refused, 0,
+        "every delivery signed and structured: {text}"
+    );
+    assert!(
+        alerts.count("enter") + alerts.count("leave") >= 1,
+        "a fence crossing: {text}"
+    );
+    assert_eq!(
+        alerts.killed,
+        ["drone-00039", "drone-00038", "drone-00037"],
+        "{text}"
+    );
+    assert!(alerts.every_killed_silent_once(), "{text}");
+    assert!(alerts.silent_live.is_empty(), "{text}");
+    assert_eq!(alerts.count("silent"), 3, "{text}");
+    assert!(alerts.conflicting.is_empty(), "one content per id: {text}");
+    for alert in &alerts.alerts {
+        assert!(
+            ["fleet-band", "silent"].contains(&alert.rule.as_str()),
+            "{text}"
+        );
+    }
+    // The report's lines: the rules, the kill, the counts by rule, the silent drones, and
+    // each id once (or its repeats, with the same content, apart).
+    for line in [
+        "alerts: fence fleet-band (a band 600 m by 8.0 km across the area",
+        "agents killed at ",
+        "(signature checked): ",
+        "  rule fleet-band: ",
+        "  rule silent: silent 3\n",
+        "silent: 3 of 3 killed drones alerted once each; 0 drones still flying alerted\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    assert_eq!(
+        text.contains("every alert id arrived once"),
+        alerts.repeated.is_empty(),
+        "{text}"
+    );
+    assert_eq!(
+        text.contains("arrived more than once, with the same content"),
+        !alerts.repeated.is_empty(),
+        "{text}"
+    );
+    // The killed drones' documents hold the last positions they published.
+    assert_every_drone_newest(&report);
 }
 
 /// The figures every bulk run shows, whatever the topology.

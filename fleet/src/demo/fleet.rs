@@ -30,6 +30,16 @@ impl Fleet {
             .sum()
     }
 
+    /// Kills the agents of `devices` as a process kill would: their tasks are aborted
+    /// mid-flight, nothing flushed, their connections cut.
+    pub(super) fn kill(&mut self, devices: &[String]) {
+        for (handle, task) in self.handles.iter().zip(&self.tasks) {
+            if devices.contains(&handle.status().device_id) {
+                task.abort();
+            }
+        }
+    }
+
     /// Waits for every agent to stop (after the stop token was cancelled); returns the
     /// positions the broker acknowledged.
     pub(super) async fn stop(mut self) -> u64 {

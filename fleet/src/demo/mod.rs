@@ -35,10 +35,14 @@
 //!   or released); its partitions move to the other once its ownerships expire, and the
 //!   report says how long that took and that nothing was lost.
 //!
+//! With [`DemoConfig::alerts`] the alerter runs too, a few drones' agents are killed, and
+//! the report lists the alerts a local webhook receiver took (`alerts/`).
+//!
 //! Time: drones fly `speedup` times faster than real time and report every
 //! `5 s / speedup`, so a minute shows minutes of flight. The staleness cutoff (5 minutes of
 //! flight time) is scaled the same way, so that falling behind shows within the run.
 
+mod alerts;
 mod cost;
 mod fleet;
 mod history;
@@ -64,6 +68,8 @@ use crate::broker::BrokerKind;
 use crate::report::{DemoReport, ReplicaTotals};
 use crate::view::Painter;
 
+use alerts::Alerts;
+pub use alerts::AlertsConfig;
 pub use fleet::device_id;
 use fleet::{onboard_fleet, start_fleet};
 use kill::Kill;
@@ -154,6 +160,8 @@ pub struct DemoConfig {
     /// The writers keep every position's history for this long (`HISTORY`, `HISTORY_TTL`);
     /// `None`: no history.
     pub history: Option<Duration>,
+    /// The alerter, a fence, a silent rule and drones killed mid-flight; `None`: no alerts.
+    pub alerts: Option<AlertsConfig>,
 }
 
 /// The indexing policy of the demo's container.
@@ -205,6 +213,7 @@ impl Default for DemoConfig {
             min_write_interval: None,
             indexing: Indexing::Project,
             history: None,
+            alerts: None,
         }
     }
 }
@@ -274,6 +283,9 @@ impl DemoConfig {
         if self.min_write_interval.is_some_and(|m| m >= CUTOFF) {
             return bad("--min-write-interval must be shorter than the cutoff (5m), e.g. 30s");
         }
+        if let Some(alerts) = &self.alerts {
+            alerts.check(self).map_err(DemoError::Config)?;
+        }
         if self.ownership_expiry < BALANCING_INTERVAL * 2 {
             return bad("--ownership-expiry must be at least twice the balancing interval (2 s)");
         }
@@ -324,6 +336,9 @@ pub enum DemoError {
     /// A file or directory could not be made.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The alerts part could not be set up.
+    #[error("the alerts: {0}")]
+    Alerts(String),
     /// The history documents could not be read back.
     #[error("reading the history back: {0}")]
     History(cosmos::CosmosError),
@@ -395,6 +410,10 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         Err(other) => return Err(other),
     };
 
+    let mut alerts = match &config.alerts {
+        Some(a) => Some(Alerts::start(&config, a, &sim, work.path()).await?),
+        None => None,
+    };
     report.registration = onboard_fleet(&config, &mut transport).await?;
     if let Some(onboarding) = report
         .registration
@@ -405,7 +424,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     }
     transport.observe().await;
     let fleet_stop = CancellationToken::new();
-    let fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
+    let mut fleet = start_fleet(&config, &transport, work.path(), &fleet_stop)?;
     let mut remote = match transport.hub() {
         Some(hub) => Some(Remote::new(&config, hub)?),
         None => None,
@@ -425,6 +444,9 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
     tokio::pin!(deadline);
     let switch_at = tokio::time::sleep_until((started + config.duration / 3).into());
     tokio::pin!(switch_at);
+    let kill_drones_at = started + alerts.as_ref().map_or(config.duration, Alerts::kill_at);
+    let kill_drones = tokio::time::sleep_until(kill_drones_at.into());
+    tokio::pin!(kill_drones);
     loop {
         tokio::select! {
             () = &mut switch_at, if remote.as_ref().is_some_and(Remote::pending) => {
@@ -445,9 +467,18 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
                     kill.watch(&mut replicas, started);
                 }
             }
+            () = &mut kill_drones, if alerts.as_ref().is_some_and(Alerts::kill_pending) => {
+                if let Some(alerts) = &mut alerts {
+                    alerts.kill(&mut fleet, started.elapsed());
+                }
+            }
             () = &mut deadline => break,
             () = shutdown.cancelled() => break,
         }
+    }
+    if let Some(alerts) = alerts {
+        // Before the fleet stops: its stopped agents would all turn silent.
+        report.alerts = Some(alerts.finish(&shutdown).await);
     }
     report.wall_secs = started.elapsed().as_secs_f64();
     let flight_end = std::time::SystemTime::now();

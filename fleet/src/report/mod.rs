@@ -8,9 +8,11 @@ use std::fmt::Write as _;
 use cloud_writer::DropReason;
 use serde::Serialize;
 
+mod alerts;
 mod cost;
 
 pub use crate::remote_config::RemoteConfig;
+pub use alerts::{AlertReport, ReceivedAlert};
 pub use cost::{CostComparison, HistoryCost, HistoryPerDrone, PerDroneCost};
 
 use crate::onboard::Onboarding;
@@ -85,6 +87,8 @@ pub struct DemoReport {
     pub cost: Option<CostComparison>,
     /// On the hub: the drones whose report interval was set through their twins.
     pub remote_config: Option<RemoteConfig>,
+    /// With `--alerts`: what the alerter delivered to the demo's webhook receiver.
+    pub alerts: Option<AlertReport>,
 }
 
 /// One writer replica's part.
@@ -401,6 +405,9 @@ impl DemoReport {
         }
         if let Some(remote) = &self.remote_config {
             remote.render(&mut s);
+        }
+        if let Some(alerts) = &self.alerts {
+            alerts.render(&mut s);
         }
         if let Some(q) = &self.query {
             let _ = writeln!(
