@@ -8,8 +8,9 @@
 //!   it, and fleet-api's `/api/alerts` lists the alerts).
 //! - The rules file, in the run's temporary directory: the geofence rule (a margin) and the
 //!   silent rule (`silentAfter` in flight time, scaled to wall time like the cutoff).
-//! - The alerter: the `alerter` program's own `run`, in this process, as the writers run,
-//!   with short lease and sweep intervals, from the feed's beginning.
+//! - The alerter: the `alerter` program's own `run`, in this process on a runtime of its
+//!   own, as the writers run, with short lease and sweep intervals, from the feed's
+//!   beginning.
 //! - The kill: at a quarter of the flight the last drones' agents are aborted as a process
 //!   kill would stop them (their tasks dropped mid-flight: nothing flushed, connections
 //!   cut). They are the last of the fleet, so that the drones the hub's twins retune (the
@@ -101,6 +102,7 @@ impl AlertsConfig {
 /// The alerter, the receiver and the kill, while the fleet flies.
 pub(super) struct Alerts {
     receiver: Receiver,
+    runtime: tokio::runtime::Runtime,
     alerter: tokio::task::JoinHandle<anyhow::Result<()>>,
     stop: CancellationToken,
     killed: Vec<String>,
@@ -144,8 +146,8 @@ impl Alerts {
             alert_instance: Some("alerter-demo".to_owned()),
             alert_feed_start: Some(alerter::config::FeedStart::Beginning),
             alert_feed_poll: duration(Duration::from_millis(100)),
-            alert_lease_interval: duration(Duration::from_millis(500)),
-            alert_lease_expiry: duration(Duration::from_secs(3)),
+            alert_lease_interval: duration(Duration::from_secs(1)),
+            alert_lease_expiry: duration(Duration::from_secs(10)),
             alert_silent_sweep: duration(Duration::from_millis(250).min(silent_after / 4)),
             alert_retry_for: duration(Duration::from_secs(10)),
             alert_dead_letter_file: Some(work.join("alerts-dead-letter.jsonl")),
@@ -156,12 +158,20 @@ impl Alerts {
             .resolve()
             .map_err(|e| fail("the alerter's settings", &e))?;
         let stop = CancellationToken::new();
-        let alerter = tokio::spawn(alerter::run(resolved, stop.clone()));
+        // Its own runtime, as a process of its own: the fleet's load does not starve its
+        // lease renewals.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("alerter")
+            .enable_all()
+            .build()?;
+        let alerter = runtime.spawn(alerter::run(resolved, stop.clone()));
         let killed = (0..alerts.kill)
             .map(|i| device_id(config.drones - 1 - i))
             .collect();
         Ok(Alerts {
             receiver,
+            runtime,
             alerter,
             stop,
             killed,
@@ -211,6 +221,8 @@ impl Alerts {
             Ok(Err(e)) => Some(format!("{e:#}")),
             Err(e) => Some(e.to_string()),
         };
+        // A runtime cannot be dropped inside another one's task.
+        self.runtime.shutdown_background();
         let mut report = self.receiver.read(|r| summary(r, &self.killed));
         report.webhook = self.receiver.url().to_owned();
         report.fence = FENCE.to_owned();
