@@ -394,7 +394,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         min_write_interval: args.min_write_interval,
         indexing: args.indexing_policy,
         history: args.history,
-        alerts: args.alerts.then(|| fleet::AlertsConfig {
+        alerts: args.alerts.then_some(fleet::AlertsConfig {
             kill: args.alerts_kill,
             silent_after: args.alerts_silent_after,
         }),
