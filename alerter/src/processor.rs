@@ -59,19 +59,12 @@ pub async fn run(
                 continue;
             }
         };
-        // A lease under this name that no follower runs (a restart under a fixed
-        // ALERT_INSTANCE) is free for this instance.
-        let seen: Vec<Lease> = all
-            .into_iter()
-            .map(|mut l| {
-                if l.owner.as_deref() == Some(&shared.owner) && !held.contains_key(&l.id) {
-                    l.owner = None;
-                }
-                l
-            })
-            .collect();
+        let seen = as_seen(all, &shared.owner, |id| held.contains_key(id), now_ms());
         for id in balance(&seen, &shared.owner, now_ms(), expiry) {
-            let Some(lease) = seen.iter().find(|l| l.id == id) else {
+            let Some(lease) = seen
+                .iter()
+                .find(|l| l.id == id && !held.contains_key(&l.id))
+            else {
                 continue;
             };
             let mut claim = lease.clone();
@@ -105,4 +98,59 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The leases as this instance judges them: one under its name that no follower runs (a
+/// restart under a fixed `ALERT_INSTANCE`) is free; one its follower runs is held now,
+/// however late its last renewal landed (a busy runtime), so that the instance never takes
+/// its own lease again and starts a second follower that replays the range. The renewal
+/// check above is what gives up a lease that could not be renewed.
+fn as_seen(all: Vec<Lease>, me: &str, runs: impl Fn(&str) -> bool, now_ms: i64) -> Vec<Lease> {
+    all.into_iter()
+        .map(|mut l| {
+            if runs(&l.id) {
+                l.owner = Some(me.to_owned());
+                l.renewed_at_ms = l.renewed_at_ms.max(now_ms);
+            } else if l.owner.as_deref() == Some(me) {
+                l.owner = None;
+            }
+            l
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(id: &str, owner: Option<&str>, renewed_at_ms: i64) -> Lease {
+        Lease {
+            id: id.into(),
+            kind: "lease".into(),
+            range: id.into(),
+            owner: owner.map(str::to_string),
+            continuation: None,
+            renewed_at_ms,
+            etag: None,
+        }
+    }
+
+    #[test]
+    fn a_lease_whose_follower_runs_is_never_taken_again_however_late_its_renewal() {
+        let expiry = Duration::from_secs(3);
+        let now = 100_000;
+        // Renewed 10 s ago (a starved runtime): past the expiry.
+        let all = vec![lease("r0", Some("me"), now - 10_000)];
+        let seen = as_seen(all, "me", |id| id == "r0", now);
+        assert!(balance(&seen, "me", now, expiry).is_empty());
+    }
+
+    #[test]
+    fn a_lease_under_this_name_without_a_follower_is_free() {
+        let expiry = Duration::from_secs(3);
+        let now = 100_000;
+        let all = vec![lease("r0", Some("me"), now)];
+        let seen = as_seen(all, "me", |_| false, now);
+        assert_eq!(balance(&seen, "me", now, expiry), vec!["r0".to_string()]);
+    }
 }
