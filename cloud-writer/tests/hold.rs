@@ -175,7 +175,13 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     )
     .await;
     assert_eq!(counts.history_written, 20, "{counts:?}");
-    let segments = segment_points(&sim, "turned-stale").await;
+    let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
+    ))
+    .unwrap()
+    .container("telemetry", "turned-stale");
+    let segments = segment_points(&reader).await;
     assert_eq!(segments.len(), 20, "{segments:?}");
     writer.shutdown();
     writer.wait().await.unwrap();
@@ -272,7 +278,7 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
         |unacknowledged| *unacknowledged == 0,
     )
     .await;
-    let segments = segment_points(&sim, "segments-held").await;
+    let segments = segment_points(&container(&sim.endpoint(), "telemetry", "segments-held")).await;
     assert_eq!(segments.len(), DRONES, "{segments:?}");
     for (device, seqs) in &segments {
         assert_eq!(seqs, &(1..=PER_DRONE).collect::<Vec<_>>(), "{device}");
@@ -306,10 +312,9 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
 
 /// The points' `seq` of each drone's track segments in `container`, in order.
 async fn segment_points(
-    sim: &CosmosSim,
-    name: &str,
+    container: &cosmos::ContainerClient,
 ) -> std::collections::BTreeMap<String, Vec<u64>> {
-    let segments = container(&sim.endpoint(), "telemetry", name)
+    let segments = container
         .query(
             &cosmos::QueryRequest {
                 query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
