@@ -117,10 +117,10 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
     writer.wait().await.unwrap();
 }
 
-/// Positions held until they are older than STALE_AFTER are dropped as `stale_in_retry`,
-/// not `stale` (a late arrival), and counted. History keeps or counts each: a position the
-/// sink took before the hold is in its track segment, one that waited for the hold to open
-/// is counted in `history_dropped`.
+/// Positions held until they are older than STALE_AFTER are dropped from the latest
+/// document as `stale_in_retry`, not `stale` (a late arrival), and counted. History keeps
+/// every one: a position the sink took before the hold and one that waited for the hold to
+/// open are both in their track segments (staleness is the latest document's rule).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arrivals() {
     const STALE_AFTER: Duration = Duration::from_secs(10);
@@ -168,23 +168,171 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     assert_eq!(counts.dropped(DropReason::Stale), 0, "{counts:?}");
     assert_eq!(counts.written, 0, "{counts:?}");
     let counts = eventually(
-        "every position in a segment or counted",
+        "every position in a segment",
         Duration::from_secs(30),
         async || writer.counts(),
         |c| c.history_written + c.history_dropped == 20,
     )
     .await;
-    let text = writer.metrics().render();
-    let dropped = format!(
-        "cloud_writer_history_dropped_total{{reason=\"stale_in_retry\"}} {}",
-        counts.history_dropped
+    assert_eq!(counts.history_written, 20, "{counts:?}");
+    let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
+    ))
+    .unwrap()
+    .container("telemetry", "turned-stale");
+    let segments = segment_points(&reader).await;
+    assert_eq!(segments.len(), 20, "{segments:?}");
+    writer.shutdown();
+    writer.wait().await.unwrap();
+}
+
+/// Track segment writes refused by an outage (every request answered 503 once the latest
+/// documents are written and while the positions are held for their segments): the stream
+/// holds for `unavailable` as it does for the latest documents, nothing is acknowledged
+/// or dropped, and once the endpoint answers again every position lands in its segment.
+/// The segments' request units are counted under `kind="history"`, as much as the
+/// endpoint charged for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
+    const DRONES: usize = 20;
+    const PER_DRONE: u64 = 3;
+    const TOTAL: u64 = DRONES as u64 * PER_DRONE;
+    let broker = Mosquitto::start().unwrap();
+    let sim = sim().await;
+    let mut settings = settings(&sim.endpoint(), &broker.url(), "segments-held");
+    settings.history = Some(true);
+    // Long enough to refuse the writes before the segments fall due.
+    settings.history_hold = Some(DurationSetting(Duration::from_secs(15)));
+    let writer = start_writer(settings).await;
+    // Every position of a drone in one stretch (the segments' span is 5 minutes), so no
+    // segment falls due before the hold.
+    let now = Utc::now();
+    let stretch = now.timestamp_millis() / 300_000 * 300_000;
+    let first = (now.timestamp_millis() - 10_000).max(stretch);
+    let step = (now.timestamp_millis() - first) / PER_DRONE as i64;
+    let messages: Vec<Publish> = (1..=PER_DRONE)
+        .flat_map(|seq| {
+            let at =
+                chrono::DateTime::from_timestamp_millis(first + step * (seq as i64 - 1)).unwrap();
+            (0..DRONES).map(move |d| Publish {
+                device: device(d),
+                payload: wire(&device(d), seq, at, 1.0 + seq as f64 * 1e-3, 2.0),
+            })
+        })
+        .collect();
+    publish(broker.port(), "fleet-segments", &messages).await;
+    let latest = eventually(
+        "the latest documents to be written",
+        Duration::from_secs(30),
+        async || writer.counts(),
+        |c| c.written + c.dropped(DropReason::Superseded) == TOTAL && c.in_flight == 0,
+    )
+    .await;
+    assert_eq!(
+        latest.history_written, 0,
+        "held for their segments: {latest:?}"
     );
+
+    sim.set_error_rate_503(1.0);
+    eventually(
+        "the writer to hold the stream for the segments",
+        Duration::from_secs(120),
+        async || writer.metrics().blocked(),
+        |b| *b == Some(HoldReason::Unavailable),
+    )
+    .await;
+    // Held: no segment written, no message acknowledged, however often it probes.
+    let requests = sim.stats().requests;
+    eventually(
+        "the writer to probe again",
+        Duration::from_secs(20),
+        async || sim.stats().requests,
+        |r| *r >= requests + 2,
+    )
+    .await;
+    let held = writer.counts();
+    assert_eq!(held.history_written, 0, "{held:?}");
+    assert_eq!(held.history_dropped, 0, "{held:?}");
+    assert!(held.in_flight > 0, "{held:?}");
+    assert_eq!(
+        mqtt_acknowledgements(&writer).1,
+        TOTAL,
+        "acknowledged while held"
+    );
+
+    sim.set_error_rate_503(0.0);
+    let counts = eventually(
+        "every position in its segment",
+        Duration::from_secs(60),
+        async || writer.counts(),
+        |c| c.history_written == TOTAL && c.in_flight == 0,
+    )
+    .await;
+    assert_eq!(counts.history_dropped, 0, "{counts:?}");
+    assert_eq!(writer.metrics().blocked(), None);
+    eventually(
+        "every message acknowledged",
+        Duration::from_secs(30),
+        async || mqtt_acknowledgements(&writer).1,
+        |unacknowledged| *unacknowledged == 0,
+    )
+    .await;
+    let segments = segment_points(&container(&sim.endpoint(), "telemetry", "segments-held")).await;
+    assert_eq!(segments.len(), DRONES, "{segments:?}");
+    for (device, seqs) in &segments {
+        assert_eq!(seqs, &(1..=PER_DRONE).collect::<Vec<_>>(), "{device}");
+    }
+    // The segments' RU: counted by the writer as the endpoint charged them.
+    let text = writer.metrics().render();
+    let counted: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("cloud_writer_cosmos_request_units_total{")
+                && l.contains("kind=\"history\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let charged: f64 = sim
+        .stats()
+        .containers
+        .iter()
+        .filter(|c| c.container == "segments-held")
+        .flat_map(|c| &c.partitions)
+        .filter_map(|p| p.ru_by_kind.get("segment"))
+        .sum();
+    assert!(charged > 0.0, "{text}");
     assert!(
-        counts.history_dropped == 0 || text.contains(&dropped),
-        "{text}"
+        (counted - charged).abs() <= 0.01 * charged,
+        "the writer counted {counted} RU of segments, the endpoint charged {charged}: {text}"
     );
     writer.shutdown();
     writer.wait().await.unwrap();
+}
+
+/// The points' `seq` of each drone's track segments in `container`, in order.
+async fn segment_points(
+    container: &cosmos::ContainerClient,
+) -> std::collections::BTreeMap<String, Vec<u64>> {
+    let segments = container
+        .query(
+            &cosmos::QueryRequest {
+                query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
+                parameters: vec![],
+            },
+            cosmos::QueryScope::AllRanges,
+        )
+        .await
+        .unwrap();
+    let mut seqs = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    for doc in &segments.documents {
+        let device = doc["deviceId"].as_str().unwrap().to_owned();
+        let points = telemetry::document::stored_points(doc).unwrap();
+        seqs.entry(device)
+            .or_default()
+            .extend(points.iter().map(|p| p.seq));
+    }
+    seqs
 }
 
 /// SIGTERM (here: `shutdown`) while the stream is held stops at once, with an error that

@@ -25,7 +25,8 @@ pub mod names {
     pub const DROPPED: &str = "cloud_writer_messages_dropped_total";
     /// Counter with label `range`: requests throttled by Cosmos DB (429).
     pub const THROTTLED: &str = "cloud_writer_cosmos_throttled_total";
-    /// Counter with label `range`: request units consumed (the heat map).
+    /// Counter with labels `range` and `kind` (`latest`, `agent`, `history`): request units
+    /// consumed (the heat map; read summed over `kind`).
     pub const REQUEST_UNITS: &str = "cloud_writer_cosmos_request_units_total";
     /// Histogram, seconds: from the device time to the write's outcome. (With an MQTT
     /// source the "enqueued" time is the writer's own receipt, so only the device time
@@ -260,7 +261,8 @@ mod tests {
              cloud_writer_messages_dropped_total{reason=\"stale\"} 45\n\
              cloud_writer_messages_dropped_total{reason=\"invalid\"} 2\n\
              cloud_writer_cosmos_throttled_total 7\n\
-             cloud_writer_cosmos_request_units_total{range=\"0\"} 700.5\n\
+             cloud_writer_cosmos_request_units_total{range=\"0\",kind=\"latest\"} 600.5\n\
+             cloud_writer_cosmos_request_units_total{range=\"0\",kind=\"history\"} 100\n\
              cloud_writer_cosmos_request_units_total{range=\"1\"} 300\n\
              cloud_writer_lateness_device_to_written_seconds_bucket{le=\"1\"} 100\n\
              cloud_writer_lateness_device_to_written_seconds_bucket{le=\"+Inf\"} 300\n",

@@ -55,7 +55,7 @@ pub struct Metrics {
     lateness_enqueued: BucketHistogram,
     lateness_device: BucketHistogram,
     cosmos_ops: Family<Labels2, Counter>,
-    ru: Family<Label, Counter<f64, AtomicU64>>,
+    ru: Family<Labels2, Counter<f64, AtomicU64>>,
     throttled: Family<Label, Counter>,
     in_flight: Gauge,
     backlog: Gauge,
@@ -197,7 +197,7 @@ impl Metrics {
         );
         r.register(
             "cosmos_request_units",
-            "Request units consumed, by partition key range (the heat map)",
+            "Request units consumed, by partition key range (the heat map) and kind of document written",
             m.ru.clone(),
         );
         r.register(
@@ -378,11 +378,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Request units charged on partition key range `range`.
-    pub fn request_units(&self, range: &str, charge: f64) {
+    /// Request units charged on partition key range `range` for writing a document of
+    /// `kind` (`history`: track segments, their reads after a conflict included).
+    pub fn request_units(&self, range: &str, kind: DocumentKind, charge: f64) {
         if charge > 0.0 {
             remember(&self.ranges, range);
-            self.ru.get_or_create(&label("range", range)).inc_by(charge);
+            self.ru
+                .get_or_create(&[
+                    ("range", range.to_owned()),
+                    ("kind", kind.as_str().to_owned()),
+                ])
+                .inc_by(charge);
         }
     }
 

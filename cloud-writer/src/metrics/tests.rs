@@ -10,7 +10,7 @@ fn exposition_names_every_metric() {
     m.dropped(DropReason::Stale);
     m.invalid(telemetry::wire::InvalidReason::Json);
     m.cosmos_op(429, 3200);
-    m.request_units("0", 5.5);
+    m.request_units("0", DocumentKind::Latest, 5.5);
     m.set_throttled("0", 3);
     m.set_ack_lag("mqtt", 2);
     m.set_partition_owned("3", true);
@@ -28,7 +28,7 @@ fn exposition_names_every_metric() {
         "cloud_writer_messages_dropped_total{reason=\"spoofed\"} 0",
         "cloud_writer_messages_invalid_total{reason=\"json\"} 1",
         "cloud_writer_cosmos_operations_total{status=\"429\",substatus=\"3200\"} 1",
-        "cloud_writer_cosmos_request_units_total{range=\"0\"} 5.5",
+        "cloud_writer_cosmos_request_units_total{range=\"0\",kind=\"latest\"} 5.5",
         "cloud_writer_checkpoint_lag{partition=\"mqtt\"} 2",
         "cloud_writer_lateness_device_to_written_seconds_count 1",
         "cloud_writer_eventhubs_partition_owned{partition=\"3\"} 1",

@@ -1,7 +1,7 @@
 //! The sink's write engine, all of it: the machinery shared by the submitting side and the
 //! outcome task (the bulk writer, the high-water marks, the in-flight limit, the hold),
 //! building and submitting the bulk operations of positions and agent facts (track
-//! segments: [`super::segment_write`]), and each answer's next step: classified ([`super::refusal`]), then fed to
+//! segments' own steps: [`super::segment_write`]), and each answer's next step: classified ([`super::refusal`]), then fed to
 //! the state machine ([`super::newest_wins`]) until every write is final and acknowledged;
 //! parking while the stream is held ([`super::hold`]) and the ETag mode's read.
 
@@ -402,6 +402,10 @@ impl WriteEngine {
             Parked::Agent(mut a, step) => {
                 let probe = std::mem::take(&mut a.probe);
                 (Parked::Agent(a, step), probe)
+            }
+            Parked::Segment(mut s) => {
+                let probe = std::mem::take(&mut s.probe);
+                (Parked::Segment(s), probe)
             }
         };
         self.hold.park(parked, cause, probe);

@@ -20,7 +20,8 @@
 //!
 //! # Staleness while held
 //! Parked positions that turn older than `STALE_AFTER` are dropped and acknowledged
-//! (`stale_in_retry`) while held, at every probe ([`Resubmit::keep_if_fresh`]); the gate
+//! (`stale_in_retry`) while held, at every probe ([`Resubmit::keep_if_fresh`]; the sink
+//! keeps its track segments, which do not turn stale); the gate
 //! stays shut until a probe passes, however few are left: opening it for lack of anything
 //! to probe with would let the next writes be refused again, and one outage would become
 //! hundreds of holds. What the writes are and how they are sent again is the sink's

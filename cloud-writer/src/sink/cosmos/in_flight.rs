@@ -1,6 +1,6 @@
 //! What is in flight in the sink, shared by the write engine ([`super::engine`]), its
 //! outcome task ([`super::outcomes`]) and the hold's side of it ([`super::parked`]): a
-//! position or an agent fact being written, the context of its bulk
+//! position, an agent fact or a track segment being written, the context of its bulk
 //! operation, the answer's fields the state machine reads, and its parked form.
 
 use std::time::Instant;
@@ -8,9 +8,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use cosmos::FinalError;
+use telemetry::document::SegmentPoint;
 use telemetry::{Position, PositionOrder};
 
 use super::newest_wins::Step;
+use super::segments::{Held, StretchKey};
+use crate::metrics::DocumentKind;
 use crate::pipeline::AgentWrite;
 
 /// A position being written. Its document and patch are encoded when a step first
@@ -37,6 +40,35 @@ pub(super) struct Pending {
 pub(super) enum Ctx {
     Latest(Box<Pending>, Step),
     Agent(Box<AgentPending>, Step),
+    /// A track segment's Create or Replace ([`super::segment_write`]).
+    Segment(Box<SegmentPending>, Step),
+}
+
+impl Ctx {
+    /// The kind of document the operation writes (the label of its request units).
+    pub(super) fn kind(&self) -> DocumentKind {
+        match self {
+            Ctx::Latest(..) => DocumentKind::Latest,
+            Ctx::Agent(..) => DocumentKind::Agent,
+            Ctx::Segment(..) => DocumentKind::History,
+        }
+    }
+}
+
+/// A held stretch being written into its track segment.
+#[derive(Debug)]
+pub(super) struct SegmentPending {
+    pub(super) key: StretchKey,
+    pub(super) held: Held,
+    /// Read the stored segment before the next write (after a conflict).
+    pub(super) read_first: bool,
+    /// The points the write in flight stores (remembered when it is written), and how many
+    /// of them are new (counted then).
+    pub(super) sent: Vec<SegmentPoint>,
+    pub(super) added: usize,
+    /// Whether it is the hold's probe.
+    pub(super) probe: bool,
+    pub(super) rounds: u32,
 }
 
 /// An agent fact being written.
@@ -56,6 +88,8 @@ pub(super) enum Parked {
     Latest(Box<Pending>, Option<Step>),
     /// An agent fact and the step to send again.
     Agent(Box<AgentPending>, Step),
+    /// A track segment, written again from what is known stored (read first if flagged).
+    Segment(Box<SegmentPending>),
 }
 
 /// The fields of an outcome the state machine reads.

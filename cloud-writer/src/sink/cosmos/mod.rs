@@ -28,7 +28,8 @@
 //! parks the position and holds the stream ([`hold`]) until a probe gets through,
 //! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
 //! position that turns stale while retried or parked ([`crate::pipeline::staleness`]) is
-//! dropped as `stale_in_retry`.
+//! dropped from the latest document as `stale_in_retry`; its track segment keeps it.
+//! Track segments go through the same bulk writer, classification and hold.
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
@@ -40,7 +41,8 @@
 //! the agent facts' documents (`agent`), what is known stored ([`high_water`]),
 //! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
 //! and what it parks (`parked`), and history: positions held per drone and stretch
-//! (`segments`, no I/O) and written as one track segment per flush (`segment_write`).
+//! (`segments`, no I/O) and written as one bulk operation per segment and flush
+//! (`segment_write`).
 //!
 //! # History
 //! With `HISTORY=true` every fresh position, superseded ones included, is held for its
@@ -174,14 +176,15 @@ impl CosmosSink {
 
     /// Starts writing one coalesced position; waits while the stream is held or the
     /// in-flight limit is reached. A position that turned stale since the pipeline judged
-    /// it (its batch waited while the stream was held) is dropped as `stale_in_retry`.
+    /// it (its batch waited while the stream was held) is dropped as `stale_in_retry` from
+    /// the latest document; history still keeps it.
     pub async fn write(&self, item: PositionWrite) {
         let engine = &self.engine;
         engine.hold.wait_open().await;
         if !engine.is_fresh(item.position.ts, item.enqueued) {
             engine.metrics.dropped(DropReason::StaleInRetry);
             if engine.encoder.history().is_some() {
-                engine.metrics.history_dropped(DropReason::StaleInRetry);
+                return self.hold_for_segment(&item.position, item.ack).await;
             }
             return item.ack.finish();
         }

@@ -1,5 +1,5 @@
 //! The sink's outcome task: each bulk answer to the write engine ([`super::engine`]),
-//! by what it answered (a position, an agent fact), and the
+//! by what it answered (a position, an agent fact, a track segment), and the
 //! throttling counts published every half second.
 
 use std::sync::Arc;
@@ -25,7 +25,9 @@ pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOut
             ..
         } = outcome;
         engine.metrics.cosmos_op(status, substatus);
-        engine.metrics.request_units(&range_id, request_charge);
+        engine
+            .metrics
+            .request_units(&range_id, context.kind(), request_charge);
         let info = OutcomeInfo {
             status,
             error,
@@ -35,6 +37,7 @@ pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOut
         match context {
             Ctx::Latest(pending, step) => engine.on_latest(pending, step, info).await,
             Ctx::Agent(pending, step) => engine.on_agent(pending, step, info).await,
+            Ctx::Segment(pending, step) => engine.on_segment(pending, step, info).await,
         }
         if last_stats.elapsed() >= Duration::from_millis(500) {
             last_stats = Instant::now();

@@ -1,5 +1,5 @@
 //! The write engine as the hold sees it ([`super::hold`]'s `Resubmit`): parked writes sent
-//! again or dropped when they turned stale, the probe request, and, before each probe after a
+//! again or dropped when they turned stale (latest documents only), the probe request, and, before each probe after a
 //! 401/403, the key file read again or a new Entra ID token asked for. Parking itself and
 //! the probe's answers are the engine's ([`super::engine`]).
 
@@ -26,6 +26,11 @@ impl Resubmit<Parked> for WriteEngine {
                 Parked::Agent(mut pending, step) => {
                     pending.probe = probe;
                     self.resubmit_agent(pending, step).await;
+                    true
+                }
+                Parked::Segment(mut pending) => {
+                    pending.probe = probe;
+                    self.send_segment(pending).await;
                     true
                 }
             }
@@ -69,6 +74,8 @@ impl Resubmit<Parked> for WriteEngine {
             }
             // A fact does not turn stale: its order is kept on the server.
             agent @ Parked::Agent(..) => Some(agent),
+            // Nor does a track: staleness is the latest document's rule.
+            segment @ Parked::Segment(..) => Some(segment),
         }
     }
 }

@@ -50,7 +50,8 @@ pub fn of_outcome(
     }
 }
 
-/// Classifies the error of a request made outside the bulk writer (the ETag mode's reads).
+/// Classifies the error of a request made outside the bulk writer (the ETag mode's reads,
+/// a track segment's read after a conflict).
 pub fn of_error(error: &CosmosError) -> Refusal {
     match error {
         CosmosError::Service(e) => {

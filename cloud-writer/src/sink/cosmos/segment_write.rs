@@ -1,15 +1,30 @@
-//! Writing a held stretch into its track segment (`telemetry::document::segment`), one
-//! request per stretch and flush, until the write is final; only then are its messages
-//! acknowledged.
+//! Writing a held stretch into its track segment (`telemetry::document::segment`) through
+//! the bulk writer, like every other write of the sink, until the write is final; only
+//! then are its messages acknowledged.
 //!
 //! - Known segment (this writer stored it last): Replace with `ifMatch`, the held points
 //!   merged by `seq` into the stored ones.
 //! - Unknown: Create with the held points. 409 (it exists: a replay, a restart, another
-//!   writer) or 412 (changed since): point-read it, merge, Replace with its ETag.
+//!   writer), 412 (changed since) or 404 (gone): point-read it, merge, write again.
 //! - Nothing new after the merge (a replay): no write.
-//! - Throttled or a refusal of every write: the same write again after a pause (the
-//!   positions stay held, their messages unacknowledged). A refusal of the document
-//!   alone: counted in `history_dropped_total{reason}` and dead-lettered.
+//! - Answers are classified as a position's are ([`super::refusal`]): throttled past the
+//!   retry budget, submitted again; a refusal of every write (outage, timeout, key,
+//!   container) parks the segment with the stream's hold ([`super::hold`]) and is
+//!   reported there; it is written again once a probe passes. A segment never turns
+//!   stale: staleness is the latest document's rule, not the track's. Only a refusal of
+//!   the document alone is counted in `history_dropped_total{reason}` and dead-lettered.
+//! - Its request units count in `cosmos_request_units_total{kind="history"}`, reads
+//!   after a conflict included.
+//!
+//! # Why the bulk writer
+//! A segment is one operation per stretch and flush, few beside the latest documents, so
+//! sending each alone cost little in requests. Sending them as bulk operations costs
+//! nothing more (per-operation `ifMatch` keeps a Replace conditional) and gives them what
+//! the latest documents have: batches per partition key range, the throttling budget,
+//! the hold, and the range's RU in the heat map. The conflict's point read stays a single
+//! request: a batch answer carries no document. Measured on an import of 20 drones x 120
+//! positions (debug build, local endpoint): the same 0.335 RU per position in 120
+//! segments as single requests, and the writer's CPU no higher (noisy on a shared host).
 //!
 //! Cost (Microsoft's size table): a write is charged for the old and the new size, about
 //! 5 RU per KB step up to 16 KB and steeply past 32 KB; the segment adds five indexed terms
@@ -19,145 +34,198 @@
 //! (1 RU per KB) is spent only on a conflict or a stretch this writer does not know.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use cosmos::CosmosError;
-use telemetry::document::{segment_id, stored_points};
+use cosmos::{BulkOperation, CosmosError, OperationType};
+use telemetry::document::{SegmentPoint, segment_id, stored_points};
 
 use super::engine::WriteEngine;
+use super::in_flight::{Ctx, OutcomeInfo, Parked, SegmentPending};
+use super::newest_wins::{self, Step};
+use super::read::READ_RETRY_PAUSE;
 use super::refusal::{self, Refusal};
 use super::segments::{Held, StretchKey, merged};
-use crate::metrics::DropReason;
-
-/// Pause before a segment write is sent again after throttling or a refusal of every write.
-const RETRY_PAUSE: Duration = Duration::from_millis(500);
-
-/// What one attempt of a segment write came to.
-enum Attempt {
-    /// Written (or nothing new to write): final.
-    Done,
-    /// Conflict: read the stored segment, then write again.
-    Read,
-    /// Send again after a pause.
-    Again,
-    /// The document itself is refused: final.
-    Refused(DropReason, String),
-}
+use crate::metrics::{DocumentKind, DropReason};
 
 impl WriteEngine {
-    /// Writes held stretches, each in its own task, inside the in-flight limit.
+    /// Writes held stretches, each as its own operation, inside the in-flight limit
+    /// (waiting while the stream is held).
     pub(super) async fn write_segments(self: &Arc<Self>, due: Vec<(StretchKey, Held)>) {
         for (key, held) in due {
             self.enter().await;
-            let engine = self.clone();
-            tokio::spawn(async move {
-                engine.write_segment(key, held).await;
-                engine.leave();
+            let pending = Box::new(SegmentPending {
+                key,
+                held,
+                read_first: false,
+                sent: Vec::new(),
+                added: 0,
+                probe: false,
+                rounds: 0,
             });
+            self.send_segment(pending).await;
         }
     }
 
-    async fn write_segment(&self, key: StretchKey, held: Held) {
-        let id = segment_id(&key.device_id, key.start_ms);
-        let mut read_first = false;
-        loop {
-            let attempt = if read_first {
-                match self.read_segment(&key, &id).await {
-                    Ok(()) => self.attempt(&key, &id, &held).await,
-                    Err(attempt) => attempt,
-                }
-            } else {
-                self.attempt(&key, &id, &held).await
-            };
-            read_first = matches!(attempt, Attempt::Read);
-            if self.after(attempt, &key, &id, &held).await {
-                return self.finish_segment(held);
-            }
+    /// Sends a segment's next write, after reading the stored segment when a conflict
+    /// asked for it.
+    pub(super) async fn send_segment(self: &Arc<Self>, pending: Box<SegmentPending>) {
+        if pending.read_first {
+            self.clone().read_then_send(pending);
+        } else {
+            self.submit_segment(pending).await;
         }
     }
 
-    /// Handles an attempt's end; `true` when the write is final.
-    async fn after(&self, attempt: Attempt, key: &StretchKey, id: &str, held: &Held) -> bool {
-        match attempt {
-            Attempt::Done => true,
-            Attempt::Read => false,
-            Attempt::Again => {
-                tokio::time::sleep(RETRY_PAUSE).await;
-                false
-            }
-            Attempt::Refused(reason, detail) => {
-                for _ in &held.points {
-                    self.metrics.history_dropped(reason);
-                }
-                tracing::warn!(id, reason = reason.as_str(), %detail, "track segment not written");
-                let body = self.segment_body(key, &held.points);
-                self.rejects
-                    .record_refused(&key.device_id, reason, detail, &body);
-                true
-            }
-        }
-    }
-
-    fn segment_body(
-        &self,
-        key: &StretchKey,
-        points: &[telemetry::document::SegmentPoint],
-    ) -> Bytes {
-        let stretch = self.segments().stretch(key);
-        self.encoder.segment(&key.device_id, stretch, points)
-    }
-
-    /// One Create or Replace of the segment.
-    async fn attempt(&self, key: &StretchKey, id: &str, held: &Held) -> Attempt {
-        let pk = self.encoder.partition_key(&key.device_id);
-        let stored = self.segments().stored(key);
-        let (points, if_match) = match &stored {
-            Some(stored) => {
-                let (points, added) = merged(&stored.points, &held.points);
-                if added == 0 {
-                    return Attempt::Done;
-                }
-                (points, Some(stored.etag.as_str()))
-            }
-            None => (merged(&[], &held.points).0, None),
+    /// Submits the Create or Replace of the held points merged into what is known stored;
+    /// final at once when nothing is new.
+    async fn submit_segment(&self, mut pending: Box<SegmentPending>) {
+        let stored = self.segments().stored(&pending.key);
+        let (step, if_match, (points, added)) = match stored {
+            Some(stored) => (
+                Step::Replace,
+                Some(stored.etag),
+                merged(&stored.points, &pending.held.points),
+            ),
+            None => (Step::Create, None, merged(&[], &pending.held.points)),
         };
-        let added = points.len() - stored.as_ref().map_or(0, |s| s.points.len());
+        if added == 0 {
+            // A replay: no request, so a probe learns nothing from it.
+            self.unanswered(&mut pending.probe);
+            return self.finish_segment(*pending);
+        }
+        let key = &pending.key;
+        let (kind, id) = match step {
+            Step::Replace => (
+                OperationType::Replace,
+                Some(segment_id(&key.device_id, key.start_ms)),
+            ),
+            _ => (OperationType::Create, None),
+        };
+        let partition_key = self.encoder.partition_key(&key.device_id);
         let body = self.segment_body(key, &points);
-        let result = match if_match {
-            Some(etag) => self.container.replace(pk, id, &body, Some(etag)).await,
-            None => self.container.create(pk, &body).await,
+        pending.sent = points;
+        pending.added = added;
+        let op = BulkOperation {
+            kind,
+            partition_key,
+            id,
+            body,
+            if_match,
+            context: Ctx::Segment(pending, step),
         };
-        match result {
-            Ok(written) => {
-                self.metrics.history_written(added as u64);
-                let stored = written.etag.map(|etag| (etag, points));
-                self.segments().remember(key, stored);
-                Attempt::Done
+        self.submit(op).await;
+    }
+
+    /// Handles one outcome of a segment's Create or Replace.
+    pub(super) async fn on_segment(
+        self: &Arc<Self>,
+        mut pending: Box<SegmentPending>,
+        step: Step,
+        outcome: OutcomeInfo,
+    ) {
+        let OutcomeInfo {
+            status,
+            error,
+            etag,
+            whole_request,
+        } = outcome;
+        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
+            Refusal::Hold(cause) => return self.park(Parked::Segment(pending), cause),
+            Refusal::Again => {
+                self.answered(&mut pending.probe);
+                return self.submit_segment(pending).await;
             }
-            Err(CosmosError::Service(e)) if matches!(e.status, 404 | 409 | 412) => Attempt::Read,
-            Err(err) => self.classify(&err, id),
+            Refusal::Document(reason) => {
+                self.answered(&mut pending.probe);
+                let detail = format!("Cosmos DB refused the track segment of {}", id(&pending));
+                return self.refuse_segment(pending, reason, detail);
+            }
+            Refusal::None => self.answered(&mut pending.probe),
+        }
+        match status {
+            200 | 201 => {
+                self.metrics.history_written(pending.added as u64);
+                let sent = std::mem::take(&mut pending.sent);
+                self.segments()
+                    .remember(&pending.key, etag.map(|etag| (etag, sent)));
+                self.finish_segment(*pending);
+            }
+            404 | 409 | 412 if newest_wins::take_round(&mut pending.rounds) => {
+                pending.read_first = true;
+                self.clone().read_then_send(pending);
+            }
+            _ => {
+                tracing::error!(id = %id(&pending), ?step, status, error = ?error, "track segment write rejected by Cosmos DB");
+                let detail = format!("the track segment {} answered {status}", id(&pending));
+                self.refuse_segment(pending, DropReason::WriteFailed, detail);
+            }
         }
     }
 
-    /// Point-reads the stored segment into what this writer knows.
-    async fn read_segment(&self, key: &StretchKey, id: &str) -> Result<(), Attempt> {
+    /// Reads the stored segment into what this writer knows, then writes: a refusal of
+    /// every write parks it, throttling reads again after a pause.
+    fn read_then_send(self: Arc<Self>, mut pending: Box<SegmentPending>) {
+        tokio::spawn(async move {
+            loop {
+                let read = {
+                    let _permit = self.reads.acquire().await;
+                    self.read_segment(&pending.key).await
+                };
+                match read {
+                    Ok(()) => {
+                        self.answered(&mut pending.probe);
+                        pending.read_first = false;
+                        return self.submit_segment(pending).await;
+                    }
+                    Err((Refusal::Hold(cause), _)) => {
+                        return self.park(Parked::Segment(pending), cause);
+                    }
+                    Err((Refusal::Document(reason), detail)) => {
+                        self.answered(&mut pending.probe);
+                        return self.refuse_segment(pending, reason, detail);
+                    }
+                    Err((Refusal::Again | Refusal::None, _)) => {
+                        self.answered(&mut pending.probe);
+                        tokio::time::sleep(READ_RETRY_PAUSE).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Point-reads the stored segment into what this writer knows; its RU are counted.
+    async fn read_segment(&self, key: &StretchKey) -> Result<(), (Refusal, String)> {
+        let id = segment_id(&key.device_id, key.start_ms);
         let pk = self.encoder.partition_key(&key.device_id);
-        let read = match self.container.read(pk, id).await {
-            Ok(read) => read,
-            Err(err) => return Err(self.classify(&err, id)),
+        let read = self.container.read(pk.clone(), &id).await;
+        let charge = match &read {
+            Ok(read) => read.as_ref().map_or(0.0, |r| r.request_charge),
+            Err(CosmosError::Service(e)) => e.request_charge,
+            Err(_) => 0.0,
         };
+        if charge > 0.0
+            && let Ok(ranges) = self.container.range_map().await
+        {
+            let range = &ranges.range_of_key(&pk).id;
+            self.metrics
+                .request_units(range, DocumentKind::History, charge);
+        }
+        let refused = |reason, detail: String| (Refusal::Document(reason), detail);
         let known = match read {
-            None => None,
-            Some(read) => {
+            Err(err) => {
+                let detail = format!("reading the track segment {id}: {err}");
+                return Err((refusal::of_error(&err), detail));
+            }
+            Ok(None) => None,
+            Ok(Some(read)) => {
                 let doc: serde_json::Value = serde_json::from_slice(&read.body).map_err(|e| {
-                    Attempt::Refused(
+                    refused(
                         DropReason::DocumentRefused,
                         format!("the stored segment {id} is not JSON: {e}"),
                     )
                 })?;
                 let points = stored_points(&doc).map_err(|e| {
-                    Attempt::Refused(
+                    refused(
                         DropReason::DocumentRefused,
                         format!("the stored segment {id}: {e}"),
                     )
@@ -172,23 +240,33 @@ impl WriteEngine {
         Ok(())
     }
 
-    fn classify(&self, err: &CosmosError, id: &str) -> Attempt {
-        match refusal::of_error(err) {
-            Refusal::Document(reason) => Attempt::Refused(
-                reason,
-                format!("Cosmos DB refused the track segment {id}: {err}"),
-            ),
-            Refusal::Again | Refusal::None => Attempt::Again,
-            Refusal::Hold(cause) => {
-                tracing::warn!(id, cause = cause.as_str(), error = %err, "track segment write refused; trying again");
-                Attempt::Again
-            }
-        }
+    fn segment_body(&self, key: &StretchKey, points: &[SegmentPoint]) -> Bytes {
+        let stretch = self.segments().stretch(key);
+        self.encoder.segment(&key.device_id, stretch, points)
     }
 
-    fn finish_segment(&self, held: Held) {
-        for ack in held.acks {
+    /// The document alone is refused: its points counted in `history_dropped` and
+    /// dead-lettered, its messages acknowledged.
+    fn refuse_segment(&self, pending: Box<SegmentPending>, reason: DropReason, detail: String) {
+        for _ in &pending.held.points {
+            self.metrics.history_dropped(reason);
+        }
+        tracing::warn!(id = %id(&pending), reason = reason.as_str(), %detail, "track segment not written");
+        let body = self.segment_body(&pending.key, &pending.held.points);
+        self.rejects
+            .record_refused(&pending.key.device_id, reason, detail, &body);
+        self.finish_segment(*pending);
+    }
+
+    /// The write is final: its messages are acknowledged.
+    fn finish_segment(&self, pending: SegmentPending) {
+        for ack in pending.held.acks {
             ack.finish();
         }
+        self.leave();
     }
+}
+
+fn id(pending: &SegmentPending) -> String {
+    segment_id(&pending.key.device_id, pending.key.start_ms)
 }
