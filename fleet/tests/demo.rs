@@ -444,4 +444,15 @@ async fn the_demo_measures_its_history_beside_the_plan() {
     assert!(p.ru_per_hour > 0.0 && p.bytes_per_hour > 0.0, "{p:?}");
     assert!(text.contains("history RU per drone-hour"), "{text}");
     assert!(text.contains("history bytes/drone-hour"), "{text}");
+    // The plan for flights like the demo's (their length, how often the drones reported)
+    // holds: within 15 %.
+    let within = |measured: f64, planned: f64| (measured / planned - 1.0).abs() <= 0.15;
+    assert!(
+        within(m.ru_per_hour, p.ru_per_hour),
+        "RU {m:?} {p:?}\n{text}"
+    );
+    assert!(
+        within(m.bytes_per_hour, p.bytes_per_hour),
+        "bytes {m:?} {p:?}\n{text}"
+    );
 }

@@ -3,12 +3,17 @@
 //! drone-hours flown), and what `fleet plan` predicts for the same settings: for the drones
 //! told a shorter report interval through their twins, the plan at each interval for the
 //! share of the flight it held. With history, its RU (the endpoint's, on documents of kind
-//! `history` or `segment`) and its bytes as stored, beside the plan's segments.
+//! `history` or `segment`) and its bytes as stored, beside the plan's segments for the
+//! demo's own flights (their length and phase, how often the drones reported).
 
 use std::time::Duration;
 
 use cloud_writer::Counts;
 
+use cosmos_wire::indexing::IndexingPolicy;
+use telemetry::document::segment_start;
+
+use super::history::StoredHistory;
 use super::observer::Published;
 use super::{CONTAINER, DATABASE, DemoConfig, REPORT_INTERVAL};
 use crate::plan;
@@ -26,7 +31,7 @@ pub(super) fn compare(
     published: &Published,
     writers: &Counts,
     stats: &cosmos_sim::Stats,
-    history_bytes: Option<u64>,
+    stored_history: Option<&StoredHistory>,
     remote: Option<&RemoteConfig>,
 ) -> Option<CostComparison> {
     let drones = published.drones();
@@ -100,17 +105,61 @@ pub(super) fn compare(
             writes_per_hour: planned.writes_per_hour,
         },
         largest_message_bytes: published.largest_bytes,
-        history: history_bytes.map(|bytes| HistoryCost {
-            measured: HistoryPerDrone {
-                ru_per_hour: history_ru / drone_hours,
-                bytes_per_hour: bytes as f64 / drone_hours,
-            },
-            planned: HistoryPerDrone {
-                ru_per_hour: planned.history_ru_per_hour,
-                bytes_per_hour: planned.history_bytes_per_hour,
-            },
-        }),
+        history: stored_history
+            .zip(history)
+            .map(|(stored, history)| HistoryCost {
+                measured: HistoryPerDrone {
+                    ru_per_hour: history_ru / drone_hours,
+                    bytes_per_hour: stored.bytes as f64 / drone_hours,
+                },
+                planned: planned_history(config, &history, stored, drone_hours),
+            }),
     })
+}
+
+/// The plan's history for the demo's flights, per drone-hour of the run: per drone, its
+/// flight as its segments hold it (from its first position to its last, how often it
+/// reported, where in the first stretch it began), under the writer's segments scaled to
+/// flight time, the demo's publish interval and indexing policy.
+fn planned_history(
+    config: &DemoConfig,
+    history: &plan::History,
+    stored: &StoredHistory,
+    drone_hours: f64,
+) -> HistoryPerDrone {
+    let policy = IndexingPolicy::parse(&config.indexing.policy())
+        .expect("the demo's indexing policies parse");
+    // The writer's stretches, wall time (device time is wall time here).
+    let span_ms = (SEGMENT_SPAN.div_f64(config.speedup).as_millis() as i64).max(1);
+    let flight_ms = |wall_ms: f64| Duration::from_secs_f64(wall_ms * config.speedup / 1_000.0);
+    let (mut ru, mut bytes) = (0.0, 0.0);
+    for drone in stored.flights.iter().filter(|f| f.positions > 0) {
+        // n positions an interval apart cover n intervals.
+        let n = drone.positions as f64;
+        let between = (drone.last_ms - drone.first_ms) as f64;
+        let interval_ms = if n > 1.0 { between / (n - 1.0) } else { 0.0 };
+        let report_interval = if interval_ms > 0.0 {
+            flight_ms(interval_ms)
+        } else {
+            REPORT_INTERVAL
+        };
+        let publish = config
+            .publish_every
+            .unwrap_or(report_interval)
+            .max(report_interval);
+        let phase = drone.first_ms - segment_start(drone.first_ms, span_ms);
+        let flight = plan::history::Flight {
+            length: report_interval.mul_f64(n),
+            phase: Some(flight_ms(phase as f64)),
+        };
+        let cost = plan::history::plan_flight(history, report_interval, publish, &policy, flight);
+        ru += cost.ru;
+        bytes += cost.bytes;
+    }
+    HistoryPerDrone {
+        ru_per_hour: ru / drone_hours,
+        bytes_per_hour: bytes / drone_hours,
+    }
 }
 
 /// The settings that change the cost, as the report names them.

@@ -527,12 +527,8 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
 
     let stats = sim.stats();
     // Read after the stats, so that reading them back is not counted as their cost.
-    let history_bytes = match config.history {
-        Some(_) => Some(
-            history::stored_bytes(&sim)
-                .await
-                .map_err(DemoError::History)?,
-        ),
+    let stored_history = match config.history {
+        Some(_) => Some(history::stored(&sim).await.map_err(DemoError::History)?),
         None => None,
     };
     sampler.finish(&mut report, &writers, &stats);
@@ -545,7 +541,7 @@ pub async fn run(config: DemoConfig, shutdown: CancellationToken) -> Result<Demo
         &published_positions,
         &writers.counts,
         &stats,
-        history_bytes,
+        stored_history.as_ref(),
         report.remote_config.as_ref(),
     );
     report.published = published;

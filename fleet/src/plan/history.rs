@@ -95,11 +95,104 @@ pub fn plan(
         .max(interval);
     let writes = (span / flush).ceil().clamp(1.0, positions);
     let per_write = (positions / writes).ceil() as usize;
+    let (ru, bytes) = segment_cost(positions as usize, per_write, policy);
+    let per_day = 86_400.0 / span;
+    HistoryPlan {
+        positions_per_segment: positions,
+        writes_per_segment: writes,
+        segment_bytes: bytes,
+        ru_per_segment: ru,
+        ru_per_drone_day: ru * per_day,
+        bytes_per_drone_day: bytes * per_day,
+        ru_per_position: ru / positions,
+        bytes_per_position: bytes / positions,
+    }
+}
+
+/// One flight of a drone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flight {
+    /// How long the drone flies.
+    pub length: Duration,
+    /// How far into its first stretch the flight begins; `None`: any time (the average).
+    pub phase: Option<Duration>,
+}
+
+/// What one flight's history costs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlightHistory {
+    /// Segments written.
+    pub segments: f64,
+    /// RU of all their writes.
+    pub ru: f64,
+    /// Their bytes as stored.
+    pub bytes: f64,
+}
+
+/// The cost of `history` over one flight (the writes as [`plan`] has them).
+///
+/// The first and the last segment of a flight are partial. Each costs nearly a whole
+/// segment's Create, so a flight of a few spans costs more per hour than [`plan`]'s
+/// steady state. A flight that may begin any time touches `length ÷ span + 1` stretches on
+/// average, its two partial segments holding one segment's positions between them.
+pub fn plan_flight(
+    history: &History,
+    report_interval: Duration,
+    publish_interval: Duration,
+    policy: &IndexingPolicy,
+    flight: Flight,
+) -> FlightHistory {
+    let steady = plan(history, report_interval, publish_interval, policy);
+    let span = history.segment_span.as_secs_f64();
+    // A stretch is written once per flush: a whole one `writes_per_segment` times.
+    let flush = span / steady.writes_per_segment;
+    let interval = report_interval.as_secs_f64();
+    let length = flight.length.as_secs_f64();
+    // The stretches the flight touches: (count, seconds of flight in each).
+    let stretches: Vec<(f64, f64)> = match flight.phase {
+        Some(phase) => {
+            let first = (span - phase.as_secs_f64().min(span)).min(length);
+            let whole = ((length - first) / span).floor();
+            let last = length - first - whole * span;
+            vec![(1.0, first), (whole, span), (1.0, last)]
+        }
+        None => {
+            let whole = (length / span - 1.0).max(0.0);
+            let partial = length / span + 1.0 - whole;
+            vec![(whole, span), (partial, (length - whole * span) / partial)]
+        }
+    };
+    let mut cost = FlightHistory {
+        segments: 0.0,
+        ru: 0.0,
+        bytes: 0.0,
+    };
+    for (count, secs) in stretches {
+        let points = secs / interval;
+        if count <= 0.0 || points <= 0.0 {
+            continue;
+        }
+        // Charges step by size: a fractional count of points, by interpolation.
+        let (low, high) = (points.floor().max(1.0), points.ceil().max(1.0));
+        let writes = (secs / flush - 1e-9).ceil().max(1.0);
+        let at = |n: f64| segment_cost(n as usize, (n / writes).ceil() as usize, policy);
+        let ((ru_low, bytes_low), (ru_high, bytes_high)) = (at(low), at(high));
+        let t = (points - low).clamp(0.0, 1.0);
+        cost.segments += count;
+        cost.ru += count * (ru_low + (ru_high - ru_low) * t);
+        cost.bytes += count * (bytes_low + (bytes_high - bytes_low) * t);
+    }
+    cost
+}
+
+/// The RU of writing a segment of `positions`, `per_write` at a time (a Create, then
+/// Replaces with the points merged), and its bytes as stored at the end.
+fn segment_cost(positions: usize, per_write: usize, policy: &IndexingPolicy) -> (f64, f64) {
     let mut ru = 0.0;
     let mut before: Option<Value> = None;
     let mut held = 0usize;
-    while held < positions as usize {
-        held = (held + per_write).min(positions as usize);
+    while held < positions {
+        held = (held + per_write.max(1)).min(positions);
         let after = segment(held);
         ru += match &before {
             None => charges::create(stored_len(&after), policy.terms(&after).len()),
@@ -118,17 +211,7 @@ pub fn plan(
         before = Some(after);
     }
     let bytes = stored_len(before.as_ref().expect("at least one position")) as f64;
-    let per_day = 86_400.0 / span;
-    HistoryPlan {
-        positions_per_segment: positions,
-        writes_per_segment: writes,
-        segment_bytes: bytes,
-        ru_per_segment: ru,
-        ru_per_drone_day: ru * per_day,
-        bytes_per_drone_day: bytes * per_day,
-        ru_per_position: ru / positions,
-        bytes_per_position: bytes / positions,
-    }
+    (ru, bytes)
 }
 
 /// A segment of `n` positions 5 s apart, every field present at the precision a GNSS fix
