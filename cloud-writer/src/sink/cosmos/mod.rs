@@ -27,7 +27,7 @@
 //! would hit every write (authorization, missing container, unsupported operation, outage)
 //! parks the position and holds the stream ([`hold`]) until a probe gets through,
 //! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
-//! position that turns stale while retried or parked ([`crate::pipeline::staleness`]) is
+//! position that turns stale while retried or parked ([`crate::pipeline::validate::still_fresh`]) is
 //! dropped as `stale_in_retry`.
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
@@ -36,7 +36,7 @@
 //! Everything of the sink lives in this folder: its settings (`settings`), the bytes
 //! ([`encode`]), the newest-wins state machine (`newest_wins`, no I/O), what is in flight
 //! (`in_flight`), the write engine (`engine`: every write's
-//! steps, from its first operation to its final outcome), its outcome task (`outcomes`),
+//! steps, from its first operation to its final outcome, and its outcome task),
 //! the agent facts' documents (`agent`), what is known stored ([`high_water`]),
 //! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
 //! and what it parks (`parked`), and history: positions held per drone and stretch
@@ -73,7 +73,6 @@ pub mod hold;
 mod in_flight;
 mod indexing;
 mod newest_wins;
-mod outcomes;
 mod parked;
 mod read;
 pub mod refusal;
@@ -82,13 +81,12 @@ mod segments;
 mod settings;
 
 pub use encode::{Encoder, HistoryFormat};
-use engine::WriteEngine;
+use engine::{WriteEngine, outcome_loop};
 use high_water::HighWater;
 use hold::Hold;
 use in_flight::{Ctx, Pending};
 pub use indexing::policy_cost;
 use newest_wins::{First, Step};
-use outcomes::outcome_loop;
 use read::{MAX_READS, read_query};
 use segments::Segments;
 pub use settings::SinkSettings;
