@@ -41,6 +41,8 @@
 //! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
 //! and what it parks (`parked`), and history: positions held per drone and stretch
 //! (`segments`, no I/O) and written as one track segment per flush (`segment_write`).
+//! Beside the path: what the container's indexing policy makes a position cost, for
+//! `cloud-writer check` (`indexing`).
 //!
 //! # History
 //! With `HISTORY=true` every fresh position, superseded ones included, is held for its
