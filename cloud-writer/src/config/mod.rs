@@ -1,7 +1,7 @@
 //! Configuration: command-line flags, environment variables and a TOML file, resolved
 //! into one typed [`WriterConfig`]: `given` holds the settings as given and their checks,
 //! `resolved` the configuration the writer runs with, `source` the source setting,
-//! `checkpoint_blob` the Event Hubs checkpoint store's.
+//! `checkpoint_blob` the Event Hubs checkpoint store's; `tests` checks them all.
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`WRITER_CONFIG`), then the default. File keys are the environment variable names in

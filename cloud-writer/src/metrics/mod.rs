@@ -8,6 +8,16 @@
 //! the answers of `/readyz` and `/healthz` as gauges (for alert rules), and the Event Hubs
 //! source's ownership and lag ([`eventhubs`]). The names are listed in the crate's
 //! settings and operations guides.
+//!
+//! - this file: the registry ([`Metrics`]) and what records into it.
+//! - `reason`: the label values of drops, holds and the source's events.
+//! - `eventhubs`: the Event Hubs source's metrics.
+//! - `health`: the rule behind `/readyz` and `/healthz`, and their gauges.
+//! - `histogram`: the lateness histogram, its buckets readable.
+//! - `counts`: the counts read back, for the tests, the summary and the import.
+//! - `snapshot`: the metrics read back as values, for the demo.
+//! - [`server`]: the HTTP listeners of `/metrics` and the probes.
+//! - `tests`: the exposition and the liveness rule.
 
 mod counts;
 mod eventhubs;

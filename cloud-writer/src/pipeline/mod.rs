@@ -1,6 +1,6 @@
 //! The pipeline between source and sink: connection state and twin change events judged
 //! apart ([`agent`]) and handed to the sink as agent facts; for positions: decode, identity check, lateness and staleness
-//! ([`validate`], by the one staleness rule of [`staleness`]), rejects counted and dead-lettered ([`reject`]), coalescing per drone
+//! ([`validate`], which also holds the one staleness rule), rejects counted and dead-lettered ([`reject`]), coalescing per drone
 //! within a batch ([`Coalescer`]), at most one write per drone per `MIN_WRITE_INTERVAL`
 //! when set ([`spacing`]), then the sink.
 //!
@@ -12,8 +12,8 @@
 //!   [`PositionWrite`] it hands over, which carries its message's acknowledgement until
 //!   the write is final.
 //! - [`agent`]: connection state and twin change events as agent facts ([`AgentWrite`]).
-//! - [`validate`]: a message's positions judged one by one.
-//! - [`staleness`]: the staleness rule, at intake and again before a late write.
+//! - [`validate`]: a message's positions judged one by one, and the staleness rule, at
+//!   intake and again before a late write.
 //! - [`reject`]: rejected positions counted and sent to the dead-letter log.
 //! - [`dead_letter`]: the dead-letter log's file.
 //! - [`spacing`]: at most one write per drone per interval.
@@ -22,7 +22,6 @@ pub mod agent;
 mod dead_letter;
 pub mod reject;
 mod spacing;
-pub mod staleness;
 pub mod validate;
 
 use std::future::Future;

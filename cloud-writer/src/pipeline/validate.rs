@@ -1,13 +1,19 @@
 //! Judging one message: decode (one position or a batch), identity check, staleness of
 //! each position. Pure; no I/O.
+//!
+//! It also holds the writer's staleness rule and where it is applied. The rule is
+//! [`telemetry::StalenessPolicy`]'s; every judgement of the writer goes through
+//! [`freshness`]: once when a message's batch is prepared (a stale message is dropped as
+//! `stale`, one from the future as `from_future`), and again, by [`still_fresh`], whenever
+//! a position already taken is about to be written later than that (its batch waited at
+//! the hold, it is retried, or it was parked): one that turned stale meanwhile is dropped
+//! as `stale_in_retry`.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use telemetry::wire::{self, Decoded, Invalid, Position};
 use telemetry::{Freshness, StalenessPolicy};
-
-use super::staleness;
 
 use crate::metrics::DropReason;
 
@@ -134,7 +140,7 @@ fn judge_position(
             claimed: position.device_id,
         });
     }
-    match staleness::judge(policy, now, position.ts, enqueued) {
+    match freshness(policy, now, position.ts, enqueued) {
         Freshness::Fresh { lateness } => Ok(Accepted {
             position,
             enqueued,
@@ -143,6 +149,26 @@ fn judge_position(
         Freshness::Stale { lateness } => Err(Rejection::Stale { lateness }),
         Freshness::FromFuture { ahead } => Err(Rejection::FromFuture { ahead }),
     }
+}
+
+/// Judges a position with `device_time`, enqueued by the hub at `enqueued` when the
+/// source knows it, at `now`: the writer's one staleness rule.
+pub fn freshness(
+    policy: &StalenessPolicy,
+    now: DateTime<Utc>,
+    device_time: DateTime<Utc>,
+    enqueued: Option<DateTime<Utc>>,
+) -> Freshness {
+    policy.judge(now, device_time, enqueued)
+}
+
+/// Whether a position taken earlier is still fresh now.
+pub fn still_fresh(
+    policy: &StalenessPolicy,
+    device_time: DateTime<Utc>,
+    enqueued: Option<DateTime<Utc>>,
+) -> bool {
+    freshness(policy, Utc::now(), device_time, enqueued).is_fresh()
 }
 
 #[cfg(test)]
@@ -310,5 +336,22 @@ mod tests {
         let fresh = verdicts[1].as_ref().unwrap();
         assert_eq!(fresh.lateness, Duration::from_secs(290));
         assert_eq!(fresh.enqueued, enqueued);
+    }
+
+    #[test]
+    fn a_position_taken_fresh_turns_stale_past_stale_after() {
+        let policy = StalenessPolicy::default();
+        let now = Utc::now();
+        let seconds = |s: i64| chrono::TimeDelta::seconds(s);
+        assert!(still_fresh(&policy, now - seconds(10), None));
+        assert!(!still_fresh(&policy, now - seconds(301), None));
+        // The hub's enqueued time, when known, decides.
+        assert!(!still_fresh(&policy, now, Some(now - seconds(301))));
+        assert_eq!(
+            freshness(&policy, now, now - seconds(2), None),
+            Freshness::Fresh {
+                lateness: Duration::from_secs(2)
+            }
+        );
     }
 }

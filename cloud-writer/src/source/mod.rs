@@ -11,6 +11,11 @@
 //! Sources acknowledge in order: [`AckQueue`] releases a message's acknowledgement only
 //! when it and every earlier message of the same stream (MQTT connection, Event Hubs
 //! partition) are final.
+//!
+//! - this file: the [`Source`] contract, [`Message`], [`Ack`] and [`AckQueue`].
+//! - [`queue`]: the queue to the pipeline, bounded in bytes.
+//! - [`mqtt`]: the MQTT 5 source.
+//! - [`eventhubs`]: the Event Hubs source.
 
 pub mod eventhubs;
 pub mod mqtt;

@@ -4,13 +4,16 @@
 //! segments' own steps: [`super::segment_write`]), and each answer's next step: classified ([`super::refusal`]), then fed to
 //! the state machine ([`super::newest_wins`]) until every write is final and acknowledged;
 //! parking while the stream is held ([`super::hold`]) and the ETag mode's read.
+//! The outcome task ([`outcome_loop`], at the end) hands each bulk answer to the engine
+//! by what it answered (a position, an agent fact) and publishes the throttling counts
+//! every half second.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use cosmos::{BulkOperation, BulkWriter, ContainerClient, OperationType};
+use cosmos::{BulkOperation, BulkOutcomes, BulkWriter, ContainerClient, OperationType, Outcome};
 use telemetry::document::document_id;
 use tokio::sync::{Notify, Semaphore};
 
@@ -28,7 +31,7 @@ use crate::config::NewestWins;
 use crate::metrics::{DocumentKind, DropReason, HoldReason, Metrics};
 use crate::pipeline::AgentWrite;
 use crate::pipeline::reject::Rejects;
-use crate::pipeline::staleness;
+use crate::pipeline::validate;
 
 /// The write machinery of the sink (the bulk writer, the high-water marks, the in-flight
 /// limit, the hold), shared by the submitting side and the outcome task.
@@ -140,13 +143,13 @@ impl WriteEngine {
     }
 
     /// Whether a position (or history document) taken earlier with `device_time`,
-    /// enqueued at `enqueued`, is still fresh ([`staleness::still_fresh`]).
+    /// enqueued at `enqueued`, is still fresh ([`validate::still_fresh`]).
     pub(super) fn is_fresh(
         &self,
         device_time: DateTime<Utc>,
         enqueued: Option<DateTime<Utc>>,
     ) -> bool {
-        staleness::still_fresh(&self.settings.staleness, device_time, enqueued)
+        validate::still_fresh(&self.settings.staleness, device_time, enqueued)
     }
 
     /// Submits a position again (the same step, a Replace with its `ifMatch`) unless it
@@ -482,5 +485,51 @@ impl WriteEngine {
             let op = self.op(pending, step);
             self.submit(op).await;
         });
+    }
+}
+
+/// The sink's outcome task: each bulk answer to the engine, until the bulk writer closes.
+pub(super) async fn outcome_loop(engine: Arc<WriteEngine>, mut outcomes: BulkOutcomes<Ctx>) {
+    let mut last_stats = Instant::now();
+    while let Some(outcome) = outcomes.next().await {
+        let Outcome {
+            context,
+            status,
+            substatus,
+            request_charge,
+            etag,
+            range_id,
+            error,
+            whole_request,
+            ..
+        } = outcome;
+        engine.metrics.cosmos_op(status, substatus);
+        engine
+            .metrics
+            .request_units(&range_id, context.kind(), request_charge);
+        let info = OutcomeInfo {
+            status,
+            error,
+            etag,
+            whole_request,
+        };
+        match context {
+            Ctx::Latest(pending, step) => engine.on_latest(pending, step, info).await,
+            Ctx::Agent(pending, step) => engine.on_agent(pending, step, info).await,
+            Ctx::Segment(pending, step) => engine.on_segment(pending, step, info).await,
+        }
+        if last_stats.elapsed() >= Duration::from_millis(500) {
+            last_stats = Instant::now();
+            publish_stats(&engine);
+        }
+    }
+    publish_stats(&engine);
+}
+
+fn publish_stats(engine: &WriteEngine) {
+    for (range, stats) in engine.writer.stats().ranges {
+        engine
+            .metrics
+            .set_throttled(&range, stats.throttled_operations);
     }
 }

@@ -1,7 +1,7 @@
-//! What is in flight in the sink, shared by the write engine ([`super::engine`]), its
-//! outcome task ([`super::outcomes`]) and the hold's side of it ([`super::parked`]): a
-//! position, an agent fact or a track segment being written, the context of its bulk
-//! operation, the answer's fields the state machine reads, and its parked form.
+//! What is in flight in the sink, shared by the write engine and its outcome task
+//! ([`super::engine`]) and the hold's side of it ([`super::parked`]): a position, an agent
+//! fact or a track segment being written, the context of its bulk operation, the answer's
+//! fields the state machine reads, and its parked form.
 
 use std::time::Instant;
 

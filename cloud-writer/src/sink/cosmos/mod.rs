@@ -27,9 +27,10 @@
 //! would hit every write (authorization, missing container, unsupported operation, outage)
 //! parks the position and holds the stream ([`hold`]) until a probe gets through,
 //! then every parked position is sent again. A resubmitted Replace keeps its `ifMatch`. A
-//! position that turns stale while retried or parked ([`crate::pipeline::staleness`]) is
-//! dropped from the latest document as `stale_in_retry`; its track segment keeps it.
-//! Track segments go through the same bulk writer, classification and hold.
+//! position that turns stale while retried or parked
+//! ([`crate::pipeline::validate::still_fresh`]) is dropped from the latest document as
+//! `stale_in_retry`; its track segment keeps it. Track segments go through the same bulk
+//! writer, classification and hold.
 //! Every position ends written, superseded, stale or refused (counted), and only then is
 //! its message acknowledged. Positions count against the in-flight limit from the moment
 //! the sink takes them, reads and parked ones included.
@@ -37,12 +38,13 @@
 //! Everything of the sink lives in this folder: its settings (`settings`), the bytes
 //! ([`encode`]), the newest-wins state machine (`newest_wins`, no I/O), what is in flight
 //! (`in_flight`), the write engine (`engine`: every write's
-//! steps, from its first operation to its final outcome), its outcome task (`outcomes`),
+//! steps, from its first operation to its final outcome, and its outcome task),
 //! the agent facts' documents (`agent`), what is known stored ([`high_water`]),
 //! the ETag mode's read (`read`), what a refusal means ([`refusal`]), the hold ([`hold`])
 //! and what it parks (`parked`), and history: positions held per drone and stretch
 //! (`segments`, no I/O) and written as one bulk operation per segment and flush
-//! (`segment_write`).
+//! (`segment_write`). Beside the path: what the container's indexing policy makes a
+//! position cost, for `cloud-writer check` (`indexing`).
 //!
 //! # History
 //! With `HISTORY=true` every fresh position, superseded ones included, is held for its
@@ -75,7 +77,6 @@ pub mod hold;
 mod in_flight;
 mod indexing;
 mod newest_wins;
-mod outcomes;
 mod parked;
 mod read;
 pub mod refusal;
@@ -84,13 +85,12 @@ mod segments;
 mod settings;
 
 pub use encode::{Encoder, HistoryFormat};
-use engine::WriteEngine;
+use engine::{WriteEngine, outcome_loop};
 use high_water::HighWater;
 use hold::Hold;
 use in_flight::{Ctx, Pending};
 pub use indexing::policy_cost;
 use newest_wins::{First, Step};
-use outcomes::outcome_loop;
 use read::{MAX_READS, read_query};
 use segments::Segments;
 pub use settings::SinkSettings;

@@ -23,6 +23,9 @@
 //! keep-alive should Cosmos DB stall just then.
 //! A PUBACK is only ever sent on the connection that delivered its message: after a
 //! reconnect the broker may have given the packet id to another message.
+//!
+//! This file reads and acknowledges; `connect` holds the settings and the CONNECT they
+//! make, and which refusals of the connection are retried.
 
 mod connect;
 

@@ -26,6 +26,8 @@
 //! to probe with would let the next writes be refused again, and one outage would become
 //! hundreds of holds. What the writes are and how they are sent again is the sink's
 //! business ([`Resubmit`]).
+//!
+//! `tests` runs the hold on tokio's paused time.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
