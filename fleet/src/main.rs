@@ -188,6 +188,10 @@ struct DemoArgs {
     /// [default: the tile server's origin]
     #[arg(long, env = "MAP_TILE_ATTRIBUTION", requires = "map_tiles")]
     map_tiles_attribution: Option<String>,
+    /// The centre of the fleet's area, `LAT,LON` in degrees, e.g. `47.14,9.52` to fly over a
+    /// base map's area [default: 47.6062,-122.3321, Seattle]
+    #[arg(long, value_parser = parse_area, allow_hyphen_values = true)]
+    area: Option<(f64, f64)>,
     /// Write the report (with the timeline) as JSON to this file as well.
     #[arg(long)]
     report_json: Option<std::path::PathBuf>,
@@ -404,6 +408,7 @@ async fn run_demo(args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result
         force: args.force,
         api_addr: args.api_addr,
         map_tiles,
+        home: args.area.unwrap_or(DemoConfig::default().home),
         output: if terminal {
             Output::Terminal
         } else {
@@ -574,4 +579,22 @@ fn parse_mqtt_url(url: &str) -> anyhow::Result<(String, u16)> {
 fn parse_duration(text: &str) -> Result<Duration, settings::DurationError> {
     text.parse::<settings::DurationSetting>()
         .map(settings::DurationSetting::get)
+}
+
+/// `LAT,LON` in degrees: latitude within -80..=80 (where the map's projection holds),
+/// longitude within -180..=180.
+fn parse_area(text: &str) -> Result<(f64, f64), String> {
+    let (lat, lon) = text
+        .split_once(',')
+        .ok_or_else(|| format!("{text:?} is not LAT,LON"))?;
+    let degrees = |part: &str| {
+        part.trim()
+            .parse::<f64>()
+            .map_err(|e| format!("{part:?} in {text:?}: {e}"))
+    };
+    let (lat, lon) = (degrees(lat)?, degrees(lon)?);
+    if !(-80.0..=80.0).contains(&lat) || !(-180.0..=180.0).contains(&lon) {
+        return Err(format!("{text:?} is outside -80..=80, -180..=180 degrees"));
+    }
+    Ok((lat, lon))
 }
