@@ -170,6 +170,10 @@ pub struct Counts {
     pub read_again: u64,
     /// Latest-position documents written.
     pub written: u64,
+    /// Positions newly stored in track segments.
+    pub history_written: u64,
+    /// Messages received but not yet checkpointed, over its partitions.
+    pub unacknowledged: u64,
     /// Messages dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
     /// The partitions it owns (`eventhubs_partition_owned` 1).
@@ -202,6 +206,10 @@ impl Counts {
                 counts.received += value;
             } else if name == "cloud_writer_documents_written_total{kind=\"latest\"}" {
                 counts.written += value;
+            } else if name == "cloud_writer_documents_written_total{kind=\"history\"}" {
+                counts.history_written += value;
+            } else if name.starts_with("cloud_writer_checkpoint_lag{") {
+                counts.unacknowledged += value;
             } else if name == "cloud_writer_source_connected" {
                 counts.connected = value == 1;
             } else if name.starts_with("cloud_writer_messages_dropped_total{") {
@@ -235,6 +243,8 @@ impl Counts {
         self.received += other.received;
         self.read_again += other.read_again;
         self.written += other.written;
+        self.history_written += other.history_written;
+        self.unacknowledged += other.unacknowledged;
         for (reason, n) in &other.dropped {
             *self.dropped.entry(*reason).or_default() += n;
         }
