@@ -1,5 +1,5 @@
 //! Process plumbing shared by the peers: finding programs, spawning children that die
-//! with the test process, free ports, signals and bounded waits.
+//! with this process, free ports, signals and bounded waits.
 
 use std::ffi::OsStr;
 use std::io;
@@ -12,13 +12,13 @@ use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::HarnessError;
+use crate::PeerError;
 
-/// The interval at which the harness re-checks a condition it waits for.
+/// The interval at which a wait re-checks a condition it waits for.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// How a missing program is looked for and installed.
-pub(crate) struct Program {
+pub struct Program {
     /// File name, looked up in `PATH`.
     pub name: &'static str,
     /// Environment variable holding an explicit path; wins over everything else.
@@ -31,8 +31,8 @@ pub(crate) struct Program {
 
 impl Program {
     /// Finds the program: `$env_var`, then `PATH`, then `extra_dirs`.
-    pub fn find(&self) -> Result<PathBuf, HarnessError> {
-        let not_found = |searched: String| HarnessError::ProgramNotFound {
+    pub fn find(&self) -> Result<PathBuf, PeerError> {
+        let not_found = |searched: String| PeerError::ProgramNotFound {
             program: self.name,
             env_var: self.env_var,
             searched,
@@ -64,14 +64,14 @@ fn is_executable(path: &Path) -> bool {
 /// A request to the spawner thread: the command, and where to send the child.
 type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 
-/// Spawns `command` so that the child is killed when the test process dies, even by
+/// Spawns `command` so that the child is killed when this process dies, even by
 /// SIGKILL, where no `Drop` runs.
 ///
 /// Linux delivers `PR_SET_PDEATHSIG` when the *thread* that forked the child exits, not
-/// the process. Test threads come and go (and a handle may be kept in a static shared
+/// the process. Threads (a test's, a runtime's) come and go (and a handle may be kept in a static shared
 /// by several tests), so every child is forked from one spawner thread that lives as
 /// long as the process.
-pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
+pub fn spawn(mut command: Command) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     // SAFETY: the closure runs between fork and exec and only calls prctl(2), which is
     // async-signal-safe; it allocates nothing and takes no lock.
@@ -86,7 +86,7 @@ pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         thread::Builder::new()
-            .name("test-harness-spawner".into())
+            .name("local-peers-spawner".into())
             .spawn(move || {
                 for (mut command, reply) in rx {
                     // The requester may have gone away; then the child is dropped
@@ -94,7 +94,7 @@ pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
                     let _ = reply.send(command.spawn());
                 }
             })
-            .expect("start the test-harness spawner thread");
+            .expect("start the local-peers spawner thread");
         Mutex::new(tx)
     });
     let (reply_tx, reply_rx) = mpsc::channel();
@@ -113,26 +113,17 @@ pub(crate) fn spawn(mut command: Command) -> io::Result<Child> {
 /// The port is free when this returns, but the listener is closed before the peer binds
 /// it, so another process may take it in between. Callers that start a peer on it retry
 /// with a new port when the bind fails.
-pub(crate) fn free_port() -> Result<u16, HarnessError> {
+pub fn free_port() -> Result<u16, PeerError> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(HarnessError::io("bind 127.0.0.1:0 to find a free port"))?;
+        .map_err(PeerError::io("bind 127.0.0.1:0 to find a free port"))?;
     listener
         .local_addr()
         .map(|addr| addr.port())
-        .map_err(HarnessError::io("read the address of a free port"))
-}
-
-/// A free UDP port on 127.0.0.1 (for a peer the test binds to it, such as a MAVLink
-/// link); like [`free_port`], another process may take it before it is bound.
-pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|socket| socket.local_addr())
-        .map(|addr| addr.port())
-        .expect("bind 127.0.0.1:0 (UDP) to find a free port")
+        .map_err(PeerError::io("read the address of a free port"))
 }
 
 /// Sends `signal` to the process `pid`.
-pub(crate) fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
+pub fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
     // SAFETY: kill(2) takes plain integers and has no memory effects.
     if unsafe { libc::kill(pid, signal) } == -1 {
@@ -141,24 +132,8 @@ pub(crate) fn signal(pid: u32, signal: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether the process `pid` is alive: it exists and is not a zombie waiting to be
-/// reaped (Linux: reads `/proc/PID/stat`).
-pub fn process_running(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // `PID (COMM) STATE ...`; COMM may itself contain parentheses and spaces.
-    let state = stat
-        .rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().next());
-    !matches!(state, None | Some("Z" | "X" | "x"))
-}
-
 /// Waits until `child` exits, at most `timeout`. `Ok(None)` means it is still running.
-pub(crate) fn wait_for_exit(
-    child: &mut Child,
-    timeout: Duration,
-) -> io::Result<Option<ExitStatus>> {
+pub fn wait_for_exit(child: &mut Child, timeout: Duration) -> io::Result<Option<ExitStatus>> {
     let mut result = Ok(None);
     wait_until(timeout, || {
         result = child.try_wait();
@@ -168,7 +143,7 @@ pub(crate) fn wait_for_exit(
 }
 
 /// Polls `condition` until it holds (true) or `timeout` passes (false).
-pub(crate) fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if condition() {
@@ -181,8 +156,8 @@ pub(crate) fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool)
     }
 }
 
-/// What became of a child the harness waited on to accept connections.
-pub(crate) enum Readiness {
+/// What became of a child waited on to accept connections.
+pub enum Readiness {
     /// Every port accepts TCP connections.
     Ready,
     /// The child exited first.
@@ -193,7 +168,7 @@ pub(crate) enum Readiness {
 
 /// Waits until every port on 127.0.0.1 accepts a TCP connection, the child exits, or
 /// `timeout` passes. A connection attempt is the readiness probe.
-pub(crate) fn wait_until_accepting(
+pub fn wait_until_accepting(
     child: &mut Child,
     ports: &[u16],
     timeout: Duration,
@@ -219,7 +194,7 @@ pub(crate) fn wait_until_accepting(
 }
 
 /// Kills `child` with SIGKILL and reaps it; a child that already exited is just reaped.
-pub(crate) fn kill_and_reap(child: &mut Child) -> io::Result<ExitStatus> {
+pub fn kill_and_reap(child: &mut Child) -> io::Result<ExitStatus> {
     if let Some(status) = child.try_wait()? {
         return Ok(status);
     }
@@ -228,13 +203,13 @@ pub(crate) fn kill_and_reap(child: &mut Child) -> io::Result<ExitStatus> {
 }
 
 /// Reads a log file for an error message; a missing or unreadable file reads as a note.
-pub(crate) fn read_log(path: &Path) -> String {
+pub fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path)
         .unwrap_or_else(|err| format!("<cannot read {}: {err}>", path.display()))
 }
 
 /// A `Command` for `program` with `args`, stdin/stdout/stderr detached.
-pub(crate) fn command<I, S>(program: &Path, args: I) -> Command
+pub fn command<I, S>(program: &Path, args: I) -> Command
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -255,8 +230,8 @@ mod tests {
     #[test]
     fn missing_program_says_how_to_install_it() {
         let program = Program {
-            name: "no-such-program-for-test-harness",
-            env_var: "TEST_HARNESS_NO_SUCH_VARIABLE",
+            name: "no-such-program-for-local-peers",
+            env_var: "LOCAL_PEERS_NO_SUCH_VARIABLE",
             extra_dirs: &["/nonexistent"],
             install: "apt-get install no-such-package",
         };
@@ -265,25 +240,12 @@ mod tests {
         assert_eq!(format!("{error:?}"), error.to_string());
         let message = error.to_string();
         assert!(
-            message.contains("no-such-program-for-test-harness not found"),
+            message.contains("no-such-program-for-local-peers not found"),
             "{message}"
         );
         assert!(
             message.contains("`apt-get install no-such-package`"),
             "{message}"
         );
-    }
-
-    #[test]
-    fn running_means_alive_and_not_a_zombie() {
-        assert!(process_running(std::process::id()));
-        let mut child = Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        // Exited but not reaped: a zombie.
-        assert!(wait_until(Duration::from_secs(10), || !process_running(
-            pid
-        )));
-        child.wait().unwrap();
-        assert!(!process_running(pid));
     }
 }
