@@ -40,7 +40,7 @@ pub enum BrokerError {
     },
     /// Mosquitto could not be started.
     #[error("cannot start mosquitto: {0}")]
-    Mosquitto(#[from] test_harness::HarnessError),
+    Mosquitto(#[from] local_peers::PeerError),
 }
 
 /// A running broker.
@@ -50,7 +50,7 @@ pub struct Broker {
     writer_addr: SocketAddr,
     kind: BrokerKind,
     /// Keeps Mosquitto running; `None` for the embedded broker.
-    _mosquitto: Option<test_harness::Mosquitto>,
+    _mosquitto: Option<local_peers::Mosquitto>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -101,7 +101,7 @@ impl Broker {
                 Err(last.expect("at least one attempt was made"))
             }
             BrokerKind::Mosquitto => {
-                let mosquitto = test_harness::MosquittoConfig::default()
+                let mosquitto = local_peers::MosquittoConfig::default()
                     .persistence(false)
                     .start()?;
                 let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, mosquitto.port()));

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::HarnessError;
 use crate::cosmosdb::{node_bin, node_dir};
-use crate::process::{self, Readiness};
+use local_peers::PeerError;
+use local_peers::Readiness;
 
 const PEER: &str = "azurite-blob";
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,21 +42,21 @@ impl Azurite {
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
     /// Starts the Blob service and waits until it accepts connections.
-    pub fn start() -> Result<Azurite, HarnessError> {
+    pub fn start() -> Result<Azurite, PeerError> {
         Azurite::start_with(None)
     }
 
     /// Starts the Blob service over HTTPS with the server certificate `cert_pem` and its key
     /// `key_pem`, taking bearer tokens besides Shared Key.
-    pub fn start_oauth(cert_pem: &str, key_pem: &str) -> Result<Azurite, HarnessError> {
+    pub fn start_oauth(cert_pem: &str, key_pem: &str) -> Result<Azurite, PeerError> {
         Azurite::start_with(Some((cert_pem, key_pem)))
     }
 
-    fn start_with(tls: Option<(&str, &str)>) -> Result<Azurite, HarnessError> {
+    fn start_with(tls: Option<(&str, &str)>) -> Result<Azurite, PeerError> {
         let mut attempt = 1;
         loop {
             match Azurite::launch(tls) {
-                Err(HarnessError::ExitedEarly { log, .. })
+                Err(PeerError::ExitedEarly { log, .. })
                     if attempt < PORT_ATTEMPTS && log.contains("EADDRINUSE") =>
                 {
                     attempt += 1;
@@ -66,19 +66,19 @@ impl Azurite {
         }
     }
 
-    fn launch(tls: Option<(&str, &str)>) -> Result<Azurite, HarnessError> {
+    fn launch(tls: Option<(&str, &str)>) -> Result<Azurite, PeerError> {
         let node = node_bin()?;
         let main = node_dir().join("node_modules/azurite/dist/src/blob/main.js");
         let dir = tempfile::Builder::new()
             .prefix("azurite-")
             .tempdir()
-            .map_err(HarnessError::io("create a temporary directory for azurite"))?;
-        let port = process::free_port()?;
+            .map_err(PeerError::io("create a temporary directory for azurite"))?;
+        let port = local_peers::free_port()?;
         let log = File::create(dir.path().join("azurite.log"))
-            .map_err(HarnessError::io("create the azurite log"))?;
+            .map_err(PeerError::io("create the azurite log"))?;
         let log_err = log
             .try_clone()
-            .map_err(HarnessError::io("share the azurite log"))?;
+            .map_err(PeerError::io("share the azurite log"))?;
         let data = dir.path().join("data");
         let port_text = port.to_string();
         let mut args: Vec<std::ffi::OsString> = vec![
@@ -97,8 +97,8 @@ impl Azurite {
             let cert = dir.path().join("cert.pem");
             let key = dir.path().join("key.pem");
             std::fs::write(&cert, cert_pem)
-                .map_err(HarnessError::io("write azurite's certificate"))?;
-            std::fs::write(&key, key_pem).map_err(HarnessError::io("write azurite's key"))?;
+                .map_err(PeerError::io("write azurite's certificate"))?;
+            std::fs::write(&key, key_pem).map_err(PeerError::io("write azurite's key"))?;
             args.extend([
                 "--cert".into(),
                 cert.into(),
@@ -108,30 +108,30 @@ impl Azurite {
                 "basic".into(),
             ]);
         }
-        let mut command = process::command(&node, args);
+        let mut command = local_peers::command(&node, args);
         command
             .current_dir(node_dir())
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err));
-        let child = process::spawn(command)
-            .map_err(HarnessError::io(format!("spawn {}", node.display())))?;
+        let child = local_peers::spawn(command)
+            .map_err(PeerError::io(format!("spawn {}", node.display())))?;
         let mut azurite = Azurite {
             child,
             port,
             https: tls.is_some(),
             dir,
         };
-        match process::wait_until_accepting(&mut azurite.child, &[port], READY_TIMEOUT)
-            .map_err(HarnessError::io("wait for azurite"))?
+        match local_peers::wait_until_accepting(&mut azurite.child, &[port], READY_TIMEOUT)
+            .map_err(PeerError::io("wait for azurite"))?
         {
             Readiness::Ready => Ok(azurite),
-            Readiness::Exited(status) => Err(HarnessError::ExitedEarly {
+            Readiness::Exited(status) => Err(PeerError::ExitedEarly {
                 peer: PEER,
                 status,
                 log: azurite.log(),
             }),
-            Readiness::TimedOut => Err(HarnessError::Timeout {
+            Readiness::TimedOut => Err(PeerError::Timeout {
                 peer: PEER,
                 what: "accept connections",
                 secs: READY_TIMEOUT.as_secs(),
@@ -166,12 +166,12 @@ impl Azurite {
 
     /// What Azurite wrote to its output so far.
     pub fn log(&self) -> String {
-        process::read_log(&self.dir.path().join("azurite.log"))
+        local_peers::read_log(&self.dir.path().join("azurite.log"))
     }
 }
 
 impl Drop for Azurite {
     fn drop(&mut self) {
-        let _ = process::kill_and_reap(&mut self.child);
+        let _ = local_peers::kill_and_reap(&mut self.child);
     }
 }

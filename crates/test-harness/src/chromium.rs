@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::HarnessError;
-use crate::process::{self, Program};
+use local_peers::PeerError;
+use local_peers::Program;
 
 const CHROMIUM: Program = Program {
     name: "chromium",
@@ -31,7 +31,7 @@ pub struct Chromium {
 
 impl Chromium {
     /// Finds `chromium` (`$CHROMIUM_BIN`, then `PATH`); an error says how to install it.
-    pub fn find() -> Result<Self, HarnessError> {
+    pub fn find() -> Result<Self, PeerError> {
         Ok(Self {
             bin: CHROMIUM.find()?,
         })
@@ -43,7 +43,7 @@ impl Chromium {
     }
 
     /// The DOM of `url` once the page's scripts had `budget` of virtual time.
-    pub fn dump_dom(&self, url: &str, budget: Duration) -> Result<String, HarnessError> {
+    pub fn dump_dom(&self, url: &str, budget: Duration) -> Result<String, PeerError> {
         let profile = profile()?;
         let mut command = self.command(&profile, budget, (1280, 800));
         command.arg("--dump-dom").arg(url);
@@ -58,7 +58,7 @@ impl Chromium {
         path: &Path,
         size: (u32, u32),
         budget: Duration,
-    ) -> Result<(), HarnessError> {
+    ) -> Result<(), PeerError> {
         let profile = profile()?;
         let mut command = self.command(&profile, budget, size);
         command
@@ -69,7 +69,7 @@ impl Chromium {
         if path.is_file() {
             Ok(())
         } else {
-            Err(HarnessError::UnexpectedOutput {
+            Err(PeerError::UnexpectedOutput {
                 peer: "chromium",
                 line: format!("no screenshot at {}", path.display()),
                 log: String::new(),
@@ -78,7 +78,7 @@ impl Chromium {
     }
 
     fn command(&self, profile: &TempDir, budget: Duration, (w, h): (u32, u32)) -> Command {
-        let mut command = process::command(
+        let mut command = local_peers::command(
             &self.bin,
             [
                 "--headless",
@@ -102,49 +102,48 @@ impl Chromium {
     }
 }
 
-fn profile() -> Result<TempDir, HarnessError> {
+fn profile() -> Result<TempDir, PeerError> {
     tempfile::Builder::new()
         .prefix("chromium-profile-")
         .tempdir()
-        .map_err(HarnessError::io("creating a chromium profile directory"))
+        .map_err(PeerError::io("creating a chromium profile directory"))
 }
 
 /// Runs the browser to its end (killed after [`RUN_TIMEOUT`]); its standard output.
-fn run(mut command: Command) -> Result<Vec<u8>, HarnessError> {
-    let log = tempfile::NamedTempFile::new().map_err(HarnessError::io("creating a log file"))?;
-    let out =
-        tempfile::NamedTempFile::new().map_err(HarnessError::io("creating an output file"))?;
+fn run(mut command: Command) -> Result<Vec<u8>, PeerError> {
+    let log = tempfile::NamedTempFile::new().map_err(PeerError::io("creating a log file"))?;
+    let out = tempfile::NamedTempFile::new().map_err(PeerError::io("creating an output file"))?;
     command
         .stdin(Stdio::null())
         .stdout(
             out.reopen()
-                .map_err(HarnessError::io("opening the output file"))?,
+                .map_err(PeerError::io("opening the output file"))?,
         )
         .stderr(
             log.reopen()
-                .map_err(HarnessError::io("opening the log file"))?,
+                .map_err(PeerError::io("opening the log file"))?,
         );
-    let mut child = process::spawn(command).map_err(HarnessError::io("starting chromium"))?;
-    let status = process::wait_for_exit(&mut child, RUN_TIMEOUT)
-        .map_err(HarnessError::io("waiting for chromium"))?;
+    let mut child = local_peers::spawn(command).map_err(PeerError::io("starting chromium"))?;
+    let status = local_peers::wait_for_exit(&mut child, RUN_TIMEOUT)
+        .map_err(PeerError::io("waiting for chromium"))?;
     let status = match status {
         Some(status) => status,
         None => {
-            let _ = process::kill_and_reap(&mut child);
-            return Err(HarnessError::Timeout {
+            let _ = local_peers::kill_and_reap(&mut child);
+            return Err(PeerError::Timeout {
                 peer: "chromium",
                 what: "finish",
                 secs: RUN_TIMEOUT.as_secs(),
-                log: process::read_log(log.path()),
+                log: local_peers::read_log(log.path()),
             });
         }
     };
     if !status.success() {
-        return Err(HarnessError::ExitedEarly {
+        return Err(PeerError::ExitedEarly {
             peer: "chromium",
             status,
-            log: process::read_log(log.path()),
+            log: local_peers::read_log(log.path()),
         });
     }
-    std::fs::read(out.path()).map_err(HarnessError::io("reading chromium's output"))
+    std::fs::read(out.path()).map_err(PeerError::io("reading chromium's output"))
 }

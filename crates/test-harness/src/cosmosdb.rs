@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::HarnessError;
-use crate::process::{self, Program};
+use local_peers::PeerError;
+use local_peers::Program;
 
 const NODE: Program = Program {
     name: "node",
@@ -41,7 +41,7 @@ pub fn node_dir() -> PathBuf {
 /// Also checks that the packages in `tools/node` are installed, so that a script run
 /// with it from [`node_dir`] finds `@vercel/cosmosdb-server`, `@azure/cosmos`, `@azure/identity`
 /// and `azurite`.
-pub fn node_bin() -> Result<PathBuf, HarnessError> {
+pub fn node_bin() -> Result<PathBuf, PeerError> {
     let node = NODE.find()?;
     for package in [
         "@vercel/cosmosdb-server",
@@ -52,7 +52,7 @@ pub fn node_bin() -> Result<PathBuf, HarnessError> {
     ] {
         let dir = node_dir().join("node_modules").join(package);
         if !dir.join("package.json").is_file() {
-            return Err(HarnessError::NodePackagesMissing { missing: dir });
+            return Err(PeerError::NodePackagesMissing { missing: dir });
         }
     }
     Ok(node)
@@ -75,39 +75,39 @@ pub struct CosmosDbServer {
 
 impl CosmosDbServer {
     /// Starts the server over plain HTTP and waits until it listens.
-    pub fn start() -> Result<Self, HarnessError> {
+    pub fn start() -> Result<Self, PeerError> {
         Self::launch(false)
     }
 
     /// Starts the server over HTTPS with the package's bundled self-signed certificate
     /// (clients must accept invalid certificates) and waits until it listens.
-    pub fn start_https() -> Result<Self, HarnessError> {
+    pub fn start_https() -> Result<Self, PeerError> {
         Self::launch(true)
     }
 
-    fn launch(https: bool) -> Result<Self, HarnessError> {
+    fn launch(https: bool) -> Result<Self, PeerError> {
         let node = node_bin()?;
         let dir = tempfile::Builder::new()
             .prefix("cosmosdb-server-")
             .tempdir()
-            .map_err(HarnessError::io(
+            .map_err(PeerError::io(
                 "create a temporary directory for cosmosdb-server",
             ))?;
         let stderr_path = dir.path().join("stderr.log");
-        let stderr = File::create(&stderr_path)
-            .map_err(HarnessError::io("create the cosmosdb-server log"))?;
+        let stderr =
+            File::create(&stderr_path).map_err(PeerError::io("create the cosmosdb-server log"))?;
         let mut args = vec!["cosmosdb-server.mjs"];
         if https {
             args.push("--https");
         }
-        let mut command = process::command(&node, args);
+        let mut command = local_peers::command(&node, args);
         command
             .current_dir(node_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
-        let mut child = process::spawn(command)
-            .map_err(HarnessError::io(format!("spawn {}", node.display())))?;
+        let mut child = local_peers::spawn(command)
+            .map_err(PeerError::io(format!("spawn {}", node.display())))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
 
@@ -130,9 +130,9 @@ impl CosmosDbServer {
         };
         let line = match line_rx.recv_timeout(READY_TIMEOUT) {
             Ok(Ok(line)) => line,
-            Ok(Err(err)) => return Err(HarnessError::io("read cosmosdb-server's stdout")(err)),
+            Ok(Err(err)) => return Err(PeerError::io("read cosmosdb-server's stdout")(err)),
             Err(_) => {
-                return Err(HarnessError::Timeout {
+                return Err(PeerError::Timeout {
                     peer: PEER,
                     what: "report its port",
                     secs: READY_TIMEOUT.as_secs(),
@@ -145,8 +145,8 @@ impl CosmosDbServer {
             let status = server
                 .child
                 .wait()
-                .map_err(HarnessError::io("wait for cosmosdb-server"))?;
-            return Err(HarnessError::ExitedEarly {
+                .map_err(PeerError::io("wait for cosmosdb-server"))?;
+            return Err(PeerError::ExitedEarly {
                 peer: PEER,
                 status,
                 log: server.log(),
@@ -156,7 +156,7 @@ impl CosmosDbServer {
             .trim()
             .strip_prefix("listening ")
             .and_then(|port| port.parse().ok())
-            .ok_or_else(|| HarnessError::UnexpectedOutput {
+            .ok_or_else(|| PeerError::UnexpectedOutput {
                 peer: PEER,
                 line: line.clone(),
                 log: server.log(),
@@ -182,7 +182,7 @@ impl CosmosDbServer {
 
     /// What the server wrote to stderr so far (it logs failed requests there).
     pub fn log(&self) -> String {
-        process::read_log(&self.dir.path().join("stderr.log"))
+        local_peers::read_log(&self.dir.path().join("stderr.log"))
     }
 }
 
@@ -190,6 +190,6 @@ impl Drop for CosmosDbServer {
     fn drop(&mut self) {
         // Closing stdin alone would end the launcher; killing it does not wait for that.
         drop(self.stdin.take());
-        let _ = process::kill_and_reap(&mut self.child);
+        let _ = local_peers::kill_and_reap(&mut self.child);
     }
 }

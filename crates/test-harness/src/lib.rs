@@ -1,7 +1,8 @@
 //! Real peers for tests, started on free ports of 127.0.0.1 and stopped when their
 //! handle drops, also when a test panics:
 //! - [`Mosquitto`]: the system's Mosquitto broker with a generated config, its own data
-//!   directory and log (`apt-get install mosquitto`).
+//!   directory and log (`apt-get install mosquitto`); local-peers' broker, which the demo
+//!   also runs.
 //! - [`CosmosDbServer`]: `@vercel/cosmosdb-server` from `tools/node`
 //!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
 //! - [`Azurite`]: Microsoft's Azure Storage emulator (Blob service) from `tools/node`.
@@ -24,17 +25,14 @@
 mod azurite;
 mod chromium;
 mod cosmosdb;
-mod error;
 mod eventually;
 pub mod geo;
 pub mod manifests;
-mod mosquitto;
 mod process;
 
 pub use azurite::Azurite;
 pub use chromium::Chromium;
 pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
-pub use error::HarnessError;
 pub use eventually::{eventually, eventually_blocking};
-pub use mosquitto::{Mosquitto, MosquittoConfig, TlsListener, write_password_file};
+pub use local_peers::{Mosquitto, MosquittoConfig, PeerError, TlsListener, write_password_file};
 pub use process::{free_udp_port, process_running};

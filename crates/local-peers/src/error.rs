@@ -1,4 +1,4 @@
-//! The one error type of the harness.
+//! The one error type of the peers.
 
 use std::io;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// `Debug` prints the same message as `Display`, so that `start().unwrap()` in a test
 /// shows the readable message and the peer's log.
 #[derive(thiserror::Error)]
-pub enum HarnessError {
+pub enum PeerError {
     /// A program the peer needs is not installed.
     #[error(
         "{program} not found in {searched}; install it with `{install}` or set ${env_var} to its path"
@@ -39,7 +39,7 @@ pub enum HarnessError {
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
-        /// What the harness was doing.
+        /// What was being done.
         context: String,
         /// The underlying error.
         #[source]
@@ -70,7 +70,7 @@ pub enum HarnessError {
         log: String,
     },
 
-    /// The peer printed something the harness did not understand.
+    /// The peer printed something was not understood.
     #[error("{peer} printed an unexpected line {line:?}; its log:\n{log}")]
     UnexpectedOutput {
         /// Which peer.
@@ -82,16 +82,16 @@ pub enum HarnessError {
     },
 }
 
-impl std::fmt::Debug for HarnessError {
+impl std::fmt::Debug for PeerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
     }
 }
 
-impl HarnessError {
-    /// Wraps an I/O error with what the harness was doing.
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
+impl PeerError {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> PeerError {
         let context = context.into();
-        move |source| HarnessError::Io { context, source }
+        move |source| PeerError::Io { context, source }
     }
 }

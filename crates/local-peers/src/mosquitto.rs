@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::HarnessError;
+use crate::PeerError;
 use crate::process::{self, Program, Readiness};
 
 const MOSQUITTO: Program = Program {
@@ -42,9 +42,9 @@ const MOSQUITTO_PASSWD: Program = Program {
 
 /// Writes a Mosquitto password file for `users` (name, password) with `mosquitto_passwd`,
 /// for [`MosquittoConfig::access`].
-pub fn write_password_file(path: &Path, users: &[(&str, &str)]) -> Result<(), HarnessError> {
+pub fn write_password_file(path: &Path, users: &[(&str, &str)]) -> Result<(), PeerError> {
     let program = MOSQUITTO_PASSWD.find()?;
-    std::fs::write(path, "").map_err(HarnessError::io("create the password file"))?;
+    std::fs::write(path, "").map_err(PeerError::io("create the password file"))?;
     for (user, password) in users {
         let args = [
             OsStr::new("-b"),
@@ -54,9 +54,9 @@ pub fn write_password_file(path: &Path, users: &[(&str, &str)]) -> Result<(), Ha
         ];
         let status = process::command(&program, args)
             .status()
-            .map_err(HarnessError::io("run mosquitto_passwd"))?;
+            .map_err(PeerError::io("run mosquitto_passwd"))?;
         if !status.success() {
-            return Err(HarnessError::Io {
+            return Err(PeerError::Io {
                 context: format!("mosquitto_passwd for {user}"),
                 source: std::io::Error::other(status.to_string()),
             });
@@ -162,7 +162,7 @@ impl MosquittoConfig {
     }
 
     /// Starts a broker with these options; see [`Mosquitto::start`].
-    pub fn start(self) -> Result<Mosquitto, HarnessError> {
+    pub fn start(self) -> Result<Mosquitto, PeerError> {
         Mosquitto::start_with(self)
     }
 
@@ -249,17 +249,17 @@ pub struct Mosquitto {
 impl Mosquitto {
     /// Starts a broker with the default options ([`MosquittoConfig::default`]) and
     /// waits until it accepts connections.
-    pub fn start() -> Result<Mosquitto, HarnessError> {
+    pub fn start() -> Result<Mosquitto, PeerError> {
         MosquittoConfig::default().start()
     }
 
-    fn start_with(config: MosquittoConfig) -> Result<Mosquitto, HarnessError> {
+    fn start_with(config: MosquittoConfig) -> Result<Mosquitto, PeerError> {
         let program = MOSQUITTO.find()?;
         let mut attempt = 1;
         loop {
             let mut broker = Mosquitto::prepare(&config, program.clone())?;
             match broker.launch() {
-                Err(HarnessError::ExitedEarly { log, .. })
+                Err(PeerError::ExitedEarly { log, .. })
                     if attempt < PORT_ATTEMPTS && log.contains("Address already in use") =>
                 {
                     attempt += 1;
@@ -270,13 +270,11 @@ impl Mosquitto {
     }
 
     /// Picks ports and writes the config into a new temporary directory.
-    fn prepare(config: &MosquittoConfig, program: PathBuf) -> Result<Mosquitto, HarnessError> {
+    fn prepare(config: &MosquittoConfig, program: PathBuf) -> Result<Mosquitto, PeerError> {
         let dir = tempfile::Builder::new()
             .prefix("mosquitto-")
             .tempdir()
-            .map_err(HarnessError::io(
-                "create a temporary directory for mosquitto",
-            ))?;
+            .map_err(PeerError::io("create a temporary directory for mosquitto"))?;
         let port = process::free_port()?;
         let ws_port = if config.websockets {
             Some(process::free_port()?)
@@ -302,21 +300,20 @@ impl Mosquitto {
             broker.dir.path(),
             &broker.log_path(),
         );
-        std::fs::write(broker.conf_path(), conf)
-            .map_err(HarnessError::io("write mosquitto.conf"))?;
+        std::fs::write(broker.conf_path(), conf).map_err(PeerError::io("write mosquitto.conf"))?;
         Ok(broker)
     }
 
     /// Spawns the broker and waits until its listeners accept connections.
-    fn launch(&mut self) -> Result<(), HarnessError> {
+    fn launch(&mut self) -> Result<(), PeerError> {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path())
-            .map_err(HarnessError::io("open mosquitto.log"))?;
+            .map_err(PeerError::io("open mosquitto.log"))?;
         let clone = |file: &File| {
             file.try_clone()
-                .map_err(HarnessError::io("duplicate the mosquitto.log handle"))
+                .map_err(PeerError::io("duplicate the mosquitto.log handle"))
         };
         // The log is kept across restarts: count this start's "running" line only.
         let runs_before = self.log().matches(" running").count();
@@ -325,17 +322,15 @@ impl Mosquitto {
         command
             .stdout(Stdio::from(clone(&log)?))
             .stderr(Stdio::from(log));
-        let child = process::spawn(command).map_err(HarnessError::io(format!(
-            "spawn {}",
-            self.program.display()
-        )))?;
+        let child = process::spawn(command)
+            .map_err(PeerError::io(format!("spawn {}", self.program.display())))?;
         let child = self.child.insert(child);
         let ports: Vec<u16> = std::iter::once(self.port)
             .chain(self.ws_port)
             .chain(self.tls_port)
             .collect();
         let mut readiness = process::wait_until_accepting(child, &ports, READY_TIMEOUT)
-            .map_err(HarnessError::io("wait for mosquitto"))?;
+            .map_err(PeerError::io("wait for mosquitto"))?;
         if let Readiness::Ready = readiness {
             // A port that accepts may belong to another process that took the free port
             // first (this broker then failed to bind it and exits): only the broker's own
@@ -358,7 +353,7 @@ impl Mosquitto {
             Readiness::Ready => Ok(()),
             Readiness::Exited(status) => {
                 self.child = None;
-                Err(HarnessError::ExitedEarly {
+                Err(PeerError::ExitedEarly {
                     peer: "mosquitto",
                     status,
                     log: self.log(),
@@ -366,7 +361,7 @@ impl Mosquitto {
             }
             Readiness::TimedOut => {
                 self.kill()?;
-                Err(HarnessError::Timeout {
+                Err(PeerError::Timeout {
                     peer: "mosquitto",
                     what: "accept connections",
                     secs: READY_TIMEOUT.as_secs(),
@@ -413,22 +408,22 @@ impl Mosquitto {
 
     /// Stops the broker gracefully (SIGTERM; it saves its database) and waits for it
     /// to exit. Does nothing if it is not running.
-    pub fn stop(&mut self) -> Result<(), HarnessError> {
+    pub fn stop(&mut self) -> Result<(), PeerError> {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
         if child
             .try_wait()
-            .map_err(HarnessError::io("check mosquitto"))?
+            .map_err(PeerError::io("check mosquitto"))?
             .is_none()
         {
             process::signal(child.id(), libc::SIGTERM)
-                .map_err(HarnessError::io("send SIGTERM to mosquitto"))?;
+                .map_err(PeerError::io("send SIGTERM to mosquitto"))?;
             let exited = process::wait_for_exit(child, STOP_TIMEOUT)
-                .map_err(HarnessError::io("wait for mosquitto to stop"))?;
+                .map_err(PeerError::io("wait for mosquitto to stop"))?;
             if exited.is_none() {
                 self.kill()?;
-                return Err(HarnessError::Timeout {
+                return Err(PeerError::Timeout {
                     peer: "mosquitto",
                     what: "stop after SIGTERM (it was killed)",
                     secs: STOP_TIMEOUT.as_secs(),
@@ -442,9 +437,9 @@ impl Mosquitto {
 
     /// Kills the broker (SIGKILL; nothing is saved) and waits for it to exit.
     /// Does nothing if it is not running.
-    pub fn kill(&mut self) -> Result<(), HarnessError> {
+    pub fn kill(&mut self) -> Result<(), PeerError> {
         if let Some(mut child) = self.child.take() {
-            process::kill_and_reap(&mut child).map_err(HarnessError::io("kill mosquitto"))?;
+            process::kill_and_reap(&mut child).map_err(PeerError::io("kill mosquitto"))?;
         }
         Ok(())
     }
@@ -455,7 +450,7 @@ impl Mosquitto {
     /// Mosquitto binds with `SO_REUSEADDR`, so connections left in TIME_WAIT do not
     /// block the port. Between stop and start another process could take the port; the
     /// restart then fails with the broker's log.
-    pub fn restart(&mut self) -> Result<(), HarnessError> {
+    pub fn restart(&mut self) -> Result<(), PeerError> {
         self.stop()?;
         self.launch()
     }
@@ -476,11 +471,11 @@ impl Mosquitto {
     /// Waits until the broker's log contains `text` (e.g. `"Client sensor-1 disconnected"`),
     /// at most `timeout`; the error quotes the log. The log spans every run of this
     /// broker, so after a restart a line from an earlier run also matches.
-    pub fn wait_for_log(&self, text: &str, timeout: Duration) -> Result<(), HarnessError> {
+    pub fn wait_for_log(&self, text: &str, timeout: Duration) -> Result<(), PeerError> {
         if process::wait_until(timeout, || self.log().contains(text)) {
             Ok(())
         } else {
-            Err(HarnessError::Timeout {
+            Err(PeerError::Timeout {
                 peer: "mosquitto",
                 what: "log the expected line",
                 secs: timeout.as_secs(),
@@ -506,7 +501,7 @@ impl Mosquitto {
 impl Drop for Mosquitto {
     fn drop(&mut self) {
         // Nothing useful can be done with a failure here; the pdeathsig set at spawn
-        // still ends the broker with the test process.
+        // still ends the broker with this process.
         let _ = self.kill();
     }
 }
