@@ -4,6 +4,9 @@
 //! The id is a hash of the drone, the rule, the alert's kind and fence, and the position
 //! (device time, longitude, latitude): judging the same position again (a replay after a crash
 //! or a lease takeover) gives the same id, which receivers deduplicate by (`source` + `id`).
+//! A silent alert of a drone whose agent disconnected also carries the disconnect's time
+//! (`agentDisconnectedAt`); its id is still the last position's, so a silence judged before
+//! and after the disconnect was stored has one id.
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -68,6 +71,36 @@ pub struct Position {
     pub alt_m: Option<f64>,
     /// Battery, percent.
     pub battery_pct: Option<f64>,
+    /// When the drone's agent disconnected, if the document says it is disconnected
+    /// (`agentConnected` false, `agentDisconnectedAt`, set by the writer from IoT Hub's
+    /// connection state events); none while connected or with no connection state.
+    pub disconnected: Option<Disconnected>,
+}
+
+/// The disconnect of a drone's agent, as its latest document holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Disconnected {
+    /// `agentDisconnectedAt`, RFC 3339 as stored.
+    pub at: String,
+    /// The same, Unix milliseconds.
+    pub at_ms: i64,
+}
+
+impl Disconnected {
+    /// The disconnect a latest document records, if its agent is disconnected.
+    fn from_document(doc: &Value) -> Option<Disconnected> {
+        if doc["agentConnected"] != false {
+            return None;
+        }
+        let at = doc["agentDisconnectedAt"].as_str()?;
+        let at_ms = chrono::DateTime::parse_from_rfc3339(at)
+            .ok()?
+            .timestamp_millis();
+        Some(Disconnected {
+            at: at.to_string(),
+            at_ms,
+        })
+    }
 }
 
 impl Position {
@@ -86,6 +119,7 @@ impl Position {
             lat: coordinates.get(1)?.as_f64()?,
             alt_m: doc["altM"].as_f64(),
             battery_pct: doc["batteryPct"].as_f64(),
+            disconnected: Disconnected::from_document(doc),
         })
     }
 }
@@ -143,6 +177,9 @@ impl Alert {
         if let Some(battery) = p.battery_pct {
             data["batteryPct"] = battery.into();
         }
+        if let (AlertKind::Silent, Some(gone)) = (self.kind, &p.disconnected) {
+            data["agentDisconnectedAt"] = gone.at.clone().into();
+        }
         json!({
             "specversion": "1.0",
             "id": self.id(),
@@ -178,6 +215,35 @@ mod tests {
         assert!(Position::from_document(&history).is_none());
         let agent_only = json!({"id":"d1","deviceId":"d1","kind":"latest","agentConnected":true});
         assert!(Position::from_document(&agent_only).is_none());
+    }
+
+    #[test]
+    fn a_disconnected_agent_is_read_with_its_time() {
+        assert_eq!(Position::from_document(&doc()).unwrap().disconnected, None);
+        let mut gone = doc();
+        gone["agentConnected"] = false.into();
+        gone["agentDisconnectedAt"] = "2026-11-22T09:15:04.000Z".into();
+        let p = Position::from_document(&gone).unwrap();
+        assert_eq!(
+            p.disconnected.as_ref().map(|d| d.at_ms),
+            Some(1795338904000)
+        );
+        let silent = Alert {
+            rule: "quiet".into(),
+            kind: AlertKind::Silent,
+            fence: None,
+            position: p.clone(),
+        };
+        let event = silent.cloud_event("/fleet/alerter");
+        assert_eq!(
+            event["data"]["agentDisconnectedAt"],
+            "2026-11-22T09:15:04.000Z"
+        );
+        let mut before = silent.clone();
+        before.position.disconnected = None;
+        assert_eq!(before.id(), silent.id(), "one id per silence");
+        gone["agentConnected"] = true.into();
+        assert_eq!(Position::from_document(&gone).unwrap().disconnected, None);
     }
 
     #[test]

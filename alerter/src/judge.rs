@@ -8,8 +8,13 @@
 //!   border within the margin alerts once, not per position (hysteresis of twice the margin).
 //! - Battery: an alert when the level falls below `belowPct`, once, until it rises to
 //!   `rearmAbovePct`.
-//! - Silent: an alert when the last position said airborne and is older than `silentAfter`,
-//!   once per last position.
+//! - Silent: an alert when the last position said airborne and the drone has been silent
+//!   for longer than `silentAfter`, once per last position. Silent counts from the last
+//!   position; when the agent is disconnected (the writer's connection state), from the
+//!   later of the last position and the disconnect, since the agent was online until the
+//!   hub saw it go. So an agent that disconnected mid-flight alerts once it has stayed
+//!   disconnected for `silentAfter`, with the disconnect's time; a drone that landed and
+//!   then disconnected does not (its last position is on the ground).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -118,7 +123,11 @@ pub fn judge_silence(
             continue;
         };
         let airborne = p.alt_m.is_some_and(|alt| alt >= *airborne_above_m);
-        let silent_for = now_ms - p.device_time_ms;
+        let since = p
+            .disconnected
+            .as_ref()
+            .map_or(p.device_time_ms, |gone| gone.at_ms.max(p.device_time_ms));
+        let silent_for = now_ms - since;
         let told = state.silent.get(&rule.name) == Some(&p.device_time_ms);
         if airborne && silent_for > after.as_millis() as i64 && !told {
             state.silent.insert(rule.name.clone(), p.device_time_ms);
@@ -163,6 +172,7 @@ mod tests {
             lat: 0.005,
             alt_m: Some(50.0),
             battery_pct: None,
+            disconnected: None,
         }
     }
 
@@ -236,6 +246,33 @@ mod tests {
         assert!(judge_silence(&rules, &mut state, &last, 1_000_000 + 90_000).is_empty());
         let mut landed = at(0.0, 2_000_000);
         landed.alt_m = Some(0.5);
+        assert!(judge_silence(&rules, &mut state, &landed, 3_000_000).is_empty());
+    }
+
+    #[test]
+    fn a_disconnected_agent_is_silent_from_its_disconnect_once() {
+        let (rules, _) = setup();
+        let mut state = DroneState::default();
+        let gone = |at_ms| {
+            Some(crate::alert::Disconnected {
+                at: format!("t{at_ms}"),
+                at_ms,
+            })
+        };
+        let mut last = at(0.0, 1_000_000);
+        last.disconnected = gone(1_010_000);
+        // 31 s after the last position but 21 s after the disconnect: not yet.
+        assert!(judge_silence(&rules, &mut state, &last, 1_031_000).is_empty());
+        let alerts = judge_silence(&rules, &mut state, &last, 1_041_000);
+        assert_eq!(kinds(&alerts), [AlertKind::Silent]);
+        assert_eq!(alerts[0].position.disconnected, gone(1_010_000));
+        // Once per silence: a second disconnect with no position in between is the same one.
+        last.disconnected = gone(1_100_000);
+        assert!(judge_silence(&rules, &mut state, &last, 1_200_000).is_empty());
+        // Landed, then disconnected: nothing.
+        let mut landed = at(0.0, 2_000_000);
+        landed.alt_m = Some(0.5);
+        landed.disconnected = gone(2_001_000);
         assert!(judge_silence(&rules, &mut state, &landed, 3_000_000).is_empty());
     }
 }

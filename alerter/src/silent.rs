@@ -1,8 +1,9 @@
 //! The search for silent drones: a drone that stopped reporting changes nothing in the feed,
 //! so every `ALERT_SILENT_SWEEP` one query over the latest documents asks for the drones
 //! whose last position is older than the shortest `silentAfter` (and younger than a day, so
-//! that drones parked long ago stay quiet), and hands each to the follower of its range, if
-//! this instance holds it; the follower judges it ([`crate::judge::judge_silence`]).
+//! that drones parked long ago stay quiet), with their agent's connection state, and hands
+//! each to the follower of its range, if this instance holds it; the follower judges it
+//! ([`crate::judge::judge_silence`]).
 //!
 //! Cost: one cross-partition query per sweep and instance, a few RU per range plus about 1 RU
 //! per KB of silent drones returned; between silences it returns nothing. Documents are
@@ -46,7 +47,8 @@ async fn once(shared: &Shared, silence: Duration) -> Result<(), cosmos::CosmosEr
     }
     let now = now_ms();
     let query = QueryRequest {
-        query: "SELECT c.deviceId, c.kind, c.deviceTime, c.deviceTimeMs, c.location, c.altM, c.batteryPct \
+        query: "SELECT c.deviceId, c.kind, c.deviceTime, c.deviceTimeMs, c.location, c.altM, c.batteryPct, \
+                c.agentConnected, c.agentDisconnectedAt \
                 FROM c WHERE c.kind = 'latest' AND c.deviceTimeMs < @before AND c.deviceTimeMs > @after"
             .into(),
         parameters: vec![

@@ -1,6 +1,9 @@
 //! A silent airborne drone and a low battery alert once each; a drone flying along a border
 //! within the margin alerts once (when it went in), not per position; a landed drone that
-//! goes quiet does not alert.
+//! goes quiet does not alert. With the agent's connection state on the latest document (as
+//! the writer stores IoT Hub's connection state events): an agent that disconnected
+//! mid-flight alerts once, with the disconnect's time, also across a SIGKILL and a restart;
+//! one that disconnected after landing does not.
 
 mod common;
 
@@ -134,4 +137,67 @@ async fn silence_battery_and_border_alert_once_each() {
             .await,
         1.0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_gone_mid_flight_alerts_once_with_its_disconnect_and_a_landed_one_not() {
+    let bench = Bench::start().await;
+    let hook = Hook::start().await;
+    // Long enough that each drone's connection state is stored before its silence counts.
+    let rules = bench.rules(
+        r#"{"rules":[{"name":"quiet","kind":"silent","silentAfter":"4s","airborneAboveM":5}]}"#,
+    );
+    let mut alerter = Alerter::start(&bench, "a", &hook, &rules, &[]);
+    let connected_at = chrono::Utc::now() - chrono::Duration::minutes(10);
+    // Airborne, then its agent disconnects; landed, then its agent disconnects; airborne,
+    // its agent still connected but sending nothing.
+    bench.fly("dropped", 1, inside()).await;
+    bench.connection("dropped", true, connected_at, 1).await;
+    bench
+        .fly(
+            "landed",
+            1,
+            Fix {
+                alt_m: 0.0,
+                ..inside()
+            },
+        )
+        .await;
+    bench.connection("landed", true, connected_at, 1).await;
+    bench.fly("mute", 1, inside()).await;
+    bench.connection("mute", true, connected_at, 1).await;
+    let gone = chrono::Utc::now();
+    bench.connection("dropped", false, gone, 2).await;
+    bench.connection("landed", false, gone, 2).await;
+    eventually(LIMIT, "the silent drones", || async {
+        hook.of("dropped").contains_key("silent") && hook.of("mute").contains_key("silent")
+    })
+    .await;
+    let of = |device: &str| {
+        hook.taken()
+            .into_iter()
+            .find(|e| e["data"]["deviceId"] == device)
+            .unwrap()
+    };
+    let gone_text = gone.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    assert_eq!(
+        of("dropped")["data"]["agentDisconnectedAt"],
+        gone_text.as_str()
+    );
+    assert!(of("mute")["data"].get("agentDisconnectedAt").is_none());
+    // Killed and restarted: the silence was told, so nothing new (a replay has the same id).
+    alerter.kill();
+    let alerter = Alerter::start(&bench, "a", &hook, &rules, &[]);
+    eventually(LIMIT, "the ranges taken again", || async {
+        alerter.metric("alerter_leases_held").await >= 4.0
+    })
+    .await;
+    alerter.rounds("sweep", 4).await;
+    for device in ["dropped", "mute"] {
+        let told = hook.of(device);
+        assert_eq!(told.keys().collect::<Vec<_>>(), ["silent"], "{told:?}");
+        assert_eq!(told["silent"].len(), 1, "one id: {told:?}");
+    }
+    assert!(hook.of("landed").is_empty(), "{:?}", hook.of("landed"));
+    assert!(hook.bad().is_empty(), "{:?}", hook.bad());
 }

@@ -1,6 +1,7 @@
 //! What the alerter's tests share: the local Cosmos endpoint (in process, 4 ranges) with
 //! the positions, geofences and lease containers; positions written as the writer writes
-//! latest documents (`telemetry::DocumentLayout`); a webhook receiver that records what it
+//! latest documents (`telemetry::DocumentLayout`), and connection state as it patches it
+//! onto them; a webhook receiver that records what it
 //! takes and answers what a test tells it; the alerter binary as a child process.
 
 #![allow(dead_code)]
@@ -107,6 +108,36 @@ impl Bench {
         let mut doc = Vec::new();
         telemetry::DocumentLayout::default().write_latest(&position, None, &mut doc);
         self.positions.upsert(device, &doc).await.unwrap();
+    }
+
+    /// Records that `device`'s agent connected or disconnected at `at`, as the writer
+    /// stores an IoT Hub connection state event on the latest document: a conditional
+    /// Patch of the agent fields (`telemetry::document::AGENT_FIELDS`), ordered by the
+    /// event's `sequenceNumber` (`seq`, 64 hexadecimal digits in the hub's form).
+    pub async fn connection(&self, device: &str, connected: bool, at: DateTime<Utc>, seq: u64) {
+        let [flag, connected_at, disconnected_at, sequence, ..] = telemetry::document::AGENT_FIELDS;
+        let when = if connected {
+            connected_at
+        } else {
+            disconnected_at
+        };
+        let sequence_number = format!("{seq:064X}");
+        let patch = json!({
+            "operations": [
+                {"op": "set", "path": format!("/{flag}"), "value": connected},
+                {"op": "set", "path": format!("/{when}"),
+                 "value": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)},
+                {"op": "set", "path": format!("/{sequence}"), "value": sequence_number},
+            ],
+            "condition": format!(
+                "FROM c WHERE NOT IS_DEFINED(c.{sequence}) OR c.{sequence} < '{sequence_number}'"
+            ),
+        });
+        let patch: cosmos::PatchRequest = serde_json::from_value(patch).unwrap();
+        self.positions
+            .patch(device, device, &patch, None)
+            .await
+            .unwrap();
     }
 
     /// The range that holds `device`.
