@@ -413,6 +413,7 @@ impl Metrics {
     }
 
     /// Positions being written.
+    #[cfg(test)]
     pub fn set_in_flight(&self, n: usize) {
         self.in_flight.set(i64::try_from(n).unwrap_or(i64::MAX));
     }

@@ -56,6 +56,7 @@ pub struct CostComparison {
 impl CostComparison {
     /// The largest difference of a measured figure from its prediction, as a fraction of
     /// the prediction.
+    #[cfg(test)]
     pub fn worst_deviation(&self) -> f64 {
         self.rows()
             .into_iter()
