@@ -14,9 +14,9 @@ use cloud_writer::internals::{
 };
 use cloud_writer::{DropReason, Metrics, NewestWins};
 use common::sink::{latent_endpoint, position_write, sink_settings, start_sink, writer_container};
+use common::stored;
 use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
-use serde_json::Value;
 
 async fn start(name: &str) -> (CosmosSim, ContainerClient, CosmosSink, Arc<Metrics>) {
     let sim = latent_endpoint().await;
@@ -55,16 +55,6 @@ fn version(device: &str, twin_version: u64, version: &str) -> AgentWrite {
 
 fn position(device: &str, seq: u64, ts: DateTime<Utc>) -> PositionWrite {
     position_write(device, seq, ts, 47.6, -122.3)
-}
-
-async fn stored(container: &ContainerClient, device: &str) -> Value {
-    container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists")
-        .json()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::Ownership;
 use cloud_writer::Secret;
 use cloud_writer::internals::{BlobAuth, BlobCheckpointStore, BlobCheckpoints, Scope};
-use common::checkpoints::{listed_checkpoints, positions, write_checkpoints};
+use common::checkpoints::{assert_no_ownerships, listed_checkpoints, positions, write_checkpoints};
 use test_harness::Azurite;
 
 const NAMESPACE: &str = "Hub.ServiceBus.Windows.Net";
@@ -121,13 +121,7 @@ async fn checkpoints_are_written_and_listed_back() {
     let handed = store.handed_over(&scope).await.unwrap();
     assert_eq!(handed.len(), 1);
     assert_eq!(handed["1"], claim);
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, GROUP)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_ownerships(&store, NAMESPACE, HUB, GROUP).await;
     let listed = listed_checkpoints(&store, NAMESPACE, HUB, GROUP).await;
     assert_eq!(
         positions(&listed),

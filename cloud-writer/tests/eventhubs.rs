@@ -17,7 +17,7 @@ use cloud_writer::internals::{CheckpointContainer, EventHubsSource};
 use cloud_writer::internals::{CosmosCheckpointStore, Scope};
 use cloud_writer::internals::{EventHubsConnection, EventHubsSettings, StartAt};
 use cloud_writer::internals::{Source, SourceControl, SourceError};
-use common::checkpoints::{listed_checkpoints, positions, write_checkpoints};
+use common::checkpoints::{assert_no_ownerships, listed_checkpoints, positions, write_checkpoints};
 use common::*;
 use cosmos_sim::CosmosSim;
 use test_harness::CosmosDbServer;
@@ -41,13 +41,7 @@ fn owner_of(ownerships: &[Ownership], partition: &str) -> Ownership {
 
 /// The SDK's contract, as two replicas `a` and `b` exercise it.
 async fn store_shares_partitions_and_keeps_checkpoints(store: &CosmosCheckpointStore) {
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, GROUP)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_ownerships(store, NAMESPACE, HUB, GROUP).await;
     // a claims partitions 0 and 1 first.
     let a = store
         .claim_ownership(&[claim("0", "a"), claim("1", "a")])
@@ -105,13 +99,7 @@ async fn store_shares_partitions_and_keeps_checkpoints(store: &CosmosCheckpointS
             .unwrap()
             .is_empty()
     );
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, "archive")
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_ownerships(store, NAMESPACE, HUB, "archive").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

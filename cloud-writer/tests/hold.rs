@@ -23,23 +23,8 @@ use common::hold::{assert_held, hold_mid_stream, metrics_text, wait_probed_again
 use common::*;
 use cosmos_sim::CosmosSim;
 use serde_json::Value;
-use test_harness::Mosquitto;
 
 const ROTATED: &str = "cm90YXRlZCBrZXkgb2YgdGhlIGxvY2FsIGVuZHBvaW50";
-
-/// A broker, the local endpoint (two ranges, no throttling) and the writer's settings
-/// between them for `container`.
-async fn peers(container: &str) -> (Mosquitto, CosmosSim, Settings) {
-    let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
-    let settings = settings(&sim.endpoint(), &broker.url(), container);
-    (broker, sim, settings)
-}
 
 /// Gives the writer its key in a file holding `contents` instead of in `settings`; the
 /// file lives as long as the directory returned.
@@ -71,7 +56,7 @@ fn assert_newest_of_both(docs: &HashMap<String, Value>, first: &Scenario, second
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
-    let (broker, sim, settings) = peers("recreated").await;
+    let (broker, sim, settings) = broker_and_endpoint("recreated").await;
     let writer = start_writer(settings).await;
     let (_, second) = hold_mid_stream(
         &writer,
@@ -97,7 +82,7 @@ async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
 /// newest position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cosmos_unavailable_mid_stream_holds_the_stream_and_resumes_by_itself() {
-    let (broker, sim, settings) = peers("outage").await;
+    let (broker, sim, settings) = broker_and_endpoint("outage").await;
     let writer = start_writer(settings).await;
     let (first, second) = hold_mid_stream(
         &writer,
@@ -116,7 +101,7 @@ async fn cosmos_unavailable_mid_stream_holds_the_stream_and_resumes_by_itself() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_key() {
-    let (broker, sim, mut settings) = peers("rotated").await;
+    let (broker, sim, mut settings) = broker_and_endpoint("rotated").await;
     let (_dir, key_file) = key_in_file(&mut settings, &format!("{KEY}\n"));
     settings.newest_wins = Some(NewestWins::Etag);
     let writer = start_writer(settings).await;
@@ -142,7 +127,7 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arrivals() {
     const STALE_AFTER: Duration = Duration::from_secs(10);
-    let (broker, sim, mut settings) = peers("turned-stale").await;
+    let (broker, sim, mut settings) = broker_and_endpoint("turned-stale").await;
     let (_dir, key_file) = key_in_file(&mut settings, KEY);
     settings.history = Some(true);
     settings.history_hold = Some(DurationSetting(Duration::from_secs(1)));
@@ -204,7 +189,7 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
     const DRONES: usize = 20;
     const PER_DRONE: u64 = 3;
     const TOTAL: u64 = DRONES as u64 * PER_DRONE;
-    let (broker, sim, mut settings) = peers("segments-held").await;
+    let (broker, sim, mut settings) = broker_and_endpoint("segments-held").await;
     settings.history = Some(true);
     // Long enough to refuse the writes before the segments fall due.
     settings.history_hold = Some(DurationSetting(Duration::from_secs(15)));
@@ -326,7 +311,7 @@ async fn segment_points(
 /// says the positions not written were not acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_while_held_acknowledges_nothing_and_says_so() {
-    let (broker, sim, settings) = peers("stopped").await;
+    let (broker, sim, settings) = broker_and_endpoint("stopped").await;
     let writer = start_writer(settings).await;
     sim.rotate_key(ROTATED).unwrap();
     let s = scenario(50, 2, Utc::now());
@@ -372,7 +357,7 @@ async fn publish_rounds(port: u16, drones: usize, stop: Arc<AtomicBool>) -> (u64
 async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
     const STALE_AFTER: Duration = Duration::from_secs(3);
     const DRONES: usize = 20;
-    let (broker, sim, mut settings) = peers("long-outage").await;
+    let (broker, sim, mut settings) = broker_and_endpoint("long-outage").await;
     settings.stale_after = Some(DurationSetting(STALE_AFTER));
     let writer = start_writer(settings).await;
     let stop = Arc::new(AtomicBool::new(false));

@@ -46,13 +46,7 @@ fn position(device: &str, seq: u64, base: DateTime<Utc>) -> PositionWrite {
 }
 
 async fn stored_seq(container: &ContainerClient, device: &str) -> u64 {
-    let read = container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists");
-    let doc: serde_json::Value = read.json().unwrap();
-    doc["seq"].as_u64().unwrap()
+    stored(container, device).await["seq"].as_u64().unwrap()
 }
 
 /// Each drone gets positions 1..=n in its own order, every one submitted without
@@ -151,16 +145,6 @@ async fn two_replicas(mode: NewestWins) {
     for d in 0..5 {
         assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 30);
     }
-}
-
-async fn stored(container: &ContainerClient, device: &str) -> serde_json::Value {
-    container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists")
-        .json()
-        .unwrap()
 }
 
 /// An agent back online replays its buffer newest first, each position reaching the

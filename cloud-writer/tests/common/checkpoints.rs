@@ -1,5 +1,5 @@
 //! The SDK's checkpoint store contract as the tests of both stores (Cosmos DB, Blob
-//! Storage) check it: checkpoints written in a scope and listed back.
+//! Storage) check it: checkpoints written in a scope and listed back, ownerships listed.
 
 use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::Checkpoint;
@@ -22,6 +22,17 @@ pub async fn write_checkpoints(
             .await
             .unwrap();
     }
+}
+
+/// Checks that `store` lists no ownership for `namespace`, `hub` and `group`.
+pub async fn assert_no_ownerships(
+    store: &impl CheckpointStore,
+    namespace: &str,
+    hub: &str,
+    group: &str,
+) {
+    let listed = store.list_ownerships(namespace, hub, group).await.unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
 }
 
 /// The checkpoints `store` lists for `namespace`, `hub` and `group`, by partition.

@@ -200,6 +200,22 @@ pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
     }
 }
 
+/// A broker, the local endpoint (two ranges, no throttling) and the writer's settings
+/// between them for `container`.
+pub async fn broker_and_endpoint(
+    container: &str,
+) -> (test_harness::Mosquitto, cosmos_sim::CosmosSim, Settings) {
+    let broker = test_harness::Mosquitto::start().unwrap();
+    let sim = cosmos_sim::CosmosSim::builder()
+        .partitions(2)
+        .ru_per_sec(f64::INFINITY)
+        .start()
+        .await
+        .unwrap();
+    let settings = settings(&sim.endpoint(), &broker.url(), container);
+    (broker, sim, settings)
+}
+
 /// A free port on 127.0.0.1 (for a writer process's metrics endpoint), never one this test
 /// process handed out before: the listener that found it is closed before the writer binds
 /// it, and the OS gave one port to two of `full_size.rs`'s eight writers once (the second
@@ -245,6 +261,17 @@ pub async fn latest_documents(container: &ContainerClient) -> HashMap<String, Va
         .into_iter()
         .map(|d| (d["deviceId"].as_str().unwrap().to_string(), d))
         .collect()
+}
+
+/// The latest document of `device` in the container (which must hold one).
+pub async fn stored(container: &ContainerClient, device: &str) -> Value {
+    container
+        .read(device, device)
+        .await
+        .unwrap()
+        .expect("document exists")
+        .json()
+        .unwrap()
 }
 
 /// Every track segment document of the container.
