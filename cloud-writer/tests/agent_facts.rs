@@ -7,51 +7,21 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::internals::{
-    Ack, AgentFact, AgentWrite, ConnectionOp, CosmosSink, Encoder, PositionWrite, Rejects,
-    SinkSettings, TwinOp, bulk_config, cosmos_client, open_container,
+    Ack, AgentFact, AgentWrite, ConnectionOp, CosmosSink, PositionWrite, TwinOp,
 };
 use cloud_writer::{DropReason, Metrics, NewestWins};
-use common::*;
+use common::sink::{latent_endpoint, position_write, sink_settings, start_sink, writer_container};
+use common::stored;
 use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
-use serde_json::Value;
-use telemetry::{DocumentLayout, Position, StalenessPolicy};
 
 async fn start(name: &str) -> (CosmosSim, ContainerClient, CosmosSink, Arc<Metrics>) {
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .latency(Duration::from_millis(5))
-        .start()
-        .await
-        .unwrap();
-    let config = settings(&sim.endpoint(), "mqtt://127.0.0.1:1", name)
-        .resolve()
-        .unwrap();
-    let client = cosmos_client(&config.cosmos).unwrap();
-    let container = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
-        .await
-        .unwrap()
-        .container;
-    let metrics = Arc::new(Metrics::new());
-    let sink = CosmosSink::start(
-        container.clone(),
-        Encoder::new(DocumentLayout::default(), true, None),
-        SinkSettings {
-            newest_wins: NewestWins::Patch,
-            staleness: StalenessPolicy::default(),
-            high_water_capacity: 1000,
-            bulk: bulk_config(1000),
-            key_file: None,
-            segment_hold: Duration::ZERO,
-        },
-        metrics.clone(),
-        Rejects::new(metrics.clone(), None).unwrap(),
-    );
+    let sim = latent_endpoint().await;
+    let container = writer_container(&sim, name).await;
+    let (sink, metrics) = start_sink(&container, sink_settings(NewestWins::Patch));
     (sim, container, sink, metrics)
 }
 
@@ -84,33 +54,7 @@ fn version(device: &str, twin_version: u64, version: &str) -> AgentWrite {
 }
 
 fn position(device: &str, seq: u64, ts: DateTime<Utc>) -> PositionWrite {
-    PositionWrite {
-        position: Position {
-            device_id: device.into(),
-            seq,
-            ts,
-            lat: 47.6,
-            lon: -122.3,
-            alt_m: None,
-            heading_deg: None,
-            speed_mps: None,
-            battery_pct: Some(50),
-            gnss: Default::default(),
-        },
-        enqueued: None,
-        received_at: Instant::now(),
-        ack: Ack::none(),
-    }
-}
-
-async fn stored(container: &ContainerClient, device: &str) -> Value {
-    container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists")
-        .json()
-        .unwrap()
+    position_write(device, seq, ts, 47.6, -122.3)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

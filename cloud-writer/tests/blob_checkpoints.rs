@@ -2,10 +2,13 @@
 //! Shared Key signatures): ownership claims guarded by ETags, checkpoints written and
 //! listed back, and a wrong key refused.
 
+mod common;
+
 use azure_messaging_eventhubs::CheckpointStore;
 use azure_messaging_eventhubs::models::Ownership;
 use cloud_writer::Secret;
 use cloud_writer::internals::{BlobAuth, BlobCheckpointStore, BlobCheckpoints, Scope};
+use common::checkpoints::{assert_no_ownerships, listed_checkpoints, positions, write_checkpoints};
 use test_harness::Azurite;
 
 const NAMESPACE: &str = "Hub.ServiceBus.Windows.Net";
@@ -24,15 +27,8 @@ fn settings(azurite: &Azurite, key: &str) -> BlobCheckpoints {
 }
 
 fn claim(partition: &str, owner: &str, etag: Option<&azure_core::http::Etag>) -> Ownership {
-    Ownership {
-        fully_qualified_namespace: NAMESPACE.into(),
-        event_hub_name: HUB.into(),
-        consumer_group: GROUP.into(),
-        partition_id: partition.into(),
-        owner_id: Some(owner.into()),
-        etag: etag.cloned(),
-        last_modified_time: None,
-    }
+    let etag = etag.map(ToString::to_string);
+    Scope::new(NAMESPACE, HUB, GROUP).ownership(partition.into(), Some(owner.into()), etag, None)
 }
 
 #[tokio::test]
@@ -108,16 +104,7 @@ async fn checkpoints_are_written_and_listed_back() {
             .unwrap()
             .is_empty()
     );
-    for (partition, seq) in [("0", 41), ("1", 7), ("0", 42)] {
-        store
-            .update_checkpoint(scope.checkpoint(
-                partition,
-                Some(seq),
-                Some(format!("{}", seq * 100)),
-            ))
-            .await
-            .unwrap();
-    }
+    write_checkpoints(&store, &scope, &[("0", 41), ("1", 7), ("0", 42)]).await;
     // Another consumer group's checkpoint is not listed with this one's.
     store
         .update_checkpoint(Scope::new(NAMESPACE, HUB, "other").checkpoint(
@@ -134,32 +121,15 @@ async fn checkpoints_are_written_and_listed_back() {
     let handed = store.handed_over(&scope).await.unwrap();
     assert_eq!(handed.len(), 1);
     assert_eq!(handed["1"], claim);
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, GROUP)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    let mut listed = store.list_checkpoints(NAMESPACE, HUB, GROUP).await.unwrap();
-    listed.sort_by(|x, y| x.partition_id.cmp(&y.partition_id));
-    let listed: Vec<_> = listed
-        .iter()
-        .map(|c| {
-            (
-                c.partition_id.as_str(),
-                c.sequence_number,
-                c.offset.as_deref(),
-                c.consumer_group.as_str(),
-            )
-        })
-        .collect();
+    assert_no_ownerships(&store, NAMESPACE, HUB, GROUP).await;
+    let listed = listed_checkpoints(&store, NAMESPACE, HUB, GROUP).await;
     assert_eq!(
-        listed,
-        [
-            ("0", Some(42), Some("4200"), GROUP),
-            ("1", Some(7), Some("700"), GROUP)
-        ]
+        positions(&listed),
+        [("0", Some(42), Some("4200")), ("1", Some(7), Some("700"))]
+    );
+    assert!(
+        listed.iter().all(|c| c.consumer_group == GROUP),
+        "{listed:?}"
     );
 }
 

@@ -7,17 +7,11 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::time::Duration;
-use test_harness::eventually;
-
-use chrono::Utc;
-use cloud_writer::DropReason;
 use common::entra::{WRITER, namespace_and_account, reader, token_settings, workload_identity};
+use common::replica::route_recent;
 use common::*;
 use entra_sim::EntraSim;
 use hub_sim::EventHubsRole;
-use hub_sim::{AuthMethod, Incoming};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() {
@@ -25,19 +19,7 @@ async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() 
     let oid = entra.object_id(WRITER).unwrap().to_owned();
     let (hub, sim) = namespace_and_account(&entra, dir.path()).await;
 
-    let now = Utc::now();
-    let mut expected = HashMap::new();
-    for d in 0..40 {
-        let id = device(d);
-        for seq in 1..=5u64 {
-            let ts = now - chrono::Duration::seconds(30 - 5 * seq as i64);
-            let (lat, lon) = (47.6 + d as f64 * 1e-3, -122.3 + seq as f64 * 1e-4);
-            let mut message = Incoming::new(&id, wire(&id, seq, ts, lat, lon));
-            message.auth = AuthMethod::Sas;
-            hub.partitions().route(message);
-            expected.insert(id.clone(), (ts.timestamp_millis(), seq, lat, lon));
-        }
-    }
+    let expected = route_recent(&hub, 40, 5);
     let settings = || token_settings(&hub, &sim);
 
     // No role on the hub yet: refused at start, naming the role.
@@ -53,18 +35,7 @@ async fn the_writer_reads_the_namespace_and_writes_cosmos_db_with_tokens_only() 
     let writer = cloud_writer::Writer::start(settings().resolve().unwrap())
         .await
         .unwrap();
-    let counts = eventually(
-        "every enqueued position to have a final outcome",
-        Duration::from_secs(60),
-        async || writer.counts(),
-        |c| c.received == 200 && c.finished() == 200 && c.in_flight == 0,
-    )
-    .await;
-    assert_eq!(
-        counts.written + counts.dropped(DropReason::Superseded),
-        200,
-        "{counts:?}"
-    );
+    wait_written(&writer, 200).await;
     assert_newest(
         &latest_documents(&reader(&sim.endpoint(), "hub")).await,
         &expected,

@@ -17,6 +17,7 @@ use cloud_writer::internals::{CheckpointContainer, EventHubsSource};
 use cloud_writer::internals::{CosmosCheckpointStore, Scope};
 use cloud_writer::internals::{EventHubsConnection, EventHubsSettings, StartAt};
 use cloud_writer::internals::{Source, SourceControl, SourceError};
+use common::checkpoints::{assert_no_ownerships, listed_checkpoints, positions, write_checkpoints};
 use common::*;
 use cosmos_sim::CosmosSim;
 use test_harness::CosmosDbServer;
@@ -27,14 +28,7 @@ const HUB: &str = "drones-hub";
 const GROUP: &str = "$Default";
 
 fn claim(partition: &str, owner: &str) -> Ownership {
-    Ownership {
-        fully_qualified_namespace: NAMESPACE.into(),
-        event_hub_name: HUB.into(),
-        consumer_group: GROUP.into(),
-        partition_id: partition.into(),
-        owner_id: Some(owner.into()),
-        ..Ownership::default()
-    }
+    Scope::new(NAMESPACE, HUB, GROUP).ownership(partition.into(), Some(owner.into()), None, None)
 }
 
 fn owner_of(ownerships: &[Ownership], partition: &str) -> Ownership {
@@ -47,13 +41,7 @@ fn owner_of(ownerships: &[Ownership], partition: &str) -> Ownership {
 
 /// The SDK's contract, as two replicas `a` and `b` exercise it.
 async fn store_shares_partitions_and_keeps_checkpoints(store: &CosmosCheckpointStore) {
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, GROUP)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_ownerships(store, NAMESPACE, HUB, GROUP).await;
     // a claims partitions 0 and 1 first.
     let a = store
         .claim_ownership(&[claim("0", "a"), claim("1", "a")])
@@ -96,34 +84,11 @@ async fn store_shares_partitions_and_keeps_checkpoints(store: &CosmosCheckpointS
 
     // Checkpoints: one per partition, the last write wins.
     let scope = Scope::new(NAMESPACE, HUB, GROUP);
-    for (partition, seq) in [("0", 10), ("1", 7), ("0", 12)] {
-        store
-            .update_checkpoint(scope.checkpoint(
-                partition,
-                Some(seq),
-                Some(format!("{}", seq * 100)),
-            ))
-            .await
-            .unwrap();
-    }
+    write_checkpoints(store, &scope, &[("0", 10), ("1", 7), ("0", 12)]).await;
     // Names are case-insensitive, as the service's.
-    let mut checkpoints = store
-        .list_checkpoints(&NAMESPACE.to_uppercase(), HUB, GROUP)
-        .await
-        .unwrap();
-    checkpoints.sort_by(|x, y| x.partition_id.cmp(&y.partition_id));
-    let positions: Vec<_> = checkpoints
-        .iter()
-        .map(|c| {
-            (
-                c.partition_id.as_str(),
-                c.sequence_number,
-                c.offset.as_deref(),
-            )
-        })
-        .collect();
+    let checkpoints = listed_checkpoints(store, &NAMESPACE.to_uppercase(), HUB, GROUP).await;
     assert_eq!(
-        positions,
+        positions(&checkpoints),
         [("0", Some(12), Some("1200")), ("1", Some(7), Some("700"))]
     );
     // Another consumer group is another scope.
@@ -134,13 +99,7 @@ async fn store_shares_partitions_and_keeps_checkpoints(store: &CosmosCheckpointS
             .unwrap()
             .is_empty()
     );
-    assert!(
-        store
-            .list_ownerships(NAMESPACE, HUB, "archive")
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_no_ownerships(store, NAMESPACE, HUB, "archive").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

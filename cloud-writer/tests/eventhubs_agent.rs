@@ -87,13 +87,7 @@ async fn connection_state_and_version_from_the_hub_are_stored() {
     let writer = cloud_writer::Writer::start(settings.resolve().unwrap())
         .await
         .unwrap();
-    let counts = eventually(
-        "every event to have a final outcome",
-        Duration::from_secs(60),
-        async || writer.counts(),
-        |c| c.received == 6 && c.finished() == 6 && c.in_flight == 0,
-    )
-    .await;
+    let counts = wait_received_final(&writer, 6).await;
     assert_eq!(counts.written, 1, "{counts:?}");
     // Four facts: the older disconnection is superseded, or written first when it reaches
     // the server before the connection (events of one batch are written together).

@@ -20,11 +20,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::DropReason;
-use common::replica::Replica;
+use common::replica::{Replica, hub_and_endpoint};
 use common::*;
 use cosmos_sim::CosmosSim;
-use hub_sim::{AuthMethod, HubConfig, HubSim, Incoming};
-use serde_json::Value;
+use hub_sim::{AuthMethod, HubSim, Incoming};
 use test_harness::eventually;
 
 const DRONES: usize = 20;
@@ -63,33 +62,13 @@ struct Segment {
 
 /// Every segment of container `positions`, read with `@azure/cosmos`.
 async fn segments_by_sdk(sim: &CosmosSim) -> Vec<Segment> {
-    let node = test_harness::node_bin()
-        .expect("node and tools/node packages (npm ci --prefix tools/node)");
     let script = format!(
         "{}/tests/sdk/track_segments.mjs",
         env!("CARGO_MANIFEST_DIR")
     );
-    let child = tokio::process::Command::new(node)
-        .arg(script)
-        .arg(sim.endpoint())
-        .arg(KEY)
-        .arg(test_harness::node_dir())
-        .args(["telemetry", "positions"])
-        .current_dir(test_harness::node_dir())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("the SDK script finishes")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK script failed: {stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let read: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+    let args = ["telemetry", "positions"];
+    let read =
+        test_harness::run_sdk_script(script.as_ref(), &sim.endpoint(), KEY, &args, &[]).await;
     read["segments"]
         .as_array()
         .unwrap()
@@ -201,11 +180,7 @@ fn env<'a>(settings: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_history_in_segments_costs_under_one_ru_per_position() {
-    let dir = tempfile::tempdir().unwrap();
-    let hub = HubSim::start(HubConfig::new(dir.path().join("hub")))
-        .await
-        .unwrap();
-    let sim = CosmosSim::unthrottled().await.unwrap();
+    let (dir, hub, sim) = hub_and_endpoint().await;
     let base = Utc::now() - TimeDelta::minutes(12);
     route(&hub, base, 1..=POSITIONS);
     let total = DRONES as u64 * POSITIONS;
@@ -246,11 +221,7 @@ async fn live_history_in_segments_costs_under_one_ru_per_position() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_killed_while_holding_positions_for_segments_loses_none() {
-    let dir = tempfile::tempdir().unwrap();
-    let hub = HubSim::start(HubConfig::new(dir.path().join("hub")))
-        .await
-        .unwrap();
-    let sim = CosmosSim::unthrottled().await.unwrap();
+    let (dir, hub, sim) = hub_and_endpoint().await;
     let base = Utc::now() - TimeDelta::minutes(12);
     let half = POSITIONS / 2;
     let first = DRONES as u64 * half;

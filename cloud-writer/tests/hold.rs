@@ -9,6 +9,8 @@
 
 mod common;
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -16,28 +18,46 @@ use test_harness::eventually;
 
 use chrono::{TimeDelta, Utc};
 use cloud_writer::{DropReason, HoldReason};
-use cloud_writer::{DurationSetting, NewestWins};
-use common::hold::{assert_held, hold_mid_stream, metrics_text};
+use cloud_writer::{DurationSetting, NewestWins, Settings};
+use common::hold::{assert_held, hold_mid_stream, metrics_text, wait_probed_again};
 use common::*;
 use cosmos_sim::CosmosSim;
-use test_harness::Mosquitto;
+use serde_json::Value;
 
 const ROTATED: &str = "cm90YXRlZCBrZXkgb2YgdGhlIGxvY2FsIGVuZHBvaW50";
 
-async fn sim() -> CosmosSim {
-    CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap()
+/// Gives the writer its key in a file holding `contents` instead of in `settings`; the
+/// file lives as long as the directory returned.
+fn key_in_file(settings: &mut Settings, contents: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("cosmos-key");
+    std::fs::write(&key_file, contents).unwrap();
+    settings.cosmos_key = None;
+    settings.cosmos_key_file = Some(key_file.clone());
+    (dir, key_file)
+}
+
+/// A client of `container` signing with the rotated key.
+fn rotated_reader(sim: &CosmosSim, container: &str) -> cosmos::ContainerClient {
+    cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
+        sim.endpoint().parse().unwrap(),
+        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
+    ))
+    .unwrap()
+    .container("telemetry", container)
+}
+
+/// Checks that `docs` hold each drone's newest position of the two rounds.
+fn assert_newest_of_both(docs: &HashMap<String, Value>, first: &Scenario, second: &Scenario) {
+    let mut expected = first.expected.clone();
+    expected.extend(second.expected.clone());
+    assert_newest(docs, &expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "recreated")).await;
+    let (broker, sim, settings) = broker_and_endpoint("recreated").await;
+    let writer = start_writer(settings).await;
     let (_, second) = hold_mid_stream(
         &writer,
         &broker,
@@ -62,9 +82,8 @@ async fn container_deleted_and_created_again_mid_stream_loses_nothing() {
 /// newest position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cosmos_unavailable_mid_stream_holds_the_stream_and_resumes_by_itself() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "outage")).await;
+    let (broker, sim, settings) = broker_and_endpoint("outage").await;
+    let writer = start_writer(settings).await;
     let (first, second) = hold_mid_stream(
         &writer,
         &broker,
@@ -75,23 +94,15 @@ async fn cosmos_unavailable_mid_stream_holds_the_stream_and_resumes_by_itself() 
     )
     .await;
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "outage")).await;
-    let mut expected = first.expected.clone();
-    expected.extend(second.expected.clone());
-    assert_newest(&docs, &expected);
+    assert_newest_of_both(&docs, &first, &second);
     writer.shutdown();
     writer.wait().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_key() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("cosmos-key");
-    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
-    let mut settings = settings(&sim.endpoint(), &broker.url(), "rotated");
-    settings.cosmos_key = None;
-    settings.cosmos_key_file = Some(key_file.clone());
+    let (broker, sim, mut settings) = broker_and_endpoint("rotated").await;
+    let (_dir, key_file) = key_in_file(&mut settings, &format!("{KEY}\n"));
     settings.newest_wins = Some(NewestWins::Etag);
     let writer = start_writer(settings).await;
     let (first, second) = hold_mid_stream(
@@ -103,16 +114,8 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
         || std::fs::write(&key_file, ROTATED).unwrap(),
     )
     .await;
-    let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
-        sim.endpoint().parse().unwrap(),
-        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
-    ))
-    .unwrap()
-    .container("telemetry", "rotated");
-    let docs = latest_documents(&reader).await;
-    let mut expected = first.expected.clone();
-    expected.extend(second.expected.clone());
-    assert_newest(&docs, &expected);
+    let docs = latest_documents(&rotated_reader(&sim, "rotated")).await;
+    assert_newest_of_both(&docs, &first, &second);
     writer.shutdown();
     writer.wait().await.unwrap();
 }
@@ -124,14 +127,8 @@ async fn key_rotated_mid_stream_holds_the_stream_until_the_key_file_has_the_new_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arrivals() {
     const STALE_AFTER: Duration = Duration::from_secs(10);
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("cosmos-key");
-    std::fs::write(&key_file, KEY).unwrap();
-    let mut settings = settings(&sim.endpoint(), &broker.url(), "turned-stale");
-    settings.cosmos_key = None;
-    settings.cosmos_key_file = Some(key_file.clone());
+    let (broker, sim, mut settings) = broker_and_endpoint("turned-stale").await;
+    let (_dir, key_file) = key_in_file(&mut settings, KEY);
     settings.history = Some(true);
     settings.history_hold = Some(DurationSetting(Duration::from_secs(1)));
     settings.stale_after = Some(DurationSetting(STALE_AFTER));
@@ -175,13 +172,7 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     )
     .await;
     assert_eq!(counts.history_written, 20, "{counts:?}");
-    let reader = cosmos::CosmosClient::new(cosmos::CosmosConfig::new(
-        sim.endpoint().parse().unwrap(),
-        cosmos::Credential::MasterKey(cosmos::MasterKey::from_base64(ROTATED).unwrap()),
-    ))
-    .unwrap()
-    .container("telemetry", "turned-stale");
-    let segments = segment_points(&reader).await;
+    let segments = segment_points(&rotated_reader(&sim, "turned-stale")).await;
     assert_eq!(segments.len(), 20, "{segments:?}");
     writer.shutdown();
     writer.wait().await.unwrap();
@@ -198,9 +189,7 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
     const DRONES: usize = 20;
     const PER_DRONE: u64 = 3;
     const TOTAL: u64 = DRONES as u64 * PER_DRONE;
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let mut settings = settings(&sim.endpoint(), &broker.url(), "segments-held");
+    let (broker, sim, mut settings) = broker_and_endpoint("segments-held").await;
     settings.history = Some(true);
     // Long enough to refuse the writes before the segments fall due.
     settings.history_hold = Some(DurationSetting(Duration::from_secs(15)));
@@ -243,14 +232,7 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
     )
     .await;
     // Held: no segment written, no message acknowledged, however often it probes.
-    let requests = sim.stats().requests;
-    eventually(
-        "the writer to probe again",
-        Duration::from_secs(20),
-        async || sim.stats().requests,
-        |r| *r >= requests + 2,
-    )
-    .await;
+    wait_probed_again(&sim).await;
     let held = writer.counts();
     assert_eq!(held.history_written, 0, "{held:?}");
     assert_eq!(held.history_dropped, 0, "{held:?}");
@@ -314,18 +296,8 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
 async fn segment_points(
     container: &cosmos::ContainerClient,
 ) -> std::collections::BTreeMap<String, Vec<u64>> {
-    let segments = container
-        .query(
-            &cosmos::QueryRequest {
-                query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
-                parameters: vec![],
-            },
-            cosmos::QueryScope::AllRanges,
-        )
-        .await
-        .unwrap();
     let mut seqs = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    for doc in &segments.documents {
+    for doc in &segment_documents(container).await {
         let device = doc["deviceId"].as_str().unwrap().to_owned();
         let points = telemetry::document::stored_points(doc).unwrap();
         seqs.entry(device)
@@ -339,9 +311,8 @@ async fn segment_points(
 /// says the positions not written were not acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_while_held_acknowledges_nothing_and_says_so() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let writer = start_writer(settings(&sim.endpoint(), &broker.url(), "stopped")).await;
+    let (broker, sim, settings) = broker_and_endpoint("stopped").await;
+    let writer = start_writer(settings).await;
     sim.rotate_key(ROTATED).unwrap();
     let s = scenario(50, 2, Utc::now());
     publish(broker.port(), "fleet-stop", &s.messages).await;
@@ -386,9 +357,7 @@ async fn publish_rounds(port: u16, drones: usize, stop: Arc<AtomicBool>) -> (u64
 async fn outage_longer_than_stale_after_is_one_hold_and_one_resumption() {
     const STALE_AFTER: Duration = Duration::from_secs(3);
     const DRONES: usize = 20;
-    let broker = Mosquitto::start().unwrap();
-    let sim = sim().await;
-    let mut settings = settings(&sim.endpoint(), &broker.url(), "long-outage");
+    let (broker, sim, mut settings) = broker_and_endpoint("long-outage").await;
     settings.stale_after = Some(DurationSetting(STALE_AFTER));
     let writer = start_writer(settings).await;
     let stop = Arc::new(AtomicBool::new(false));

@@ -133,17 +133,6 @@ async fn unthrottled_sim() -> CosmosSim {
     CosmosSim::unthrottled().await.unwrap()
 }
 
-/// RU charged to `container` so far.
-fn charged(sim: &CosmosSim, container: &str) -> f64 {
-    sim.stats()
-        .containers
-        .iter()
-        .filter(|c| c.container == container)
-        .flat_map(|c| &c.partitions)
-        .map(|p| p.ru_total)
-        .sum()
-}
-
 /// 20 drones x 120 positions 5 s apart imported without and with history: track segments
 /// add at most 1.0 RU per position (one document per position added 4.96) and store at
 /// most a fifth of the bytes of a document per position.
@@ -193,19 +182,10 @@ async fn history_in_segments_costs_under_one_ru_per_position() {
     let added = (charged(&sim, "with-history") - charged(&sim, "latest-only")) / positions;
 
     let container = container(&sim.endpoint(), "telemetry", "with-history");
-    let segments = container
-        .query(
-            &cosmos::QueryRequest {
-                query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
-                parameters: vec![],
-            },
-            cosmos::QueryScope::AllRanges,
-        )
-        .await
-        .unwrap();
+    let segments = segment_documents(&container).await;
     let mut kept = std::collections::BTreeSet::new();
     let mut bytes = 0;
-    for doc in &segments.documents {
+    for doc in &segments {
         bytes += doc.to_string().len();
         for point in telemetry::document::stored_points(doc).unwrap() {
             assert!(kept.insert((doc["deviceId"].to_string(), point.seq)));
@@ -231,7 +211,7 @@ async fn history_in_segments_costs_under_one_ru_per_position() {
     let one_per_position = one.to_string().len() as f64;
     println!(
         "history: {added:.3} RU and {per_position:.1} bytes per position ({} segments; one document per position: {one_per_position} bytes)",
-        segments.documents.len()
+        segments.len()
     );
     assert!(added <= 1.0, "{added} RU per position");
     // `check` says which history format each container holds.

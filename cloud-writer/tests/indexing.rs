@@ -7,53 +7,18 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use test_harness::eventually;
 
 use chrono::{TimeDelta, Utc};
-use cloud_writer::internals::{
-    Ack, CosmosSink, Encoder, PositionWrite, Rejects, SinkSettings, bulk_config, cosmos_client,
-    open_container,
-};
+use cloud_writer::internals::{Ack, CosmosSink, PositionWrite};
 use cloud_writer::{Metrics, NewestWins};
+use common::sink::{sink_settings, start_sink, writer_container};
 use common::*;
-use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
-use telemetry::{DocumentLayout, Position, StalenessPolicy};
+use telemetry::Position;
 
 const DRONES: usize = 100;
-
-/// RU the endpoint charged `container` so far.
-fn charged(sim: &CosmosSim, container: &str) -> f64 {
-    sim.stats()
-        .containers
-        .iter()
-        .filter(|c| c.container == container)
-        .flat_map(|c| &c.partitions)
-        .map(|p| p.ru_total)
-        .sum()
-}
-
-/// The writer's sink over `container`, and its metrics.
-fn sink(container: &ContainerClient) -> (CosmosSink, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::new());
-    let sink = CosmosSink::start(
-        container.clone(),
-        Encoder::new(DocumentLayout::default(), true, None),
-        SinkSettings {
-            newest_wins: NewestWins::Patch,
-            staleness: StalenessPolicy::default(),
-            high_water_capacity: 1000,
-            bulk: bulk_config(1000),
-            key_file: None,
-            segment_hold: Duration::ZERO,
-        },
-        metrics.clone(),
-        Rejects::new(metrics.clone(), None).unwrap(),
-    );
-    (sink, metrics)
-}
 
 /// Writes one position of every drone (its `seq`th) through `sink` and waits until all
 /// are written.
@@ -91,14 +56,8 @@ async fn round(sink: &CosmosSink, metrics: &Metrics, seq: u64) {
 /// RU per drone of its first position (a create) and of its next (a patch) in `name`,
 /// through one sink, as a running writer writes them.
 async fn per_position(sim: &CosmosSim, name: &str) -> (f64, f64) {
-    let config = settings(&sim.endpoint(), "mqtt://127.0.0.1:1", name)
-        .resolve()
-        .unwrap();
-    let client = cosmos_client(&config.cosmos).unwrap();
-    let opened = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
-        .await
-        .unwrap();
-    let (sink, metrics) = sink(&opened.container);
+    let container = writer_container(sim, name).await;
+    let (sink, metrics) = start_sink(&container, sink_settings(NewestWins::Patch));
     let start = charged(sim, name);
     round(&sink, &metrics, 1).await;
     let created = charged(sim, name);

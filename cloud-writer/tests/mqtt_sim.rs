@@ -23,13 +23,7 @@ async fn fifty_thousand_messages_keep_the_newest_position_of_each_drone() {
     publish(broker.port(), "fleet-fifty", &s.messages).await;
 
     let total = s.messages.len() as u64;
-    let counts = eventually(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        async || writer.counts(),
-        |c| c.received == total && c.finished() == total && c.in_flight == 0,
-    )
-    .await;
+    let counts = wait_received_final(&writer, total).await;
     assert_eq!(
         counts.written + counts.dropped(DropReason::Superseded),
         s.fresh,

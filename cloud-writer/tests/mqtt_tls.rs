@@ -11,7 +11,7 @@ use chrono::Utc;
 use common::*;
 use cosmos_sim::CosmosSim;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use test_harness::{MosquittoConfig, TlsListener, eventually};
+use test_harness::{MosquittoConfig, TlsListener};
 
 /// Writes `name.pem` and `name-key.pem` for a certificate of `names` signed by `issuer`.
 fn issue(dir: &Path, name: &str, names: &[&str], issuer: &Issuer<'_, KeyPair>) {
@@ -69,13 +69,7 @@ async fn mqtts_source_with_a_private_ca_and_a_client_certificate() {
     let s = scenario(50, 4, Utc::now());
     publish(broker.port(), "fleet-tls", &s.messages).await;
     let total = s.messages.len() as u64;
-    eventually(
-        "every message to have a final outcome",
-        Duration::from_secs(60),
-        async || writer.counts(),
-        |c| c.received == total && c.finished() == total && c.in_flight == 0,
-    )
-    .await;
+    wait_received_final(&writer, total).await;
     let docs = latest_documents(&container(&sim.endpoint(), "telemetry", "tls")).await;
     assert_newest(&docs, &s.expected);
     writer.shutdown();

@@ -9,22 +9,21 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_harness::eventually;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::Metrics;
 use cloud_writer::NewestWins;
-use cloud_writer::internals::Ack;
 use cloud_writer::internals::PositionWrite;
-use cloud_writer::internals::Rejects;
+use cloud_writer::internals::bulk_config;
 use cloud_writer::internals::{CosmosSink, Encoder, SinkSettings};
-use cloud_writer::internals::{bulk_config, cosmos_client, open_container};
 use cloud_writer::{DropReason, HoldReason};
+use common::sink::{latent_endpoint, position_write, sink_settings, start_sink, writer_container};
 use common::*;
 use cosmos::ContainerClient;
 use cosmos_sim::CosmosSim;
-use telemetry::{DocumentLayout, Position, StalenessPolicy};
+use telemetry::DocumentLayout;
 
 struct Fixture {
     sim: CosmosSim,
@@ -32,80 +31,22 @@ struct Fixture {
 }
 
 async fn fixture(name: &str) -> Fixture {
-    // Latency makes batches overlap in flight.
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .latency(Duration::from_millis(5))
-        .start()
-        .await
-        .unwrap();
-    let config = settings(&sim.endpoint(), "mqtt://127.0.0.1:1", name)
-        .resolve()
-        .unwrap();
-    let client = cosmos_client(&config.cosmos).unwrap();
-    let container = open_container(&client, &config.cosmos, &DocumentLayout::default(), None)
-        .await
-        .unwrap()
-        .container;
+    let sim = latent_endpoint().await;
+    let container = writer_container(&sim, name).await;
     Fixture { sim, container }
 }
 
 fn sink(fixture: &Fixture, mode: NewestWins) -> (CosmosSink, Arc<Metrics>) {
-    sink_with_key_file(fixture, mode, None)
-}
-
-fn sink_with_key_file(
-    fixture: &Fixture,
-    mode: NewestWins,
-    key_file: Option<std::path::PathBuf>,
-) -> (CosmosSink, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::new());
-    let sink = CosmosSink::start(
-        fixture.container.clone(),
-        Encoder::new(DocumentLayout::default(), mode == NewestWins::Patch, None),
-        SinkSettings {
-            newest_wins: mode,
-            staleness: StalenessPolicy::default(),
-            high_water_capacity: 1000,
-            bulk: bulk_config(1000),
-            key_file,
-            segment_hold: Duration::ZERO,
-        },
-        metrics.clone(),
-        Rejects::new(metrics.clone(), None).unwrap(),
-    );
-    (sink, metrics)
+    start_sink(&fixture.container, sink_settings(mode))
 }
 
 fn position(device: &str, seq: u64, base: DateTime<Utc>) -> PositionWrite {
-    PositionWrite {
-        position: Position {
-            device_id: device.into(),
-            seq,
-            ts: base + TimeDelta::seconds(seq as i64),
-            lat: seq as f64 / 100.0,
-            lon: 1.0,
-            alt_m: None,
-            heading_deg: None,
-            speed_mps: None,
-            battery_pct: Some(50),
-            gnss: Default::default(),
-        },
-        enqueued: None,
-        received_at: Instant::now(),
-        ack: Ack::none(),
-    }
+    let ts = base + TimeDelta::seconds(seq as i64);
+    position_write(device, seq, ts, seq as f64 / 100.0, 1.0)
 }
 
 async fn stored_seq(container: &ContainerClient, device: &str) -> u64 {
-    let read = container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists");
-    let doc: serde_json::Value = read.json().unwrap();
-    doc["seq"].as_u64().unwrap()
+    stored(container, device).await["seq"].as_u64().unwrap()
 }
 
 /// Each drone gets positions 1..=n in its own order, every one submitted without
@@ -204,16 +145,6 @@ async fn two_replicas(mode: NewestWins) {
     for d in 0..5 {
         assert_eq!(stored_seq(&fixture.container, &format!("r{d}")).await, 30);
     }
-}
-
-async fn stored(container: &ContainerClient, device: &str) -> serde_json::Value {
-    container
-        .read(device, device)
-        .await
-        .unwrap()
-        .expect("document exists")
-        .json()
-        .unwrap()
 }
 
 /// An agent back online replays its buffer newest first, each position reaching the
@@ -360,7 +291,11 @@ async fn etag_replace_sent_again_after_a_refusal_keeps_its_if_match() {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("cosmos-key");
     std::fs::write(&key_file, KEY).unwrap();
-    let (sink, metrics) = sink_with_key_file(&fixture, NewestWins::Etag, Some(key_file.clone()));
+    let settings = SinkSettings {
+        key_file: Some(key_file.clone()),
+        ..sink_settings(NewestWins::Etag)
+    };
+    let (sink, metrics) = start_sink(&fixture.container, settings);
     let base = Utc::now() - TimeDelta::seconds(60);
     sink.write(position("d", 1, base)).await;
     sink.wait_idle().await;
@@ -421,21 +356,12 @@ async fn etag_reads_count_inside_the_in_flight_limit() {
     }
     first.close().await;
 
-    let metrics = Arc::new(Metrics::new());
-    let restarted = CosmosSink::start(
-        fixture.container.clone(),
-        Encoder::new(DocumentLayout::default(), false, None),
-        SinkSettings {
-            newest_wins: NewestWins::Etag,
-            staleness: StalenessPolicy::default(),
-            high_water_capacity: 10_000,
-            bulk: bulk_config(LIMIT),
-            key_file: None,
-            segment_hold: Duration::ZERO,
-        },
-        metrics.clone(),
-        Rejects::new(metrics.clone(), None).unwrap(),
-    );
+    let settings = SinkSettings {
+        high_water_capacity: 10_000,
+        bulk: bulk_config(LIMIT),
+        ..sink_settings(NewestWins::Etag)
+    };
+    let (restarted, metrics) = start_sink(&fixture.container, settings);
     let mut most = 0;
     for d in 0..DRONES {
         restarted.write(position(&format!("r{d}"), 2, base)).await;

@@ -19,9 +19,7 @@ use chrono::{TimeDelta, Utc};
 use cloud_writer::Counts;
 use cloud_writer::DropReason;
 use common::*;
-use cosmos_sim::CosmosSim;
 use serde_json::Value;
-use test_harness::Mosquitto;
 
 /// A device id of IoT Hub's longest, 128 characters.
 fn refused() -> String {
@@ -33,16 +31,9 @@ const MAX_DOCUMENT_BYTES: u64 = 400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_document_too_large_alone_is_dead_lettered_acknowledged_and_the_stream_goes_on() {
-    let broker = Mosquitto::start().unwrap();
-    let sim = CosmosSim::builder()
-        .partitions(2)
-        .ru_per_sec(f64::INFINITY)
-        .start()
-        .await
-        .unwrap();
+    let (broker, sim, mut settings) = broker_and_endpoint("refused").await;
     let dir = tempfile::tempdir().unwrap();
     let dead_letters = dir.path().join("dead-letter.jsonl");
-    let mut settings = settings(&sim.endpoint(), &broker.url(), "refused");
     settings.dead_letter_file = Some(dead_letters.clone());
     let writer = start_writer(settings.clone()).await;
     sim.set_faults(cosmos_sim::FaultSettings {

@@ -68,14 +68,7 @@ pub async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -
     let held = writer.counts();
     assert!(held.in_flight > 0, "{held:?}");
     // Nothing is written while held, however often the writer probes.
-    let requests = sim.stats().requests;
-    eventually(
-        "the writer to probe again",
-        Duration::from_secs(20),
-        async || sim.stats().requests,
-        |r| *r >= requests + 2,
-    )
-    .await;
+    wait_probed_again(sim).await;
     let later = writer.counts();
     assert_eq!(later.written, held.written, "written while held: {later:?}");
     // (The pipeline still judges a batch it had taken: invalid, spoofed, late and
@@ -93,6 +86,19 @@ pub async fn assert_held(writer: &Writer, sim: &CosmosSim, reason: HoldReason) -
     }
     assert!(later.in_flight > 0, "{later:?}");
     held
+}
+
+/// Waits until the writer, holding the stream, has sent `sim` at least two more requests
+/// (its probes).
+pub async fn wait_probed_again(sim: &CosmosSim) {
+    let requests = sim.stats().requests;
+    eventually(
+        "the writer to probe again",
+        Duration::from_secs(20),
+        async || sim.stats().requests,
+        |r| *r >= requests + 2,
+    )
+    .await;
 }
 
 /// The acknowledged messages of the writer's MQTT connection, at most: received, less

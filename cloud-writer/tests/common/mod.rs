@@ -3,9 +3,11 @@
 #![allow(dead_code)]
 
 pub mod blobs;
+pub mod checkpoints;
 pub mod entra;
 pub mod hold;
 pub mod replica;
+pub mod sink;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -198,6 +200,22 @@ pub fn settings(endpoint: &str, mqtt_url: &str, container: &str) -> Settings {
     }
 }
 
+/// A broker, the local endpoint (two ranges, no throttling) and the writer's settings
+/// between them for `container`.
+pub async fn broker_and_endpoint(
+    container: &str,
+) -> (test_harness::Mosquitto, cosmos_sim::CosmosSim, Settings) {
+    let broker = test_harness::Mosquitto::start().unwrap();
+    let sim = cosmos_sim::CosmosSim::builder()
+        .partitions(2)
+        .ru_per_sec(f64::INFINITY)
+        .start()
+        .await
+        .unwrap();
+    let settings = settings(&sim.endpoint(), &broker.url(), container);
+    (broker, sim, settings)
+}
+
 /// A free port on 127.0.0.1 (for a writer process's metrics endpoint), never one this test
 /// process handed out before: the listener that found it is closed before the writer binds
 /// it, and the OS gave one port to two of `full_size.rs`'s eight writers once (the second
@@ -243,6 +261,41 @@ pub async fn latest_documents(container: &ContainerClient) -> HashMap<String, Va
         .into_iter()
         .map(|d| (d["deviceId"].as_str().unwrap().to_string(), d))
         .collect()
+}
+
+/// The latest document of `device` in the container (which must hold one).
+pub async fn stored(container: &ContainerClient, device: &str) -> Value {
+    container
+        .read(device, device)
+        .await
+        .unwrap()
+        .expect("document exists")
+        .json()
+        .unwrap()
+}
+
+/// Every track segment document of the container.
+pub async fn segment_documents(container: &ContainerClient) -> Vec<Value> {
+    let query = QueryRequest {
+        query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
+        parameters: vec![],
+    };
+    container
+        .query(&query, QueryScope::AllRanges)
+        .await
+        .expect("query the container")
+        .documents
+}
+
+/// RU the endpoint charged `container` so far.
+pub fn charged(sim: &cosmos_sim::CosmosSim, container: &str) -> f64 {
+    sim.stats()
+        .containers
+        .iter()
+        .filter(|c| c.container == container)
+        .flat_map(|c| &c.partitions)
+        .map(|p| p.ru_total)
+        .sum()
 }
 
 /// Checks that the container holds exactly the expected newest position of each drone.
@@ -323,6 +376,32 @@ pub async fn wait_final(writer: &cloud_writer::Writer, total: u64) -> cloud_writ
         |c| c.finished() == total && c.in_flight == 0,
     )
     .await
+}
+
+/// Waits until the writer has received `total` messages, each with a final outcome, and
+/// nothing is in flight.
+pub async fn wait_received_final(
+    writer: &cloud_writer::Writer,
+    total: u64,
+) -> cloud_writer::Counts {
+    eventually(
+        "every message received to have a final outcome",
+        Duration::from_secs(60),
+        async || writer.counts(),
+        |c| c.received == total && c.finished() == total && c.in_flight == 0,
+    )
+    .await
+}
+
+/// [`wait_received_final`], then checks that each message was written or superseded.
+pub async fn wait_written(writer: &cloud_writer::Writer, total: u64) -> cloud_writer::Counts {
+    let counts = wait_received_final(writer, total).await;
+    assert_eq!(
+        counts.written + counts.dropped(cloud_writer::DropReason::Superseded),
+        total,
+        "{counts:?}"
+    );
+    counts
 }
 
 /// The value of the first series starting with `name` (a metric name, with its labels if

@@ -258,6 +258,17 @@ impl Counts {
 /// A drone's position as `common::assert_newest` checks it: (deviceTimeMs, seq, lat, lon).
 pub type Newest = HashMap<String, (i64, u64, f64, f64)>;
 
+/// A fresh directory with a local hub in it (the writers' logs go there too), and a local
+/// Cosmos endpoint that does not throttle.
+pub async fn hub_and_endpoint() -> (tempfile::TempDir, HubSim, CosmosSim) {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubSim::start(hub_sim::HubConfig::new(dir.path().join("hub")))
+        .await
+        .unwrap();
+    let sim = CosmosSim::unthrottled().await.unwrap();
+    (dir, hub, sim)
+}
+
 /// A local hub, a local Cosmos endpoint and Azurite, for writers that keep their
 /// checkpoints in Blob Storage.
 pub struct BlobRig {
@@ -274,11 +285,7 @@ pub struct BlobRig {
 impl BlobRig {
     /// Starts the three.
     pub async fn start() -> BlobRig {
-        let dir = tempfile::tempdir().unwrap();
-        let hub = HubSim::start(hub_sim::HubConfig::new(dir.path().join("hub")))
-            .await
-            .unwrap();
-        let sim = CosmosSim::unthrottled().await.unwrap();
+        let (dir, hub, sim) = hub_and_endpoint().await;
         let azurite = test_harness::Azurite::start().unwrap();
         BlobRig {
             dir,
@@ -319,6 +326,26 @@ pub fn route_round(hub: &HubSim, drones: usize, seq: u64) {
         message.auth = AuthMethod::Sas;
         hub.partitions().route(message);
     }
+}
+
+/// `per_drone` positions of each of `drones` drones, 5 s apart and the last one
+/// `30 - 5 * per_drone` s old, routed into the hub as devices authenticated with SAS send
+/// them; the newest of each drone.
+pub fn route_recent(hub: &HubSim, drones: usize, per_drone: u64) -> Newest {
+    let now = chrono::Utc::now();
+    let mut newest = Newest::new();
+    for d in 0..drones {
+        let id = super::device(d);
+        for seq in 1..=per_drone {
+            let ts = now - chrono::Duration::seconds(30 - 5 * seq as i64);
+            let (lat, lon) = (47.6 + d as f64 * 1e-3, -122.3 + seq as f64 * 1e-4);
+            let mut message = Incoming::new(&id, super::wire(&id, seq, ts, lat, lon));
+            message.auth = AuthMethod::Sas;
+            hub.partitions().route(message);
+            newest.insert(id.clone(), (ts.timestamp_millis(), seq, lat, lon));
+        }
+    }
+    newest
 }
 
 /// Every event the hub's partitions hold, by partition id.

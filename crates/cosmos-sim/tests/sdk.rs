@@ -11,7 +11,6 @@ mod common;
 use cosmos_sim::{COSMOS_AUDIENCE, CosmosSim, DataRole, EntraTrust};
 use entra_sim::{App, EntraSim};
 use serde_json::Value;
-use std::process::Stdio;
 use std::time::Duration;
 use telemetry::geo::haversine_m;
 // Not the endpoint's own distance: the check must not share the code it checks.
@@ -39,31 +38,8 @@ async fn run_script_at(
     args: &[&str],
     envs: &[(&str, &std::path::Path)],
 ) -> Value {
-    let node = test_harness::node_bin()
-        .expect("node and tools/node packages (npm ci --prefix tools/node)");
     let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
-    let child = tokio::process::Command::new(node)
-        .arg(script)
-        .arg(endpoint)
-        .arg(key)
-        .arg(test_harness::node_dir())
-        .args(args)
-        .envs(envs.iter().copied())
-        .current_dir(test_harness::node_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("the SDK script finishes")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK script failed: {stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"))
+    test_harness::run_sdk_script(script.as_ref(), endpoint, key, args, envs).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

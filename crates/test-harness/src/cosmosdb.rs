@@ -1,6 +1,7 @@
 //! `@vercel/cosmosdb-server`, an independent Cosmos DB implementation from the npm
 //! registry, on a free port of 127.0.0.1; and the node installation in `tools/node`
-//! that other tests use to run node scripts (e.g. with the official `@azure/cosmos` SDK).
+//! that other tests use to run node scripts (e.g. with the official `@azure/cosmos` SDK,
+//! through [`run_sdk_script`]).
 //!
 //! The server is started by `tools/node/cosmosdb-server.mjs`, which listens on a port
 //! the OS picks, reports it on stdout and exits when its stdin closes: the handle holds
@@ -9,7 +10,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -29,6 +30,8 @@ const NODE: Program = Program {
 
 const PEER: &str = "cosmosdb-server";
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long an SDK script may run.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The `tools/node` directory: `package.json`, the lockfile, the launcher scripts and,
 /// once installed with `npm ci --prefix tools/node`, `node_modules`.
@@ -56,6 +59,45 @@ pub fn node_bin() -> Result<PathBuf, PeerError> {
         }
     }
     Ok(node)
+}
+
+/// Runs the node script `script` against the Cosmos DB account at `endpoint`, signing
+/// with `key`: its arguments are the endpoint, the key and [`node_dir`] (where it finds
+/// the packages), then `args`; `envs` are set and [`node_dir`] is its working directory.
+/// Returns the JSON of its last line of output.
+///
+/// Panics (failing the test) when node or the packages are missing, the script fails or
+/// runs longer than two minutes, or its last line is not JSON; the panic holds its stderr.
+pub async fn run_sdk_script(
+    script: &Path,
+    endpoint: &str,
+    key: &str,
+    args: &[&str],
+    envs: &[(&str, &Path)],
+) -> serde_json::Value {
+    let node = node_bin().expect("node and tools/node packages (npm ci --prefix tools/node)");
+    let child = tokio::process::Command::new(node)
+        .arg(script)
+        .arg(endpoint)
+        .arg(key)
+        .arg(node_dir())
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(node_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output())
+        .await
+        .expect("the SDK script finishes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "SDK script failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"))
 }
 
 /// A running `@vercel/cosmosdb-server`. Dropping it stops the server.

@@ -4,7 +4,8 @@
 //!   directory and log (`apt-get install mosquitto`); local-peers' broker, which the demo
 //!   also runs.
 //! - [`CosmosDbServer`]: `@vercel/cosmosdb-server` from `tools/node`
-//!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`).
+//!   (`apt-get install nodejs npm`, then `npm ci --prefix tools/node`); and
+//!   [`run_sdk_script`], a node script with the official SDKs against an endpoint.
 //! - [`Azurite`]: Microsoft's Azure Storage emulator (Blob service) from `tools/node`.
 //! - [`Chromium`]: Debian's `chromium`, headless, to dump a page's DOM or screenshot it
 //!   (`apt-get install chromium`).
@@ -32,7 +33,7 @@ mod process;
 
 pub use azurite::Azurite;
 pub use chromium::Chromium;
-pub use cosmosdb::{CosmosDbServer, node_bin, node_dir};
+pub use cosmosdb::{CosmosDbServer, node_bin, node_dir, run_sdk_script};
 pub use eventually::{eventually, eventually_blocking};
 pub use local_peers::{Mosquitto, MosquittoConfig, PeerError, TlsListener, write_password_file};
 pub use process::{free_udp_port, process_running};

@@ -226,16 +226,10 @@ impl WriteEngine {
         step: Step,
         outcome: OutcomeInfo,
     ) {
-        let OutcomeInfo {
-            status,
-            error,
-            etag,
-            whole_request,
-        } = outcome;
-        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
+        match self.classify(step, &outcome, &mut pending.probe) {
             Refusal::Hold(cause) => return self.park(Parked::Latest(pending, Some(step)), cause),
             Refusal::Again => {
-                self.answered(&mut pending.probe);
+                let status = outcome.status;
                 tracing::debug!(device = %pending.position.device_id, status, "throttled past the retry budget; submitting again");
                 self.retry_or_stale(pending, Some(step)).await;
                 return;
@@ -243,11 +237,11 @@ impl WriteEngine {
             Refusal::Document(reason) => {
                 return self.finish(*pending, Final::Refused(reason), None);
             }
-            Refusal::None => self.answered(&mut pending.probe),
+            Refusal::None => {}
         }
-        let mode = self.settings.newest_wins;
+        let (status, mode) = (outcome.status, self.settings.newest_wins);
         match newest_wins::next(step, status, mode, &mut pending.rounds) {
-            Next::Finish(outcome) => self.finish(*pending, outcome, etag),
+            Next::Finish(done) => self.finish(*pending, done, outcome.etag),
             Next::Send(step) => {
                 let op = self.op(pending, step);
                 self.submit(op).await;
@@ -260,7 +254,7 @@ impl WriteEngine {
                 self.clone().read_then_write(pending);
             }
             Next::Unexpected => {
-                tracing::error!(device = %pending.position.device_id, ?step, status, error = ?error, "write rejected by Cosmos DB; dropped");
+                tracing::error!(device = %pending.position.device_id, ?step, status, error = ?outcome.error, "write rejected by Cosmos DB; dropped");
                 self.finish(*pending, Final::Failed, None);
             }
         }
@@ -329,28 +323,19 @@ impl WriteEngine {
         step: Step,
         info: OutcomeInfo,
     ) {
-        let OutcomeInfo {
-            status,
-            error,
-            whole_request,
-            ..
-        } = info;
-        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
+        match self.classify(step, &info, &mut pending.probe) {
             Refusal::Hold(cause) => return self.park(Parked::Agent(pending, step), cause),
-            Refusal::Again => {
-                self.answered(&mut pending.probe);
-                return self.resubmit_agent(pending, step).await;
-            }
+            Refusal::Again => return self.resubmit_agent(pending, step).await,
             Refusal::Document(reason) => {
-                self.answered(&mut pending.probe);
                 let detail = format!("Cosmos DB refused the agent fact of {}", pending.doc_id);
                 let body = agent::patch(&pending.write.fact);
                 self.rejects
                     .record_refused(&pending.write.device_id, reason, detail, &body);
                 return self.finish_agent(*pending, None);
             }
-            Refusal::None => self.answered(&mut pending.probe),
+            Refusal::None => {}
         }
+        let OutcomeInfo { status, error, .. } = info;
         match newest_wins::next(step, status, NewestWins::Patch, &mut pending.rounds) {
             Next::Finish(outcome) => self.finish_agent(*pending, Some(outcome)),
             Next::Send(step) => {
@@ -380,6 +365,22 @@ impl WriteEngine {
     }
 
     // The hold ([`super::hold`]): probes' answers, parking, the key read again.
+
+    /// Classifies the answer to an operation of `step` ([`refusal::of_outcome`]); any
+    /// answer but a refusal of every write tells the write's probe (if it is one) that
+    /// it passed.
+    pub(super) fn classify(&self, step: Step, outcome: &OutcomeInfo, probe: &mut bool) -> Refusal {
+        let refusal = refusal::of_outcome(
+            step.kind(),
+            outcome.status,
+            outcome.error.as_ref(),
+            outcome.whole_request,
+        );
+        if !matches!(refusal, Refusal::Hold(_)) {
+            self.answered(probe);
+        }
+        refusal
+    }
 
     /// A probe got an answer other than a refusal of every write.
     pub(super) fn answered(&self, probe: &mut bool) {

@@ -123,31 +123,22 @@ impl WriteEngine {
         step: Step,
         outcome: OutcomeInfo,
     ) {
-        let OutcomeInfo {
-            status,
-            error,
-            etag,
-            whole_request,
-        } = outcome;
-        match refusal::of_outcome(step.kind(), status, error.as_ref(), whole_request) {
+        match self.classify(step, &outcome, &mut pending.probe) {
             Refusal::Hold(cause) => return self.park(Parked::Segment(pending), cause),
-            Refusal::Again => {
-                self.answered(&mut pending.probe);
-                return self.submit_segment(pending).await;
-            }
+            Refusal::Again => return self.submit_segment(pending).await,
             Refusal::Document(reason) => {
-                self.answered(&mut pending.probe);
                 let detail = format!("Cosmos DB refused the track segment of {}", id(&pending));
                 return self.refuse_segment(pending, reason, detail);
             }
-            Refusal::None => self.answered(&mut pending.probe),
+            Refusal::None => {}
         }
+        let status = outcome.status;
         match status {
             200 | 201 => {
                 self.metrics.history_written(pending.added as u64);
                 let sent = std::mem::take(&mut pending.sent);
                 self.segments()
-                    .remember(&pending.key, etag.map(|etag| (etag, sent)));
+                    .remember(&pending.key, outcome.etag.map(|etag| (etag, sent)));
                 self.finish_segment(*pending);
             }
             404 | 409 | 412 if newest_wins::take_round(&mut pending.rounds) => {
@@ -155,7 +146,7 @@ impl WriteEngine {
                 self.clone().read_then_send(pending);
             }
             _ => {
-                tracing::error!(id = %id(&pending), ?step, status, error = ?error, "track segment write rejected by Cosmos DB");
+                tracing::error!(id = %id(&pending), ?step, status, error = ?outcome.error, "track segment write rejected by Cosmos DB");
                 let detail = format!("the track segment {} answered {status}", id(&pending));
                 self.refuse_segment(pending, DropReason::WriteFailed, detail);
             }
