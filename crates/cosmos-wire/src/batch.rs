@@ -128,7 +128,7 @@ pub fn parse_results(body: &[u8]) -> Result<Vec<OperationResult>, serde_json::Er
 
 /// The undefined partition key as headers and batch operations carry it: the logical partition
 /// of documents without the container's partition key property (see
-/// [`crate::epk::epk_of_undefined`]).
+/// [`crate::epk::epk_u128_of_undefined`]).
 pub const UNDEFINED_PARTITION_KEY_JSON: &str = "[{}]";
 
 /// The partition key of a single string value as the JSON array that headers and batch

@@ -9,17 +9,8 @@
 //! A document without the container's partition key property lives in the *undefined* logical
 //! partition (`[{}]` on the wire); its hashed bytes are the single type marker `0x00`.
 
-/// The EPK of a single string partition key (hash version 2).
-pub fn epk_of_str(value: &str) -> String {
-    let mut bytes = Vec::with_capacity(value.len() + 2);
-    bytes.push(0x08);
-    bytes.extend_from_slice(value.as_bytes());
-    bytes.push(0xFF);
-    u128_to_hex(epk_hash(&bytes))
-}
-
-/// The EPK of a single string partition key as a number in `[0, 2^126)`: the same order as
-/// the hex form, cheaper to compare.
+/// The EPK of a single string partition key (hash version 2) as a number in `[0, 2^126)`:
+/// the same order as the hex form ([`u128_to_boundary`] writes it), cheaper to compare.
 pub fn epk_u128_of_str(value: &str) -> u128 {
     let mut bytes = Vec::with_capacity(value.len() + 2);
     bytes.push(0x08);
@@ -28,7 +19,7 @@ pub fn epk_u128_of_str(value: &str) -> u128 {
     epk_hash(&bytes)
 }
 
-/// The EPK of the undefined partition key (hash version 2): the logical partition of documents
+/// The EPK of the undefined partition key (hash version 2), as a number: the logical partition of documents
 /// that lack the container's partition key property, addressed as `[{}]` in the
 /// `x-ms-documentdb-partitionkey` header and in batch operations.
 ///
@@ -38,29 +29,12 @@ pub fn epk_u128_of_str(value: &str) -> u128 {
 /// is the marker `0x08`, the UTF-8 bytes and `0xFF`. The Java SDK's `PartitionKeyHashingTests`
 /// (`effectivePartitionKeyHashV2`, Azure/azure-sdk-for-java) gives `Undefined.Value()` the
 /// EPK `11622DAA78F835834610ABE56EFF5CB5`, which the unit test checks.
-pub fn epk_of_undefined() -> String {
-    u128_to_hex(epk_u128_of_undefined())
-}
-
-/// The EPK of the undefined partition key as a number; see [`epk_of_undefined`].
 pub fn epk_u128_of_undefined() -> u128 {
     epk_hash(&[UNDEFINED_MARKER])
 }
 
 /// The hash v2 type marker of an undefined partition key component.
 const UNDEFINED_MARKER: u8 = 0x00;
-
-/// 32 uppercase hex digits.
-fn u128_to_hex(n: u128) -> String {
-    let mut out = String::with_capacity(32);
-    for b in n.to_be_bytes() {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xF) as usize] as char);
-    }
-    out
-}
-
-const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// The exclusive upper end of the EPK space as a number (all hash v2 EPKs are below it).
 pub const EPK_SPACE_END: u128 = 1 << 126;
@@ -108,18 +82,6 @@ pub fn even_ranges(n: usize) -> Vec<(String, String)> {
             (u128_to_boundary(lo), u128_to_boundary(hi))
         })
         .collect()
-}
-
-/// The midpoint at which a range `[min, max)` splits in two, or `None` if it cannot split.
-pub fn split_point(min: &str, max: &str) -> Option<String> {
-    let (lo, hi) = (boundary_to_u128(min)?, boundary_to_u128(max)?);
-    let mid = lo + (hi.checked_sub(lo)? / 2);
-    (mid > lo && mid < hi).then(|| u128_to_boundary(mid))
-}
-
-/// Whether `epk` lies in `[min, max)`. Boundaries compare as strings, the way the service does.
-pub fn in_range(epk: &str, min: &str, max: &str) -> bool {
-    min <= epk && (max == "FF" || epk < max)
 }
 
 /// MurmurHash3 x64 128-bit (seed 0), byte-reversed as the SDKs do, top two bits cleared.
@@ -201,22 +163,19 @@ mod tests {
 
     #[test]
     fn published_hash_v2_vectors() {
-        assert_eq!(epk_of_str("redmond"), "22E342F38A486A088463DFF7838A5963");
-        assert_eq!(epk_of_str(""), "32E9366E637A71B4E710384B2F4970A0");
-        assert_eq!(epk_of_str("aa"), "05033626483AE80D00E44FBD35362B19");
-        assert_eq!(
-            epk_of_str(&"a".repeat(110)),
-            "0BA3E9CA8EE4C14538828D1612A4B652"
-        );
+        let hex = |key: &str| u128_to_boundary(epk_u128_of_str(key));
+        assert_eq!(hex("redmond"), "22E342F38A486A088463DFF7838A5963");
+        assert_eq!(hex(""), "32E9366E637A71B4E710384B2F4970A0");
+        assert_eq!(hex("aa"), "05033626483AE80D00E44FBD35362B19");
+        assert_eq!(hex(&"a".repeat(110)), "0BA3E9CA8EE4C14538828D1612A4B652");
     }
 
     #[test]
     fn undefined_key_vector() {
         // Azure/azure-sdk-for-java PartitionKeyHashingTests.effectivePartitionKeyHashV2.
-        assert_eq!(epk_of_undefined(), "11622DAA78F835834610ABE56EFF5CB5");
         assert_eq!(
-            boundary_to_u128(&epk_of_undefined()),
-            Some(epk_u128_of_undefined())
+            u128_to_boundary(epk_u128_of_undefined()),
+            "11622DAA78F835834610ABE56EFF5CB5"
         );
         // Not the EPK of any string spelling of it.
         for s in ["", "{}", "undefined", "null"] {
@@ -246,45 +205,24 @@ mod tests {
         assert_eq!(ranges[1].0, "10000000000000000000000000000000");
     }
 
-    #[test]
-    fn split_point_halves_a_range() {
-        assert_eq!(
-            split_point("", "FF").as_deref(),
-            Some("20000000000000000000000000000000")
-        );
-        assert_eq!(
-            split_point(
-                "10000000000000000000000000000000",
-                "20000000000000000000000000000000"
-            )
-            .as_deref(),
-            Some("18000000000000000000000000000000")
-        );
-        assert_eq!(split_point("", "00000000000000000000000000000001"), None);
-    }
-
     proptest! {
         #[test]
         fn every_key_falls_in_exactly_one_even_range(key in ".{0,64}", n in 1usize..64) {
-            let epk = epk_of_str(&key);
-            let hits = even_ranges(n).iter().filter(|(lo, hi)| in_range(&epk, lo, hi)).count();
+            let epk = epk_u128_of_str(&key);
+            let hits = even_ranges(n)
+                .iter()
+                .filter(|(lo, hi)| {
+                    boundary_to_u128(lo) <= Some(epk) && Some(epk) < boundary_to_u128(hi)
+                })
+                .count();
             prop_assert_eq!(hits, 1);
         }
 
         #[test]
         fn numeric_and_hex_forms_agree(key in ".{0,64}") {
-            let epk = epk_of_str(&key);
-            prop_assert_eq!(boundary_to_u128(&epk), Some(epk_u128_of_str(&key)));
-            prop_assert!(epk_u128_of_str(&key) < EPK_SPACE_END);
-        }
-
-        #[test]
-        fn split_halves_stay_inside(a in 0u128..EPK_SPACE_END, b in 0u128..EPK_SPACE_END) {
-            let (lo, hi) = (a.min(b), a.max(b));
-            let (min, max) = (u128_to_boundary(lo), u128_to_boundary(hi));
-            if let Some(mid) = split_point(&min, &max) {
-                prop_assert!(min < mid && mid < max);
-            }
+            let epk = epk_u128_of_str(&key);
+            prop_assert!(epk < EPK_SPACE_END);
+            prop_assert_eq!(boundary_to_u128(&u128_to_boundary(epk)), Some(epk));
         }
     }
 }

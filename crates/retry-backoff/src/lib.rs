@@ -109,7 +109,8 @@ impl Backoff {
     }
 
     /// A deterministic schedule, for tests.
-    pub fn seeded(config: BackoffConfig, seed: u64) -> Backoff {
+    #[cfg(test)]
+    fn seeded(config: BackoffConfig, seed: u64) -> Backoff {
         Backoff::with_rng(config, StdRng::seed_from_u64(seed))
     }
 
@@ -132,11 +133,6 @@ impl Backoff {
         let delay = Jitter::Full.draw(self.window(), &mut self.rng);
         self.failures = self.failures.saturating_add(1);
         delay
-    }
-
-    /// Failures since the last [`Backoff::reset`].
-    pub fn failures(&self) -> u32 {
-        self.failures
     }
 
     /// Back to the first window after a success.

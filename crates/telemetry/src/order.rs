@@ -2,8 +2,9 @@
 //!
 //! Positions are ordered by device time (milliseconds since the Unix epoch), then by the
 //! device's sequence number. Comparing a candidate with what is stored goes through
-//! [`PositionOrder`] alone, in memory ([`is_newer`]) and on the server (the document
-//! carries `deviceTimeMs` and `seq`; [`PositionOrder::stored_is_older_condition`]).
+//! [`PositionOrder`] alone, in memory ([`PositionOrder::is_newer_than`]) and on the server
+//! (the document carries `deviceTimeMs` and `seq`;
+//! [`PositionOrder::stored_is_older_condition`]).
 
 use chrono::{DateTime, Utc};
 
@@ -60,11 +61,6 @@ impl PositionOrder {
     }
 }
 
-/// Whether `candidate` should replace `current` (nothing stored yet counts as older).
-pub fn is_newer(candidate: PositionOrder, current: Option<PositionOrder>) -> bool {
-    current.is_none_or(|current| candidate.is_newer_than(current))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,11 +80,11 @@ mod tests {
     }
 
     #[test]
-    fn is_newer_needs_strictly_greater() {
-        assert!(is_newer(key(1, 1), None));
-        assert!(is_newer(key(2, 0), Some(key(1, 9))));
-        assert!(!is_newer(key(1, 1), Some(key(1, 1))));
-        assert!(!is_newer(key(1, 0), Some(key(1, 1))));
+    fn is_newer_than_needs_strictly_greater() {
+        assert!(key(2, 0).is_newer_than(key(1, 9)));
+        assert!(key(1, 2).is_newer_than(key(1, 1)));
+        assert!(!key(1, 1).is_newer_than(key(1, 1)));
+        assert!(!key(1, 0).is_newer_than(key(1, 1)));
     }
 
     #[test]

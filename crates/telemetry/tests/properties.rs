@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{Value, json};
 use telemetry::document::{DocumentLayout, PartitionKeyPath, history_id};
-use telemetry::order::{PositionOrder, is_newer};
+use telemetry::order::PositionOrder;
 use telemetry::time::{MillisTime, parse_rfc3339};
 use telemetry::wire::{FixType, Gnss, Invalid, Position, decode};
 
@@ -337,8 +337,9 @@ proptest! {
         let key = |(device_time_ms, seq)| PositionOrder { device_time_ms, seq };
         let (ka, kb) = (key(a), key(b));
         prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
-        prop_assert!(!(is_newer(ka, Some(kb)) && is_newer(kb, Some(ka))));
-        prop_assert_eq!(is_newer(ka, Some(kb)) || is_newer(kb, Some(ka)), a != b);
+        prop_assert!(!(ka.is_newer_than(kb) && kb.is_newer_than(ka)));
+        prop_assert_eq!(ka.is_newer_than(kb) || kb.is_newer_than(ka), a != b);
+        prop_assert_eq!(ka.is_newer_than(kb), a > b);
     }
 
     #[test]
