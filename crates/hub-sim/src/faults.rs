@@ -4,7 +4,7 @@
 //! back), and stalled receivers (every partition receiver attached so far stays attached,
 //! delivers nothing more and answers no detach, as a connection seen once to stop delivering
 //! after a session drop; receivers attached later deliver). Stopping and restarting the AMQP side is the server's own switch
-//! ([`crate::HubSim::stop_amqp`]).
+//! (`amqp/server.rs`).
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};

@@ -7,16 +7,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hub_sim::HubError> {
-//! let hub = hub_sim::HubSim::start(hub_sim::HubConfig::new("/tmp/hub-state")).await?;
-//! let connection_string = hub.add_device("drone-1")?;
-//! println!("{connection_string} on {}", hub.mqtt_addr());
+//! let mut config = hub_sim::HubConfig::new("/tmp/hub-state");
+//! config.devices = 2; // device-0 and device-1, their connection strings in devices.txt
+//! let hub = hub_sim::HubSim::start(config).await?;
+//! println!("devices on {}, events at {}", hub.mqtt_addr(), hub.eventhub_connection_string());
 //! hub.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
 //! Devices have twins and answer direct methods (`src/hub/twin/`): over MQTT on their
-//! `$iothub/` topics, and for the solution over the REST API on the HTTPS port or through
-//! [`HubSim::twin`], [`HubSim::update_desired`] and [`HubSim::invoke_method`].
+//! `$iothub/` topics, and for the solution over the REST API on the HTTPS port.
 //!
 //! Registering devices reach a local Device Provisioning Service on the same listeners
 //! (`src/dps/`), which assigns them to this hub or to other hubs of the process linked to it.
@@ -26,6 +26,10 @@
 //! routed events), `dps` (provisioning), `partitions` (the built-in endpoint's stream), `amqp` (the
 //! consumer side), `faults`, `stats`, `state_dir` (the files kept across starts).
 //! They are private; the root re-exports what the binary, the tests and the other crates use.
+//!
+//! The cargo feature `test-support` (off by default) adds the calls only tests make: devices,
+//! enrollments and linked hubs set up directly, twins and direct methods from the service side,
+//! role assignments, the AMQP side stopped and started, and fault switches.
 
 mod admin;
 mod amqp;
@@ -45,7 +49,6 @@ mod tls;
 pub use amqp::entra::{EVENTHUBS_AUDIENCE, EntraTrust, EventHubsRole};
 pub use dps::enrollment::{Enrollments, derive_device_key};
 pub use dps::{Allocation, EnrollmentId};
-pub use faults::FaultSettings;
 use hub::twin;
 pub use partitions::disk::DEFAULT_SEGMENT_BYTES;
 pub use partitions::{AuthMethod, DataDir, Event, Incoming, MessageSource, Retention, stable_hash};

@@ -154,6 +154,7 @@ impl Registry {
     }
 
     /// Deletes `id`; whether it was registered.
+    #[cfg(feature = "test-support")]
     pub fn remove(&self, id: &str) -> Result<bool, RegistryError> {
         self.reload()?;
         let mut devices = self.devices.write();

@@ -115,6 +115,7 @@ impl Ca {
 
     /// A CA this one signs, named `common_name` (an intermediate, as device fleets' chains
     /// have), held in memory only.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn intermediate(&self, common_name: &str) -> Result<Ca, TlsError> {
         let key = KeyPair::generate()?;
         let mut params = ca_params();

@@ -92,6 +92,7 @@ impl EntraAccess {
     }
 
     /// Assigns `role` to principal `oid`, or removes its assignment.
+    #[cfg(feature = "test-support")]
     pub(crate) fn assign(&self, oid: &str, role: Option<EventHubsRole>) {
         let mut roles = self.roles.write();
         match role {

@@ -28,7 +28,7 @@ pub(crate) mod session;
 
 pub use allocation::Allocation;
 pub use enrollment::{Attestation, EnrollmentId};
-pub use service::{DpsError, Registration};
+pub use service::DpsError;
 
 use std::time::Duration;
 

@@ -117,6 +117,7 @@ impl DeviceSessions {
     }
 
     /// Devices connected now.
+    #[cfg(feature = "test-support")]
     pub(crate) fn count(&self) -> usize {
         self.live.lock().len()
     }

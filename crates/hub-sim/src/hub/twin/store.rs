@@ -122,6 +122,7 @@ impl Twin {
 #[derive(Debug, Clone)]
 pub struct Change {
     /// The desired properties' version after it (the notification's `$version`).
+    #[cfg(feature = "test-support")]
     pub desired_version: u64,
     /// The reported properties' version after it.
     pub reported_version: u64,
@@ -413,6 +414,7 @@ impl Twins {
             properties.insert(section.as_str().into(), Value::Object(doc));
         }
         Change {
+            #[cfg(feature = "test-support")]
             desired_version: twin.desired_version,
             reported_version: twin.reported_version,
             desired_notification: None,
@@ -431,6 +433,7 @@ impl Twins {
     }
 
     /// Forgets `device`'s twin (the device was deleted).
+    #[cfg(feature = "test-support")]
     pub fn remove(&self, device: &str) -> Result<(), StateError> {
         self.twins.lock().remove(device);
         if let Some(dir) = &self.dir {
