@@ -10,8 +10,8 @@ use clap::Args;
 use cosmos::FeedPosition;
 use serde::Deserialize;
 use settings::{
-    AccountAuth, ConfigError, DurationSetting, LogFormat, Secret, cosmos_account,
-    cosmos_key_from_env, insecure_transport, secret_from_env,
+    ConfigError, CosmosAccount, DurationSetting, LogFormat, Secret, cosmos_key_from_env,
+    secret_from_env,
 };
 use url::Url;
 
@@ -113,14 +113,7 @@ settings::with_cosmos_account! {
     }
 }
 
-settings::layered!(Settings {
-    cosmos_endpoint,
-    cosmos_auth,
-    cosmos_key,
-    cosmos_database,
-    cosmos_container,
-    cosmos_accept_invalid_certs,
-    cosmos_allow_insecure,
+settings::layered!(Settings with_cosmos_account {
     cosmos_geofence_container,
     alert_lease_container,
     alert_rules_file,
@@ -154,18 +147,8 @@ pub enum GridConfig {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct AlerterConfig {
-    /// Account endpoint.
-    pub endpoint: Url,
-    /// How requests are authorized.
-    pub auth: AccountAuth,
-    /// Accept self-signed certificates.
-    pub accept_invalid_certs: bool,
-    /// What COSMOS_ALLOW_INSECURE let through, to log.
-    pub insecure: Option<String>,
-    /// Database.
-    pub database: String,
-    /// Positions container.
-    pub container: String,
+    /// The Cosmos DB account, its database and the positions container.
+    pub cosmos: CosmosAccount,
     /// Geofences container.
     pub geofence_container: String,
     /// Lease container.
@@ -215,15 +198,8 @@ impl Settings {
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
-    pub fn resolve(self) -> Result<AlerterConfig, ConfigError> {
-        let (endpoint, auth) =
-            cosmos_account(self.cosmos_endpoint, self.cosmos_auth, self.cosmos_key)?;
-        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
-        let insecure = insecure_transport(
-            &endpoint,
-            accept_invalid_certs,
-            self.cosmos_allow_insecure.unwrap_or(false),
-        )?;
+    pub fn resolve(mut self) -> Result<AlerterConfig, ConfigError> {
+        let cosmos = self.take_cosmos_account()?;
         let rules_file = self.alert_rules_file.ok_or(ConfigError::Missing {
             name: "ALERT_RULES_FILE",
             hint: "the rules file (TOML, or JSON ending in .json): see the alerter's README",
@@ -285,12 +261,7 @@ impl Settings {
             format!("{host}-{}", std::process::id())
         });
         Ok(AlerterConfig {
-            endpoint,
-            auth,
-            accept_invalid_certs,
-            insecure,
-            database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
-            container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
+            cosmos,
             geofence_container: self
                 .cosmos_geofence_container
                 .unwrap_or_else(|| "geofences".into()),
