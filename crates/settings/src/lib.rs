@@ -21,6 +21,8 @@
 //! - [`configured`] and [`exit_code`]: how a program ends, 2 for a configuration it cannot
 //!   start with, 1 for a failure while it ran, with one line naming the program;
 //!   [`stop_on_signal`]: the stop SIGTERM or Ctrl-C asks for.
+//! - `reference_holds` (with the `reference` feature, for the programs' tests): a
+//!   program's `SETTINGS.md` lists exactly the settings it reads.
 //!
 //! Each program keeps its own settings type (every setting an `Option`) and its checks;
 //! this crate owns the pieces they must agree on.
@@ -33,6 +35,8 @@ mod file;
 mod layers;
 mod logs;
 mod names;
+#[cfg(feature = "reference")]
+mod reference;
 mod secret;
 
 pub use cosmos::{
@@ -46,6 +50,8 @@ pub use file::{FileError, read_toml};
 pub use layers::{Layered, layer};
 pub use logs::LogFormat;
 pub use names::{EnvNames, UnknownVariable, UnknownVariables, closest, env_var_names};
+#[cfg(feature = "reference")]
+pub use reference::{Accepted, reference_holds};
 pub use secret::{Secret, SecretBytes, SecretError, secret_from_env};
 
 /// What [`with_cosmos_account!`] names from this crate's dependencies.
