@@ -25,14 +25,6 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
-    /// Every kind, for metrics.
-    pub const ALL: [AlertKind; 4] = [
-        AlertKind::Enter,
-        AlertKind::Leave,
-        AlertKind::Silent,
-        AlertKind::LowBattery,
-    ];
-
     /// The name in the event's data and in metrics.
     pub fn name(self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cosmos::{ContainerSetup, CosmosClient, CosmosConfig};
+use cosmos::{ContainerSetup, CosmosClient};
 use entra_credential::{EntraCredential, Source};
 use fleet_api::Geofences;
 use tokio::sync::watch;
@@ -30,27 +30,22 @@ const FENCES_EVERY: Duration = Duration::from_secs(10);
 pub async fn run(config: AlerterConfig, stop: CancellationToken) -> anyhow::Result<()> {
     let rules = Rules::read(&config.rules_file)?;
     tracing::info!(rules = rules.0.len(), "rules read");
-    let credential = entra_credential::cosmos_credential(&config.auth)?;
-    let mut cosmos = CosmosConfig::new(config.endpoint.clone(), credential);
-    cosmos.accept_invalid_certs = config.accept_invalid_certs;
-    if let Some(insecure) = &config.insecure {
-        tracing::warn!("{insecure}");
-    }
-    let client = CosmosClient::new(cosmos)?;
-    let positions = client.container(&config.database, &config.container);
+    let client = CosmosClient::new(entra_credential::cosmos_config(&config.cosmos)?)?;
+    let database = &config.cosmos.database;
+    let positions = client.container(database, &config.cosmos.container);
     positions.properties().await.with_context(|| {
         format!(
-            "cannot read container {}/{} (check COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER)",
-            config.database, config.container
+            "cannot read container {database}/{} (check COSMOS_ENDPOINT, COSMOS_DATABASE, COSMOS_CONTAINER)",
+            config.cosmos.container
         )
     })?;
-    let leases = client.container(&config.database, &config.lease_container);
+    let leases = client.container(database, &config.lease_container);
     leases
         .create_if_missing(&lease_container())
         .await
         .with_context(|| format!("cannot create or read the lease container {} (ALERT_LEASE_CONTAINER; with COSMOS_AUTH=entra create it beforehand, partition key /id)", config.lease_container))?;
     let geofences = Geofences::new(
-        client.container(&config.database, &config.geofence_container),
+        client.container(database, &config.geofence_container),
         f64::INFINITY,
     );
     let metrics = Arc::new(Metrics::default());

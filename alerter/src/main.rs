@@ -5,8 +5,6 @@ use std::process::ExitCode;
 
 use alerter::{AlerterConfig, Settings};
 use clap::Parser;
-use tokio::signal::unix::SignalKind;
-use tokio_util::sync::CancellationToken;
 
 /// Tells someone when a drone crosses a fence, goes silent or runs low, with no map open.
 #[derive(Debug, Parser)]
@@ -32,21 +30,9 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     config.log_format.init_logs();
-    let stop = CancellationToken::new();
-    let mut terminate = match tokio::signal::unix::signal(SignalKind::terminate()) {
-        Ok(signal) => signal,
+    let stop = match settings::stop_on_signal("releasing the leases and stopping") {
+        Ok(stop) => stop,
         Err(e) => return settings::exit_code("alerter", Err(e)),
     };
-    tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            tracing::info!("signal received: releasing the leases and stopping");
-            stop.cancel();
-        }
-    });
     settings::exit_code("alerter", alerter::run(config, stop).await)
 }

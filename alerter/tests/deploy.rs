@@ -63,6 +63,6 @@ fn the_alerters_manifests_name_known_settings_and_reach_cosmos_db_keyless() {
         .iter()
         .find(|d| text(&d["kind"]) == "ConfigMap")
         .unwrap();
-    let rules = alerter::rules::Rules::parse(text(&map["data"][file]), false).unwrap();
+    let rules = alerter::Rules::parse(text(&map["data"][file]), false).unwrap();
     assert_eq!(rules.0.len(), 3);
 }

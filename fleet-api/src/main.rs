@@ -7,12 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use cosmos::{CosmosClient, CosmosConfig};
+use cosmos::CosmosClient;
 use fleet_api::{Access, Role, key_line};
 use fleet_api::{ApiConfig, Settings};
 use rustls::ServerConfig;
-use tokio::signal::unix::SignalKind;
-use tokio_util::sync::CancellationToken;
 
 /// Answers "which drones are within 1 km of here" and shows the fleet on a map.
 #[derive(Debug, Parser)]
@@ -79,13 +77,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Result<()> {
-    let credential = entra_credential::cosmos_credential(&config.cosmos.auth)?;
-    let mut cosmos = CosmosConfig::new(config.cosmos.endpoint.clone(), credential);
-    cosmos.accept_invalid_certs = config.cosmos.accept_invalid_certs;
-    if let Some(insecure) = &config.cosmos.insecure {
-        tracing::warn!("{insecure}");
-    }
-    let client = CosmosClient::new(cosmos)?;
+    let client = CosmosClient::new(entra_credential::cosmos_config(&config.cosmos)?)?;
     let container = client.container(&config.cosmos.database, &config.cosmos.container);
     container.properties().await.with_context(|| {
         format!(
@@ -100,19 +92,7 @@ async fn run(config: ApiConfig, tls: Option<Arc<ServerConfig>>) -> anyhow::Resul
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, scheme, "serving the API and the map");
     println!("fleet-api: listening on {scheme}://{addr}/");
-    let mut terminate = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let stop = CancellationToken::new();
-    tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            tracing::info!("signal received: stopping");
-            stop.cancel();
-        }
-    });
+    let stop = settings::stop_on_signal("stopping")?;
     let access = Access::start(config.access)
         .await
         .context("cannot read the OIDC issuer's keys (check API_OIDC_ISSUER)")?;

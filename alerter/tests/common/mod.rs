@@ -285,9 +285,9 @@ impl Hook {
 async fn receive(State(hook): State<Hook>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let structured = headers.get("content-type").and_then(|v| v.to_str().ok())
         == Some("application/cloudevents+json; charset=utf-8");
-    let signed = alerter::deliver::signature(SECRET.as_bytes(), &body);
+    let signed = alerter::signature(SECRET.as_bytes(), &body);
     let signature = headers
-        .get(alerter::deliver::SIGNATURE_HEADER)
+        .get(alerter::SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok());
     let Ok(event) = serde_json::from_slice::<Value>(&body) else {
         hook.bad

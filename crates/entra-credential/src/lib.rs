@@ -3,7 +3,8 @@
 //! AKS, a managed identity, an app's client secret, or the Azure CLI on a developer's
 //! machine), chosen by `AZURE_CREDENTIAL` or from the environment the platform sets, and
 //! the Cosmos DB token credential built on it ([`CosmosTokens`]); and the Cosmos DB
-//! credential a program's `COSMOS_AUTH` names ([`cosmos_credential`]).
+//! credential a program's `COSMOS_AUTH` names ([`cosmos_credential`]), with the client
+//! configuration of a resolved account ([`cosmos_config`]).
 //!
 //! The credentials read their usual variables themselves (`AZURE_TENANT_ID`,
 //! `AZURE_CLIENT_ID`, `AZURE_FEDERATED_TOKEN_FILE`, `IDENTITY_ENDPOINT`, `IDENTITY_HEADER`,
@@ -294,6 +295,21 @@ pub fn cosmos_credential(auth: &settings::AccountAuth) -> Result<cosmos::Credent
             Ok(cosmos::Credential::Token(Arc::new(tokens)))
         }
     }
+}
+
+/// The client configuration of `account`: its endpoint, the credential its `auth` names
+/// ([`cosmos_credential`]) and whether it takes self-signed certificates; what
+/// `COSMOS_ALLOW_INSECURE` let through is logged as a warning.
+pub fn cosmos_config(
+    account: &settings::CosmosAccount,
+) -> Result<cosmos::CosmosConfig, EntraError> {
+    let credential = cosmos_credential(&account.auth)?;
+    let mut config = cosmos::CosmosConfig::new(account.endpoint.clone(), credential);
+    config.accept_invalid_certs = account.accept_invalid_certs;
+    if let Some(insecure) = &account.insecure {
+        tracing::warn!("{insecure}");
+    }
+    Ok(config)
 }
 
 /// The options of every credential: its requests through [`transport::http_client`].

@@ -1,8 +1,10 @@
 //! The Cosmos DB account settings, read the same way by every program that talks to the
-//! account (the writer, the read API): declared once ([`with_cosmos_account!`]) under the
-//! same names, flags, variables and file keys; `COSMOS_ENDPOINT`, `COSMOS_AUTH` (the
-//! account key, or Entra ID tokens), and the key from `COSMOS_KEY` or the file
-//! `COSMOS_KEY_FILE` names, never a flag.
+//! account (the writer, the read API, the alerter): declared once
+//! ([`with_cosmos_account!`]) under the same names, flags, variables and file keys;
+//! `COSMOS_ENDPOINT`, `COSMOS_AUTH` (the account key, or Entra ID tokens), and the key from
+//! `COSMOS_KEY` or the file `COSMOS_KEY_FILE` names, never a flag; layered with the
+//! program's own settings ([`layered!`](crate::layered)`(Settings with_cosmos_account {
+//! .. })`) and resolved once into a [`CosmosAccount`].
 
 use url::Url;
 
@@ -14,7 +16,8 @@ use crate::{ConfigError, Secret, SecretError, secret_from_env};
 /// `cosmos_key` (`COSMOS_KEY`: the environment or the file only, never a flag), `cosmos_database` (`COSMOS_DATABASE`), `cosmos_container`
 /// (`COSMOS_CONTAINER`), `cosmos_accept_invalid_certs` (`COSMOS_ACCEPT_INVALID_CERTS`) and
 /// `cosmos_allow_insecure` (`COSMOS_ALLOW_INSECURE`, see [`insecure_transport`]).
-/// The struct derives clap's `Args` and serde's `Deserialize` as the program says.
+/// The struct derives clap's `Args` and serde's `Deserialize` as the program says; its
+/// `take_cosmos_account` resolves those fields into a [`CosmosAccount`].
 ///
 /// Why a macro and not a struct of the account's settings flattened into each program's:
 /// serde's `flatten` does not work with `deny_unknown_fields` (a misspelt key would pass),
@@ -32,6 +35,8 @@ use crate::{ConfigError, Secret, SecretError, secret_from_env};
 ///         pub retries: Option<u32>,
 ///     }
 /// }
+/// settings::layered!(Settings with_cosmos_account { retries });
+///
 /// let s: Settings = toml::from_str("cosmos_database = \"d\"\nretries = 3").unwrap();
 /// assert_eq!((s.cosmos_database.as_deref(), s.retries), (Some("d"), Some(3)));
 /// assert!(toml::from_str::<Settings>("cosmos_databse = \"d\"").is_err());
@@ -67,7 +72,85 @@ macro_rules! with_cosmos_account {
             pub cosmos_allow_insecure: Option<bool>,
             $($fields)*
         }
+
+        impl $name {
+            /// The Cosmos DB account of these settings, taken out of them and resolved
+            /// (`settings::CosmosAccount::resolve`).
+            $vis fn take_cosmos_account(
+                &mut self,
+            ) -> Result<$crate::CosmosAccount, $crate::ConfigError> {
+                $crate::CosmosAccount::resolve($crate::CosmosGiven {
+                    endpoint: self.cosmos_endpoint.take(),
+                    auth: self.cosmos_auth.take(),
+                    key: self.cosmos_key.take(),
+                    database: self.cosmos_database.take(),
+                    container: self.cosmos_container.take(),
+                    accept_invalid_certs: self.cosmos_accept_invalid_certs.take(),
+                    allow_insecure: self.cosmos_allow_insecure.take(),
+                })
+            }
+        }
     };
+}
+
+/// The account's settings as given (flags, environment, file), before defaults and checks.
+#[derive(Debug, Default)]
+pub struct CosmosGiven {
+    /// `COSMOS_ENDPOINT`.
+    pub endpoint: Option<Url>,
+    /// `COSMOS_AUTH`.
+    pub auth: Option<CosmosAuth>,
+    /// `COSMOS_KEY` (or the file `COSMOS_KEY_FILE` names).
+    pub key: Option<Secret>,
+    /// `COSMOS_DATABASE`.
+    pub database: Option<String>,
+    /// `COSMOS_CONTAINER`.
+    pub container: Option<String>,
+    /// `COSMOS_ACCEPT_INVALID_CERTS`.
+    pub accept_invalid_certs: Option<bool>,
+    /// `COSMOS_ALLOW_INSECURE`.
+    pub allow_insecure: Option<bool>,
+}
+
+/// The Cosmos DB account a program reads, resolved: where it is, how requests are
+/// authorized, how it is reached, and the positions' database and container.
+#[derive(Debug, Clone)]
+pub struct CosmosAccount {
+    /// Account endpoint.
+    pub endpoint: Url,
+    /// How requests are authorized: the account key, or Entra ID tokens (`COSMOS_AUTH`).
+    pub auth: AccountAuth,
+    /// Database (default `telemetry`).
+    pub database: String,
+    /// Container of the position documents (default `positions`).
+    pub container: String,
+    /// Accept self-signed certificates (emulators only).
+    pub accept_invalid_certs: bool,
+    /// What is unprotected about a remote endpoint that `COSMOS_ALLOW_INSECURE` let
+    /// through, to be logged at start.
+    pub insecure: Option<String>,
+}
+
+impl CosmosAccount {
+    /// Applies the defaults and checks the account's settings: the endpoint and how to
+    /// authorize ([`cosmos_account`]), how the account is reached ([`insecure_transport`]).
+    pub fn resolve(given: CosmosGiven) -> Result<CosmosAccount, ConfigError> {
+        let (endpoint, auth) = cosmos_account(given.endpoint, given.auth, given.key)?;
+        let accept_invalid_certs = given.accept_invalid_certs.unwrap_or(false);
+        let insecure = insecure_transport(
+            &endpoint,
+            accept_invalid_certs,
+            given.allow_insecure.unwrap_or(false),
+        )?;
+        Ok(CosmosAccount {
+            endpoint,
+            auth,
+            database: given.database.unwrap_or_else(|| "telemetry".into()),
+            container: given.container.unwrap_or_else(|| "positions".into()),
+            accept_invalid_certs,
+            insecure,
+        })
+    }
 }
 
 /// How a program proves itself to the account (`COSMOS_AUTH`).
@@ -181,6 +264,7 @@ mod tests {
             retries: Option<u32>,
         }
     }
+    crate::layered!(Settings with_cosmos_account { retries });
 
     #[test]
     fn an_unprotected_endpoint_must_be_on_this_host_or_allowed() {
@@ -252,5 +336,40 @@ mod tests {
         assert!(matches!(auth, AccountAuth::Entra));
         let err = cosmos_account(Some(url.clone()), Some(CosmosAuth::Entra), key()).unwrap_err();
         assert!(err.to_string().contains("remove the key"), "{err}");
+    }
+
+    #[test]
+    fn the_account_layers_and_resolves_with_its_defaults() {
+        use crate::Layered as _;
+        let given = Settings {
+            cosmos_endpoint: Some(Url::parse("https://a.documents.azure.com/").unwrap()),
+            cosmos_key: Some(Secret::new("k")),
+            ..Settings::default()
+        };
+        let file = Settings {
+            cosmos_endpoint: Some(Url::parse("https://other.documents.azure.com/").unwrap()),
+            cosmos_container: Some("c".into()),
+            retries: Some(3),
+            ..Settings::default()
+        };
+        let mut settings = given.or(file);
+        let account = settings.take_cosmos_account().unwrap();
+        assert_eq!(account.endpoint.host_str(), Some("a.documents.azure.com"));
+        assert!(matches!(account.auth, AccountAuth::Key(k) if k.expose() == "k"));
+        assert_eq!(
+            (account.database.as_str(), account.container.as_str()),
+            ("telemetry", "c")
+        );
+        assert!(!account.accept_invalid_certs && account.insecure.is_none());
+        assert!(settings.cosmos_endpoint.is_none() && settings.cosmos_container.is_none());
+        assert_eq!(settings.retries, Some(3));
+        let mut remote_http = Settings {
+            cosmos_endpoint: Some(Url::parse("http://emulator.internal:8081/").unwrap()),
+            cosmos_key: Some(Secret::new("k")),
+            cosmos_allow_insecure: Some(true),
+            ..Settings::default()
+        };
+        let account = remote_http.take_cosmos_account().unwrap();
+        assert!(account.insecure.unwrap().contains("emulator.internal"));
     }
 }

@@ -41,8 +41,23 @@ pub trait Layered: Sized + DeserializeOwned {
 /// let both = given.or(file);
 /// assert_eq!((both.endpoint.as_deref(), both.retries), (Some("e"), Some(3)));
 /// ```
+///
+/// Settings declared [`with_cosmos_account!`](crate::with_cosmos_account) name the
+/// account's fields in one word: `layered!(Settings with_cosmos_account { retries })`.
 #[macro_export]
 macro_rules! layered {
+    ($settings:ident with_cosmos_account { $($field:ident),* $(,)? }) => {
+        $crate::layered!($settings {
+            cosmos_endpoint,
+            cosmos_auth,
+            cosmos_key,
+            cosmos_database,
+            cosmos_container,
+            cosmos_accept_invalid_certs,
+            cosmos_allow_insecure,
+            $($field),*
+        });
+    };
     ($settings:ident { $($field:ident),* $(,)? }) => {
         impl $crate::Layered for $settings {
             fn or(self, fallback: Self) -> Self {

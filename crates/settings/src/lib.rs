@@ -14,11 +14,15 @@
 //! - [`closest`] and [`EnvNames`]: a misspelt setting, in the environment or the file, stops
 //!   the program with the name it probably meant (`MAVLINK_ADRESS is not a setting: did
 //!   you mean MAVLINK_ADDRESS?`); the names come from the program's clap command.
-//! - [`with_cosmos_account!`], [`cosmos_account`] and [`cosmos_key_from_env`]: the Cosmos
-//!   DB account settings of every program that talks to the account, declared once.
+//! - [`with_cosmos_account!`], [`CosmosAccount`] and [`cosmos_key_from_env`]: the Cosmos
+//!   DB account settings of every program that talks to the account, declared, layered
+//!   and resolved once.
 //! - [`LogFormat`]: text or JSON lines on standard error, colour only at a terminal.
 //! - [`configured`] and [`exit_code`]: how a program ends, 2 for a configuration it cannot
-//!   start with, 1 for a failure while it ran, with one line naming the program.
+//!   start with, 1 for a failure while it ran, with one line naming the program;
+//!   [`stop_on_signal`]: the stop SIGTERM or Ctrl-C asks for.
+//! - `reference_holds` (with the `reference` feature, for the programs' tests): a
+//!   program's `SETTINGS.md` lists exactly the settings it reads.
 //!
 //! Each program keeps its own settings type (every setting an `Option`) and its checks;
 //! this crate owns the pieces they must agree on.
@@ -31,18 +35,23 @@ mod file;
 mod layers;
 mod logs;
 mod names;
+#[cfg(feature = "reference")]
+mod reference;
 mod secret;
 
 pub use cosmos::{
-    AccountAuth, CosmosAuth, cosmos_account, cosmos_key_from_env, insecure_transport, is_loopback,
+    AccountAuth, CosmosAccount, CosmosAuth, CosmosGiven, cosmos_account, cosmos_key_from_env,
+    insecure_transport, is_loopback,
 };
 pub use duration::{DurationError, DurationSetting};
 pub use error::ConfigError;
-pub use exit::{configured, exit_code};
+pub use exit::{configured, exit_code, stop_on_signal};
 pub use file::{FileError, read_toml};
 pub use layers::{Layered, layer};
 pub use logs::LogFormat;
 pub use names::{EnvNames, UnknownVariable, UnknownVariables, closest, env_var_names};
+#[cfg(feature = "reference")]
+pub use reference::{Accepted, reference_holds};
 pub use secret::{Secret, SecretBytes, SecretError, secret_from_env};
 
 /// What [`with_cosmos_account!`] names from this crate's dependencies.

@@ -1,6 +1,6 @@
 //! The API's settings: flags, environment variables and a TOML file, layered the way of every
 //! program ([`settings::layer`]) and resolved into one typed [`ApiConfig`], with the Cosmos DB
-//! account read as the writer reads it ([`settings::cosmos_account`]).
+//! account read as every program reads it ([`settings::CosmosAccount`]).
 //!
 //! Precedence: flag, then environment variable, then the file given by `--config`
 //! (`FLEET_API_CONFIG`), then the default. File keys are the environment variable names in
@@ -15,9 +15,7 @@ use axum::http::HeaderValue;
 use clap::Args;
 use ipnet::IpNet;
 use serde::Deserialize;
-use settings::{
-    AccountAuth, cosmos_account, cosmos_key_from_env, insecure_transport, secret_from_env,
-};
+use settings::{CosmosAccount, cosmos_key_from_env, secret_from_env};
 use url::Url;
 
 use crate::access::{AccessConfig, OidcSettings};
@@ -213,14 +211,7 @@ settings::with_cosmos_account! {
     }
 }
 
-settings::layered!(Settings {
-    cosmos_endpoint,
-    cosmos_auth,
-    cosmos_key,
-    cosmos_database,
-    cosmos_container,
-    cosmos_accept_invalid_certs,
-    cosmos_allow_insecure,
+settings::layered!(Settings with_cosmos_account {
     cosmos_geofence_container,
     cosmos_alert_container,
     api_addr,
@@ -260,25 +251,6 @@ settings::layered!(Settings {
     track_max_page_limit,
     track_max_span,
 });
-
-/// The Cosmos DB side.
-#[derive(Debug, Clone)]
-pub struct CosmosSettings {
-    /// Account endpoint.
-    pub endpoint: Url,
-    /// How requests are authorized: the account key (a read-only key keeps geofences
-    /// read-only), or Entra ID tokens (COSMOS_AUTH).
-    pub auth: AccountAuth,
-    /// Database.
-    pub database: String,
-    /// Container of the position documents.
-    pub container: String,
-    /// Accept self-signed certificates (emulators only).
-    pub accept_invalid_certs: bool,
-    /// What is unprotected about a remote endpoint that COSMOS_ALLOW_INSECURE let through,
-    /// to be logged at start.
-    pub insecure: Option<String>,
-}
 
 /// How the API reads and what it accepts.
 #[derive(Debug, Clone, PartialEq)]
@@ -363,8 +335,8 @@ impl Default for ApiOptions {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
-    /// Cosmos DB.
-    pub cosmos: CosmosSettings,
+    /// Cosmos DB: the account key may be a read-only key, which keeps geofences read-only.
+    pub cosmos: CosmosAccount,
     /// Where to listen.
     pub addr: SocketAddr,
     /// Reads and limits.
@@ -392,15 +364,8 @@ impl Settings {
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
-    pub fn resolve(self) -> Result<ApiConfig, ConfigError> {
-        let (endpoint, auth) =
-            cosmos_account(self.cosmos_endpoint, self.cosmos_auth, self.cosmos_key)?;
-        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
-        let insecure = insecure_transport(
-            &endpoint,
-            accept_invalid_certs,
-            self.cosmos_allow_insecure.unwrap_or(false),
-        )?;
+    pub fn resolve(mut self) -> Result<ApiConfig, ConfigError> {
+        let cosmos = self.take_cosmos_account()?;
         let defaults = ApiOptions::default();
         let page_size = self.query_page_size.unwrap_or(defaults.page_size);
         if page_size == 0 {
@@ -448,14 +413,7 @@ impl Settings {
             });
         }
         Ok(ApiConfig {
-            cosmos: CosmosSettings {
-                endpoint,
-                auth,
-                database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
-                container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
-                accept_invalid_certs,
-                insecure,
-            },
+            cosmos,
             addr: self
                 .api_addr
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),

@@ -144,7 +144,7 @@ impl Alerts {
             alert_webhook_urls: Some(receiver.url().to_owned()),
             alert_webhook_secret: Some(settings::Secret::new(SECRET)),
             alert_instance: Some("alerter-demo".to_owned()),
-            alert_feed_start: Some(alerter::config::FeedStart::Beginning),
+            alert_feed_start: Some(alerter::FeedStart::Beginning),
             alert_feed_poll: duration(Duration::from_millis(100)),
             alert_lease_interval: duration(Duration::from_secs(1)),
             alert_lease_expiry: duration(Duration::from_secs(10)),

@@ -111,8 +111,8 @@ impl Received {
 
 async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let expected = alerter::deliver::signature(&shared.secret, &body);
-    let signed = header(alerter::deliver::SIGNATURE_HEADER)
+    let expected = alerter::signature(&shared.secret, &body);
+    let signed = header(alerter::SIGNATURE_HEADER)
         .is_some_and(|given| same(given.as_bytes(), expected.as_bytes()));
     let event = serde_json::from_slice::<Value>(&body).ok();
     let id = event
@@ -168,11 +168,11 @@ mod tests {
                 .header("content-type", STRUCTURED)
                 .body(body);
             if let Some(signature) = signature {
-                request = request.header(alerter::deliver::SIGNATURE_HEADER, signature);
+                request = request.header(alerter::SIGNATURE_HEADER, signature);
             }
             request.send()
         };
-        let sign = |body: &str| Some(alerter::deliver::signature(b"key", body.as_bytes()));
+        let sign = |body: &str| Some(alerter::signature(b"key", body.as_bytes()));
         let one = r#"{"id":"a","data":{"alert":"silent","deviceId":"d1"}}"#;
         let other = r#"{"id":"a","data":{"alert":"silent","deviceId":"d2"}}"#;
         for (body, signature, status) in [

@@ -1,18 +1,50 @@
-//! The check behind both programs' `tests/settings_reference.rs`: the settings a program
-//! accepts, taken from its code, against the table of its settings reference
-//! (`SETTINGS.md`). Shared by path with edge-agent's test.
+//! The check that holds each program's settings reference (`SETTINGS.md`) to the settings
+//! it reads ([`reference_holds`]), for the programs' `tests/settings_reference.rs`: what the program
+//! accepts is taken from its code (its settings' clap arguments and file keys, its secrets,
+//! its binary's `--help`) and compared with the table of the reference. Built with the
+//! `reference` feature, as a dev-dependency.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use settings::EnvNames;
+use serde::de::DeserializeOwned;
+
+use crate::EnvNames;
 
 /// A setting's environment variable and its flag (`None`: environment or file only).
 pub type Accepted = BTreeMap<String, Option<String>>;
 
+/// What the program of the crate at `manifest_dir` accepts, after checking that its
+/// `SETTINGS.md` lists exactly that, with the same flags; panics naming what the reference
+/// is missing, what it lists that the program does not accept, and the flags that differ.
+///
+/// `S` is the program's settings type; `binary` its executable (`env!("CARGO_BIN_EXE_…")`);
+/// `names` builds the program's own [`EnvNames`] from the command of `S`: every setting and
+/// secret must be known to it.
+pub fn reference_holds<S: clap::Args + DeserializeOwned>(
+    manifest_dir: &Path,
+    binary: &Path,
+    names: impl FnOnce(&clap::Command) -> EnvNames,
+) -> Accepted {
+    let command = S::augment_args(clap::Command::new("settings"));
+    let names = names(&command);
+    let accepted = accepted(&command, &file_keys::<S>(), &names, binary);
+    let reference = manifest_dir.join("SETTINGS.md");
+    let text = std::fs::read_to_string(&reference)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", reference.display()));
+    let problems = problems(&accepted, &text);
+    assert!(
+        problems.is_empty(),
+        "{}: {}",
+        reference.display(),
+        problems.join("; ")
+    );
+    accepted
+}
+
 /// The keys of a program's config file, as its `Deserialize` declares them: serde's error
 /// for an unknown key lists every known one.
-pub fn file_keys<T: serde::de::DeserializeOwned>() -> Vec<String> {
+fn file_keys<T: DeserializeOwned>() -> Vec<String> {
     use serde::de::value::{Error, MapDeserializer};
     let unknown = "not_a_setting_of_any_program";
     let err = match T::deserialize(MapDeserializer::<_, Error>::new(std::iter::once((
@@ -31,13 +63,11 @@ pub fn file_keys<T: serde::de::DeserializeOwned>() -> Vec<String> {
 /// - every argument of `settings` (its `Settings::augment_args`) that reads a variable,
 ///   with its flag;
 /// - its secrets: the config file keys (`file_keys`) that no argument reads from the
-///   environment, read by `settings::secret_from_env` as `NAME` and `NAME_FILE` (the flag
+///   environment, read by [`crate::secret_from_env`] as `NAME` and `NAME_FILE` (the flag
 ///   of the argument of the same id, if any: `--source` for `WRITER_SOURCE`);
 /// - the variables of the program's own command line (`--config`, logging), from
 ///   `binary --help`.
-///
-/// `names` is the program's own [`EnvNames`]: every setting and secret must be known to it.
-pub fn accepted(
+fn accepted(
     settings: &clap::Command,
     file_keys: &[String],
     names: &EnvNames,
@@ -140,13 +170,11 @@ fn backticked(text: &str) -> impl Iterator<Item = &str> {
     text.split('`').skip(1).step_by(2)
 }
 
-/// Compares the reference (the file at `reference`) with what the program accepts;
-/// the error names what the reference is missing, what it lists that the program does not
-/// accept, and flags that differ.
-pub fn check(accepted: &Accepted, reference: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(reference)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", reference.display()));
-    let rows = documented(&text);
+/// Where the reference `text` and what the program accepts differ: what the reference is
+/// missing, what it lists that the program does not accept, names listed twice, and flags
+/// that differ.
+fn problems(accepted: &Accepted, text: &str) -> Vec<String> {
+    let rows = documented(text);
     let mut problems = Vec::new();
     let mut listed = BTreeSet::new();
     let mut listed_twice = BTreeSet::new();
@@ -190,9 +218,52 @@ pub fn check(accepted: &Accepted, reference: &Path) -> Result<(), String> {
     if !listed_twice.is_empty() {
         problems.push(format!("listed twice: {listed_twice:?}"));
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{}: {}", reference.display(), problems.join("; ")))
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Settings {
+        endpoint: Option<String>,
+        key: Option<String>,
+    }
+
+    #[test]
+    fn the_file_keys_are_the_fields() {
+        assert_eq!(file_keys::<Settings>(), ["endpoint", "key"]);
+    }
+
+    #[test]
+    fn every_difference_is_named() {
+        let accepted = Accepted::from([
+            ("ENDPOINT".to_owned(), Some("endpoint".to_owned())),
+            ("KEY".to_owned(), None),
+            ("KEY_FILE".to_owned(), None),
+        ]);
+        let table = |rows: &str| {
+            format!(
+                "# Settings\n\n| Variable | Flag | Meaning |\n| --- | --- | --- |\n{rows}\nAfter the table.\n"
+            )
+        };
+        let exact =
+            table("| `ENDPOINT` | `--endpoint` | where |\n| `KEY`, `KEY_FILE` | | the key |");
+        assert_eq!(problems(&accepted, &exact), Vec::<String>::new());
+        let wrong = table(
+            "| `ENDPOINT` | `--end` | where |\n| `KEY` | | the key |\n| `KEY` | | again |\n| `RETRIES` | | gone |",
+        );
+        let found = problems(&accepted, &wrong).join("; ");
+        for expected in [
+            "the flags of ENDPOINT are [--endpoint], the reference says [--end]",
+            "missing from the reference: [\"KEY_FILE\"]",
+            "not accepted by the program: {\"RETRIES\"}",
+            "listed twice: {\"KEY\"}",
+        ] {
+            assert!(found.contains(expected), "{expected} not in {found}");
+        }
     }
 }

@@ -1,6 +1,12 @@
 //! The alerter's settings: flags, environment variables and a TOML file, layered the way of
 //! every program ([`settings::layer`]) and resolved into one typed [`AlerterConfig`], with
-//! the Cosmos DB account read as the other programs read it.
+//! the Cosmos DB account read as every program reads it ([`settings::CosmosAccount`]).
+//!
+//! This file declares every setting (one struct, so that the file denies unknown keys) and
+//! resolves them; each group's values and checks are in a file of its own:
+//! - `delivery`: where alerts go (webhooks, the Event Grid topic);
+//! - `leases`: the leases and the change feed (timing, where a range starts, the
+//!   instance's name).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,34 +16,20 @@ use clap::Args;
 use cosmos::FeedPosition;
 use serde::Deserialize;
 use settings::{
-    AccountAuth, ConfigError, DurationSetting, LogFormat, Secret, cosmos_account,
-    cosmos_key_from_env, insecure_transport, secret_from_env,
+    ConfigError, CosmosAccount, DurationSetting, LogFormat, Secret, cosmos_key_from_env,
+    secret_from_env,
 };
 use url::Url;
 
 use crate::metrics;
 
-/// Where a range without a continuation starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FeedStart {
-    /// Only changes made from the lease's first read on.
-    #[default]
-    Now,
-    /// Every document in the container (each drone's latest position).
-    Beginning,
-}
+mod delivery;
+mod leases;
+#[cfg(test)]
+mod tests;
 
-/// How Event Grid requests are authorized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GridAuth {
-    /// The topic's access key (`ALERT_EVENTGRID_KEY`), as `aeg-sas-key`.
-    #[default]
-    Key,
-    /// Entra ID tokens (role "EventGrid Data Sender").
-    Entra,
-}
+pub use delivery::{GridAuth, GridConfig};
+pub use leases::FeedStart;
 
 settings::with_cosmos_account! {
     /// Every setting as given by flags, environment or file; `None` when not given.
@@ -113,14 +105,7 @@ settings::with_cosmos_account! {
     }
 }
 
-settings::layered!(Settings {
-    cosmos_endpoint,
-    cosmos_auth,
-    cosmos_key,
-    cosmos_database,
-    cosmos_container,
-    cosmos_accept_invalid_certs,
-    cosmos_allow_insecure,
+settings::layered!(Settings with_cosmos_account {
     cosmos_geofence_container,
     alert_lease_container,
     alert_rules_file,
@@ -142,30 +127,11 @@ settings::layered!(Settings {
     log_format,
 });
 
-/// The Event Grid topic, resolved.
-#[derive(Debug, Clone)]
-pub enum GridConfig {
-    /// With its access key.
-    Key(Url, Secret),
-    /// With Entra ID tokens.
-    Entra(Url),
-}
-
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct AlerterConfig {
-    /// Account endpoint.
-    pub endpoint: Url,
-    /// How requests are authorized.
-    pub auth: AccountAuth,
-    /// Accept self-signed certificates.
-    pub accept_invalid_certs: bool,
-    /// What COSMOS_ALLOW_INSECURE let through, to log.
-    pub insecure: Option<String>,
-    /// Database.
-    pub database: String,
-    /// Positions container.
-    pub container: String,
+    /// The Cosmos DB account, its database and the positions container.
+    pub cosmos: CosmosAccount,
     /// Geofences container.
     pub geofence_container: String,
     /// Lease container.
@@ -215,82 +181,28 @@ impl Settings {
     }
 
     /// Resolves into a typed configuration, applying defaults and checking values.
-    pub fn resolve(self) -> Result<AlerterConfig, ConfigError> {
-        let (endpoint, auth) =
-            cosmos_account(self.cosmos_endpoint, self.cosmos_auth, self.cosmos_key)?;
-        let accept_invalid_certs = self.cosmos_accept_invalid_certs.unwrap_or(false);
-        let insecure = insecure_transport(
-            &endpoint,
-            accept_invalid_certs,
-            self.cosmos_allow_insecure.unwrap_or(false),
-        )?;
+    pub fn resolve(mut self) -> Result<AlerterConfig, ConfigError> {
+        let cosmos = self.take_cosmos_account()?;
         let rules_file = self.alert_rules_file.ok_or(ConfigError::Missing {
             name: "ALERT_RULES_FILE",
             hint: "the rules file (TOML, or JSON ending in .json): see the alerter's README",
         })?;
-        let webhooks = webhooks(self.alert_webhook_urls.as_deref())?;
-        let event_grid = match (
+        let webhooks = delivery::webhooks(self.alert_webhook_urls.as_deref())?;
+        let event_grid = delivery::event_grid(
             self.alert_eventgrid_endpoint,
-            self.alert_eventgrid_auth.unwrap_or_default(),
+            self.alert_eventgrid_auth,
             self.alert_eventgrid_key,
-        ) {
-            (None, _, None) => None,
-            (None, _, Some(_)) => {
-                return Err(ConfigError::Missing {
-                    name: "ALERT_EVENTGRID_ENDPOINT",
-                    hint: "ALERT_EVENTGRID_KEY is set: also set the topic endpoint, or remove the key",
-                });
-            }
-            (Some(url), GridAuth::Key, Some(key)) => Some(GridConfig::Key(url, key)),
-            (Some(_), GridAuth::Key, None) => {
-                return Err(ConfigError::Missing {
-                    name: "ALERT_EVENTGRID_KEY",
-                    hint: "the topic's access key (environment or ALERT_EVENTGRID_KEY_FILE), or ALERT_EVENTGRID_AUTH=entra",
-                });
-            }
-            (Some(url), GridAuth::Entra, None) => Some(GridConfig::Entra(url)),
-            (Some(_), GridAuth::Entra, Some(_)) => {
-                return Err(ConfigError::Invalid {
-                    name: "ALERT_EVENTGRID_AUTH",
-                    message: "entra takes no key, but ALERT_EVENTGRID_KEY is set: remove the key, or write ALERT_EVENTGRID_AUTH=key".into(),
-                });
-            }
-        };
+        )?;
         if webhooks.is_empty() && event_grid.is_none() {
             return Err(ConfigError::Missing {
                 name: "ALERT_WEBHOOK_URLS",
                 hint: "where alerts go: webhooks (comma-separated URLs) and/or ALERT_EVENTGRID_ENDPOINT",
             });
         }
-        let lease_interval = duration(self.alert_lease_interval, 10_000);
-        let lease_expiry = duration(self.alert_lease_expiry, 60_000);
-        if lease_expiry < lease_interval * 2 {
-            return Err(ConfigError::Invalid {
-                name: "ALERT_LEASE_EXPIRY",
-                message: format!(
-                    "must be at least twice ALERT_LEASE_INTERVAL ({lease_interval:?}), or a live owner's lease expires between two renewals: write {:?} or more",
-                    lease_interval * 2
-                ),
-            });
-        }
-        let poll = duration(self.alert_feed_poll, 1_000);
-        if poll < Duration::from_millis(50) {
-            return Err(ConfigError::Invalid {
-                name: "ALERT_FEED_POLL",
-                message: "must be at least 50ms".into(),
-            });
-        }
-        let instance = self.alert_instance.unwrap_or_else(|| {
-            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "alerter".into());
-            format!("{host}-{}", std::process::id())
-        });
+        let (lease_interval, lease_expiry) =
+            leases::lease_timing(self.alert_lease_interval, self.alert_lease_expiry)?;
         Ok(AlerterConfig {
-            endpoint,
-            auth,
-            accept_invalid_certs,
-            insecure,
-            database: self.cosmos_database.unwrap_or_else(|| "telemetry".into()),
-            container: self.cosmos_container.unwrap_or_else(|| "positions".into()),
+            cosmos,
             geofence_container: self
                 .cosmos_geofence_container
                 .unwrap_or_else(|| "geofences".into()),
@@ -301,106 +213,25 @@ impl Settings {
             webhooks,
             webhook_secret: self.alert_webhook_secret,
             event_grid,
-            retry_for: duration(self.alert_retry_for, 600_000),
+            retry_for: self
+                .alert_retry_for
+                .map_or(Duration::from_secs(600), |d| d.0),
             dead_letter_file: self
                 .alert_dead_letter_file
                 .unwrap_or_else(|| "alerts-dead-letter.jsonl".into()),
             source: self
                 .alert_source
                 .unwrap_or_else(|| "/drone-telemetry/alerter".into()),
-            instance,
+            instance: leases::instance(self.alert_instance),
             lease_interval,
             lease_expiry,
-            poll,
-            start: match self.alert_feed_start.unwrap_or_default() {
-                FeedStart::Now => FeedPosition::Now,
-                FeedStart::Beginning => FeedPosition::Beginning,
-            },
-            silent_sweep: duration(self.alert_silent_sweep, 10_000),
+            poll: leases::feed_poll(self.alert_feed_poll)?,
+            start: self.alert_feed_start.unwrap_or_default().into(),
+            silent_sweep: self
+                .alert_silent_sweep
+                .map_or(Duration::from_secs(10), |d| d.0),
             metrics_addr: self.alert_metrics_addr.unwrap_or(metrics::DEFAULT_ADDR),
             log_format: self.log_format.unwrap_or_default(),
         })
-    }
-}
-
-fn duration(given: Option<DurationSetting>, default_ms: u64) -> Duration {
-    given.map_or(Duration::from_millis(default_ms), |d| d.0)
-}
-
-/// The webhook URLs of a comma-separated list, each http(s).
-fn webhooks(text: Option<&str>) -> Result<Vec<Url>, ConfigError> {
-    let Some(text) = text else {
-        return Ok(Vec::new());
-    };
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| match Url::parse(s) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(url),
-            _ => Err(ConfigError::Invalid {
-                name: "ALERT_WEBHOOK_URLS",
-                message: format!(
-                    "{s:?} is not an http(s) URL: write https://host/path, comma-separated"
-                ),
-            }),
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn given() -> Settings {
-        Settings {
-            cosmos_endpoint: Some(Url::parse("http://localhost:8081/").unwrap()),
-            cosmos_key: Some(Secret::new("a2V5")),
-            alert_rules_file: Some("rules.toml".into()),
-            alert_webhook_urls: Some("http://127.0.0.1:1/hook".into()),
-            ..Settings::default()
-        }
-    }
-
-    #[test]
-    fn defaults_and_what_a_wrong_setting_says() {
-        let config = given().resolve().unwrap();
-        assert_eq!(config.lease_container, "alert-leases");
-        assert_eq!(config.lease_expiry, Duration::from_secs(60));
-        assert_eq!(config.start, FeedPosition::Now);
-        let err = |s: Settings| s.resolve().unwrap_err().to_string();
-        assert!(
-            err(Settings {
-                alert_rules_file: None,
-                ..given()
-            })
-            .contains("ALERT_RULES_FILE")
-        );
-        assert!(
-            err(Settings {
-                alert_webhook_urls: Some("ftp://x".into()),
-                ..given()
-            })
-            .contains("http(s)")
-        );
-        assert!(
-            err(Settings {
-                alert_webhook_urls: None,
-                ..given()
-            })
-            .contains("ALERT_EVENTGRID_ENDPOINT")
-        );
-        let short = Settings {
-            alert_lease_interval: Some("10s".parse().unwrap()),
-            alert_lease_expiry: Some("15s".parse().unwrap()),
-            ..given()
-        };
-        assert!(err(short).contains("twice"));
-        let keyless = Settings {
-            alert_eventgrid_endpoint: Some(
-                Url::parse("https://t.westus2-1.eventgrid.azure.net/api/events").unwrap(),
-            ),
-            ..given()
-        };
-        assert!(err(keyless).contains("ALERT_EVENTGRID_KEY"));
     }
 }
