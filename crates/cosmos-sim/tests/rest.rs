@@ -6,7 +6,7 @@ mod common;
 use common::{DOCS, Op, Rest, atomic_headers, batch_body, bulk_headers, start};
 use cosmos_sim::CosmosSim;
 use cosmos_wire::batch::{
-    OperationType, UNDEFINED_PARTITION_KEY_JSON, parse_results, partition_key_json,
+    OperationResult, OperationType, UNDEFINED_PARTITION_KEY_JSON, partition_key_json,
 };
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str, epk_u128_of_undefined};
 use cosmos_wire::headers as h;
@@ -349,7 +349,7 @@ async fn bulk_batch_on_a_range_answers_per_operation_and_410_for_strangers() {
         let headers = bulk_headers(&range.id);
         let r = rest.post_docs(&headers, body_of(&ops)).await;
         assert_eq!(r.status, 207);
-        let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+        let results = serde_json::from_str::<Vec<OperationResult>>(&r.body.to_string()).unwrap();
         assert_eq!(results.len(), 7);
         assert!(
             results[..5]
@@ -640,7 +640,7 @@ async fn undefined_key_for_point_operations_batches_and_queries() {
                 Some(bulk),
             )
             .await;
-        let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+        let results = serde_json::from_str::<Vec<OperationResult>>(&r.body.to_string()).unwrap();
         let codes: Vec<(u16, u32)> = results
             .iter()
             .map(|o| (o.status_code, o.sub_status_code))

@@ -6,7 +6,7 @@ mod common;
 
 use common::{Op, Rest, batch_body, bulk_headers, start};
 use cosmos_sim::CosmosSim;
-use cosmos_wire::batch::{OperationType, parse_results, partition_key_json};
+use cosmos_wire::batch::{OperationResult, OperationType, partition_key_json};
 use cosmos_wire::epk::{boundary_to_u128, epk_u128_of_str};
 use cosmos_wire::headers as h;
 use reqwest::Method;
@@ -102,7 +102,7 @@ async fn split_answers_410_1002_and_pkranges_shows_the_children() {
             .post_docs(&bulk_headers(&kids[0].id), upserts(&devices))
             .await;
         assert_eq!(r.status, 207);
-        let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+        let results = serde_json::from_str::<Vec<OperationResult>>(&r.body.to_string()).unwrap();
         let kid_hi = boundary_to_u128(&kids[0].max_exclusive).unwrap();
         for (d, o) in devices.iter().zip(&results) {
             if epk_u128_of_str(d) < kid_hi {
@@ -273,7 +273,7 @@ async fn documents_over_the_size_limit_are_refused_alone() {
         ];
         let r = rest.post_docs(&bulk_headers("0"), batch_body(&ops)).await;
         assert_eq!(r.status, 207);
-        let results = parse_results(r.body.to_string().as_bytes()).unwrap();
+        let results = serde_json::from_str::<Vec<OperationResult>>(&r.body.to_string()).unwrap();
         assert_eq!(results[0].status_code, 201);
         assert_eq!(results[1].status_code, 413);
         for (id, status) in [("a", 200), ("b", 404)] {

@@ -121,11 +121,6 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
-/// Parses the body of a batch response (HTTP 200 or 207).
-pub fn parse_results(body: &[u8]) -> Result<Vec<OperationResult>, serde_json::Error> {
-    serde_json::from_slice(body)
-}
-
 /// The undefined partition key as headers and batch operations carry it: the logical partition
 /// of documents without the container's partition key property (see
 /// [`crate::epk::epk_u128_of_undefined`]).
@@ -203,7 +198,8 @@ impl BatchBody {
     }
 
     /// Size of the body so far, in bytes (including the closing bracket).
-    pub fn byte_len(&self) -> usize {
+    #[cfg(test)]
+    fn byte_len(&self) -> usize {
         self.buf.len() + 1
     }
 
@@ -336,7 +332,7 @@ mod tests {
             {"statusCode":410,"subStatusCode":1002},
             {"statusCode":200,"requestCharge":1.0,"resourceBody":{"id":"a"}}
         ]"#;
-        let results = parse_results(body).unwrap();
+        let results = serde_json::from_slice::<Vec<OperationResult>>(body).unwrap();
         assert_eq!(results.len(), 4);
         assert_eq!(results[0].status_code, 201);
         assert_eq!(results[0].e_tag.as_deref(), Some("\"00-1\""));

@@ -47,14 +47,6 @@ impl ContainerSetup {
         }
     }
 
-    /// The same, with a spatial index on the GeoJSON property at `path`.
-    pub fn with_location(self, path: impl Into<String>) -> Self {
-        Self {
-            location_path: Some(path.into()),
-            ..self
-        }
-    }
-
     /// The same, created with `policy` as its indexing policy.
     pub fn with_indexing_policy(self, policy: serde_json::Value) -> Self {
         Self {
@@ -438,7 +430,8 @@ mod tests {
     fn setup_builds_hash_v2_key_spatial_index_and_ttl() {
         let setup = ContainerSetup {
             default_ttl: Some(86_400),
-            ..ContainerSetup::new("/deviceId").with_location("/location")
+            location_path: Some("/location".into()),
+            ..ContainerSetup::new("/deviceId")
         };
         let json = serde_json::to_value(setup.properties("positions")).unwrap();
         assert_eq!(json["id"], "positions");

@@ -33,7 +33,10 @@ async fn setup(sim: &CosmosSim) -> ContainerClient {
     let client = client_with_key(sim, sim.key());
     let container = client.container(DB, COLL);
     container
-        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
+        .create_if_missing(&ContainerSetup {
+            location_path: Some("/location".into()),
+            ..ContainerSetup::new("/deviceId")
+        })
         .await
         .unwrap();
     container

@@ -35,7 +35,10 @@ async fn container(server: &CosmosDbServer, name: &str) -> ContainerClient {
     let client = client(server);
     let container = client.container("telemetry", name);
     container
-        .create_if_missing(&ContainerSetup::new("/deviceId").with_location("/location"))
+        .create_if_missing(&ContainerSetup {
+            location_path: Some("/location".into()),
+            ..ContainerSetup::new("/deviceId")
+        })
         .await
         .unwrap();
     container
@@ -75,7 +78,8 @@ async fn sets_up_database_and_container_idempotently() {
         let setup = ContainerSetup {
             default_ttl: Some(3600),
             throughput: Some(400),
-            ..ContainerSetup::new("/deviceId").with_location("/location")
+            location_path: Some("/location".into()),
+            ..ContainerSetup::new("/deviceId")
         };
         let created = container.create_if_missing(&setup).await.unwrap();
         assert_eq!(created.partition_key.paths, vec!["/deviceId".to_string()]);

@@ -51,7 +51,10 @@ pub async fn container_indexing_everything(client: &CosmosClient, name: &str) ->
     container_with(
         client,
         name,
-        ContainerSetup::new("/deviceId").with_location("/location"),
+        ContainerSetup {
+            location_path: Some("/location".into()),
+            ..ContainerSetup::new("/deviceId")
+        },
     )
     .await
 }
