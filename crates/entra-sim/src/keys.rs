@@ -81,7 +81,8 @@ impl KeySet {
     }
 
     /// The `kid` that signs now.
-    pub fn current_kid(&self) -> &str {
+    #[cfg(test)]
+    fn current_kid(&self) -> &str {
         &self.current.kid
     }
 
