@@ -49,9 +49,11 @@ impl Budget {
         self.metrics.set_source_queue_bytes(held, peak);
     }
 
+    /// Counts the bytes as given back before the room is: a sender that takes the room
+    /// next counts its bytes after, so the count never passes the budget.
     fn returned(&self, charge: u32) {
-        self.semaphore.add_permits(charge as usize);
         let held = self.held.fetch_sub(charge as usize, Ordering::AcqRel) - charge as usize;
+        self.semaphore.add_permits(charge as usize);
         self.metrics
             .set_source_queue_bytes(held, self.peak.load(Ordering::Acquire));
     }
