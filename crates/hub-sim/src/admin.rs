@@ -6,7 +6,7 @@
 //! | `GET /metrics` | | Prometheus text: messages accepted and refused by reason, connections, AMQP deliveries, per partition depth and last sequence number |
 //! | `GET /stats` | | the same as JSON ([`crate::Stats`]) |
 //! | `GET /faults` | | the current [`FaultSettings`] |
-//! | `POST /faults` | [`FaultSettings`] (`latencyMs`, `throttlePerSec`; missing fields are 0) | the settings after the change |
+//! | `POST /faults` | [`FaultSettings`] (`latencyMs`, `throttlePerSec`, `managementDelayMs`; missing fields are 0) | the settings after the change |
 //! | `POST /faults/drop-devices` | | closes every device connection |
 //! | `POST /faults/amqp/stop` | | stops the AMQP side (listener and connections) |
 //! | `POST /faults/amqp/start` | | starts the AMQP side again on its port |
@@ -138,7 +138,7 @@ async fn handle(admin: &Admin, request: Request<Incoming>) -> Response<Full<Byte
             }
             Err(e) => error(
                 StatusCode::BAD_REQUEST,
-                format!("expected {{\"latencyMs\",\"throttlePerSec\"}}: {e}"),
+                format!("expected {{\"latencyMs\",\"throttlePerSec\",\"managementDelayMs\"}}: {e}"),
             ),
         },
         (&Method::POST, "/faults/drop-devices") => {

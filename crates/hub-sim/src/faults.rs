@@ -1,5 +1,6 @@
 //! Faults switchable while the hub runs: drop every device connection, latency added before a
-//! device message is enqueued, a device-to-cloud throttle (messages per second across the
+//! device message is enqueued, a delay before each `$management` answer (a hub slow to tell
+//! partition properties), a device-to-cloud throttle (messages per second across the
 //! hub, as IoT Hub's tiers meter them: a message over the rate waits, which holds its PUBACK
 //! back), and stalled receivers (every partition receiver attached so far stays attached,
 //! delivers nothing more and answers no detach, as a connection seen once to stop delivering
@@ -21,6 +22,8 @@ pub struct FaultSettings {
     pub latency_ms: u64,
     /// Device-to-cloud messages per second across the hub; 0 is no throttle.
     pub throttle_per_sec: u64,
+    /// Milliseconds added before each `$management` answer of the Event Hubs endpoint.
+    pub management_delay_ms: u64,
 }
 
 /// The live fault switches.
@@ -28,6 +31,7 @@ pub struct FaultSettings {
 pub struct Faults {
     latency_ms: AtomicU64,
     throttle_per_sec: AtomicU64,
+    management_delay_ms: AtomicU64,
     next_slot: Mutex<Option<Instant>>,
     drop_devices: watch::Sender<u64>,
     stall_receivers: watch::Sender<u64>,
@@ -38,6 +42,7 @@ impl Default for Faults {
         Faults {
             latency_ms: AtomicU64::new(0),
             throttle_per_sec: AtomicU64::new(0),
+            management_delay_ms: AtomicU64::new(0),
             next_slot: Mutex::new(None),
             drop_devices: watch::channel(0).0,
             stall_receivers: watch::channel(0).0,
@@ -51,6 +56,7 @@ impl Faults {
         FaultSettings {
             latency_ms: self.latency_ms.load(Ordering::Relaxed),
             throttle_per_sec: self.throttle_per_sec.load(Ordering::Relaxed),
+            management_delay_ms: self.management_delay_ms.load(Ordering::Relaxed),
         }
     }
 
@@ -60,6 +66,8 @@ impl Faults {
             .store(settings.latency_ms, Ordering::Relaxed);
         self.throttle_per_sec
             .store(settings.throttle_per_sec, Ordering::Relaxed);
+        self.management_delay_ms
+            .store(settings.management_delay_ms, Ordering::Relaxed);
         *self.next_slot.lock() = None;
     }
 
@@ -84,6 +92,14 @@ impl Faults {
     /// A watch that changes whenever the receivers attached so far are to stall.
     pub(crate) fn receiver_stalls(&self) -> watch::Receiver<u64> {
         self.stall_receivers.subscribe()
+    }
+
+    /// Waits as the settings demand before one `$management` answer.
+    pub(crate) async fn delay_management(&self) {
+        let delay = self.management_delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
     }
 
     /// Waits as the settings demand before one device message is enqueued; true if the
@@ -122,8 +138,8 @@ mod tests {
     async fn the_throttle_spaces_messages_at_its_rate() {
         let faults = Faults::default();
         faults.update(FaultSettings {
-            latency_ms: 0,
             throttle_per_sec: 10,
+            ..FaultSettings::default()
         });
         let start = Instant::now();
         let mut held = 0;
@@ -134,7 +150,7 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         faults.update(FaultSettings {
             latency_ms: 250,
-            throttle_per_sec: 0,
+            ..FaultSettings::default()
         });
         let start = Instant::now();
         assert!(!faults.admit().await);

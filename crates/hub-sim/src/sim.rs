@@ -605,5 +605,14 @@ mod test_support {
         pub fn stall_receivers(&self) {
             self.hub.faults.stall_receivers();
         }
+
+        /// Delays each `$management` answer of the Event Hubs endpoint by `delay` (zero: none).
+        pub fn delay_management_answers(&self, delay: std::time::Duration) {
+            let settings = self.hub.faults.settings();
+            self.hub.faults.update(crate::faults::FaultSettings {
+                management_delay_ms: delay.as_millis() as u64,
+                ..settings
+            });
+        }
     }
 }

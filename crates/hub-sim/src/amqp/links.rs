@@ -168,7 +168,10 @@ pub(crate) async fn request_link(
         };
         let (response, refused) = match node {
             NodeKind::Cbs => requests::cbs(&context, &auth, delivery.message()).await,
-            NodeKind::Management => requests::management(&context, &auth, delivery.message()),
+            NodeKind::Management => {
+                amqp.hub.faults.delay_management().await;
+                requests::management(&context, &auth, delivery.message())
+            }
         };
         match (refused, node) {
             (Some(reason), _) => amqp.hub.counters.add("amqp_refused", reason, 1),

@@ -2,14 +2,20 @@
 //! enqueued sequence number (the hub's `$management` answer) minus this consumer group's
 //! checkpoint (the checkpoint store), for every partition, owned by this replica or not.
 //! Every replica reports it for every partition, so an autoscaler takes `max by
-//! (partition)` and sums over partitions. Polled every load-balancing interval; a poll the
-//! hub does not answer also tells the source that the hub is out of reach.
+//! (partition)` and sums over partitions. Polled every load-balancing interval by a
+//! session's [`Monitor`], which also tells whether the hub answers (`source_connected`) and
+//! watches for stalled receivers ([`super::stall`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use azure_messaging_eventhubs::ConsumerClient;
 use azure_messaging_eventhubs::models::EventHubPartitionProperties;
+use tokio_util::sync::CancellationToken;
 
+use super::failure::SessionHealth;
+use super::stall::{self, Readings, Watchdog};
 use crate::metrics::Metrics;
 use crate::source::eventhubs::checkpointing::checkpoints::PartitionCheckpoints;
 
@@ -44,7 +50,7 @@ pub enum PollError {
 /// Reads every partition's properties and the checkpoints, sets `eventhubs_lag_events` of
 /// each partition, and returns each partition's last enqueued sequence number (`None`:
 /// the partition is empty).
-pub(super) async fn poll(
+async fn poll(
     hub: &ConsumerClient,
     partitions: &[String],
     checkpoints: &PartitionCheckpoints,
@@ -77,6 +83,126 @@ pub(super) async fn poll(
     Ok(held)
 }
 
+/// How long a poll may take before the hub counts as out of reach: the balancing interval,
+/// and no less than 5 s, so that a busy machine's slow answers (the SDK asks the partitions
+/// one after another) are not taken for a hub out of reach.
+fn answer_within(interval: Duration) -> Duration {
+    interval.max(Duration::from_secs(5))
+}
+
+/// The lag monitor of a session, on a client of its own.
+pub(super) struct Monitor {
+    pub(super) hub: ConsumerClient,
+    pub(super) partitions: Vec<String>,
+    pub(super) checkpoints: Arc<PartitionCheckpoints>,
+    pub(super) metrics: Arc<Metrics>,
+    /// The balancing interval: how often the hub is asked.
+    pub(super) interval: Duration,
+    /// The readings' progress, for the stall watchdog.
+    pub(super) readings: Readings,
+    /// Told of stalled receivers.
+    pub(super) health: SessionHealth,
+}
+
+impl Monitor {
+    /// Reports every partition's lag every interval, whether the hub answers
+    /// (`source_connected`), and stalled receivers, until `reading` is cancelled; returns
+    /// its client, to be closed.
+    pub(super) async fn run(self, reading: CancellationToken) -> ConsumerClient {
+        let Monitor {
+            hub,
+            partitions,
+            checkpoints,
+            metrics,
+            interval,
+            readings,
+            health,
+        } = self;
+        let late_after = answer_within(interval);
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watchdog = Watchdog::new(stall::stall_after(interval));
+        let mut connected = Connected::new(&metrics);
+        loop {
+            if reading.run_until_cancelled(ticker.tick()).await.is_none() {
+                break;
+            }
+            let before = readings.snapshot();
+            // A poll is waited for to its end, never dropped mid-call: the SDK's
+            // `$management` link takes the next answer for the answer to the next request,
+            // so a call abandoned after its request went out would leave every later
+            // answer one behind. A late poll reports the hub out of reach meanwhile.
+            let poll = poll(&hub, &partitions, &checkpoints, &metrics);
+            tokio::pin!(poll);
+            let polled = match reading
+                .run_until_cancelled(tokio::time::timeout(late_after, &mut poll))
+                .await
+            {
+                None => break,
+                Some(Ok(polled)) => polled,
+                Some(Err(_)) => {
+                    connected.lost(format!("the hub does not answer within {late_after:?}"));
+                    match reading.run_until_cancelled(poll).await {
+                        None => break,
+                        Some(polled) => polled,
+                    }
+                }
+            };
+            match polled {
+                Ok(held) => {
+                    let stalls = watchdog.observe(before, &held, Instant::now());
+                    if !stalls.is_empty() {
+                        let partitions: Vec<&str> =
+                            stalls.iter().map(|s| s.partition.as_str()).collect();
+                        tracing::warn!(
+                            ?partitions,
+                            "partition receivers stalled: the hub holds events they do not deliver; ending the session to read on through a new connection"
+                        );
+                        health.stalled(&stalls);
+                    }
+                    connected.answered();
+                }
+                Err(PollError::Store(cause)) => {
+                    tracing::warn!(%cause, "the partitions' lag is not updated");
+                    connected.answered();
+                }
+                Err(err @ PollError::Hub { .. }) => connected.lost(err.to_string()),
+            }
+        }
+        hub
+    }
+}
+
+/// Whether the hub answers, as `source_connected` and a log line at each change (and one
+/// per poll while it does not).
+struct Connected<'a> {
+    metrics: &'a Metrics,
+    answered: Option<bool>,
+}
+
+impl<'a> Connected<'a> {
+    fn new(metrics: &'a Metrics) -> Connected<'a> {
+        Connected {
+            metrics,
+            answered: None,
+        }
+    }
+
+    fn answered(&mut self) {
+        if self.answered != Some(true) {
+            tracing::info!("Event Hubs source connected");
+            self.metrics.set_source_connected(true);
+        }
+        self.answered = Some(true);
+    }
+
+    fn lost(&mut self, cause: String) {
+        self.metrics.set_source_connected(false);
+        tracing::warn!(%cause, "Event Hubs source: the hub is out of reach; the receivers retry, and the processor opens them again");
+        self.answered = Some(false);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +232,17 @@ mod tests {
         // one ahead of the hub (a hub recreated) counts none.
         assert_eq!(lag_events(&partition(40, 99, false), Some(9)), 60);
         assert_eq!(lag_events(&partition(0, 5, false), Some(9)), 0);
+    }
+
+    #[test]
+    fn a_poll_is_late_after_the_interval_and_no_sooner_than_5_s() {
+        assert_eq!(
+            answer_within(Duration::from_secs(2)),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            answer_within(Duration::from_secs(10)),
+            Duration::from_secs(10)
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! - [`partitions`]: one reading per claimed partition, its events into the queue and its
 //!   checkpoints written on a timer.
 //! - [`event`]: an event's body and properties as a message.
-//! - [`lag`]: how far each partition's checkpoint is behind the hub.
+//! - [`lag`]: a session's monitor: how far each partition's checkpoint is behind the hub,
+//!   and whether the hub answers.
 //! - [`stall`]: a watchdog for readings that stop without an error.
 //! - [`failure`]: which failures end a session, and how they are reported.
 

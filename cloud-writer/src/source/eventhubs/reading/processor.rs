@@ -34,9 +34,9 @@ use entra_credential::EntraCredential;
 use tokio_util::sync::CancellationToken;
 
 use super::failure::{Failure, Reporter, SessionEnd, SessionHealth, cause_of};
-use super::lag::{self, PollError};
+use super::lag::Monitor;
 use super::partitions::{self, Readers};
-use super::stall::{self, Readings, Watchdog};
+use super::stall::Readings;
 use crate::config::{
     EventHubsAuth, EventHubsConnection, EventHubsSettings, LoadBalancing, StartAt,
 };
@@ -162,14 +162,6 @@ impl Context {
     }
 }
 
-/// `future`'s output, or `None` when `stop` fires first.
-async fn until<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
-    tokio::select! {
-        () = stop.cancelled() => None,
-        out = future => Some(out),
-    }
-}
-
 /// Closes a client in the background, at most [`CLOSE_TIMEOUT`]: a hub that does not
 /// answer the detach of a link never holds the source up.
 fn close_client(client: ConsumerClient) {
@@ -190,7 +182,7 @@ pub(in crate::source::eventhubs) async fn run(
 ) -> Result<(), SourceError> {
     let store = checkpointing::open(&checkpoints, &settings)
         .await
-        .map_err(SourceError::Config)?;
+        .map_err(|e| SourceError::Config(e.to_string()))?;
     install_tls_provider();
     let credential = match connection.auth {
         EventHubsAuth::Entra => {
@@ -273,7 +265,9 @@ pub(in crate::source::eventhubs) async fn run(
                 }
                 let delay = backoff.next_delay();
                 reporter.failed(&ctx.hub, &failure, delay);
-                if until(&control.stop, tokio::time::sleep(delay))
+                if control
+                    .stop
+                    .run_until_cancelled(tokio::time::sleep(delay))
                     .await
                     .is_none()
                 {
@@ -319,12 +313,18 @@ async fn give_up(store: &SharedStore, scope: &Scope, owner: &str) {
 async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> SessionEnd {
     // A client of its own for the management requests (partition ids, then the lag):
     // the processor takes its client.
-    let monitor = match until(stop, ctx.open(format!("{}-monitor", ctx.owner))).await {
+    let monitor = match stop
+        .run_until_cancelled(ctx.open(format!("{}-monitor", ctx.owner)))
+        .await
+    {
         None => return SessionEnd::Stopped,
         Some(Err(err)) => return Failure::of(SessionBreak::Connect, &err),
         Some(Ok(client)) => client,
     };
-    let partitions = match until(stop, monitor.get_eventhub_properties()).await {
+    let partitions = match stop
+        .run_until_cancelled(monitor.get_eventhub_properties())
+        .await
+    {
         Some(Ok(properties)) => properties.partition_ids,
         other => {
             close_client(monitor);
@@ -342,11 +342,12 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         partitions.len(),
         takeovers.clone(),
     );
-    let processor = match until(stop, async {
-        let consumer = ctx.open(ctx.owner.clone()).await?;
-        ctx.processor(consumer, handovers).await
-    })
-    .await
+    let processor = match stop
+        .run_until_cancelled(async {
+            let consumer = ctx.open(ctx.owner.clone()).await?;
+            ctx.processor(consumer, handovers).await
+        })
+        .await
     {
         Some(Ok(processor)) => processor,
         other => {
@@ -449,7 +450,9 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
     let _ = processor_task.await;
     drop(clients);
     let _ = readers_done.await;
-    let _ = monitor_task.await;
+    if let Ok(client) = monitor_task.await {
+        close_client(client);
+    }
     let _ = takeover_task.await;
     match Arc::try_unwrap(processor) {
         Ok(processor) => {
@@ -464,94 +467,6 @@ async fn session(ctx: &Context, stop: &CancellationToken, ran: &mut bool) -> Ses
         }
     }
     end
-}
-
-/// The lag monitor of a session, on a client of its own.
-struct Monitor {
-    hub: ConsumerClient,
-    partitions: Vec<String>,
-    checkpoints: Arc<PartitionCheckpoints>,
-    metrics: Arc<Metrics>,
-    /// The balancing interval: how often the hub is asked.
-    interval: Duration,
-    /// The readings' progress, for the stall watchdog.
-    readings: Readings,
-    /// Told of stalled receivers.
-    health: SessionHealth,
-}
-
-impl Monitor {
-    /// Reports every partition's lag every interval, whether the hub answers
-    /// (`source_connected`), and stalled receivers ([`stall`]), until `reading` is
-    /// cancelled.
-    async fn run(self, reading: CancellationToken) {
-        let Monitor {
-            hub,
-            partitions,
-            checkpoints,
-            metrics,
-            interval,
-            readings,
-            health,
-        } = self;
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut watchdog = Watchdog::new(stall::stall_after(interval));
-        let mut answered = None;
-        loop {
-            if until(&reading, ticker.tick()).await.is_none() {
-                break;
-            }
-            let before = readings.snapshot();
-            let Some(polled) = until(
-                &reading,
-                tokio::time::timeout(
-                    interval,
-                    lag::poll(&hub, &partitions, &checkpoints, &metrics),
-                ),
-            )
-            .await
-            else {
-                break;
-            };
-            let unanswered = match polled {
-                Ok(Ok(held)) => {
-                    let stalls = watchdog.observe(before, &held, Instant::now());
-                    if !stalls.is_empty() {
-                        let partitions: Vec<&str> =
-                            stalls.iter().map(|s| s.partition.as_str()).collect();
-                        tracing::warn!(
-                            ?partitions,
-                            "partition receivers stalled: the hub holds events they do not deliver; ending the session to read on through a new connection"
-                        );
-                        health.stalled(&stalls);
-                    }
-                    None
-                }
-                Ok(Err(PollError::Store(cause))) => {
-                    tracing::warn!(%cause, "the partitions' lag is not updated");
-                    None
-                }
-                Ok(Err(err @ PollError::Hub { .. })) => Some(err.to_string()),
-                Err(_) => Some(format!("the hub does not answer within {interval:?}")),
-            };
-            match unanswered {
-                None => {
-                    if answered != Some(true) {
-                        tracing::info!("Event Hubs source connected");
-                        metrics.set_source_connected(true);
-                    }
-                    answered = Some(true);
-                }
-                Some(cause) => {
-                    metrics.set_source_connected(false);
-                    tracing::warn!(%cause, "Event Hubs source: the hub is out of reach; the receivers retry, and the processor opens them again");
-                    answered = Some(false);
-                }
-            }
-        }
-        close_client(hub);
-    }
 }
 
 #[cfg(test)]
