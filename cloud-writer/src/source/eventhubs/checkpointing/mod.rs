@@ -30,8 +30,8 @@ use std::sync::Arc;
 use cosmos::CosmosClient;
 
 use crate::config::{BlobCheckpoints, EventHubsSettings};
-use blob_store::BlobCheckpointStore;
-use cosmos_store::CosmosCheckpointStore;
+use blob_store::{BlobCheckpointStore, BlobError};
+use cosmos_store::{CosmosCheckpointStore, StoreError};
 use store::SharedStore;
 
 /// Where the checkpoints and ownerships live.
@@ -50,11 +50,22 @@ pub enum CheckpointContainer {
     Blob(BlobCheckpoints),
 }
 
+/// Why the checkpoint store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The Cosmos DB container is missing, unreachable or of another layout.
+    #[error("the Cosmos DB checkpoint container: {0}")]
+    Cosmos(#[from] StoreError),
+    /// The blob container is missing or unreachable, or its settings are wrong.
+    #[error("the Blob Storage checkpoint container: {0}")]
+    Blob(#[from] BlobError),
+}
+
 /// Opens the store `checkpoints` names (the Cosmos container's name from `settings`).
 pub async fn open(
     checkpoints: &CheckpointContainer,
     settings: &EventHubsSettings,
-) -> Result<SharedStore, String> {
+) -> Result<SharedStore, OpenError> {
     match checkpoints {
         CheckpointContainer::Cosmos {
             client,
@@ -68,10 +79,10 @@ pub async fn open(
         )
         .await
         .map(|store| Arc::new(store) as SharedStore)
-        .map_err(|e| e.to_string()),
+        .map_err(OpenError::from),
         CheckpointContainer::Blob(blob) => BlobCheckpointStore::open(blob)
             .await
             .map(|store| Arc::new(store) as SharedStore)
-            .map_err(|e| e.to_string()),
+            .map_err(OpenError::from),
     }
 }
