@@ -17,7 +17,7 @@ use cloud_writer::internals::{BlobAuth, BlobCheckpointStore, BlobCheckpoints};
 use cloud_writer::{Secret, Settings, Writer};
 use common::entra::{WRITER, namespace_and_account, reader, token_settings, workload_identity};
 use common::*;
-use entra_sim::certs::Ca;
+use entra_sim::Ca;
 use entra_sim::{App, EntraSim};
 use hub_sim::{AuthMethod, Incoming};
 use hub_sim::{EventHubsRole, HubSim};

@@ -159,6 +159,7 @@ impl EntraAccess {
         self.assignments.read().get(oid).copied()
     }
 
+    #[cfg(feature = "test-support")]
     /// Assigns `role` to principal `oid`, or removes its assignment.
     pub(crate) fn assign(&self, oid: &str, role: Option<DataRole>) {
         let mut assignments = self.assignments.write();
@@ -173,6 +174,7 @@ impl EntraAccess {
         SystemTime::now() + Duration::from_secs(self.clock_ahead_secs.load(Ordering::Relaxed))
     }
 
+    #[cfg(feature = "test-support")]
     /// Sets the endpoint's clock `ahead` of this host's.
     pub(crate) fn set_clock_ahead(&self, ahead: Duration) {
         self.clock_ahead_secs

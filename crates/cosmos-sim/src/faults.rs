@@ -115,6 +115,7 @@ impl Faults {
         latency
     }
 
+    #[cfg(feature = "test-support")]
     /// How many requests have begun waiting an added latency since start.
     pub fn delayed(&self) -> u64 {
         self.delayed.load(Ordering::Relaxed)

@@ -4,11 +4,10 @@
 use crate::endpoint_state::{EndpointState, check_ru_per_sec};
 use crate::entra::{DataRole, EntraAccess, EntraTrust};
 use crate::error::SimError;
-use crate::faults::{FaultSettings, Faults};
+use crate::faults::Faults;
 use crate::stats::{Counters, Stats};
 use crate::store::{CreateError, Store};
 use cosmos_wire::auth::{EMULATOR_KEY, MasterKey};
-use cosmos_wire::resources::PartitionKeyRange;
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -169,12 +168,6 @@ impl CosmosSim {
         CosmosSimBuilder::default()
     }
 
-    /// An endpoint of the default layout that never throttles, for tests and benches that
-    /// measure something other than the RU budget.
-    pub async fn unthrottled() -> Result<CosmosSim, SimError> {
-        Self::builder().ru_per_sec(f64::INFINITY).start().await
-    }
-
     /// The endpoint URL, e.g. `http://127.0.0.1:8081/`.
     pub fn endpoint(&self) -> String {
         endpoint_url(self.state.addr)
@@ -191,99 +184,8 @@ impl CosmosSim {
         &self.key
     }
 
-    /// Replaces the account key at run time, as a key rotation does: from now on only
-    /// requests signed with `key` (base64) are served, others are answered 401.
-    pub fn rotate_key(&self, key: &str) -> Result<(), SimError> {
-        self.state.rotate_key(key)
-    }
-
-    /// Assigns principal `oid` the data role `role` at run time (`None` removes its
-    /// assignment), as `az cosmosdb sql role assignment create` and `delete` do.
-    pub fn assign_role(&self, oid: &str, role: Option<DataRole>) -> Result<(), SimError> {
-        let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
-        entra.assign(oid, role);
-        tracing::info!(oid, ?role, "data role assignment changed");
-        Ok(())
-    }
-
-    /// Runs the endpoint's clock `ahead` of this host's for the times of Entra ID tokens
-    /// (a skewed service clock: tokens expire earlier in its eyes).
-    pub fn set_clock_ahead(&self, ahead: Duration) -> Result<(), SimError> {
-        let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
-        entra.set_clock_ahead(ahead);
-        Ok(())
-    }
-
-    /// Deletes a container and its documents at run time (as the REST `DELETE` does);
-    /// requests naming it are answered 404 until it is created again.
-    pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {
-        self.state
-            .store
-            .delete_container(db, coll)
-            .map(|_| tracing::info!(db, coll, "container deleted"))
-            .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))
-    }
-
-    /// Sets the added latency.
-    pub fn set_latency(&self, latency: Duration) {
-        self.set_faults(FaultSettings {
-            latency_ms: Some(latency.as_millis() as u64),
-            ..Default::default()
-        });
-    }
-
-    /// How many requests have begun waiting an added latency ([`Self::set_latency`]) since
-    /// start: a test that stalls the writer knows the stall has reached a write.
-    pub fn delayed_requests(&self) -> u64 {
-        self.state.faults.delayed()
-    }
-
-    /// Sets the share of requests answered 503 (0 to 1).
-    pub fn set_error_rate_503(&self, rate: f64) {
-        self.set_faults(FaultSettings {
-            error_rate_503: Some(rate),
-            ..Default::default()
-        });
-    }
-
-    /// Sets the share of requests held for `hold` and then answered 408 (0 to 1).
-    pub fn set_timeout_rate(&self, rate: f64, hold: Duration) {
-        self.set_faults(FaultSettings {
-            timeout_rate: Some(rate),
-            timeout_ms: Some(hold.as_millis() as u64),
-            ..Default::default()
-        });
-    }
-
-    /// Applies fault settings (only the given fields change).
-    pub fn set_faults(&self, settings: FaultSettings) {
-        self.state.faults.update(settings);
-    }
-
-    /// Splits a live range of a container in two; its id then answers 410/1002 and
-    /// `pkranges` lists the two children.
-    pub fn split_range(
-        &self,
-        db: &str,
-        coll: &str,
-        range_id: &str,
-    ) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
-        self.state.split_range(db, coll, range_id)
-    }
-
-    /// Changes a container's provisioned RU/s (split evenly across its live ranges).
-    pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
-        self.state.set_ru_per_sec(db, coll, ru)
-    }
-
-    /// Creates a database and a container with a hash v2 key on `pk_path` and the default
-    /// indexing policy (also possible over REST; this is a shortcut for tests and benches).
-    pub fn create_container(&self, db: &str, coll: &str, pk_path: &str) -> Result<(), SimError> {
-        self.create_container_indexed(db, coll, pk_path, None)
-    }
-
-    /// Like [`CosmosSim::create_container`], with `indexing_policy` (a container's
-    /// `indexingPolicy`) instead of the default when given.
+    /// Creates a database and a container with a hash v2 key on `pk_path` and
+    /// `indexing_policy` (a container's `indexingPolicy`), or the default policy when `None`.
     pub fn create_container_indexed(
         &self,
         db: &str,
@@ -322,6 +224,123 @@ impl CosmosSim {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
+        }
+    }
+}
+
+/// The calls only tests and benches make (cargo feature `test-support`): an endpoint that
+/// never throttles, key rotation, role assignments and a skewed clock, containers created,
+/// deleted, split and given RU/s directly, and the fault switches.
+#[cfg(feature = "test-support")]
+mod test_support {
+    use super::CosmosSim;
+    use crate::entra::DataRole;
+    use crate::error::SimError;
+    use crate::faults::FaultSettings;
+    use cosmos_wire::resources::PartitionKeyRange;
+    use std::time::Duration;
+
+    impl CosmosSim {
+        /// An endpoint of the default layout that never throttles, for tests and benches that
+        /// measure something other than the RU budget.
+        pub async fn unthrottled() -> Result<CosmosSim, SimError> {
+            Self::builder().ru_per_sec(f64::INFINITY).start().await
+        }
+
+        /// Replaces the account key at run time, as a key rotation does: from now on only
+        /// requests signed with `key` (base64) are served, others are answered 401.
+        pub fn rotate_key(&self, key: &str) -> Result<(), SimError> {
+            self.state.rotate_key(key)
+        }
+
+        /// Assigns principal `oid` the data role `role` at run time (`None` removes its
+        /// assignment), as `az cosmosdb sql role assignment create` and `delete` do.
+        pub fn assign_role(&self, oid: &str, role: Option<DataRole>) -> Result<(), SimError> {
+            let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
+            entra.assign(oid, role);
+            tracing::info!(oid, ?role, "data role assignment changed");
+            Ok(())
+        }
+
+        /// Runs the endpoint's clock `ahead` of this host's for the times of Entra ID tokens
+        /// (a skewed service clock: tokens expire earlier in its eyes).
+        pub fn set_clock_ahead(&self, ahead: Duration) -> Result<(), SimError> {
+            let entra = self.state.entra.as_ref().ok_or(SimError::NoEntraTrust)?;
+            entra.set_clock_ahead(ahead);
+            Ok(())
+        }
+
+        /// Deletes a container and its documents at run time (as the REST `DELETE` does);
+        /// requests naming it are answered 404 until it is created again.
+        pub fn delete_container(&self, db: &str, coll: &str) -> Result<(), SimError> {
+            self.state
+                .store
+                .delete_container(db, coll)
+                .map(|_| tracing::info!(db, coll, "container deleted"))
+                .ok_or_else(|| SimError::NoContainer(format!("{db}/{coll}")))
+        }
+
+        /// Sets the added latency.
+        pub fn set_latency(&self, latency: Duration) {
+            self.set_faults(FaultSettings {
+                latency_ms: Some(latency.as_millis() as u64),
+                ..Default::default()
+            });
+        }
+
+        /// How many requests have begun waiting an added latency ([`Self::set_latency`]) since
+        /// start: a test that stalls the writer knows the stall has reached a write.
+        pub fn delayed_requests(&self) -> u64 {
+            self.state.faults.delayed()
+        }
+
+        /// Sets the share of requests answered 503 (0 to 1).
+        pub fn set_error_rate_503(&self, rate: f64) {
+            self.set_faults(FaultSettings {
+                error_rate_503: Some(rate),
+                ..Default::default()
+            });
+        }
+
+        /// Sets the share of requests held for `hold` and then answered 408 (0 to 1).
+        pub fn set_timeout_rate(&self, rate: f64, hold: Duration) {
+            self.set_faults(FaultSettings {
+                timeout_rate: Some(rate),
+                timeout_ms: Some(hold.as_millis() as u64),
+                ..Default::default()
+            });
+        }
+
+        /// Applies fault settings (only the given fields change).
+        pub fn set_faults(&self, settings: FaultSettings) {
+            self.state.faults.update(settings);
+        }
+
+        /// Splits a live range of a container in two; its id then answers 410/1002 and
+        /// `pkranges` lists the two children.
+        pub fn split_range(
+            &self,
+            db: &str,
+            coll: &str,
+            range_id: &str,
+        ) -> Result<(PartitionKeyRange, PartitionKeyRange), SimError> {
+            self.state.split_range(db, coll, range_id)
+        }
+
+        /// Changes a container's provisioned RU/s (split evenly across its live ranges).
+        pub fn set_ru_per_sec(&self, db: &str, coll: &str, ru: f64) -> Result<(), SimError> {
+            self.state.set_ru_per_sec(db, coll, ru)
+        }
+
+        /// Creates a database and a container with a hash v2 key on `pk_path` and the default
+        /// indexing policy (also possible over REST; this is a shortcut for tests and benches).
+        pub fn create_container(
+            &self,
+            db: &str,
+            coll: &str,
+            pk_path: &str,
+        ) -> Result<(), SimError> {
+            self.create_container_indexed(db, coll, pk_path, None)
         }
     }
 }

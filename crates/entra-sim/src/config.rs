@@ -165,6 +165,7 @@ pub struct ManagedIdentity {
     pub roles: RoleAssignments,
 }
 
+#[cfg(feature = "test-support")]
 fn assign(roles: &mut RoleAssignments, resource: &str, role: &str) {
     roles
         .entry(resource.to_owned())
@@ -172,6 +173,7 @@ fn assign(roles: &mut RoleAssignments, resource: &str, role: &str) {
         .push(role.to_owned());
 }
 
+#[cfg(feature = "test-support")]
 impl App {
     /// An app registration with client id `client_id` and nothing else.
     pub fn new(client_id: impl Into<String>) -> App {
@@ -242,6 +244,7 @@ impl App {
     }
 }
 
+#[cfg(feature = "test-support")]
 impl User {
     /// A user signing in as `username`.
     pub fn new(username: impl Into<String>) -> User {
@@ -258,6 +261,7 @@ impl User {
     }
 }
 
+#[cfg(feature = "test-support")]
 impl ManagedIdentity {
     /// A managed identity with client id `client_id` (random when empty).
     pub fn new(client_id: impl Into<String>) -> ManagedIdentity {

@@ -7,6 +7,8 @@
 //! authorization endpoint (signing in a configured user without a form), and an App Service
 //! style managed identity endpoint. Tokens are RS256 JWTs in Entra's v2.0 shape.
 //!
+//! In tests (cargo feature `test-support`), a directory is built in code:
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), entra_sim::StartError> {
 //! use entra_sim::{App, EntraSim};
@@ -20,22 +22,26 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`config`] (what is configured), [`directory`] (it checked and indexed),
-//! [`keys`] (signing keys and JWKS), [`tokens`] (claims), [`assertion`] (client assertions),
-//! [`aadsts`] (errors as Entra words them), [`certs`] (the HTTPS CA, app certificates),
-//! `server` (the endpoints), `sim` (starting and stopping).
+//! Modules: `config` (what is configured), `directory` (it checked and indexed), `keys`
+//! (signing keys and JWKS), `tokens` (claims), `assertion` (client assertions), `aadsts`
+//! (errors as Entra words them), `certs` (the HTTPS CA, app certificates), `server` (the
+//! endpoints), `sim` (starting and stopping).
 
-pub mod aadsts;
-pub mod assertion;
-pub mod certs;
-pub mod config;
-pub mod directory;
-pub mod keys;
+mod aadsts;
+mod assertion;
+mod certs;
+mod config;
+mod directory;
+mod keys;
 mod server;
 mod sim;
-pub mod tokens;
+mod tokens;
 
-pub use certs::AppCertificate;
-pub use config::{App, Config, ManagedIdentity, User};
+pub use certs::{AppCertificate, Ca, CertError};
+pub use config::{App, Config, ManagedIdentity, RoleAssignments, TokenVersion, User};
+pub use directory::DirectoryError;
+pub use keys::KeyError;
 pub use server::{MANAGED_IDENTITY_PATH, ROTATE_KEYS_PATH};
-pub use sim::{Builder, EntraSim, Listen, StartError};
+#[cfg(feature = "test-support")]
+pub use sim::test_support::Builder;
+pub use sim::{EntraSim, Listen, StartError};

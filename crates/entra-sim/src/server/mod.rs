@@ -69,6 +69,7 @@ impl Issuer {
         format!("{}/cluster", self.base)
     }
 
+    #[cfg(feature = "test-support")]
     /// A service-account token of the cluster issuer for `subject`, as the AKS workload
     /// identity webhook projects into a pod (`AZURE_FEDERATED_TOKEN_FILE`), valid an hour.
     pub fn service_account_token(&self, subject: &str) -> Result<String, KeyError> {
