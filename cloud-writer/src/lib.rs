@@ -39,28 +39,39 @@ pub use config::{
 pub use metrics::{Counts, DropReason, HoldReason, Metrics, Snapshot, UnknownDropReason};
 pub use writer::{RunError, StartError, Writer};
 
-/// The parts below the API that the command (`import`, `check`), the benches, the demo's
-/// load tools and the integration tests reach. Not an API: it follows the code.
+/// The parts below the API that the command (`import`, `check`, `checkpoints`) and the
+/// demo's load tools reach, and, with the cargo feature `test-support`, those only the
+/// integration tests and the benches reach. Not an API: it follows the code.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::config::{
-        BlobAuth, BlobCheckpoints, CheckpointStoreKind, EventHubsConnection, EventHubsSettings,
-        SOURCE_MAX_BYTES_FLOOR, SourceSpec, StartAt,
-    };
+    pub use crate::config::{CheckpointStoreKind, SourceSpec};
     pub use crate::import::FileSource;
-    pub use crate::pipeline::Coalescer;
-    pub use crate::pipeline::agent::{AgentFact, ConnectionOp, TwinOp};
-    pub use crate::pipeline::reject::Rejects;
-    pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
-    pub use crate::sink::{CosmosSink, Encoder, HistoryFormat, SinkSettings, policy_cost};
+    pub use crate::sink::policy_cost;
     pub use crate::source::eventhubs::checkpointing::blob_store::BlobCheckpointStore;
     pub use crate::source::eventhubs::checkpointing::cosmos_store::CosmosCheckpointStore;
     pub use crate::source::eventhubs::checkpointing::{Scope, transfer};
-    pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
-    pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
-    pub use crate::source::queue::channel;
-    pub use crate::source::{
-        Ack, HubEvent, Message, MessageKind, Source, SourceControl, SourceError,
-    };
     pub use crate::writer::{bulk_config, cosmos_client, open_container, patch_in_batches};
+
+    #[cfg(feature = "test-support")]
+    pub use for_tests::*;
+
+    /// What only the integration tests and the benches reach.
+    #[cfg(feature = "test-support")]
+    mod for_tests {
+        pub use crate::config::{
+            BlobAuth, BlobCheckpoints, EventHubsConnection, EventHubsSettings,
+            SOURCE_MAX_BYTES_FLOOR, StartAt,
+        };
+        pub use crate::pipeline::Coalescer;
+        pub use crate::pipeline::agent::{AgentFact, ConnectionOp, TwinOp};
+        pub use crate::pipeline::reject::Rejects;
+        pub use crate::pipeline::{AgentWrite, PositionWrite, prepare_batch};
+        pub use crate::sink::{CosmosSink, Encoder, HistoryFormat, SinkSettings};
+        pub use crate::source::eventhubs::{CheckpointContainer, EventHubsSource};
+        pub use crate::source::mqtt::{MqttSettings, MqttSource, TOPIC_FILTER};
+        pub use crate::source::queue::channel;
+        pub use crate::source::{
+            Ack, HubEvent, Message, MessageKind, Source, SourceControl, SourceError,
+        };
+    }
 }

@@ -20,10 +20,12 @@ mod tests;
 
 pub use checkpoint_blob::{BlobAuth, BlobCheckpoints, CheckpointStoreKind};
 pub use given::Settings;
+#[cfg(feature = "test-support")]
+pub use resolved::SOURCE_MAX_BYTES_FLOOR;
 pub use resolved::{
     CosmosSettings, DEFAULT_MQTT_RECEIVE_MAXIMUM, DEFAULT_SEGMENT_HOLD, DEFAULT_SEGMENT_SPAN,
-    DeadLetterSettings, EventHubsSettings, LoadBalancing, MqttTls, NewestWins,
-    SOURCE_MAX_BYTES_FLOOR, StartAt, WriterConfig, read_key_file,
+    DeadLetterSettings, EventHubsSettings, LoadBalancing, MqttTls, NewestWins, StartAt,
+    WriterConfig, read_key_file,
 };
 pub use settings::{DurationSetting, Secret};
 pub use source::{EventHubsAuth, EventHubsConnection, SourceSpec};

@@ -122,11 +122,13 @@ impl<T: Ordered> Coalescer<T> {
         self.index.get(device).map(|&i| &self.winners[i])
     }
 
+    #[cfg(feature = "test-support")]
     /// Number of drones kept.
     pub fn len(&self) -> usize {
         self.winners.len()
     }
 
+    #[cfg(feature = "test-support")]
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.winners.is_empty()

@@ -213,6 +213,7 @@ impl QueueReceiver {
         self.rx.len()
     }
 
+    #[cfg(feature = "test-support")]
     /// Whether the queue is empty.
     pub fn is_empty(&self) -> bool {
         self.rx.is_empty()

@@ -169,6 +169,7 @@ impl CosmosSink {
         }
     }
 
+    #[cfg(feature = "test-support")]
     /// Positions and segment writes not yet final.
     pub fn in_flight(&self) -> usize {
         self.engine.in_flight.load(Ordering::Acquire)
@@ -275,6 +276,7 @@ impl CosmosSink {
         let _ = (&mut self.outcomes).await;
     }
 
+    #[cfg(feature = "test-support")]
     /// Waits until nothing is in flight (everything submitted so far is final).
     pub async fn wait_idle(&self) {
         self.engine.wait_idle().await;

@@ -47,7 +47,9 @@ use super::{
     Ack, AckQueue, AckSink, Message, RECONNECT_BACKOFF, Source, SourceControl, SourceError,
 };
 use crate::metrics::{DropReason, Metrics};
-pub use connect::{MAX_INCOMING_PACKET, MqttSettings, TOPIC_FILTER};
+#[cfg(feature = "test-support")]
+pub use connect::TOPIC_FILTER;
+pub use connect::{MAX_INCOMING_PACKET, MqttSettings};
 use connect::{REQUEST_CHANNEL, options, refusal_passes};
 
 /// The device id of an IoT Hub device-to-cloud topic `devices/{id}/messages/events/...`.
