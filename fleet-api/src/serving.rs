@@ -74,7 +74,7 @@ impl Link {
 }
 
 /// Serves `router` on `listener` within `serving`'s limits, over TLS with `tls`, until
-/// `shutdown` is cancelled; then open connections have [`GRACE`] to finish.
+/// `shutdown` is cancelled; then open connections have `GRACE` to finish.
 pub async fn serve(
     listener: TcpListener,
     router: Router,

@@ -82,7 +82,7 @@ impl ApiKeys {
 
     /// Parses a key file: `name role sha256hex` a line; blank lines and lines starting
     /// with `#` are skipped. A file with no key parses (read again in service, it revokes
-    /// every key); at start it is refused ([`KeyError::Empty`]).
+    /// every key); at start it is refused (`KeyError::Empty`).
     pub fn parse(text: &str) -> Result<ApiKeys, KeyError> {
         let mut by_hash = HashMap::new();
         for (index, raw) in text.lines().enumerate() {

@@ -60,7 +60,7 @@ pub enum TileAuth {
     None,
     /// Azure Maps' shared key (`MAP_TILE_KEY`), sent in the `subscription-key` header.
     Key(settings::Secret),
-    /// An Entra ID token of the API's identity for [`AZURE_MAPS_SCOPE`] as the bearer, and the
+    /// An Entra ID token of the API's identity for `AZURE_MAPS_SCOPE` as the bearer, and the
     /// Maps account's client id (`MAP_TILE_CLIENT_ID`) in `x-ms-client-id`.
     Entra {
         /// The Azure Maps account's client id.
@@ -94,7 +94,7 @@ pub struct MapTiles {
     /// What the map shows in its corner, as the tile provider asks.
     pub attribution: String,
     /// The credential tile requests carry: with one, the API fetches the tiles for the page
-    /// ([`routes`]), so that the page never holds it.
+    /// (`routes`), so that the page never holds it.
     pub auth: TileAuth,
 }
 
