@@ -21,6 +21,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use cloud_writer::DropReason;
 use common::replica::{Replica, hub_and_endpoint};
+use common::segments::{Segment, segments_by_sdk};
 use common::*;
 use cosmos_sim::CosmosSim;
 use hub_sim::{AuthMethod, HubSim, Incoming};
@@ -45,48 +46,6 @@ fn route(hub: &HubSim, base: DateTime<Utc>, seqs: std::ops::RangeInclusive<u64>)
             hub.partitions().route(message);
         }
     }
-}
-
-/// A track segment as the official SDK read it.
-#[derive(Debug)]
-struct Segment {
-    device_id: String,
-    start_ms: i64,
-    end_ms: i64,
-    ttl: Option<u64>,
-    /// `[seq, deviceTimeMs]` of each point, as stored.
-    points: Vec<(u64, i64)>,
-    /// The document as the SDK received it, system properties included.
-    bytes: usize,
-}
-
-/// Every segment of container `positions`, read with `@azure/cosmos`.
-async fn segments_by_sdk(sim: &CosmosSim) -> Vec<Segment> {
-    let script = format!(
-        "{}/tests/sdk/track_segments.mjs",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let args = ["telemetry", "positions"];
-    let read =
-        test_harness::run_sdk_script(script.as_ref(), &sim.endpoint(), KEY, &args, &[]).await;
-    read["segments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| Segment {
-            device_id: s["deviceId"].as_str().unwrap().to_owned(),
-            start_ms: s["startMs"].as_i64().unwrap(),
-            end_ms: s["endMs"].as_i64().unwrap(),
-            ttl: s["ttl"].as_u64(),
-            points: s["points"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| (p[0].as_u64().unwrap(), p[1].as_i64().unwrap()))
-                .collect(),
-            bytes: s["bytes"].as_u64().unwrap() as usize,
-        })
-        .collect()
 }
 
 /// Checks that every drone's track is exactly positions 1..=POSITIONS sent from `base`:
@@ -202,7 +161,7 @@ async fn live_history_in_segments_costs_under_one_ru_per_position() {
     );
 
     let ru = segment_charges(&sim) / total as f64;
-    let segments = segments_by_sdk(&sim).await;
+    let segments = segments_by_sdk(&sim, KEY, "positions").await;
     let bytes = segments.iter().map(|s| s.bytes).sum::<usize>() as f64 / total as f64;
     println!(
         "live history: {ru:.3} RU and {bytes:.1} bytes per position ({} segments; one document per position: {DOCUMENT_PER_POSITION_BYTES} bytes)",
@@ -268,7 +227,7 @@ async fn a_writer_killed_while_holding_positions_for_segments_loses_none() {
         after.received > total - first,
         "nothing read again: {after:?}"
     );
-    let segments = segments_by_sdk(&sim).await;
+    let segments = segments_by_sdk(&sim, KEY, "positions").await;
     assert_tracks(&segments, base);
     assert_eq!(stored_positions(&sim).await, total);
     drop(restarted);

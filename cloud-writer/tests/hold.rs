@@ -20,6 +20,7 @@ use chrono::{TimeDelta, Utc};
 use cloud_writer::{DropReason, HoldReason};
 use cloud_writer::{DurationSetting, NewestWins, Settings};
 use common::hold::{assert_held, hold_mid_stream, metrics_text, wait_probed_again};
+use common::segments::segments_by_sdk;
 use common::*;
 use cosmos_sim::CosmosSim;
 use serde_json::Value;
@@ -172,7 +173,7 @@ async fn positions_that_turn_stale_while_held_are_counted_apart_from_late_arriva
     )
     .await;
     assert_eq!(counts.history_written, 20, "{counts:?}");
-    let segments = segment_points(&rotated_reader(&sim, "turned-stale")).await;
+    let segments = segment_points(&sim, ROTATED, "turned-stale").await;
     assert_eq!(segments.len(), 20, "{segments:?}");
     writer.shutdown();
     writer.wait().await.unwrap();
@@ -260,7 +261,7 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
         |unacknowledged| *unacknowledged == 0,
     )
     .await;
-    let segments = segment_points(&container(&sim.endpoint(), "telemetry", "segments-held")).await;
+    let segments = segment_points(&sim, KEY, "segments-held").await;
     assert_eq!(segments.len(), DRONES, "{segments:?}");
     for (device, seqs) in &segments {
         assert_eq!(seqs, &(1..=PER_DRONE).collect::<Vec<_>>(), "{device}");
@@ -292,17 +293,20 @@ async fn segment_writes_refused_hold_the_stream_and_land_afterwards() {
     writer.wait().await.unwrap();
 }
 
-/// The points' `seq` of each drone's track segments in `container`, in order.
+/// The points' `seq` of each drone's track segments in `telemetry`/`container`, in the
+/// segments' order, read with the official SDK signing with `key`.
 async fn segment_points(
-    container: &cosmos::ContainerClient,
+    sim: &CosmosSim,
+    key: &str,
+    container: &str,
 ) -> std::collections::BTreeMap<String, Vec<u64>> {
+    let mut segments = segments_by_sdk(sim, key, container).await;
+    segments.sort_by_key(|s| s.start_ms);
     let mut seqs = std::collections::BTreeMap::<String, Vec<u64>>::new();
-    for doc in &segment_documents(container).await {
-        let device = doc["deviceId"].as_str().unwrap().to_owned();
-        let points = telemetry::document::stored_points(doc).unwrap();
-        seqs.entry(device)
+    for segment in segments {
+        seqs.entry(segment.device_id)
             .or_default()
-            .extend(points.iter().map(|p| p.seq));
+            .extend(segment.points.iter().map(|&(seq, _)| seq));
     }
     seqs
 }

@@ -7,6 +7,7 @@ pub mod checkpoints;
 pub mod entra;
 pub mod hold;
 pub mod replica;
+pub mod segments;
 pub mod sink;
 
 use std::collections::HashMap;
@@ -272,19 +273,6 @@ pub async fn stored(container: &ContainerClient, device: &str) -> Value {
         .expect("document exists")
         .json()
         .unwrap()
-}
-
-/// Every track segment document of the container.
-pub async fn segment_documents(container: &ContainerClient) -> Vec<Value> {
-    let query = QueryRequest {
-        query: "SELECT * FROM c WHERE c.kind = 'segment'".into(),
-        parameters: vec![],
-    };
-    container
-        .query(&query, QueryScope::AllRanges)
-        .await
-        .expect("query the container")
-        .documents
 }
 
 /// RU the endpoint charged `container` so far.
