@@ -29,6 +29,7 @@
 //!   is still read.
 
 mod config;
+mod journal;
 pub mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,13 +38,13 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
+use journal::{JOURNAL, JOURNAL_ENTRY, journal_entry, read_journal};
+
 pub use config::{BufferConfig, DEFAULT_BUFFER_MAX_BYTES, MIN_BUFFER_MAX_BYTES};
 pub use record::Record;
 
 const SEGMENT_PREFIX: &str = "seg-";
 const SEGMENT_SUFFIX: &str = ".log";
-const JOURNAL: &str = "acks.log";
-const JOURNAL_ENTRY: usize = 12;
 /// Journal entries kept beyond twice the live acknowledged ids before compacting.
 const JOURNAL_SLACK: u64 = 1024;
 /// The largest segment: about 500 messages, so that the acknowledged ids of live
@@ -144,7 +145,7 @@ impl DiskBuffer {
         let dir = config.dir.clone();
         fs::create_dir_all(&dir).map_err(io_error("create", &dir))?;
         let journal_path = dir.join(JOURNAL);
-        let acked = read_journal(&journal_path)?;
+        let acked = read_journal(&journal_path).map_err(io_error("read", &journal_path))?;
         let journal = OpenOptions::new()
             .create(true)
             .append(true)
@@ -527,14 +528,6 @@ impl DiskBuffer {
     }
 }
 
-/// A journal entry: the id and its CRC-32.
-fn journal_entry(id: u64) -> [u8; JOURNAL_ENTRY] {
-    let mut entry = [0u8; JOURNAL_ENTRY];
-    entry[..8].copy_from_slice(&id.to_le_bytes());
-    entry[8..].copy_from_slice(&crc32fast::hash(&id.to_le_bytes()).to_le_bytes());
-    entry
-}
-
 /// Reads one record at `offset`; `None` if it is not a valid record.
 fn read_record_at(file: &File, offset: u64) -> io::Result<Option<Record>> {
     let mut header = [0u8; record::HEADER_LEN];
@@ -561,34 +554,6 @@ fn read_record_at(file: &File, offset: u64) -> io::Result<Option<Record>> {
         record::Decoded::Record(record, _) => Some(record),
         record::Decoded::Corrupt => None,
     })
-}
-
-/// The acknowledged ids in the journal; a damaged entry is skipped.
-fn read_journal(path: &Path) -> Result<BTreeSet<u64>, BufferError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(BTreeSet::new()),
-        Err(err) => return Err(io_error("read", path)(err)),
-    };
-    let mut acked = BTreeSet::new();
-    let mut skipped = 0;
-    for entry in bytes.chunks(JOURNAL_ENTRY) {
-        let valid = entry.len() == JOURNAL_ENTRY
-            && crc32fast::hash(&entry[..8]).to_le_bytes() == entry[8..];
-        if valid {
-            acked.insert(u64::from_le_bytes(entry[..8].try_into().expect("8 bytes")));
-        } else {
-            skipped += 1;
-        }
-    }
-    if skipped > 0 {
-        tracing::warn!(
-            file = %path.display(),
-            entries = skipped,
-            "damaged acknowledgement entries skipped (those messages are sent again)"
-        );
-    }
-    Ok(acked)
 }
 
 /// The segment files of `dir` by first id.
