@@ -6,6 +6,7 @@ pub mod blobs;
 pub mod checkpoints;
 pub mod entra;
 pub mod hold;
+pub mod hub_rig;
 pub mod replica;
 pub mod segments;
 pub mod sink;
