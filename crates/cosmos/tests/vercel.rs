@@ -5,10 +5,13 @@
 //! signatures, has one range whose id is a JSON number, does not support Patch inside
 //! batches, and refuses the undefined key in point operations.)
 
+mod common;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::positions_container;
 use cosmos::{
     BulkConfig, BulkOperation, ContainerClient, ContainerSetup, CosmosClient, CosmosConfig,
     Credential, FinalError, MasterKey, OperationType, PartitionKey, PatchOperation, PatchRequest,
@@ -32,16 +35,7 @@ fn client(server: &CosmosDbServer) -> CosmosClient {
 }
 
 async fn container(server: &CosmosDbServer, name: &str) -> ContainerClient {
-    let client = client(server);
-    let container = client.container("telemetry", name);
-    container
-        .create_if_missing(&ContainerSetup {
-            location_path: Some("/location".into()),
-            ..ContainerSetup::new("/deviceId")
-        })
-        .await
-        .unwrap();
-    container
+    positions_container(&client(server), name).await
 }
 
 fn position(device: &str, id: &str, lon: f64, lat: f64) -> Vec<u8> {
