@@ -1,7 +1,8 @@
 //! The binary: `check` prints a clear report, a wrong setting stops it at start with a
 //! message naming the setting (no source named, a variable with the agent's prefix that is
 //! no setting, gpsd's address as a URL, a MAVLink signing key file that holds no key), and
-//! `run` publishes and writes its status file until SIGTERM.
+//! `run` publishes and writes its status file until SIGTERM. `derive-key` is held to
+//! Python's HMAC and Microsoft's published example.
 
 mod common;
 
@@ -340,4 +341,65 @@ async fn run_publishes_writes_its_status_and_stops_on_sigterm() {
     ] {
         assert!(status.get(field).is_some(), "{field} missing from {status}");
     }
+}
+
+#[test]
+fn derive_key_equals_pythons_hmac_of_the_group_key() {
+    let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args(["derive-key", "--registration-id", "drone-0042"])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    writeln!(child.stdin.take().unwrap(), "{group_key}").unwrap();
+    let ours = child.wait_with_output().unwrap();
+    assert!(ours.status.success());
+    // The same derivation in Python's standard library, as Microsoft's samples write it.
+    let python = Command::new("python3")
+        .args([
+            "-c",
+            "import base64,hashlib,hmac,sys; k=base64.b64decode(sys.argv[1]); \
+             print(base64.b64encode(hmac.new(k, sys.argv[2].encode(), hashlib.sha256).digest()).decode())",
+            group_key,
+            "drone-0042",
+        ])
+        .output()
+        .unwrap();
+    assert!(python.status.success());
+    assert_eq!(
+        String::from_utf8(ours.stdout).unwrap(),
+        String::from_utf8(python.stdout).unwrap()
+    );
+}
+
+#[test]
+fn derive_key_from_a_file_gives_microsofts_published_example() {
+    // learn.microsoft.com, "Tutorial: Provision devices using symmetric key enrollment
+    // groups": this group key and registration id give this derived key.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("group.key");
+    std::fs::write(
+        &file,
+        "8isrFI1sGsIlvvFSSFRiMfCNzv21fjbE/+ah/lSh3lF8e2YG1Te7w1KpZhJFFXJrqYKi9yegxkqIChbqOS9Egw==\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_edge-agent"))
+        .args([
+            "derive-key",
+            "--registration-id",
+            "sn-007-888-abc-mac-a1-b2-c3-d4-e5-f6",
+        ])
+        .env_clear()
+        .env("DPS_GROUP_KEY_FILE", &file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "Jsm0lyGpjaVYVP2g3FnmnmG9dI/9qU24wNoykUmermc=\n"
+    );
 }

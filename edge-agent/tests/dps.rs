@@ -3,7 +3,7 @@
 //! hub; a restart reuses the kept assignment without registering (the group is disabled by
 //! then, so a registration would be refused); a disabled group is reported with DPS's error
 //! code and tried again on the backoff schedule; the group key without the lab's opt-in
-//! stops the agent. `derive-key` is held to Python's HMAC and Microsoft's published example.
+//! stops the agent.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -436,38 +436,6 @@ async fn fleet_certs_issues_each_drone_a_certificate_the_fleets_x509_group_trust
     .await;
 }
 
-#[test]
-fn derive_key_equals_pythons_hmac_of_the_group_key() {
-    let group_key = "ZmxlZXQtZ3JvdXAta2V5LWZvci10ZXN0cw==";
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
-        .args(["derive-key", "--registration-id", "drone-0042"])
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    writeln!(child.stdin.take().unwrap(), "{group_key}").unwrap();
-    let ours = child.wait_with_output().unwrap();
-    assert!(ours.status.success());
-    // The same derivation in Python's standard library, as Microsoft's samples write it.
-    let python = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import base64,hashlib,hmac,sys; k=base64.b64decode(sys.argv[1]); \
-             print(base64.b64encode(hmac.new(k, sys.argv[2].encode(), hashlib.sha256).digest()).decode())",
-            group_key,
-            "drone-0042",
-        ])
-        .output()
-        .unwrap();
-    assert!(python.status.success());
-    assert_eq!(
-        String::from_utf8(ours.stdout).unwrap(),
-        String::from_utf8(python.stdout).unwrap()
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_outside_the_allowed_suffix_is_refused_and_nothing_is_kept() {
     bounded(async {
@@ -537,35 +505,6 @@ async fn a_days_retry_after_from_dps_is_cut_to_a_minute() {
         assert_eq!(edge_agent::MAX_RETRY_AFTER, Duration::from_secs(60));
     })
     .await;
-}
-
-#[test]
-fn derive_key_from_a_file_gives_microsofts_published_example() {
-    // learn.microsoft.com, "Tutorial: Provision devices using symmetric key enrollment
-    // groups": this group key and registration id give this derived key.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("group.key");
-    std::fs::write(
-        &file,
-        "8isrFI1sGsIlvvFSSFRiMfCNzv21fjbE/+ah/lSh3lF8e2YG1Te7w1KpZhJFFXJrqYKi9yegxkqIChbqOS9Egw==\n",
-    )
-    .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_edge-agent"))
-        .args([
-            "derive-key",
-            "--registration-id",
-            "sn-007-888-abc-mac-a1-b2-c3-d4-e5-f6",
-        ])
-        .env_clear()
-        .env("DPS_GROUP_KEY_FILE", &file)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    assert_eq!(
-        String::from_utf8(output.stdout).unwrap(),
-        "Jsm0lyGpjaVYVP2g3FnmnmG9dI/9qU24wNoykUmermc=\n"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
