@@ -1,9 +1,9 @@
 //! A hub slow to answer its `$management` node, as a busy hub or a crowded machine is: the
-//! writer's lag monitor asks every partition's properties each balancing interval, one after
-//! another. While a poll is late (past the interval, and at least 5 s), the writer reports
-//! its source out of reach (not ready); a late answer still counts once it comes, so a hub
-//! that is slow but answers is connected between its late polls, and the lag it reports is
-//! the hub's.
+//! writer's lag monitor asks every partition's properties each balancing interval, and the
+//! SDK asks them one after another. A poll slower than the interval but within 5 s still
+//! counts as an answer; a later one reports the source out of reach (not ready) and is asked
+//! again. Once the hub answers in time, the writer is ready and the lag it reports is the
+//! hub's.
 
 mod common;
 
@@ -16,7 +16,7 @@ use common::replica::{Replica, hub_and_endpoint, route_round};
 const PATIENCE: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hub_slow_to_answer_is_out_of_reach_only_while_a_poll_is_late() {
+async fn a_hub_slower_than_the_interval_is_connected_and_one_past_5_s_is_out_of_reach() {
     let (dir, hub, sim) = hub_and_endpoint().await;
     let writer = Replica::start(
         "writer",
@@ -36,8 +36,8 @@ async fn a_hub_slow_to_answer_is_out_of_reach_only_while_a_poll_is_late() {
     )
     .await;
 
-    // Four partitions asked one after another: a poll takes 8 s, late after 5 s.
-    hub.delay_management_answers(Duration::from_secs(2));
+    // Four partitions asked one after another: a poll takes 12 s, late after 5 s.
+    hub.delay_management_answers(Duration::from_secs(3));
     eventually(
         "the writer seeing the hub out of reach",
         PATIENCE,
@@ -45,23 +45,17 @@ async fn a_hub_slow_to_answer_is_out_of_reach_only_while_a_poll_is_late() {
         |(c, ready)| !c.connected && !ready,
     )
     .await;
+    // A poll of 1.6 s: past the 1 s interval, within 5 s.
+    hub.delay_management_answers(Duration::from_millis(400));
     eventually(
-        "the writer connected again by a late poll's answers, the hub still slow",
-        PATIENCE,
-        async || writer.counts().await,
-        |c| c.connected,
-    )
-    .await;
-
-    hub.delay_management_answers(Duration::ZERO);
-    eventually(
-        "the writer connected and ready again",
+        "the writer connected by answers slower than the interval",
         PATIENCE,
         async || (writer.counts().await, writer.ready().await),
         |(c, ready)| c.connected && *ready,
     )
     .await;
 
+    hub.delay_management_answers(Duration::ZERO);
     // The lag it reports is the hub's: every position routed now is read, written and
     // checkpointed, and every partition's lag returns to zero.
     route_round(&hub, 40, 1);

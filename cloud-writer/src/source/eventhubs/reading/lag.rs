@@ -86,7 +86,9 @@ async fn poll(
 
 /// How long a poll may take before the hub counts as out of reach: the balancing interval,
 /// and no less than 5 s, so that a busy machine's slow answers (the SDK asks the partitions
-/// one after another) are not taken for a hub out of reach.
+/// one after another) are not taken for a hub out of reach. Bounded by the interval alone,
+/// 32 partitions beside 8 replicas on 2 cores took longer at every poll, and the replica was
+/// never ready.
 fn answer_within(interval: Duration) -> Duration {
     interval.max(Duration::from_secs(5))
 }
@@ -129,24 +131,20 @@ impl Monitor {
                 break;
             }
             let before = readings.snapshot();
-            // A poll is waited for to its end, never dropped mid-call: the SDK's
-            // `$management` link takes the next answer for the answer to the next request,
-            // so a call abandoned after its request went out would leave every later
-            // answer one behind. A late poll reports the hub out of reach meanwhile.
+            // A poll later than `late_after` is dropped and asked again at the next tick:
+            // an answer that never comes must not stop the monitor. The SDK's `$management`
+            // link matches no answer to its request, so a dropped call's late answer may be
+            // taken for the next call's, once.
             let poll = poll(&hub, &partitions, &checkpoints, &metrics);
-            tokio::pin!(poll);
             let polled = match reading
-                .run_until_cancelled(tokio::time::timeout(late_after, &mut poll))
+                .run_until_cancelled(tokio::time::timeout(late_after, poll))
                 .await
             {
                 None => break,
                 Some(Ok(polled)) => polled,
                 Some(Err(_)) => {
                     connected.lost(format!("the hub does not answer within {late_after:?}"));
-                    match reading.run_until_cancelled(poll).await {
-                        None => break,
-                        Some(polled) => polled,
-                    }
+                    continue;
                 }
             };
             match polled {
